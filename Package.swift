@@ -1,0 +1,24 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "MappedCache",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "MappedCache", targets: ["MappedCache"]),
+    .executable(name: "mapped-cache", targets: ["mapped-cache"]),
+    .executable(name: "cache-stress", targets: ["cache-stress"]),
+  ],
+  targets: [
+    // Futex and OFD-lock calls only: everything else is Swift.
+    .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
+    .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
+    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache"], path: "Sources/mapped-cache"),
+    .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
+    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache"], path: "Tests/Helper"),
+    .testTarget(
+      name: "MappedCacheTests",
+      dependencies: ["MappedCache", "mc-test-helper", "cache-stress", "mapped-cache"],
+      path: "Tests/MappedCacheTests"),
+  ]
+)

@@ -1,0 +1,35 @@
+// The few things Swift cannot call directly: variadic `syscall(SYS_futex)` and
+// `fcntl` with the `_GNU_SOURCE`-only open-file-description lock commands.
+#ifndef MC_SHIM_H
+#define MC_SHIM_H
+#include <stdint.h>
+
+/// Waits while `*word == expected`, for at most `timeout_ns` (0 = no limit).
+/// Shared futex: works across processes on a MAP_SHARED mapping.
+/// Returns 0 when woken, or -errno (EAGAIN: value differed, ETIMEDOUT, EINTR).
+int mc_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns);
+
+/// Wakes at most `count` waiters on `word`. Returns the number woken or -errno.
+int mc_futex_wake(uint32_t *word, int count);
+
+/// Takes a shared (read) OFD lock on one byte at `offset`, without waiting.
+/// Returns 0, or -errno (EAGAIN/EACCES when someone holds a conflicting lock).
+int mc_ofd_lock_byte(int fd, int64_t offset);
+
+/// Releases this open file description's OFD lock on one byte.
+int mc_ofd_unlock_byte(int fd, int64_t offset);
+
+/// Asks whether any other open file description holds a lock on the byte.
+/// Returns 1 (held), 0 (free), or -errno.
+int mc_ofd_byte_is_locked(int fd, int64_t offset);
+
+/// A CPU hint for spin-wait loops.
+static inline void mc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

@@ -1,0 +1,82 @@
+import Glibc
+
+/// Every error MappedCache throws. Switch on the case; `description` says what to do.
+public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// The file exists but is not a MappedCache file. It was not modified.
+  case notACacheFile(path: String)
+  /// A MappedCache file of another format version or layout than this library reads.
+  case incompatibleFormat(path: String, reason: String)
+  /// The file was created for another value type.
+  case typeMismatch(path: String, expected: String, found: String)
+  /// Keys must hold at least one byte.
+  case emptyKey
+  /// The key is longer than the cache's key limit.
+  case keyTooLarge(size: Int, limit: Int)
+  /// The encoded value is larger than the cache's value limit.
+  case valueTooLarge(size: Int, limit: Int)
+  /// The stored bytes could not be decoded as the requested type. Nothing else was disturbed.
+  case decodingFailed(key: String, reason: String)
+  /// The value could not be encoded.
+  case encodingFailed(reason: String)
+  /// The file's contents break an invariant that automatic recovery cannot mend.
+  case corrupted(path: String, reason: String)
+  /// The cache was opened read-only (or the file is not writable) and a write was attempted.
+  case readOnly(path: String)
+  /// The path is refused for safety (a symlink, another owner, group- or world-writable).
+  case unsafeFile(path: String, reason: String)
+  /// The file at the path was replaced (a new inode) while this handle had the old one mapped.
+  case fileReplaced(path: String)
+  /// The file system is full: the cache's blocks could not be reserved.
+  case diskFull(path: String, bytes: Int)
+  /// Every process slot in the file's registration table is in use by a live process.
+  case tooManyProcesses(limit: Int)
+  /// An argument is out of its documented range.
+  case invalidArgument(String)
+  /// `increment`/`decrement` found a value that is not an integer counter.
+  case notAnInteger(key: String)
+  /// A wait (for another process's compute) ran out of time.
+  case timedOut(operation: String)
+  /// A system call failed.
+  case system(SystemError)
+
+  public var description: String {
+    switch self {
+    case .notACacheFile(let p):
+      return "\(p) is not a MappedCache file (it was left untouched); choose another path or remove it"
+    case .incompatibleFormat(let p, let why):
+      return "\(p) is a MappedCache file this version cannot use (\(why)); remove it or open it with a matching version"
+    case .typeMismatch(let p, let want, let found):
+      return "\(p) holds values of type \(found), not \(want); open it with that type or use another path"
+    case .emptyKey:
+      return "a key must not be empty"
+    case .keyTooLarge(let n, let limit):
+      return "key of \(n) bytes exceeds the cache's limit of \(limit) bytes; shorten it (hash long keys) or create the cache with a larger maxKeySize"
+    case .valueTooLarge(let n, let limit):
+      return "value of \(n) bytes exceeds the cache's limit of \(limit) bytes; create the cache with a larger capacity or maxValueSize"
+    case .decodingFailed(let k, let why):
+      return "the value stored under \"\(k)\" could not be decoded (\(why)); remove the key or check the writer's type"
+    case .encodingFailed(let why):
+      return "the value could not be encoded (\(why))"
+    case .corrupted(let p, let why):
+      return "\(p) is corrupted (\(why)); run `mapped-cache verify --repair \(p)` or recreate the cache"
+    case .readOnly(let p):
+      return "\(p) is open read-only; open it with write access to change it"
+    case .unsafeFile(let p, let why):
+      return "refusing \(p): \(why); fix the file's ownership or permissions, or opt in explicitly"
+    case .fileReplaced(let p):
+      return "\(p) was replaced by another file while mapped; open the cache again"
+    case .diskFull(let p, let n):
+      return "no space to reserve \(n) bytes for \(p); free space or choose a smaller capacity"
+    case .tooManyProcesses(let n):
+      return "all \(n) process slots of the cache are held by live processes; close some handles"
+    case .invalidArgument(let why):
+      return "invalid argument: \(why)"
+    case .notAnInteger(let k):
+      return "the value under \"\(k)\" is not an integer counter"
+    case .timedOut(let what):
+      return "timed out: \(what)"
+    case .system(let e):
+      return e.description
+    }
+  }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import Synchronization
+
+/// A cache shared by every process that opens the same file: a fixed-size,
+/// memory-mapped hash table. Reads take no lock and make no system call; writes are
+/// serialised across processes and threads and survive any writer being killed.
+///
+/// ```swift
+/// let cache = try SharedCache<String>(name: "demo")
+/// try cache.setObject("hello", forKey: "greeting", expires: .seconds(60))
+/// let s = try cache.object(forKey: "greeting")
+/// ```
+///
+/// One instance may be shared by any number of threads.
+public final class SharedCache<Value>: @unchecked Sendable {
+  let engine: CacheEngine
+  let codec: ValueCodec<Value>
+  private let defaults = Mutex<CacheExpiry>(.never)
+  private let sweeperLock = NSLock()
+  private var sweeperTimer: DispatchSourceTimer?
+
+  /// The file's path.
+  public var path: String { engine.path }
+  /// Whether this handle can write.
+  public var isWritable: Bool { engine.writable }
+  /// Longest key, in bytes.
+  public var maxKeySize: Int { engine.layout.maxKey }
+  /// Largest encoded value, in bytes.
+  public var maxValueSize: Int { engine.layout.maxValue }
+  /// The file's size in bytes.
+  public var capacity: Int { engine.layout.fileSize }
+
+  /// The expiry `setObject` uses when it is given none. Per handle, not stored in the file.
+  public var defaultExpiry: CacheExpiry {
+    get { defaults.withLock { $0 } }
+    set { defaults.withLock { $0 = newValue } }
+  }
+
+  /// Opens the cache at `path`, creating it with `capacity` bytes (and `options`) if it
+  /// does not exist. An existing cache keeps its own capacity and limits.
+  public init(path: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
+              policy: OpenPolicy = OpenPolicy(), lockMode: LockMode = .sharedWord) throws where Value: Codable {
+    var o = options
+    if capacity != 64 << 20 || o.capacity == 64 << 20 { o.capacity = capacity }
+    let codec = ValueCodec<Value>.make()
+    self.codec = codec
+    engine = try CacheEngine(path: path, options: o, policy: policy, lockMode: lockMode,
+                             typeFingerprint: codec.fingerprint, typeName: codec.typeName)
+  }
+
+  /// Opens or creates the cache called `name` at the embedded default location:
+  /// `/dev/shm/<name>.mcache`, or the temporary directory where /dev/shm is missing.
+  public convenience init(name: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
+                          policy: OpenPolicy = OpenPolicy()) throws where Value: Codable {
+    try self.init(path: SharedCache.defaultPath(forName: name), capacity: capacity, options: options, policy: policy)
+  }
+
+  /// The embedded default location of the cache called `name`.
+  public static func defaultPath(forName name: String) throws -> String {
+    guard !name.isEmpty, name.count <= 200, !name.contains("/"), name != ".", name != ".." else {
+      throw CacheError.invalidArgument("cache name \"\(name)\" must be 1 to 200 characters without '/'")
+    }
+    var isDir: ObjCBool = false
+    let dir = FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
+      ? "/dev/shm" : NSTemporaryDirectory()
+    return (dir as NSString).appendingPathComponent("\(name).mcache")
+  }
+
+  deinit {
+    sweeperTimer?.cancel()
+  }
+
+  // MARK: Keys
+
+  @inline(__always)
+  func withKey<R>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    var k = key
+    return try k.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+  }
+
+  func expiryMs(_ e: CacheExpiry?) -> UInt64 {
+    (e ?? defaultExpiry).milliseconds(now: Sys.wallClockMilliseconds())
+  }
+
+  // MARK: Reading
+
+  /// The value for `key`, or nil when it is missing or expired.
+  public func object(forKey key: String) throws -> Value? {
+    try object(forKey: key, allowingExpired: false)
+  }
+
+  /// The value for `key`; with `allowingExpired`, an expired entry still present is
+  /// returned too (serve stale while refreshing).
+  public func object(forKey key: String, allowingExpired: Bool) throws -> Value? {
+    try withKey(key) { k in
+      try engine.checkKey(k)
+      return try engine.withValue(forKey: k, allowExpired: allowingExpired) { bytes, _ in
+        do { return try codec.decode(bytes) } catch {
+          throw CacheError.decodingFailed(key: key, reason: "\(error)")
+        }
+      }
+    }
+  }
+
+  /// The value and its version (for `setObject(_:forKey:ifVersion:)`).
+  public func objectWithVersion(forKey key: String) throws -> (value: Value, version: UInt64)? {
+    try withKey(key) { k in
+      try engine.checkKey(k)
+      return try engine.withValue(forKey: k) { bytes, info in
+        do { return (try codec.decode(bytes), info.version) } catch {
+          throw CacheError.decodingFailed(key: key, reason: "\(error)")
+        }
+      }
+    }
+  }
+
+  /// Hands the stored bytes of `key` to `body` without allocating; nil when missing.
+  /// The buffer is a private copy, valid only during `body`.
+  public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    try withKey(key) { k in
+      try engine.checkKey(k)
+      return try engine.withValue(forKey: k) { bytes, _ in try body(bytes) }
+    }
+  }
+
+  /// When `key` expires: nil when missing, `.never`, or `.date`.
+  public func expiry(forKey key: String) throws -> CacheExpiry? {
+    try withKey(key) { k in
+      try engine.checkKey(k)
+      return engine.withValue(forKey: k, countStats: false) { _, info in
+        CacheExpiry.from(milliseconds: info.expiryMilliseconds)
+      }
+    }
+  }
+
+  /// Whether a live entry exists for `key`.
+  public func containsObject(forKey key: String) throws -> Bool {
+    try withKey(key) { k in
+      try engine.checkKey(k)
+      return engine.withValue(forKey: k, countStats: false) { _, _ in true } ?? false
+    }
+  }
+
+  // MARK: Writing
+
+  /// Stores `value` under `key`, expiring as given (or by `defaultExpiry`).
+  public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
+    _ = try store(value, key, expires, .always)
+  }
+
+  /// Stores only if `key` has no live entry; false when it had one.
+  @discardableResult
+  public func add(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
+    if case .stored = try store(value, key, expires, .ifAbsent) { return true }
+    return false
+  }
+
+  /// Stores only if `key` has a live entry; false when it had none.
+  @discardableResult
+  public func replace(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
+    if case .stored = try store(value, key, expires, .ifPresent) { return true }
+    return false
+  }
+
+  /// Compare-and-swap: stores only if the entry's version is still `version`.
+  @discardableResult
+  public func setObject(_ value: Value, forKey key: String, ifVersion version: UInt64,
+                        expires: CacheExpiry? = nil) throws -> Bool {
+    if case .stored = try store(value, key, expires, .ifVersion(version)) { return true }
+    return false
+  }
+
+  func store(_ value: Value, _ key: String, _ expires: CacheExpiry?,
+             _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
+    let ms = expiryMs(expires)
+    var outcome = CacheEngine.SetOutcome.conflict
+    try withKey(key) { k in
+      try codec.withBytes(value) { v in
+        outcome = try engine.set(k, v, expiry: ms, condition: condition)
+      }
+    }
+    return outcome
+  }
+
+  /// Changes when `key` expires, keeping its value; false when it is missing.
+  @discardableResult
+  public func touch(_ key: String, expires: CacheExpiry) throws -> Bool {
+    let ms = expires.milliseconds(now: Sys.wallClockMilliseconds())
+    return try withKey(key) { try engine.touch($0, expiry: ms) }
+  }
+
+  /// Removes `key`; false when it was not present.
+  @discardableResult
+  public func removeObject(forKey key: String) throws -> Bool {
+    try withKey(key) { try engine.remove($0) }
+  }
+
+  /// Removes every entry.
+  public func removeAllObjects() throws { try engine.removeAll() }
+
+  /// Removes every expired entry now; returns how many.
+  @discardableResult
+  public func removeExpiredObjects() throws -> Int { try engine.removeExpired() }
+
+  /// Gets or sets like a dictionary. Errors read as nil and are dropped on set; use the
+  /// throwing methods to see them.
+  public subscript(key: String) -> Value? {
+    get { try? object(forKey: key) }
+    set {
+      if let newValue { try? setObject(newValue, forKey: key) } else { _ = try? removeObject(forKey: key) }
+    }
+  }
+
+  // MARK: Limits, statistics, maintenance
+
+  /// Most entries the cache keeps (0 = only the file's own limit). Stored in the file:
+  /// every process sees it. Setting it evicts down to it.
+  public var countLimit: Int {
+    get { engine.countLimit }
+    set { try? engine.setLimits(count: newValue, cost: nil) }
+  }
+
+  /// Most key+value bytes the cache keeps (0 = only the file's capacity). Stored in the file.
+  public var totalCostLimit: Int {
+    get { engine.costLimit }
+    set { try? engine.setLimits(count: nil, cost: newValue) }
+  }
+
+  /// Sets both limits, reporting errors.
+  public func setLimits(count: Int? = nil, cost: Int? = nil) throws {
+    try engine.setLimits(count: count, cost: cost)
+  }
+
+  /// The cache's counters, summed over every process.
+  public var statistics: CacheStatistics { engine.statistics() }
+
+  /// Checks every invariant of the file (and repairs what it can with `repair`).
+  public func verify(repair: Bool = false) throws -> VerifyReport { try engine.verify(repair: repair) }
+
+  /// Starts a background sweeper that reclaims expired entries ahead of need, a few
+  /// thousand slots per tick so it never holds the write lock for long.
+  public func startSweeping(every interval: TimeInterval, slotsPerStep: Int = 4096) {
+    let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
+    let engine = self.engine
+    timer.schedule(deadline: .now() + interval, repeating: interval)
+    timer.setEventHandler { _ = try? engine.removeExpired(maxSlots: slotsPerStep) }
+    sweeperLock.withLock {
+      sweeperTimer?.cancel()
+      sweeperTimer = timer
+    }
+    timer.resume()
+  }
+
+  /// Stops the background sweeper.
+  public func stopSweeping() {
+    sweeperLock.withLock {
+      sweeperTimer?.cancel()
+      sweeperTimer = nil
+    }
+  }
+
+  /// Whether the path now names another file than this handle has mapped.
+  public var isReplaced: Bool { engine.file.isReplaced() }
+}

@@ -1,0 +1,151 @@
+import Foundation
+
+/// A type that supplies its own byte encoding for the cache, skipping `Codable`.
+/// `[UInt8]`, `Data`, `String`, the fixed-width integers, `Double`, `Float`, `Bool`,
+/// `Date` and `UUID` conform.
+public protocol CacheValueEncodable {
+  /// A stable name stored in the file (the type fingerprint is its hash).
+  static var cacheTypeName: String { get }
+  /// Calls `body` with the value's bytes.
+  func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+  /// Decodes a value from bytes written by `withCacheBytes`.
+  init(cacheBytes: UnsafeRawBufferPointer) throws
+}
+
+struct CacheDecodingError: Error, CustomStringConvertible {
+  var description: String
+}
+
+extension Array: CacheValueEncodable where Element == UInt8 {
+  public static var cacheTypeName: String { "bytes" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+  public init(cacheBytes b: UnsafeRawBufferPointer) { self.init(b) }
+}
+
+extension Data: CacheValueEncodable {
+  public static var cacheTypeName: String { "bytes" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+  public init(cacheBytes b: UnsafeRawBufferPointer) { self.init(b) }
+}
+
+extension String: CacheValueEncodable {
+  public static var cacheTypeName: String { "string" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    var s = self
+    return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws {
+    guard let s = String(validating: b.bindMemory(to: UInt8.self), as: UTF8.self) else {
+      throw CacheDecodingError(description: "not valid UTF-8")
+    }
+    self = s
+  }
+}
+
+/// Fixed-width little-endian encodings.
+public protocol CacheFixedWidthValue: CacheValueEncodable {}
+
+extension CacheFixedWidthValue where Self: FixedWidthInteger {
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try Swift.withUnsafeBytes(of: self.littleEndian, body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws {
+    guard b.count == MemoryLayout<Self>.size else {
+      throw CacheDecodingError(description: "\(b.count) bytes for a \(MemoryLayout<Self>.size)-byte integer")
+    }
+    self.init(littleEndian: b.loadUnaligned(as: Self.self))
+  }
+}
+
+extension Int: CacheFixedWidthValue { public static var cacheTypeName: String { "int64" } }
+extension Int64: CacheFixedWidthValue { public static var cacheTypeName: String { "int64" } }
+extension Int32: CacheFixedWidthValue { public static var cacheTypeName: String { "int32" } }
+extension Int16: CacheFixedWidthValue { public static var cacheTypeName: String { "int16" } }
+extension Int8: CacheFixedWidthValue { public static var cacheTypeName: String { "int8" } }
+extension UInt: CacheFixedWidthValue { public static var cacheTypeName: String { "uint64" } }
+extension UInt64: CacheFixedWidthValue { public static var cacheTypeName: String { "uint64" } }
+extension UInt32: CacheFixedWidthValue { public static var cacheTypeName: String { "uint32" } }
+extension UInt16: CacheFixedWidthValue { public static var cacheTypeName: String { "uint16" } }
+
+extension Double: CacheValueEncodable {
+  public static var cacheTypeName: String { "double" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try bitPattern.withCacheBytes(body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws { self.init(bitPattern: try UInt64(cacheBytes: b)) }
+}
+
+extension Float: CacheValueEncodable {
+  public static var cacheTypeName: String { "float" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try bitPattern.withCacheBytes(body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws { self.init(bitPattern: try UInt32(cacheBytes: b)) }
+}
+
+extension Bool: CacheValueEncodable {
+  public static var cacheTypeName: String { "bool" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try Swift.withUnsafeBytes(of: self ? UInt8(1) : UInt8(0), body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws {
+    guard b.count == 1, b[0] <= 1 else { throw CacheDecodingError(description: "not a Bool") }
+    self = b[0] == 1
+  }
+}
+
+extension Date: CacheValueEncodable {
+  public static var cacheTypeName: String { "date" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try timeIntervalSinceReferenceDate.withCacheBytes(body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws {
+    self.init(timeIntervalSinceReferenceDate: try Double(cacheBytes: b))
+  }
+}
+
+extension UUID: CacheValueEncodable {
+  public static var cacheTypeName: String { "uuid" }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try Swift.withUnsafeBytes(of: uuid, body)
+  }
+  public init(cacheBytes b: UnsafeRawBufferPointer) throws {
+    guard b.count == 16 else { throw CacheDecodingError(description: "\(b.count) bytes for a UUID") }
+    var u: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    Swift.withUnsafeMutableBytes(of: &u) { $0.copyMemory(from: b) }
+    self.init(uuid: u)
+  }
+}
+
+/// How `SharedCache<Value>` turns values into bytes and back: a `CacheValueEncodable`
+/// fast path when the type has one, `Codable` through the compact binary coder otherwise.
+struct ValueCodec<Value>: @unchecked Sendable {
+  let typeName: String
+  let encode: (Value) throws -> [UInt8]
+  /// Calls the closure with the value's bytes without copying where the type allows.
+  let withBytes: (Value, (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+  let decode: (UnsafeRawBufferPointer) throws -> Value
+
+  var fingerprint: UInt64 { KeyHash.bytes(Array(typeName.utf8)) | 1 }
+
+  static func make() -> ValueCodec<Value> where Value: Codable {
+    if let fast = Value.self as? any CacheValueEncodable.Type {
+      return fastCodec(fast)
+    }
+    return ValueCodec(
+      typeName: "codable:\(String(reflecting: Value.self))",
+      encode: { try BinaryEncoder.encode($0) },
+      withBytes: { v, body in try BinaryEncoder.encode(v).withUnsafeBytes(body) },
+      decode: { try BinaryDecoder.decode(Value.self, from: $0) })
+  }
+
+  private static func fastCodec<T: CacheValueEncodable>(_ t: T.Type) -> ValueCodec<Value> {
+    ValueCodec(
+      typeName: T.cacheTypeName,
+      // Safe: `make` chose this codec because `Value.self` is `T.self`, so the casts
+      // below are between a type and itself.
+      encode: { v in try unsafeBitCast(v, to: T.self).withCacheBytes { Array($0) } },
+      withBytes: { v, body in try unsafeBitCast(v, to: T.self).withCacheBytes(body) },
+      decode: { b in unsafeBitCast(try T(cacheBytes: b), to: Value.self) })
+  }
+}

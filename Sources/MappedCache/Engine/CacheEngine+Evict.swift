@@ -1,0 +1,112 @@
+/// Eviction: two logs in the spirit of S3-FIFO (Yang et al., SOSP 2023), with CLOCK's
+/// reference bit. New entries go to the small log (≈10 % of the space); the main log
+/// keeps survivors; the main log's tail is the clock hand. All steps under the write lock.
+///
+/// To make room for `n` bytes in log L (`makeRoom`):
+///  1. While L lacks `n` bytes (plus, for main, a reserve of two largest records), or
+///     the table is at its entry limit, or the cost limit would be passed, take the
+///     record at the tail of L (of small first, for entry and cost limits):
+///  2. a pad, or a record no slot points to (overwritten or removed): skip it;
+///  3. an expired entry: remove it (an expiration);
+///  4. small-log entry referenced since insertion, or while main still has free room:
+///     copy it to main's head, point its slot there, clear its bit (a promotion);
+///  5. small-log entry not referenced: remember its hash in the ghost table, remove it
+///     (an eviction); a later insert of a remembered key goes straight to main;
+///  6. main-log entry referenced since the hand last passed: copy it to main's head and
+///     clear its bit (a second chance; at most 64 per call, so a fully referenced log
+///     still yields); otherwise remove it (an eviction);
+///  7. advance the tail past the record.
+/// A crash between any two steps leaves either a dead record (skipped later) or an odd
+/// slot (repaired by the next writer); see DESIGN.md.
+extension CacheEngine {
+  struct EvictionBudget { var secondChances = 64 }
+
+  /// Frees room for a record of `size` bytes in log `id`, and for a new entry of
+  /// `liveDelta` key+value bytes. Returns whether anything moved (slots may have shifted).
+  func makeRoom(_ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
+                enforceLimits: Bool = true) throws -> Bool {
+    var changed = false
+    var budget = EvictionBudget()
+    let entryLimit = countLimit > 0 ? min(layout.maxEntries, countLimit) : layout.maxEntries
+    let reserve = id == .main ? layout.mainReserve : 0
+    var rounds = 0
+    while true {
+      let log = logState(id)
+      let needLog = log.need(size) + reserve > log.free
+      let needSlot = enforceLimits && newEntry && Int(load(Format.H.entries)) >= entryLimit
+      let needCost = enforceLimits && costLimit > 0 && Int(load(Format.H.liveBytes)) + liveDelta > costLimit
+      if !needLog && !needSlot && !needCost { return changed }
+      rounds += 1
+      if rounds > 4 * layout.slotCount + 1024 {
+        throw CacheError.corrupted(path: path, reason: "eviction made no progress")
+      }
+      let victim: LogID
+      if needLog { victim = id } else { victim = logState(.small).isEmpty ? .main : .small }
+      if logState(victim).isEmpty {
+        if needLog && id == .small && size <= layout.smallSize {
+          throw CacheError.corrupted(path: path, reason: "empty small log has no room")
+        }
+        if !needLog && logState(.main).isEmpty {
+          // Limits cannot be met by evicting (e.g. a cost limit below one entry).
+          return changed
+        }
+        throw CacheError.corrupted(path: path, reason: "empty log has no room for \(size) bytes")
+      }
+      try evictOne(victim, now: now, budget: &budget)
+      changed = true
+    }
+  }
+
+  /// Steps 2–7 for the record at the tail of log `id`.
+  func evictOne(_ id: LogID, now: UInt64, budget: inout EvictionBudget) throws {
+    let log = logState(id)
+    let loc = log.offset(log.tail)
+    guard let rh = memory.recordHeader(at: loc), rh.size <= log.used,
+          loc + rh.size <= log.base + log.size else {
+      throw CacheError.corrupted(path: path, reason: "bad record at the tail of the \(id) log")
+    }
+    guard rh.kind == Format.kindEntry, let i = findSlot(hash: rh.hash, loc: loc) else {
+      advanceTail(id, rh.size)  // a pad or a dead record
+      return
+    }
+    let meta = slotMeta(i)
+    if isExpired(meta, now: now) {
+      removeSlot(i)
+      bump(Format.H.expirations)
+    } else if id == .small {
+      let main = logState(.main)
+      let mainHasRoom = main.need(rh.size) + layout.mainReserve <= main.free
+      if meta & Format.referencedBit != 0 || mainHasRoom {
+        if !mainHasRoom {
+          _ = try makeRoom(.main, size: rh.size, newEntry: false, liveDelta: 0, now: now, enforceLimits: false)
+        }
+        // Main's eviction may have shifted slots: find this entry again.
+        if let j = findSlot(hash: rh.hash, loc: loc) {
+          let to = reserveAppend(.main, rh.size)
+          memory.moveRecord(from: loc, to: to, size: rh.size)
+          commitAppend(.main, rh.size)
+          writeSlot(j, hash: rh.hash, loc: to, meta: slotMeta(j) & ~Format.referencedBit)
+          bump(Format.H.promotions)
+        }
+      } else {
+        ghostRemember(rh.hash)
+        removeSlot(i)
+        bump(Format.H.evictions)
+      }
+    } else {
+      let canMove = log.need(rh.size) <= log.free
+      if meta & Format.referencedBit != 0 && budget.secondChances > 0 && canMove {
+        budget.secondChances -= 1
+        let to = reserveAppend(.main, rh.size)
+        memory.moveRecord(from: loc, to: to, size: rh.size)
+        commitAppend(.main, rh.size)
+        writeSlot(i, hash: rh.hash, loc: to, meta: meta & ~Format.referencedBit)
+        bump(Format.H.reinsertions)
+      } else {
+        removeSlot(i)
+        bump(Format.H.evictions)
+      }
+    }
+    advanceTail(id, rh.size)
+  }
+}

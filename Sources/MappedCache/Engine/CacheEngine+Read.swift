@@ -1,0 +1,155 @@
+import Synchronization
+
+/// What a read learned about the entry besides its bytes.
+public struct EntryInfo: Sendable, Equatable {
+  /// Length of the value in bytes.
+  public var valueCount: Int
+  /// Absolute expiry in milliseconds since 1970, or nil for never.
+  public var expiryMilliseconds: UInt64?
+  /// The version for compare-and-swap: changes on every write of the key.
+  public var version: UInt64
+  /// Whether the entry has expired (only returned when expired entries were asked for).
+  public var isExpired: Bool
+}
+
+extension CacheEngine {
+  enum Probe {
+    case hit(EntryInfo)
+    case miss
+    /// The value is larger than the buffer offered: call again with this many bytes.
+    case needs(Int)
+    /// Found, but its checksum does not match: counted as a miss, reported to verify.
+    case corrupt
+  }
+
+  /// Most times a reader re-reads one slot that a writer keeps changing (or that a
+  /// stopped or dead writer left odd) before answering "miss". Bounded: never a hang.
+  static let readRetries = 2048
+
+  /// The read protocol (a seqlock per slot, no lock, no system call):
+  ///
+  /// 1. probe from the key's home slot; for each slot: load `seq` (acquire); if odd,
+  ///    pause and reload (bounded);
+  /// 2. read `hash`, `loc`, `meta`; on a hash match, check the record's bounds and
+  ///    lengths (`recordHeader(at:)`), compare the key, copy the value out;
+  /// 3. acquire fence, reload `seq`: unchanged means the copy is whole and belongs to
+  ///    this key; changed means start the slot again;
+  /// 4. only then check expiry and checksum, and set the reference bit if clear.
+  /// An empty slot ends the probe: a miss. Misses are confirmed against the shift
+  /// sequence (`lookup`), since removals move entries backwards.
+  @inline(__always)
+  func probe(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+             into buffer: UnsafeMutableRawBufferPointer) -> Probe {
+    let m = memory
+    var i = m.home(hash)
+    var probes = 0
+    var retries = 0
+    while probes < m.slotCount {
+      let seq = m.slot(i, Format.S.seq)
+      let s1 = seq.pointee.load(ordering: .acquiring)
+      if s1 & 1 != 0 {
+        retries += 1
+        if retries > Self.readRetries { return .miss }
+        spinPause()
+        continue
+      }
+      let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
+      if h != hash {
+        atomicMemoryFence(ordering: .acquiring)
+        if seq.pointee.load(ordering: .relaxed) != s1 { retries += 1; if retries > Self.readRetries { return .miss }; continue }
+        if h == 0 { return .miss }
+        i = m.next(i); probes += 1
+        continue
+      }
+      let loc = Int(truncatingIfNeeded: m.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
+      let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
+      var matched = false
+      var header: MappedMemory.RecordHeader? = nil
+      if let rh = m.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
+         m.keyEquals(record: loc, key) {
+        matched = true
+        header = rh
+        if rh.vlen <= buffer.count, let out = buffer.baseAddress { m.copyValue(record: loc, rh, to: out) }
+      }
+      atomicMemoryFence(ordering: .acquiring)
+      if seq.pointee.load(ordering: .relaxed) != s1 {
+        retries += 1
+        if retries > Self.readRetries { return .miss }
+        continue
+      }
+      guard matched, let rh = header else { i = m.next(i); probes += 1; continue }
+      // The copy is whole and is this key's. Now judge it.
+      let expiry = meta & Format.expiryMask
+      let expired = expiry != 0 && expiry <= now
+      if expired && !allowExpired { return .miss }
+      if rh.vlen > buffer.count { return .needs(rh.vlen) }
+      if checksumOnRead,
+         KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: rh.vlen), hash: hash) != rh.sum {
+        return .corrupt
+      }
+      if meta & Format.referencedBit == 0 && file.writable {
+        m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
+      }
+      return .hit(EntryInfo(valueCount: rh.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+                            version: rh.cas, isExpired: expired))
+    }
+    return .miss
+  }
+
+  /// `probe`, with misses confirmed: a miss counts only if no removal moved entries
+  /// while it probed (the shift sequence was even and unchanged).
+  @inline(__always)
+  func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+              into buffer: UnsafeMutableRawBufferPointer) -> Probe {
+    let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
+    guard case .miss = first else { return first }
+    let shift = memory.word(Format.H.shiftSeq)
+    for _ in 0..<16 {
+      let s0 = shift.pointee.load(ordering: .acquiring)
+      if s0 & 1 != 0 { spinPause(); continue }
+      let again = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
+      atomicMemoryFence(ordering: .acquiring)
+      if shift.pointee.load(ordering: .relaxed) == s0 { return again }
+      if case .miss = again { continue }
+      return again
+    }
+    return .miss
+  }
+
+  /// Reads the value for `key` into a temporary buffer and hands it to `body`: no heap
+  /// allocation for values up to 256 bytes (and none for larger ones while the stack
+  /// has room), none on a miss.
+  @inline(__always)
+  func withValue<R>(forKey key: UnsafeRawBufferPointer, allowExpired: Bool = false, countStats: Bool = true,
+                    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> R) rethrows -> R? {
+    let hash = KeyHash.key(key)
+    let now = Sys.wallClockMilliseconds()
+    var want = 256
+    for _ in 0..<8 {
+      let step: ReadStep<R> = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
+        switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
+        case .hit(let info):
+          if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          return .done(try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info))
+        case .miss, .corrupt:
+          if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          return .missed
+        case .needs(let n):
+          return .grow(n)
+        }
+      }
+      switch step {
+      case .done(let r): return r
+      case .missed: return nil
+      case .grow(let n): want = n  // the value grew between probes: size from the entry
+      }
+    }
+    return nil
+  }
+}
+
+enum ReadStep<R> {
+  case done(R)
+  case missed
+  case grow(Int)
+}

@@ -1,0 +1,49 @@
+import Synchronization
+
+extension CacheEngine {
+  /// One entry seen by `forEachEntry`.
+  struct ScannedEntry {
+    var key: [UInt8]
+    var value: [UInt8]?
+    var info: EntryInfo
+    var inMainLog: Bool
+  }
+
+  /// Visits live entries without the write lock (each copied under its slot's seqlock,
+  /// so each is whole). Entries written or moved during the scan may be missed or seen
+  /// twice; writers are never blocked. Return false from `body` to stop.
+  func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
+    let m = memory
+    let now = Sys.wallClockMilliseconds()
+    for i in 0..<m.slotCount {
+      var attempt = 0
+      while attempt < 64 {
+        attempt += 1
+        let seq = m.slot(i, Format.S.seq)
+        let s1 = seq.pointee.load(ordering: .acquiring)
+        if s1 & 1 != 0 { spinPause(); continue }
+        let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
+        if h == 0 { break }
+        let loc = Int(truncatingIfNeeded: m.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
+        let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
+        guard let rh = m.recordHeader(at: loc), rh.kind == Format.kindEntry else {
+          atomicMemoryFence(ordering: .acquiring)
+          if seq.pointee.load(ordering: .relaxed) != s1 { continue }
+          break
+        }
+        let bytes = m.recordBytes(loc, rh)
+        let key = Array(bytes.key)
+        let value = values ? Array(bytes.value) : nil
+        atomicMemoryFence(ordering: .acquiring)
+        if seq.pointee.load(ordering: .relaxed) != s1 { continue }
+        let expiry = meta & Format.expiryMask
+        let expired = expiry != 0 && expiry <= now
+        if expired && !includeExpired { break }
+        let info = EntryInfo(valueCount: rh.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+                             version: rh.cas, isExpired: expired)
+        if try !body(ScannedEntry(key: key, value: value, info: info, inMainLog: loc >= layout.mainBase)) { return }
+        break
+      }
+    }
+  }
+}

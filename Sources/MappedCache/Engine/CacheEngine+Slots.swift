@@ -1,0 +1,137 @@
+import Synchronization
+
+/// Slot states and transitions (all under the write lock, each inside one seqlock
+/// write: `seq` odd → fields → `seq` even):
+///
+///     empty   (hash 0)            → live      insert
+///     live    (hash ≠ 0, loc → r) → live      overwrite, move (loc changes), touch (meta)
+///     live                        → empty     remove, evict, expire: backward-shift
+///                                             deletion pulls later entries of the run
+///                                             into the hole, so there are no tombstones
+///     any     (seq odd)           → recovery  a writer died mid-write: `check(repair:)`
+///
+/// A slot is only ever odd while its writer runs; readers that see odd spin (bounded).
+extension CacheEngine {
+  /// One seqlock write of a slot's three data words.
+  @inline(__always)
+  func writeSlot(_ i: Int, hash: UInt64, loc: Int, meta: UInt64) {
+    let m = memory
+    let seq = m.slot(i, Format.S.seq)
+    let s = seq.pointee.load(ordering: .relaxed)
+    seq.pointee.store(s &+ 1, ordering: .relaxed)
+    atomicMemoryFence(ordering: .releasing)
+    m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
+    m.slot(i, Format.S.loc).pointee.store(UInt64(loc), ordering: .relaxed)
+    m.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
+    seq.pointee.store(s &+ 2, ordering: .releasing)
+  }
+
+  @inline(__always) func slotHash(_ i: Int) -> UInt64 { memory.slot(i, Format.S.hash).pointee.load(ordering: .relaxed) }
+  @inline(__always) func slotLoc(_ i: Int) -> Int {
+    Int(truncatingIfNeeded: memory.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
+  }
+  @inline(__always) func slotMeta(_ i: Int) -> UInt64 { memory.slot(i, Format.S.meta).pointee.load(ordering: .relaxed) }
+
+  enum Find {
+    case found(slot: Int, loc: Int, record: MappedMemory.RecordHeader)
+    case empty(slot: Int)
+    /// No empty slot in the whole table: only a damaged file gets here.
+    case full
+  }
+
+  /// Writers' lookup (under the lock: slots cannot change underneath).
+  func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> Find {
+    var i = memory.home(hash)
+    for _ in 0..<memory.slotCount {
+      let h = slotHash(i)
+      if h == 0 { return .empty(slot: i) }
+      if h == hash {
+        let loc = slotLoc(i)
+        if let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
+           memory.keyEquals(record: loc, key) {
+          return .found(slot: i, loc: loc, record: rh)
+        }
+      }
+      i = memory.next(i)
+    }
+    return .full
+  }
+
+  /// The slot whose entry lives at `loc`, if any.
+  func findSlot(hash: UInt64, loc: Int) -> Int? {
+    var i = memory.home(hash)
+    for _ in 0..<memory.slotCount {
+      let h = slotHash(i)
+      if h == 0 { return nil }
+      if h == hash && slotLoc(i) == loc { return i }
+      i = memory.next(i)
+    }
+    return nil
+  }
+
+  /// Removes slot `i`'s entry, updating the entry and byte counts, with backward-shift
+  /// deletion: each later entry of the run that may sit in the hole moves into it (one
+  /// seqlock write each), so runs stay as short as the load allows, with no tombstones.
+  /// The shift sequence is odd meanwhile, so readers re-check any miss.
+  func removeSlot(_ i: Int) {
+    if let rh = memory.recordHeader(at: slotLoc(i)) {
+      store(Format.H.liveBytes, load(Format.H.liveBytes) &- UInt64(rh.klen + rh.vlen))
+    }
+    store(Format.H.entries, load(Format.H.entries) &- 1)
+    let shift = memory.word(Format.H.shiftSeq)
+    shift.pointee.wrappingAdd(1, ordering: .relaxed)
+    atomicMemoryFence(ordering: .releasing)
+    let n = memory.slotCount
+    var hole = i
+    var j = i
+    for _ in 0..<n {
+      j = memory.next(j)
+      let h = slotHash(j)
+      if h == 0 || j == i { break }
+      let home = memory.home(h)
+      // j may move to the hole iff the hole lies between j's home and j.
+      let fromHome = (j - home + n) % n
+      let fromHole = (j - hole + n) % n
+      if fromHome >= fromHole {
+        writeSlot(hole, hash: h, loc: slotLoc(j), meta: slotMeta(j))
+        hole = j
+      }
+    }
+    writeSlot(hole, hash: 0, loc: 0, meta: 0)
+    shift.pointee.wrappingAdd(1, ordering: .releasing)
+  }
+
+  @inline(__always)
+  func isExpired(_ meta: UInt64, now: UInt64) -> Bool {
+    let e = meta & Format.expiryMask
+    return e != 0 && e <= now
+  }
+
+  // MARK: Ghost (keys recently evicted from the small log)
+
+  @inline(__always)
+  private func ghostPlace(_ hash: UInt64) -> (index: Int, tag: UInt32) {
+    let index = Int(truncatingIfNeeded: ((hash >> 20) & 0xFFFF_FFFF) &* UInt64(layout.ghostCount) >> 32)
+    return (index, UInt32(truncatingIfNeeded: hash >> 1) | 1)
+  }
+
+  func ghostRemember(_ hash: UInt64) {
+    let g = ghostPlace(hash)
+    memory.ghost(g.index, ghostOffset: layout.ghostOffset).pointee.store(g.tag, ordering: .relaxed)
+  }
+
+  /// Whether `hash` was recently evicted from the small log (and forgets it).
+  func ghostRecall(_ hash: UInt64) -> Bool {
+    let g = ghostPlace(hash)
+    let w = memory.ghost(g.index, ghostOffset: layout.ghostOffset)
+    guard w.pointee.load(ordering: .relaxed) == g.tag else { return false }
+    w.pointee.store(0, ordering: .relaxed)
+    return true
+  }
+
+  func ghostClear() {
+    for i in 0..<layout.ghostCount {
+      memory.ghost(i, ghostOffset: layout.ghostOffset).pointee.store(0, ordering: .relaxed)
+    }
+  }
+}

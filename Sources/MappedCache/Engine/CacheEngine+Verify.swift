@@ -1,0 +1,166 @@
+import Synchronization
+
+/// What `verify` found. `problems` is empty for a consistent file.
+public struct VerifyReport: Sendable, Equatable, Codable {
+  public var problems: [String] = []
+  /// Problems fixed (only with repair).
+  public var repaired = 0
+  public var entries = 0
+  public var liveBytes = 0
+  public var slotsChecked = 0
+  public var recordsChecked = 0
+  /// Longest probe distance of any entry from its home slot, and the mean.
+  public var maxProbe = 0
+  public var meanProbe = 0.0
+  public var ok: Bool { problems.isEmpty }
+}
+
+extension CacheEngine {
+  /// Checks every invariant of the file; with `repair`, fixes what it finds by dropping
+  /// what cannot be trusted (entries are a cache's to lose; the file must stay usable).
+  /// Precondition with `repair`: the caller holds the write lock.
+  ///
+  /// Checked: both logs' head/tail; each log's record chain from tail to head; each
+  /// slot's seq (even), record (in its log's live range, a well-formed entry whose hash
+  /// matches), checksum (with `checksums`), uniqueness of its record, reachability from
+  /// its home slot (no empty slot between); the entry and byte counts.
+  func check(repair: Bool, checksums: Bool) -> VerifyReport {
+    var r = VerifyReport()
+    func problem(_ s: String) { if r.problems.count < 100 { r.problems.append(s) } else if r.problems.count == 100 { r.problems.append("…") } }
+
+    // 1. Logs.
+    var logs: [LogID: LogState] = [:]
+    for id in [LogID.small, .main] {
+      var log = logState(id)
+      var chainOK = log.isSane
+      if !log.isSane {
+        problem("\(id) log: head \(log.head) / tail \(log.tail) out of range")
+      } else {
+        var pos = log.tail
+        var records = 0
+        while pos < log.head {
+          let loc = log.offset(pos)
+          guard let rh = memory.recordHeader(at: loc), UInt64(rh.size) <= log.head &- pos,
+                loc + rh.size <= log.base + log.size else {
+            problem("\(id) log: bad record at position \(pos)")
+            chainOK = false
+            break
+          }
+          pos &+= UInt64(rh.size)
+          records += 1
+          if records > log.size / 8 { chainOK = false; problem("\(id) log: record chain does not end"); break }
+        }
+        r.recordsChecked += records
+      }
+      if !chainOK && repair {
+        // Forget the whole log: its slots fail the range check below and are dropped.
+        let f = fields(id)
+        store(f.head, 0)
+        store(f.tail, 0)
+        log.head = 0
+        log.tail = 0
+        r.repaired += 1
+      }
+      logs[id] = log
+    }
+
+    // 2. Slots.
+    let n = layout.slotCount
+    let shift = memory.word(Format.H.shiftSeq)
+    if repair {
+      if shift.pointee.load(ordering: .relaxed) & 1 != 0 { shift.pointee.wrappingAdd(1, ordering: .relaxed) }
+      shift.pointee.wrappingAdd(1, ordering: .relaxed)
+    }
+    defer { if repair { shift.pointee.wrappingAdd(1, ordering: .releasing) } }
+    var seenLocs = Set<Int>()
+    var entries = 0, live = 0
+    var misplaced: [Int] = []
+    for i in 0..<n {
+      r.slotsChecked += 1
+      let seq = memory.slot(i, Format.S.seq)
+      if seq.pointee.load(ordering: .relaxed) & 1 != 0 {
+        problem("slot \(i): left mid-write (odd seq)")
+        if repair {
+          seq.pointee.wrappingAdd(1, ordering: .relaxed)
+          writeSlot(i, hash: 0, loc: 0, meta: 0)
+          r.repaired += 1
+        }
+        continue
+      }
+      let h = slotHash(i)
+      if h == 0 { continue }
+      let loc = slotLoc(i)
+      var why: String? = nil
+      if let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry {
+        let log = logs[logID(of: loc)]!
+        if !log.holds(loc) || !log.holds(loc + rh.size - 8) {
+          why = "record outside its log's live range"
+        } else if rh.hash != h {
+          why = "record belongs to another hash"
+        } else if seenLocs.contains(loc) {
+          why = "record shared with an earlier slot"
+        } else if checksums, KeyHash.checksum(memory.recordBytes(loc, rh).value, hash: h) != rh.sum {
+          why = "value checksum mismatch"
+        } else {
+          seenLocs.insert(loc)
+          entries += 1
+          live += rh.klen + rh.vlen
+          // Reachable: no empty slot between its home and here.
+          var j = memory.home(h), distance = 0
+          while j != i && slotHash(j) != 0 && distance < n { j = memory.next(j); distance += 1 }
+          if j != i { misplaced.append(i) }
+          r.maxProbe = max(r.maxProbe, distance)
+          r.meanProbe += Double(distance)
+        }
+      } else {
+        why = "record offset \(loc) is not a valid entry"
+      }
+      if let why {
+        problem("slot \(i): \(why)")
+        if repair {
+          writeSlot(i, hash: 0, loc: 0, meta: 0)
+          r.repaired += 1
+        }
+      }
+    }
+    if !misplaced.isEmpty {
+      problem("\(misplaced.count) entries unreachable from their home slot")
+      if repair {
+        // Lift each out and re-insert it at the first empty slot of its run.
+        for i in misplaced where slotHash(i) != 0 {
+          let (h, loc, meta) = (slotHash(i), slotLoc(i), slotMeta(i))
+          writeSlot(i, hash: 0, loc: 0, meta: 0)
+          var j = memory.home(h)
+          while slotHash(j) != 0 { j = memory.next(j) }
+          writeSlot(j, hash: h, loc: loc, meta: meta)
+          r.repaired += 1
+        }
+      }
+    }
+    if entries > 0 { r.meanProbe /= Double(entries) }
+    r.entries = entries
+    r.liveBytes = live
+    if Int(load(Format.H.entries)) != entries || Int(load(Format.H.liveBytes)) != live {
+      // Counts lag the slots by one write when a writer died between the two.
+      if load(Format.H.intent) == 0 {
+        problem("counts say \(load(Format.H.entries)) entries / \(load(Format.H.liveBytes)) bytes, slots hold \(entries) / \(live)")
+      }
+      if repair {
+        store(Format.H.entries, UInt64(entries))
+        store(Format.H.liveBytes, UInt64(live))
+        r.repaired += 1
+      }
+    }
+    return r
+  }
+
+  /// `check` taken under the write lock (consistent, and able to repair).
+  func verify(repair: Bool) throws -> VerifyReport {
+    guard lock != nil else { return check(repair: false, checksums: true) }
+    return try lock!.withLock { _ in
+      let r = check(repair: repair, checksums: true)
+      if repair { store(Format.H.intent, 0) }
+      return r
+    }
+  }
+}

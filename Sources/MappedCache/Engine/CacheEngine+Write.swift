@@ -1,0 +1,201 @@
+/// The write protocol. Encoding, hashing and checksumming happen before the lock; under
+/// it (`withWriteLock`, which first repairs after a dead writer):
+///  1. mark the intent record (header `intent` = 1);
+///  2. find the key's slot, or the empty slot that ends its probe run;
+///  3. make room in the destination log (`makeRoom`: eviction steps);
+///  4. write the record at the log's head (a pad first if it would wrap), then advance
+///     the head: the record is complete before anything points to it;
+///  5. publish: one seqlock write of the slot (`seq` odd, hash/loc/meta, `seq` even);
+///  6. update counts; clear the intent record; release the lock.
+/// A writer killed at any point leaves: before 5, an unreferenced record (garbage the
+/// tail skips); during 5, an odd slot (cleared by the next writer's repair, which
+/// finds `intent` = 1); after 5, a stored entry with stale counts (recounted by repair).
+extension CacheEngine {
+  enum SetCondition: Equatable {
+    case always
+    case ifAbsent
+    case ifPresent
+    case ifVersion(UInt64)
+  }
+
+  enum SetOutcome: Equatable {
+    case stored(version: UInt64)
+    case exists
+    case notFound
+    case conflict
+  }
+
+  /// An encoded entry, checked and hashed, ready to be stored under the lock.
+  struct PreparedWrite {
+    var hash: UInt64
+    var sum: UInt32
+    var recordSize: Int
+    var expiry: UInt64
+  }
+
+  func checkKey(_ key: UnsafeRawBufferPointer) throws(CacheError) {
+    if key.count == 0 { throw .emptyKey }
+    if key.count > layout.maxKey { throw .keyTooLarge(size: key.count, limit: layout.maxKey) }
+  }
+
+  func prepare(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64) throws(CacheError) -> PreparedWrite {
+    try checkKey(key)
+    if value.count > layout.maxValue { throw .valueTooLarge(size: value.count, limit: layout.maxValue) }
+    let hash = KeyHash.key(key)
+    return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
+                         recordSize: Format.recordSize(keyCount: key.count, valueCount: value.count),
+                         expiry: expiry & Format.expiryMask)
+  }
+
+  /// Stores one entry. Precondition: the caller holds the write lock (`withWriteLock`).
+  func storeLocked(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+                   condition: SetCondition, now: UInt64) throws -> SetOutcome {
+    var found = find(key, hash: w.hash)
+    var live = false
+    switch found {
+    case .found(let i, _, let rh):
+      live = !isExpired(slotMeta(i), now: now)
+      if case .ifVersion(let v) = condition, !live || rh.cas != v { return .conflict }
+    case .empty:
+      if case .ifVersion = condition { return .conflict }
+    case .full:
+      throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
+    }
+    if condition == .ifAbsent && live { return .exists }
+    if condition == .ifPresent && !live { return .notFound }
+
+    var dest = LogID.small
+    var oldLive = 0
+    if case .found(_, let loc, let rh) = found {
+      oldLive = rh.klen + rh.vlen
+      if logID(of: loc) == .main { dest = .main }
+    }
+    if w.recordSize > layout.smallSize / 4 {
+      dest = .main
+    } else if case .empty = found, ghostRecall(w.hash) {
+      dest = .main
+    }
+    let isNew: Bool
+    if case .empty = found { isNew = true } else { isNew = false }
+    if try makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: key.count + value.count - oldLive, now: now) {
+      found = find(key, hash: w.hash)
+    }
+    let loc = reserveAppend(dest, w.recordSize)
+    let cas = load(Format.H.casCounter) &+ 1
+    store(Format.H.casCounter, cas)
+    memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, sum: w.sum, hash: w.hash, cas: cas)
+    commitAppend(dest, w.recordSize)
+    switch found {
+    case .found(let i, _, let rh):
+      let keep = slotMeta(i) & Format.referencedBit
+      writeSlot(i, hash: w.hash, loc: loc, meta: w.expiry | keep)
+      store(Format.H.liveBytes, load(Format.H.liveBytes) &- UInt64(rh.klen + rh.vlen) &+ UInt64(key.count + value.count))
+    case .empty(let i):
+      writeSlot(i, hash: w.hash, loc: loc, meta: w.expiry)
+      store(Format.H.liveBytes, load(Format.H.liveBytes) &+ UInt64(key.count + value.count))
+      bump(Format.H.entries)
+    case .full:
+      throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
+    }
+    bump(Format.H.sets)
+    return .stored(version: cas)
+  }
+
+  func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
+           condition: SetCondition = .always) throws -> SetOutcome {
+    let w = try prepare(key, value, expiry: expiry)
+    return try withWriteLock {
+      try storeLocked(key, value, w, condition: condition, now: Sys.wallClockMilliseconds())
+    }
+  }
+
+  /// Removes `key`; false when it was not present.
+  func remove(_ key: UnsafeRawBufferPointer) throws -> Bool {
+    try checkKey(key)
+    let hash = KeyHash.key(key)
+    return try withWriteLock {
+      guard case .found(let i, _, _) = find(key, hash: hash) else { return false }
+      removeSlot(i)
+      bump(Format.H.removes)
+      return true
+    }
+  }
+
+  /// Changes the expiry of a live entry, keeping its value; false when absent.
+  func touch(_ key: UnsafeRawBufferPointer, expiry: UInt64) throws -> Bool {
+    try checkKey(key)
+    let hash = KeyHash.key(key)
+    return try withWriteLock {
+      let now = Sys.wallClockMilliseconds()
+      guard case .found(let i, let loc, _) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) else { return false }
+      writeSlot(i, hash: hash, loc: loc, meta: (expiry & Format.expiryMask) | (slotMeta(i) & Format.referencedBit))
+      return true
+    }
+  }
+
+  /// Removes every entry.
+  func removeAll() throws {
+    try withWriteLock { removeAllLocked() }
+  }
+
+  func removeAllLocked() {
+    let shift = memory.word(Format.H.shiftSeq)
+    shift.pointee.wrappingAdd(1, ordering: .relaxed)
+    for i in 0..<layout.slotCount where slotHash(i) != 0 || memory.slot(i, Format.S.seq).pointee.load(ordering: .relaxed) & 1 != 0 {
+      let seq = memory.slot(i, Format.S.seq)
+      if seq.pointee.load(ordering: .relaxed) & 1 != 0 { seq.pointee.wrappingAdd(1, ordering: .relaxed) }
+      writeSlot(i, hash: 0, loc: 0, meta: 0)
+    }
+    store(Format.H.smallTail, load(Format.H.smallHead))
+    store(Format.H.mainTail, load(Format.H.mainHead))
+    store(Format.H.entries, 0)
+    store(Format.H.liveBytes, 0)
+    ghostClear()
+    shift.pointee.wrappingAdd(1, ordering: .releasing)
+  }
+
+  /// Removes expired entries among `count` slots from the sweep hand on (all slots when
+  /// nil), under one lock hold; returns how many it removed.
+  func removeExpired(maxSlots: Int? = nil) throws -> Int {
+    try withWriteLock {
+      let n = layout.slotCount
+      let now = Sys.wallClockMilliseconds()
+      let steps = min(maxSlots ?? n, n)
+      var i = maxSlots == nil ? 0 : Int(load(Format.H.sweepHand) % UInt64(n))
+      var removed = 0
+      for _ in 0..<steps {
+        // Removal pulls a later entry into slot i: look at i again until it stays.
+        var guardCount = 0
+        while slotHash(i) != 0, isExpired(slotMeta(i), now: now), guardCount < n {
+          removeSlot(i)
+          bump(Format.H.expirations)
+          removed += 1
+          guardCount += 1
+        }
+        i = memory.next(i)
+      }
+      if maxSlots != nil { store(Format.H.sweepHand, UInt64(i)) }
+      return removed
+    }
+  }
+
+  /// Sets the count and cost limits stored in the file (0 = none) and evicts down to them.
+  func setLimits(count: Int?, cost: Int?) throws {
+    try withWriteLock {
+      if let count { store(Format.H.countLimit, UInt64(max(0, count))) }
+      if let cost { store(Format.H.costLimit, UInt64(max(0, cost))) }
+      let now = Sys.wallClockMilliseconds()
+      var budget = EvictionBudget(secondChances: 0)
+      var guardCount = 0
+      while guardCount < 4 * layout.slotCount {
+        let overCount = countLimit > 0 && Int(load(Format.H.entries)) > countLimit
+        let overCost = costLimit > 0 && Int(load(Format.H.liveBytes)) > costLimit
+        guard overCount || overCost else { break }
+        let victim: LogID = logState(.small).isEmpty ? .main : .small
+        if logState(victim).isEmpty { break }
+        try evictOne(victim, now: now, budget: &budget)
+        guardCount += 1
+      }
+    }
+  }
+}

@@ -1,0 +1,157 @@
+import Glibc
+import Synchronization
+
+/// The untyped engine behind `SharedCache` and `CacheFile`: one mapped file, the
+/// lock-free read path (`CacheEngine+Read`), the locked write path
+/// (`CacheEngine+Write`, `+Evict`), and checking and repair (`+Verify`).
+final class CacheEngine: @unchecked Sendable {
+  let file: MappedFile
+  let layout: Layout
+  let memory: MappedMemory
+  let header: HeaderFields
+  let created: Bool
+  /// nil for a read-only handle.
+  let lock: WriteLock?
+  let registration: ProcessTable.Registration?
+  /// Where this handle counts its hits and misses: its process-table entry, or a private
+  /// block for read-only handles.
+  let hitsWord: UnsafeMutablePointer<Atomic<UInt64>>
+  let missesWord: UnsafeMutablePointer<Atomic<UInt64>>
+  private let privateCounters: UnsafeMutablePointer<Atomic<UInt64>>?
+  /// Verify each value's checksum on read (default on; costs a pass over the value).
+  var checksumOnRead = true
+
+  var path: String { file.path }
+  var writable: Bool { file.writable }
+
+  init(path: String, options: CacheOptions, policy: OpenPolicy, lockMode: LockMode,
+       typeFingerprint: UInt64, typeName: String) throws(CacheError) {
+    let opened = try CacheFileOpener.open(path: path, options: options, policy: policy,
+                                          typeFingerprint: typeFingerprint, typeName: typeName)
+    file = opened.file
+    layout = opened.layout
+    header = opened.header
+    created = opened.created
+    memory = MappedMemory(base: opened.file.base, layout: opened.layout)
+    if file.writable {
+      let reg = try ProcessTable.register(memory: memory, fd: file.fd, procCount: layout.procCount)
+      registration = reg
+      lock = WriteLock(mode: lockMode, memory: memory, fd: file.fd, procCount: layout.procCount,
+                       slot: reg.slot, generation: reg.generation)
+      hitsWord = memory.procWord(reg.slot, Format.P.hits)
+      missesWord = memory.procWord(reg.slot, Format.P.misses)
+      privateCounters = nil
+    } else {
+      registration = nil
+      lock = nil
+      let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 2)
+      p.initialize(to: Atomic(0))
+      (p + 1).initialize(to: Atomic(0))
+      privateCounters = p
+      hitsWord = p
+      missesWord = p + 1
+    }
+  }
+
+  deinit {
+    if let p = privateCounters {
+      p.deinitialize(count: 2)
+      p.deallocate()
+    }
+  }
+
+  // MARK: Header words
+
+  @inline(__always) func load(_ field: Int) -> UInt64 { memory.word(field).pointee.load(ordering: .relaxed) }
+  @inline(__always) func store(_ field: Int, _ v: UInt64) { memory.word(field).pointee.store(v, ordering: .relaxed) }
+  @inline(__always) func bump(_ field: Int, _ by: UInt64 = 1) {
+    memory.word(field).pointee.wrappingAdd(by, ordering: .relaxed)
+  }
+
+  var countLimit: Int {
+    get { Int(truncatingIfNeeded: min(load(Format.H.countLimit), UInt64(Int.max))) }
+  }
+  var costLimit: Int {
+    get { Int(truncatingIfNeeded: min(load(Format.H.costLimit), UInt64(Int.max))) }
+  }
+
+  /// Runs `body` under the write lock, repairing first if a previous writer died
+  /// mid-change, and marking the intent record for the duration of `body`.
+  func withWriteLock<R>(_ body: () throws -> R) throws -> R {
+    guard let lock else { throw CacheError.readOnly(path: path) }
+    return try lock.withLock { _ in
+      if load(Format.H.intent) != 0 || !logsAreSane() {
+        _ = check(repair: true, checksums: false)
+        bump(Format.H.recoveries)
+      }
+      store(Format.H.intent, 1)
+      defer { store(Format.H.intent, 0) }
+      return try body()
+    }
+  }
+
+  /// Values of the process-wide counters, summed over the process table.
+  func statistics() -> CacheStatistics {
+    var hits = load(Format.H.retiredHits), misses = load(Format.H.retiredMisses)
+    for i in 0..<layout.procCount {
+      hits &+= memory.procWord(i, Format.P.hits).pointee.load(ordering: .relaxed)
+      misses &+= memory.procWord(i, Format.P.misses).pointee.load(ordering: .relaxed)
+    }
+    if registration == nil {
+      hits &+= hitsWord.pointee.load(ordering: .relaxed)
+      misses &+= missesWord.pointee.load(ordering: .relaxed)
+    }
+    let small = logState(.small), main = logState(.main)
+    return CacheStatistics(
+      entries: Int(load(Format.H.entries)), liveBytes: Int(load(Format.H.liveBytes)),
+      capacity: layout.fileSize, hits: Int(hits), misses: Int(misses), sets: Int(load(Format.H.sets)),
+      evictions: Int(load(Format.H.evictions)), expirations: Int(load(Format.H.expirations)),
+      recoveries: Int(load(Format.H.recoveries)), removals: Int(load(Format.H.removes)),
+      promotions: Int(load(Format.H.promotions)), reinsertions: Int(load(Format.H.reinsertions)),
+      lockTakeovers: Int(load(Format.H.lockTakeovers)),
+      slotCount: layout.slotCount, maxEntries: layout.maxEntries,
+      logBytes: layout.smallSize + layout.mainSize,
+      logBytesUsed: Int(truncatingIfNeeded: (small.head &- small.tail) &+ (main.head &- main.tail)),
+      sweepHand: Int(truncatingIfNeeded: main.tail), countLimit: countLimit, costLimit: costLimit)
+  }
+}
+
+/// A snapshot of a cache's counters. Counters are summed over every process that has
+/// used the file since it was created.
+public struct CacheStatistics: Sendable, Equatable, Codable {
+  /// Entries present (some may have expired and not yet been reclaimed).
+  public var entries: Int
+  /// Key and value bytes of those entries.
+  public var liveBytes: Int
+  /// The file's size.
+  public var capacity: Int
+  public var hits: Int
+  public var misses: Int
+  public var sets: Int
+  /// Entries removed to make room.
+  public var evictions: Int
+  /// Expired entries reclaimed.
+  public var expirations: Int
+  /// Repairs after a writer died mid-change.
+  public var recoveries: Int
+  public var removals: Int
+  /// New entries that earned a place in the main log.
+  public var promotions: Int
+  /// Referenced main-log entries given a second chance by the clock hand.
+  public var reinsertions: Int
+  /// Times a writer took the lock over from a dead holder.
+  public var lockTakeovers: Int
+  public var slotCount: Int
+  public var maxEntries: Int
+  public var logBytes: Int
+  public var logBytesUsed: Int
+  /// The clock hand: the main log's tail position.
+  public var sweepHand: Int
+  public var countLimit: Int
+  public var costLimit: Int
+
+  /// hits / (hits + misses), or 0 before any read.
+  public var hitRatio: Double { hits + misses == 0 ? 0 : Double(hits) / Double(hits + misses) }
+  /// Share of the file's bytes holding live keys and values.
+  public var fill: Double { capacity == 0 ? 0 : Double(liveBytes) / Double(capacity) }
+}

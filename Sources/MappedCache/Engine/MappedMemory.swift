@@ -1,0 +1,188 @@
+import Glibc
+import Synchronization
+
+/// Every access to the shared mapping goes through this type. It holds the mapping's
+/// base address and the validated `Layout`, and it offers:
+/// - atomic views of header words, slot words and process-table words at offsets that
+///   are constants of the format or derived from the validated layout;
+/// - bounds-checked reads of records whose offsets come from the file
+///   (`recordHeader(at:)` returns nil for anything out of bounds);
+/// - raw copies into and out of log ranges that a bounds check already accepted.
+///
+/// Invariant: `base` maps at least `layout.fileSize` bytes for the life of the value
+/// (the owning `MappedFile` outlives every `MappedMemory` made from it).
+struct MappedMemory {
+  let base: UnsafeMutableRawPointer
+  let slotsBase: UnsafeMutableRawPointer
+  let slotCount: Int
+  let smallBase: Int, smallEnd: Int, mainBase: Int, mainEnd: Int
+  let maxKey: Int, maxValue: Int
+
+  init(base: UnsafeMutableRawPointer, layout: Layout) {
+    self.base = base
+    slotsBase = base + layout.slotsOffset
+    slotCount = layout.slotCount
+    smallBase = layout.smallBase
+    smallEnd = layout.smallBase + layout.smallSize
+    mainBase = layout.mainBase
+    mainEnd = layout.mainBase + layout.mainSize
+    maxKey = layout.maxKey
+    maxValue = layout.maxValue
+  }
+
+  // MARK: Header
+
+  /// An atomic header word. `offset` is a `Format.H` constant (8-byte aligned, < 4096).
+  @inline(__always)
+  func word(_ offset: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+    (base + offset).assumingMemoryBound(to: Atomic<UInt64>.self)
+  }
+
+  /// The write-lock word (32 bits: futexes are 32-bit).
+  @inline(__always)
+  var lockWord: UnsafeMutablePointer<Atomic<UInt32>> {
+    (base + Format.H.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self)
+  }
+
+  /// The lock word's raw address, for `futex`.
+  var lockWordAddress: UnsafeMutablePointer<UInt32> {
+    (base + Format.H.lockWord).assumingMemoryBound(to: UInt32.self)
+  }
+
+  /// Writes the final magic number last, with release ordering, so that a process that
+  /// reads it also sees every header byte written before it.
+  static func publishMagic(_ base: UnsafeMutableRawPointer, _ magic: UInt64) {
+    base.assumingMemoryBound(to: Atomic<UInt64>.self).pointee.store(magic, ordering: .releasing)
+  }
+
+  // MARK: Process table
+
+  /// A word of process-table entry `i` (`0 ..< procCount`, checked by the caller).
+  @inline(__always)
+  func procWord(_ i: Int, _ field: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+    (base + Format.headerPage + i * Format.procEntryBytes + field).assumingMemoryBound(to: Atomic<UInt64>.self)
+  }
+
+  // MARK: Slots
+
+  /// Words of slot `i`. Precondition: `0 <= i < slotCount` (indices come from `home`
+  /// and `next`, never from the file).
+  @inline(__always)
+  func slot(_ i: Int, _ field: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+    (slotsBase + (i &* Format.slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self)
+  }
+
+  @inline(__always)
+  func home(_ hash: UInt64) -> Int {
+    // Lemire's multiply-shift range reduction: uniform over any slot count.
+    Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(slotCount)).high)
+  }
+
+  @inline(__always)
+  func next(_ i: Int) -> Int { i &+ 1 == slotCount ? 0 : i &+ 1 }
+
+  // MARK: Ghost
+
+  @inline(__always)
+  func ghost(_ index: Int, ghostOffset: Int) -> UnsafeMutablePointer<Atomic<UInt32>> {
+    (base + ghostOffset + index * 4).assumingMemoryBound(to: Atomic<UInt32>.self)
+  }
+
+  // MARK: Records (offsets come from the file: always checked)
+
+  struct RecordHeader {
+    var size: Int
+    var klen: Int
+    var kind: UInt16
+    var vlen: Int
+    var sum: UInt32
+    var hash: UInt64
+    var cas: UInt64
+  }
+
+  /// The end of the log holding `loc`, or nil when `loc` is not an aligned offset
+  /// inside a log with room for a pad header.
+  @inline(__always)
+  func logEnd(containing loc: Int) -> Int? {
+    guard loc & 7 == 0 else { return nil }
+    if loc >= mainBase && loc &+ 8 <= mainEnd { return mainEnd }
+    if loc >= smallBase && loc &+ 8 <= smallEnd { return smallEnd }
+    return nil
+  }
+
+  /// Reads the record header at `loc`, checking that the whole record lies inside
+  /// the log that holds `loc` and that its lengths fit the cache's limits.
+  /// Returns nil for anything else. Pads come back with only `size` and `kind`.
+  @inline(__always)
+  func recordHeader(at loc: Int) -> RecordHeader? {
+    guard let end = logEnd(containing: loc) else { return nil }
+    let p = base + loc
+    let size = Int(p.load(fromByteOffset: Format.R.size, as: UInt32.self))
+    let kind = p.load(fromByteOffset: Format.R.kind, as: UInt16.self)
+    guard size >= 8, size & 7 == 0, size <= end &- loc else { return nil }
+    if kind == Format.kindPad { return RecordHeader(size: size, klen: 0, kind: kind, vlen: 0, sum: 0, hash: 0, cas: 0) }
+    guard kind == Format.kindEntry, size >= Format.recordHeaderBytes else { return nil }
+    let klen = Int(p.load(fromByteOffset: Format.R.klen, as: UInt16.self))
+    let vlen = Int(p.load(fromByteOffset: Format.R.vlen, as: UInt32.self))
+    guard klen >= 1, klen <= maxKey, vlen <= maxValue,
+          Format.recordHeaderBytes &+ klen &+ vlen <= size else { return nil }
+    return RecordHeader(size: size, klen: klen, kind: kind, vlen: vlen,
+                        sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
+                        hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
+                        cas: p.load(fromByteOffset: Format.R.cas, as: UInt64.self))
+  }
+
+  /// Whether the key stored in the record at `loc` (header already checked) equals `key`.
+  @inline(__always)
+  func keyEquals(record loc: Int, _ key: UnsafeRawBufferPointer) -> Bool {
+    memcmp(base + loc + Format.recordHeaderBytes, key.baseAddress!, key.count) == 0
+  }
+
+  /// Copies the value of a checked record into `out` (room for `h.vlen` bytes).
+  @inline(__always)
+  func copyValue(record loc: Int, _ h: RecordHeader, to out: UnsafeMutableRawPointer) {
+    if h.vlen > 0 { out.copyMemory(from: base + loc + Format.recordHeaderBytes + h.klen, byteCount: h.vlen) }
+  }
+
+  /// The key and value bytes of a checked record, for writers (who hold the lock, so
+  /// the bytes cannot change underneath them) and for the verifier.
+  func recordBytes(_ loc: Int, _ h: RecordHeader) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    let k = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes, count: h.klen)
+    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen, count: h.vlen)
+    return (k, v)
+  }
+
+  // MARK: Writing records (writers only, under the lock, at offsets they computed)
+
+  /// Writes a whole entry record at `loc`. Precondition: `loc ..< loc+size` lies in one log
+  /// and no slot refers to it.
+  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+                   sum: UInt32, hash: UInt64, cas: UInt64) {
+    precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
+    let p = base + loc
+    p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
+    p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
+    p.storeBytes(of: Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
+    p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
+    p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
+    p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
+    p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
+    (p + Format.recordHeaderBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
+    if value.count > 0 { (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+    let used = Format.recordHeaderBytes + key.count + value.count
+    if used < size { (p + used).initializeMemory(as: UInt8.self, repeating: 0, count: size - used) }
+  }
+
+  /// Copies a checked record to `to` (which has room, in a log, unreferenced).
+  func moveRecord(from: Int, to: Int, size: Int) {
+    precondition(logEnd(containing: to).map { to + size <= $0 } ?? false, "record outside the log")
+    (base + to).copyMemory(from: base + from, byteCount: size)
+  }
+
+  /// Writes a pad record covering `loc ..< loc+size` (size ≥ 8, multiple of 8).
+  func writePad(at loc: Int, size: Int) {
+    precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "pad outside the log")
+    (base + loc).storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
+    (base + loc).storeBytes(of: Format.kindPad, toByteOffset: Format.R.kind, as: UInt16.self)
+  }
+}

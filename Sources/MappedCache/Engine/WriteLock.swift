@@ -1,0 +1,173 @@
+import CMappedCacheShim
+import Glibc
+import Synchronization
+
+/// How writers exclude each other across processes.
+public enum LockMode: Sendable, Equatable {
+  /// A lock word in the file: an atomic compare-and-swap when uncontended, a shared
+  /// futex to wait, and each process's OFD byte lock as the witness that its holder
+  /// is alive. The default.
+  case sharedWord
+  /// `flock(LOCK_EX)` on the handle's own descriptor around every write: two system
+  /// calls per write; the kernel releases it when its holder dies.
+  case flock
+}
+
+/// The cross-process write lock plus the in-process mutex (an OFD's locks and a lock
+/// word owned by "this handle" do not exclude the threads sharing the handle).
+///
+/// Lock word (32 bits, `Format.H.lockWord`):
+///
+///     bits 0..9    owner: process-table slot + 1 (0 = free)
+///     bits 10..29  owner's generation (low 20 bits of its table entry's generation)
+///     bit  31      waiters: someone may sleep on the futex; the releaser must wake
+///
+/// States: 0 (free) → owned (CAS by an acquirer) → 0 (release, exchange) or → owned by
+/// another (CAS by a waiter that proved the owner dead: its witness byte is unlocked,
+/// or its slot's generation moved on). The owner's witness is an OFD read lock on byte
+/// `witnessBase + slot` of the file, taken at registration and dropped by the kernel
+/// when the owner's descriptor closes, that is, when the process dies. A live but slow
+/// or stopped owner keeps its witness, so it is never declared dead.
+final class WriteLock: @unchecked Sendable {
+  static let witnessBase: Int64 = 1 << 40
+  private static let ownerMask: UInt32 = 0x3FF
+  private static let waitersBit: UInt32 = 1 << 31
+  private static let waitNanoseconds: Int64 = 2_000_000
+
+  let mode: LockMode
+  private let memory: MappedMemory
+  private let fd: Int32
+  private let procCount: Int
+  private let myToken: UInt32
+  private let mySlot: Int
+  private let threads = Mutex(())
+
+  init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
+    self.mode = mode
+    self.memory = memory
+    self.fd = fd
+    self.procCount = procCount
+    mySlot = slot
+    myToken = UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & 0xFFFFF) << 10)
+  }
+
+  /// Runs `body` holding both locks. `tookOver` tells whether the previous holder died
+  /// holding the lock (the intent record tells whether it died mid-change).
+  func withLock<R>(_ body: (_ tookOver: Bool) throws -> R) throws -> R {
+    try threads.withLock { _ in
+      let tookOver = try acquire()
+      defer { release() }
+      return try body(tookOver)
+    }
+  }
+
+  private func acquire() throws -> Bool {
+    switch mode {
+    case .flock:
+      do { try Sys.flock(fd, LOCK_EX) } catch { throw CacheError.system(error) }
+      return false
+    case .sharedWord:
+      return acquireWord()
+    }
+  }
+
+  private func release() {
+    switch mode {
+    case .flock:
+      _ = try? Sys.flock(fd, LOCK_UN)
+    case .sharedWord:
+      let prev = memory.lockWord.pointee.exchange(0, ordering: .releasing)
+      if prev & Self.waitersBit != 0 { _ = mc_futex_wake(memory.lockWordAddress, 1) }
+    }
+  }
+
+  private func acquireWord() -> Bool {
+    let word = memory.lockWord
+    var spins = 0
+    var waited = false
+    while true {
+      let cur = word.pointee.load(ordering: .relaxed)
+      if cur & Self.ownerMask == 0 {
+        // Having slept, keep the waiters bit: others may still sleep behind us.
+        let want = myToken | (waited ? Self.waitersBit : cur & Self.waitersBit)
+        if word.pointee.compareExchange(expected: cur, desired: want, ordering: .acquiring).exchanged {
+          return false
+        }
+        continue
+      }
+      if spins < 64 {
+        spins += 1
+        spinPause()
+        continue
+      }
+      if holderIsDead(cur) {
+        let want = myToken | (cur & Self.waitersBit)
+        if word.pointee.compareExchange(expected: cur, desired: want, ordering: .acquiring).exchanged {
+          memory.word(Format.H.lockTakeovers).pointee.wrappingAdd(1, ordering: .relaxed)
+          return true
+        }
+        continue
+      }
+      let sleeping = cur | Self.waitersBit
+      if cur != sleeping,
+         !word.pointee.compareExchange(expected: cur, desired: sleeping, ordering: .relaxed).exchanged {
+        continue
+      }
+      waited = true
+      // Wake at least every 2 ms to re-check the owner's witness: a holder that dies
+      // cannot wake us, and its death must be noticed within milliseconds.
+      _ = mc_futex_wait(memory.lockWordAddress, sleeping, Self.waitNanoseconds)
+    }
+  }
+
+  /// Whether the process named in a lock word is gone. Errs towards "alive".
+  private func holderIsDead(_ word: UInt32) -> Bool {
+    let slot = Int(word & Self.ownerMask) - 1
+    guard slot >= 0, slot < procCount else { return true }
+    if slot == mySlot { return true }  // we hold the thread mutex, so not us: a stale word
+    let gen = (word >> 10) & 0xFFFFF
+    let current = UInt32(truncatingIfNeeded: memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring) & 0xFFFFF)
+    if gen != current { return true }
+    return !Sys.byteIsLocked(fd, at: Self.witnessBase + Int64(slot))
+  }
+}
+
+@inline(__always)
+func spinPause() { mc_cpu_relax() }
+
+/// A process's place in the file's process table: its statistics block and its
+/// lock witness. Registration claims a free entry (no live witness) and bumps the
+/// entry's generation, folding the previous owner's counters into the retired totals.
+enum ProcessTable {
+  struct Registration { var slot: Int; var generation: UInt64 }
+
+  static func register(memory: MappedMemory, fd: Int32, procCount: Int) throws(CacheError) -> Registration {
+    for attempt in 0..<3 {
+      for i in 0..<procCount {
+        let byte = WriteLock.witnessBase + Int64(i)
+        if Sys.byteIsLocked(fd, at: byte) { continue }
+        let locked: Bool
+        do { locked = try Sys.lockByte(fd, at: byte) } catch { throw .system(error) }
+        guard locked else { continue }
+        // Two registrants can both take a shared lock on the byte; whoever sees the
+        // other's lock backs off, so at most one keeps the entry.
+        if Sys.byteIsLocked(fd, at: byte) {
+          Sys.unlockByte(fd, at: byte)
+          if attempt > 0 { usleep(UInt32(50 + i % 50)) }
+          continue
+        }
+        let gen = memory.procWord(i, Format.P.generation)
+        let old = gen.pointee.load(ordering: .relaxed)
+        for (field, retired) in [(Format.P.hits, Format.H.retiredHits), (Format.P.misses, Format.H.retiredMisses)] {
+          let n = memory.procWord(i, field).pointee.exchange(0, ordering: .relaxed)
+          memory.word(retired).pointee.wrappingAdd(n, ordering: .relaxed)
+        }
+        memory.procWord(i, Format.P.pid).pointee.store(UInt64(getpid()), ordering: .relaxed)
+        memory.procWord(i, Format.P.openedMs).pointee.store(Sys.wallClockMilliseconds(), ordering: .relaxed)
+        gen.pointee.store(old &+ 1, ordering: .releasing)
+        return Registration(slot: i, generation: old &+ 1)
+      }
+    }
+    throw .tooManyProcesses(limit: procCount)
+  }
+}

@@ -1,0 +1,157 @@
+import CMappedCacheShim
+import Glibc
+
+// Each libc call MappedCache makes is wrapped once here: EINTR is retried in
+// one helper and a failure becomes a `SystemError` naming the operation.
+
+@inline(__always)
+private func retrying(_ body: () -> Int32) -> Int32 {
+  while true {
+    let r = body()
+    if r != -1 || Glibc.errno != EINTR { return r }
+  }
+}
+
+private func c_fstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
+private func c_stat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
+private func c_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
+
+enum Sys {
+  /// The corresponding C function is `open` (always with `O_CLOEXEC | O_NOFOLLOW`).
+  static func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+    let fd = retrying { Glibc.open(path, flags | O_CLOEXEC | O_NOFOLLOW, mode) }
+    if fd < 0 { throw SystemError(errno: Glibc.errno, operation: "open \(path)") }
+    return fd
+  }
+
+  /// The corresponding C function is `close`. Errors are ignored: the descriptor is gone either way.
+  static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+  /// The corresponding C function is `fstat`.
+  static func fstat(_ fd: Int32) throws(SystemError) -> stat {
+    var st = stat()
+    if retrying({ c_fstat(fd, &st) }) != 0 {
+      throw SystemError(errno: Glibc.errno, operation: "fstat")
+    }
+    return st
+  }
+
+  /// The corresponding C function is `stat`; `nil` when the path does not exist.
+  static func statIfPresent(_ path: String) -> stat? {
+    var st = stat()
+    return retrying({ c_stat(path, &st) }) == 0 ? st : nil
+  }
+
+  /// The corresponding C function is `lstat`; `nil` when the path does not exist.
+  static func lstatIfPresent(_ path: String) -> stat? {
+    var st = stat()
+    return retrying({ Glibc.lstat(path, &st) }) == 0 ? st : nil
+  }
+
+  /// Reserves the file's blocks so a later store into the mapping cannot hit a hole
+  /// on a full disk (which would raise SIGBUS). The corresponding C function is `posix_fallocate`.
+  static func fallocate(_ fd: Int32, size: Int) throws(SystemError) {
+    var r: Int32
+    repeat { r = posix_fallocate(fd, 0, off_t(size)) } while r == EINTR
+    if r != 0 { throw SystemError(errno: r, operation: "posix_fallocate \(size) bytes") }
+  }
+
+  /// The corresponding C function is `ftruncate`.
+  static func ftruncate(_ fd: Int32, size: Int) throws(SystemError) {
+    if retrying({ Glibc.ftruncate(fd, off_t(size)) }) != 0 {
+      throw SystemError(errno: Glibc.errno, operation: "ftruncate")
+    }
+  }
+
+  /// The corresponding C function is `pwrite`; writes all of `bytes` or throws.
+  static func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int) throws(SystemError) {
+    var done = 0
+    while done < bytes.count {
+      let n = bytes.withUnsafeBytes { buf in
+        Glibc.pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
+      }
+      if n < 0 {
+        if Glibc.errno == EINTR { continue }
+        throw SystemError(errno: Glibc.errno, operation: "pwrite")
+      }
+      done += n
+    }
+  }
+
+  /// The corresponding C function is `pread`; returns fewer bytes at end of file.
+  static func pread(_ fd: Int32, count: Int, at offset: Int) throws(SystemError) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: count)
+    var done = 0
+    while done < count {
+      let n = out.withUnsafeMutableBytes { buf in
+        Glibc.pread(fd, buf.baseAddress! + done, count - done, off_t(offset + done))
+      }
+      if n < 0 {
+        if Glibc.errno == EINTR { continue }
+        throw SystemError(errno: Glibc.errno, operation: "pread")
+      }
+      if n == 0 { break }
+      done += n
+    }
+    out.removeLast(count - done)
+    return out
+  }
+
+  /// The corresponding C function is `mmap` (`MAP_SHARED`).
+  static func mmap(_ fd: Int32, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
+    let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
+    guard let p = Glibc.mmap(nil, size, prot, MAP_SHARED, fd, 0), p != MAP_FAILED else {
+      throw SystemError(errno: Glibc.errno, operation: "mmap \(size) bytes")
+    }
+    return p
+  }
+
+  /// The corresponding C function is `munmap`.
+  static func munmap(_ p: UnsafeMutableRawPointer, size: Int) { _ = Glibc.munmap(p, size) }
+
+  /// The corresponding C function is `flock`.
+  static func flock(_ fd: Int32, _ op: Int32) throws(SystemError) {
+    if retrying({ c_flock(fd, op) }) != 0 {
+      throw SystemError(errno: Glibc.errno, operation: "flock")
+    }
+  }
+
+  /// Non-blocking `flock`: false when another description holds a conflicting lock.
+  static func tryFlock(_ fd: Int32, _ op: Int32) throws(SystemError) -> Bool {
+    if retrying({ c_flock(fd, op | LOCK_NB) }) == 0 { return true }
+    if Glibc.errno == EWOULDBLOCK { return false }
+    throw SystemError(errno: Glibc.errno, operation: "flock")
+  }
+
+  /// Takes a shared OFD lock on one byte; false when it is held exclusively elsewhere.
+  static func lockByte(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
+    let r = mc_ofd_lock_byte(fd, offset)
+    if r == 0 { return true }
+    if r == -EAGAIN || r == -EACCES { return false }
+    throw SystemError(errno: -r, operation: "fcntl(F_OFD_SETLK)")
+  }
+
+  static func unlockByte(_ fd: Int32, at offset: Int64) { _ = mc_ofd_unlock_byte(fd, offset) }
+
+  /// Whether another open file description holds a lock on the byte (a live process).
+  /// An error answers "held": a check that cannot be made must not declare anyone dead.
+  static func byteIsLocked(_ fd: Int32, at offset: Int64) -> Bool {
+    mc_ofd_byte_is_locked(fd, offset) != 0
+  }
+
+  /// Wall-clock milliseconds since 1970 from the vDSO (no system call).
+  @inline(__always)
+  static func wallClockMilliseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+    return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec / 1_000_000)
+  }
+
+  /// Monotonic nanoseconds, for timeouts.
+  @inline(__always)
+  static func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+  }
+}

@@ -1,0 +1,20 @@
+import Foundation
+
+// A child process for multi-process tests: tests re-execute this binary (never fork
+// without exec) with a command name and its arguments. Each concern keeps its commands
+// in its own file (Core.swift, Typed.swift, Reliability.swift); this table routes them.
+let commands: [String: ([String]) throws -> Int32] = coreCommands
+  .merging(typedCommands) { a, _ in a }
+  .merging(reliabilityCommands) { a, _ in a }
+
+let args = Array(CommandLine.arguments.dropFirst())
+guard let name = args.first, let command = commands[name] else {
+  FileHandle.standardError.write("usage: mc-test-helper COMMAND [ARGS...]; commands: \(commands.keys.sorted().joined(separator: " "))\n".data(using: .utf8)!)
+  exit(64)
+}
+do {
+  exit(try command(Array(args.dropFirst())))
+} catch {
+  FileHandle.standardError.write("mc-test-helper \(name): \(error)\n".data(using: .utf8)!)
+  exit(3)
+}
