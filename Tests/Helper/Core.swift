@@ -2,6 +2,6 @@ import Foundation
 import MappedCache
 
 // Child-process commands for the core multi-process tests.
-let coreCommands: [String: ([String]) throws -> Int32] = [
+let coreCommands: [String: HelperCommand] = [
   "ping": { _ in print("pong"); return 0 },
 ]

@@ -1,2 +1,2 @@
 // Child-process commands for the reliability tests (issue 6).
-let reliabilityCommands: [String: ([String]) throws -> Int32] = [:]
+let reliabilityCommands: [String: HelperCommand] = [:]

@@ -1,2 +1,2 @@
 // Child-process commands for the typed-API tests (issue 4).
-let typedCommands: [String: ([String]) throws -> Int32] = [:]
+let typedCommands: [String: HelperCommand] = [:]

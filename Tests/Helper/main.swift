@@ -3,7 +3,9 @@ import Foundation
 // A child process for multi-process tests: tests re-execute this binary (never fork
 // without exec) with a command name and its arguments. Each concern keeps its commands
 // in its own file (Core.swift, Typed.swift, Reliability.swift); this table routes them.
-let commands: [String: ([String]) throws -> Int32] = coreCommands
+typealias HelperCommand = @Sendable ([String]) throws -> Int32
+
+let commands: [String: HelperCommand] = coreCommands
   .merging(typedCommands) { a, _ in a }
   .merging(reliabilityCommands) { a, _ in a }
 
