@@ -2,12 +2,13 @@ import Foundation
 
 // A child process for multi-process tests: tests re-execute this binary (never fork
 // without exec) with a command name and its arguments. Each concern keeps its commands
-// in its own file (Core.swift, Typed.swift, Reliability.swift); this table routes them.
+// in its own file (Core, Typed, Reliability, CLI); this table routes them.
 typealias HelperCommand = @Sendable ([String]) throws -> Int32
 
 let commands: [String: HelperCommand] = coreCommands
   .merging(typedCommands) { a, _ in a }
   .merging(reliabilityCommands) { a, _ in a }
+  .merging(cliCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {

@@ -1,0 +1,87 @@
+import Foundation
+import Glibc
+@testable import MappedCache
+
+/// Shared helpers for tests: temporary cache paths and running the package's own
+/// binaries (`mc-test-helper`, `cache-stress`, `mapped-cache`) as child processes.
+enum Support {
+  /// The directory holding the built binaries (the test runner sits beside them).
+  static let binDir: String = {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var dir = (exe as NSString).deletingLastPathComponent
+    // On Linux the runner is `<bin>/MappedCachePackageTests.xctest`.
+    while !dir.isEmpty && dir != "/" && !FileManager.default.fileExists(atPath: dir + "/mc-test-helper") {
+      dir = (dir as NSString).deletingLastPathComponent
+    }
+    return dir
+  }()
+
+  static func binary(_ name: String) -> String { binDir + "/" + name }
+
+  /// A fresh path under /dev/shm (removed by `cleanup`).
+  static func tempPath(_ tag: String = "t") -> String {
+    "/dev/shm/mctest-\(tag)-\(getpid())-\(UUID().uuidString.prefix(8)).mcache"
+  }
+
+  static func cleanup(_ path: String) { unlink(path) }
+
+  struct Result {
+    var status: Int32
+    /// True when the child died by a signal (`status` then holds the signal number).
+    var signaled: Bool
+    var stdout: String
+    var stderr: String
+  }
+
+  /// Runs a binary to completion (killing it after `timeout` seconds) and captures output.
+  @discardableResult
+  static func run(_ binary: String, _ args: [String], stdin: Data? = nil, timeout: TimeInterval = 120) throws -> Result {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: binary)
+    p.arguments = args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    let input = Pipe()
+    p.standardInput = stdin == nil ? FileHandle.nullDevice : input
+    try p.run()
+    if let stdin {
+      input.fileHandleForWriting.write(stdin)
+      try? input.fileHandleForWriting.close()
+    }
+    // Drain pipes concurrently so a chatty child cannot block on a full pipe.
+    final class Box: @unchecked Sendable { var data = Data() }
+    let o = Box(), e = Box()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    let deadline = Date().addingTimeInterval(timeout)
+    while p.isRunning && Date() < deadline { usleep(5_000) }
+    if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+    p.waitUntilExit()
+    group.wait()
+    return Result(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
+                  stdout: String(decoding: o.data, as: UTF8.self), stderr: String(decoding: e.data, as: UTF8.self))
+  }
+
+  /// Starts a binary in the background; the caller waits or kills it.
+  static func spawn(_ binary: String, _ args: [String], quiet: Bool = true) throws -> Process {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: binary)
+    p.arguments = args
+    if quiet {
+      p.standardOutput = FileHandle.nullDevice
+      p.standardError = FileHandle.nullDevice
+    }
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    return p
+  }
+
+  /// Open descriptors of this process.
+  static func openDescriptorCount() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+  }
+}
