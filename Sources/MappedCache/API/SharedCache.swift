@@ -13,8 +13,8 @@ import Synchronization
 ///
 /// One instance may be shared by any number of threads.
 public final class SharedCache<Value>: @unchecked Sendable {
-  let engine: CacheEngine
-  let codec: ValueCodec<Value>
+  @usableFromInline let engine: CacheEngine
+  @usableFromInline let codec: ValueCodec<Value>
   private let defaults = Mutex<CacheExpiry>(.never)
   private let sweeperLock = NSLock()
   private var sweeperTimer: DispatchSourceTimer?
@@ -72,12 +72,13 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   // MARK: Keys
 
-  @inline(__always)
+  @inlinable @inline(__always)
   func withKey<R>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     var k = key
     return try k.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
   }
 
+  @usableFromInline
   func expiryMs(_ e: CacheExpiry?) -> UInt64 {
     (e ?? defaultExpiry).milliseconds(now: Sys.wallClockMilliseconds())
   }
@@ -85,21 +86,25 @@ public final class SharedCache<Value>: @unchecked Sendable {
   // MARK: Reading
 
   /// The value for `key`, or nil when it is missing or expired.
+  @inlinable
   public func object(forKey key: String) throws -> Value? {
     try object(forKey: key, allowingExpired: false)
   }
 
   /// The value for `key`; with `allowingExpired`, an expired entry still present is
   /// returned too (serve stale while refreshing).
+  @inlinable
   public func object(forKey key: String, allowingExpired: Bool) throws -> Value? {
+    var result: Value? = nil
     try withKey(key) { k in
       try engine.checkKey(k)
-      return try engine.withValue(forKey: k, allowExpired: allowingExpired) { bytes, _ in
-        do { return try codec.decode(bytes) } catch {
+      _ = try engine.read(k, allowExpired: allowingExpired, countStats: true) { bytes, _ in
+        do { result = try codec.decode(bytes) } catch {
           throw CacheError.decodingFailed(key: key, reason: "\(error)")
         }
       }
     }
+    return result
   }
 
   /// The value and its version (for `setObject(_:forKey:ifVersion:)`).
@@ -116,11 +121,14 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// Hands the stored bytes of `key` to `body` without allocating; nil when missing.
   /// The buffer is a private copy, valid only during `body`.
+  @inlinable
   public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    var result: R? = nil
     try withKey(key) { k in
       try engine.checkKey(k)
-      return try engine.withValue(forKey: k) { bytes, _ in try body(bytes) }
+      _ = try engine.read(k, allowExpired: false, countStats: true) { bytes, _ in result = try body(bytes) }
     }
+    return result
   }
 
   /// When `key` expires: nil when missing, `.never`, or `.date`.
@@ -144,6 +152,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   // MARK: Writing
 
   /// Stores `value` under `key`, expiring as given (or by `defaultExpiry`).
+  @inlinable
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
     _ = try store(value, key, expires, .always)
   }
@@ -170,6 +179,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return false
   }
 
+  @inlinable
   func store(_ value: Value, _ key: String, _ expires: CacheExpiry?,
              _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
     let ms = expiryMs(expires)
@@ -204,6 +214,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// Gets or sets like a dictionary. Errors read as nil and are dropped on set; use the
   /// throwing methods to see them.
+  @inlinable
   public subscript(key: String) -> Value? {
     get { try? object(forKey: key) }
     set {

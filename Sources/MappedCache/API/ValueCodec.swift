@@ -119,12 +119,13 @@ extension UUID: CacheValueEncodable {
 
 /// How `SharedCache<Value>` turns values into bytes and back: a `CacheValueEncodable`
 /// fast path when the type has one, `Codable` through the compact binary coder otherwise.
+@usableFromInline
 struct ValueCodec<Value>: @unchecked Sendable {
   let typeName: String
   let encode: (Value) throws -> [UInt8]
   /// Calls the closure with the value's bytes without copying where the type allows.
-  let withBytes: (Value, (UnsafeRawBufferPointer) throws -> Void) throws -> Void
-  let decode: (UnsafeRawBufferPointer) throws -> Value
+  @usableFromInline let withBytes: (Value, (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+  @usableFromInline let decode: (UnsafeRawBufferPointer) throws -> Value
 
   var fingerprint: UInt64 { KeyHash.bytes(Array(typeName.utf8)) | 1 }
 

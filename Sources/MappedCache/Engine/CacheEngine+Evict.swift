@@ -21,20 +21,22 @@
 extension CacheEngine {
   struct EvictionBudget { var secondChances = 64 }
 
+  /// Entries allowed: the table's load limit, or the count limit when lower.
+  var entryLimit: Int { countLimit > 0 ? min(layout.maxEntries, countLimit) : layout.maxEntries }
+
   /// Frees room for a record of `size` bytes in log `id`, and for a new entry of
   /// `liveDelta` key+value bytes. Returns whether anything moved (slots may have shifted).
   func makeRoom(_ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
                 enforceLimits: Bool = true) throws -> Bool {
     var changed = false
     var budget = EvictionBudget()
-    let entryLimit = countLimit > 0 ? min(layout.maxEntries, countLimit) : layout.maxEntries
     let reserve = id == .main ? layout.mainReserve : 0
     var rounds = 0
     while true {
       let log = logState(id)
       let needLog = log.need(size) + reserve > log.free
-      let needSlot = enforceLimits && newEntry && Int(load(Format.H.entries)) >= entryLimit
-      let needCost = enforceLimits && costLimit > 0 && Int(load(Format.H.liveBytes)) + liveDelta > costLimit
+      let needSlot = enforceLimits && newEntry && loadCount(Format.H.entries) >= entryLimit
+      let needCost = enforceLimits && costLimit > 0 && loadCount(Format.H.liveBytes) + liveDelta > costLimit
       if !needLog && !needSlot && !needCost { return changed }
       rounds += 1
       if rounds > 4 * layout.slotCount + 1024 {
@@ -65,7 +67,7 @@ extension CacheEngine {
           loc + rh.size <= log.base + log.size else {
       throw CacheError.corrupted(path: path, reason: "bad record at the tail of the \(id) log")
     }
-    guard rh.kind == Format.kindEntry, let i = findSlot(hash: rh.hash, loc: loc) else {
+    guard rh.kind != Format.kindPad, let i = findSlot(hash: rh.hash, loc: loc) else {
       advanceTail(id, rh.size)  // a pad or a dead record
       return
     }
@@ -76,7 +78,11 @@ extension CacheEngine {
     } else if id == .small {
       let main = logState(.main)
       let mainHasRoom = main.need(rh.size) + layout.mainReserve <= main.free
-      if meta & Format.referencedBit != 0 || mainHasRoom {
+      // While the cache is filling (log space, entry and cost limits all slack), new
+      // entries flow into main unreferenced; once full, only referenced ones do.
+      let underLimits = loadCount(Format.H.entries) < entryLimit
+        && (costLimit == 0 || loadCount(Format.H.liveBytes) < costLimit)
+      if meta & Format.referencedBit != 0 || (mainHasRoom && underLimits) {
         if !mainHasRoom {
           _ = try makeRoom(.main, size: rh.size, newEntry: false, liveDelta: 0, now: now, enforceLimits: false)
         }

@@ -61,15 +61,28 @@ extension CacheEngine {
         i = m.next(i); probes += 1
         continue
       }
-      let loc = Int(truncatingIfNeeded: m.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
       let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
       var matched = false
-      var header: MappedMemory.RecordHeader? = nil
-      if let rh = m.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
-         m.keyEquals(record: loc, key) {
-        matched = true
-        header = rh
-        if rh.vlen <= buffer.count, let out = buffer.baseAddress { m.copyValue(record: loc, rh, to: out) }
+      var vlen = 0, sum: UInt32 = 0, cas: UInt64 = 0
+      if meta & Format.inlineBit != 0 {
+        // Inline: key and value in this slot's own lines: one memory access.
+        if let l = m.inlineLengths(i), l.klen == key.count, m.inlineKeyEquals(i, key) {
+          matched = true
+          vlen = l.vlen
+          sum = m.inlineSum(i)
+          cas = m.inlineVersion(i)
+          if vlen <= buffer.count, let out = buffer.baseAddress { m.copyInlineValue(i, klen: l.klen, vlen: vlen, to: out) }
+        }
+      } else {
+        let loc = Int(truncatingIfNeeded: m.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
+        if let rh = m.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
+           m.keyEquals(record: loc, key) {
+          matched = true
+          vlen = rh.vlen
+          sum = rh.sum
+          cas = rh.cas
+          if vlen <= buffer.count, let out = buffer.baseAddress { m.copyValue(record: loc, rh, to: out) }
+        }
       }
       atomicMemoryFence(ordering: .acquiring)
       if seq.pointee.load(ordering: .relaxed) != s1 {
@@ -77,21 +90,22 @@ extension CacheEngine {
         if retries > Self.readRetries { return .miss }
         continue
       }
-      guard matched, let rh = header else { i = m.next(i); probes += 1; continue }
+      guard matched else { i = m.next(i); probes += 1; continue }
       // The copy is whole and is this key's. Now judge it.
       let expiry = meta & Format.expiryMask
       let expired = expiry != 0 && expiry <= now
       if expired && !allowExpired { return .miss }
-      if rh.vlen > buffer.count { return .needs(rh.vlen) }
+      if vlen > buffer.count { return .needs(vlen) }
       if checksumOnRead,
-         KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: rh.vlen), hash: hash) != rh.sum {
+         KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: vlen), hash: hash) != sum {
         return .corrupt
       }
+
       if meta & Format.referencedBit == 0 && file.writable {
         m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
       }
-      return .hit(EntryInfo(valueCount: rh.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
-                            version: rh.cas, isExpired: expired))
+      return .hit(EntryInfo(valueCount: vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+                            version: cas, isExpired: expired))
     }
     return .miss
   }
@@ -114,6 +128,38 @@ extension CacheEngine {
       return again
     }
     return .miss
+  }
+
+  /// The non-generic read used by the public API: copies the value of `key` into a
+  /// temporary buffer (stack for values up to 256 bytes, and for larger ones while the
+  /// stack has room) and calls `body` with it. Returns false on a miss. Being
+  /// non-generic, it costs no generic-metadata lookups per call.
+  @usableFromInline
+  func read(_ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
+            _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
+    let hash = KeyHash.key(key)
+    let now = Sys.wallClockMilliseconds()
+    var want = 256
+    for _ in 0..<8 {
+      var grow = 0
+      let found: Bool = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
+        switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
+        case .hit(let info):
+          if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
+          return true
+        case .miss, .corrupt:
+          if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          return false
+        case .needs(let n):
+          grow = n
+          return false
+        }
+      }
+      if grow == 0 { return found }
+      want = grow  // size the buffer from the entry (it may grow again meanwhile)
+    }
+    return false
   }
 
   /// Reads the value for `key` into a temporary buffer and hands it to `body`: no heap

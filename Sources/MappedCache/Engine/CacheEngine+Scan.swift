@@ -26,12 +26,15 @@ extension CacheEngine {
         if h == 0 { break }
         let loc = Int(truncatingIfNeeded: m.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
         let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
-        guard let rh = m.recordHeader(at: loc), rh.kind == Format.kindEntry else {
+        let inline = meta & Format.inlineBit != 0
+        let lengths = inline ? m.inlineLengths(i) : nil
+        guard let rh = m.recordHeader(at: loc), rh.kind != Format.kindPad,
+              rh.kind == (inline ? Format.kindKeyOnly : Format.kindEntry), !inline || lengths != nil else {
           atomicMemoryFence(ordering: .acquiring)
           if seq.pointee.load(ordering: .relaxed) != s1 { continue }
           break
         }
-        let bytes = m.recordBytes(loc, rh)
+        let bytes = inline ? m.inlineBytes(i, klen: lengths!.klen, vlen: lengths!.vlen) : m.recordBytes(loc, rh)
         let key = Array(bytes.key)
         let value = values ? Array(bytes.value) : nil
         atomicMemoryFence(ordering: .acquiring)
@@ -39,8 +42,8 @@ extension CacheEngine {
         let expiry = meta & Format.expiryMask
         let expired = expiry != 0 && expiry <= now
         if expired && !includeExpired { break }
-        let info = EntryInfo(valueCount: rh.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
-                             version: rh.cas, isExpired: expired)
+        let info = EntryInfo(valueCount: bytes.value.count, expiryMilliseconds: expiry == 0 ? nil : expiry,
+                             version: inline ? m.inlineVersion(i) : rh.cas, isExpired: expired)
         if try !body(ScannedEntry(key: key, value: value, info: info, inMainLog: loc >= layout.mainBase)) { return }
         break
       }

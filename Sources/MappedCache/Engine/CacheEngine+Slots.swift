@@ -26,6 +26,35 @@ extension CacheEngine {
     seq.pointee.store(s &+ 2, ordering: .releasing)
   }
 
+  /// One seqlock write of a whole inline entry: the words and the inline area.
+  func writeSlotInline(_ i: Int, hash: UInt64, loc: Int, meta: UInt64, key: UnsafeRawBufferPointer,
+                       value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+    let m = memory
+    let seq = m.slot(i, Format.S.seq)
+    let s = seq.pointee.load(ordering: .relaxed)
+    seq.pointee.store(s &+ 1, ordering: .relaxed)
+    atomicMemoryFence(ordering: .releasing)
+    m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
+    m.slot(i, Format.S.loc).pointee.store(UInt64(loc), ordering: .relaxed)
+    m.slot(i, Format.S.meta).pointee.store(meta | Format.inlineBit, ordering: .relaxed)
+    m.writeInline(i, key: key, value: value, sum: sum, cas: cas)
+    seq.pointee.store(s &+ 2, ordering: .releasing)
+  }
+
+  /// One seqlock write of slot `to` with everything slot `from` holds.
+  func copySlot(from: Int, to: Int) {
+    let m = memory
+    let seq = m.slot(to, Format.S.seq)
+    let s = seq.pointee.load(ordering: .relaxed)
+    seq.pointee.store(s &+ 1, ordering: .relaxed)
+    atomicMemoryFence(ordering: .releasing)
+    m.slot(to, Format.S.hash).pointee.store(slotHash(from), ordering: .relaxed)
+    m.slot(to, Format.S.loc).pointee.store(UInt64(slotLoc(from)), ordering: .relaxed)
+    m.slot(to, Format.S.meta).pointee.store(slotMeta(from), ordering: .relaxed)
+    m.copyInlineArea(from: from, to: to)
+    seq.pointee.store(s &+ 2, ordering: .releasing)
+  }
+
   @inline(__always) func slotHash(_ i: Int) -> UInt64 { memory.slot(i, Format.S.hash).pointee.load(ordering: .relaxed) }
   @inline(__always) func slotLoc(_ i: Int) -> Int {
     Int(truncatingIfNeeded: memory.slot(i, Format.S.loc).pointee.load(ordering: .relaxed))
@@ -47,8 +76,16 @@ extension CacheEngine {
       if h == 0 { return .empty(slot: i) }
       if h == hash {
         let loc = slotLoc(i)
-        if let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
-           memory.keyEquals(record: loc, key) {
+        if slotMeta(i) & Format.inlineBit != 0 {
+          // Compare in the slot (no second memory access); describe the entry from it.
+          if let l = memory.inlineLengths(i), l.klen == key.count, memory.inlineKeyEquals(i, key) {
+            let rh = MappedMemory.RecordHeader(size: Format.recordSize(keyCount: l.klen, valueCount: 0), klen: l.klen,
+                                               kind: Format.kindKeyOnly, vlen: l.vlen, sum: memory.inlineSum(i),
+                                               hash: h, cas: memory.inlineVersion(i))
+            return .found(slot: i, loc: loc, record: rh)
+          }
+        } else if let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry, rh.klen == key.count,
+                  memory.keyEquals(record: loc, key) {
           return .found(slot: i, loc: loc, record: rh)
         }
       }
@@ -74,13 +111,23 @@ extension CacheEngine {
   /// seqlock write each), so runs stay as short as the load allows, with no tombstones.
   /// The shift sequence is odd meanwhile, so readers re-check any miss.
   func removeSlot(_ i: Int) {
-    if let rh = memory.recordHeader(at: slotLoc(i)) {
+    if slotMeta(i) & Format.inlineBit != 0, let l = memory.inlineLengths(i) {
+      store(Format.H.liveBytes, load(Format.H.liveBytes) &- UInt64(l.klen + l.vlen))
+    } else if let rh = memory.recordHeader(at: slotLoc(i)) {
       store(Format.H.liveBytes, load(Format.H.liveBytes) &- UInt64(rh.klen + rh.vlen))
     }
     store(Format.H.entries, load(Format.H.entries) &- 1)
     let shift = memory.word(Format.H.shiftSeq)
     shift.pointee.wrappingAdd(1, ordering: .relaxed)
     atomicMemoryFence(ordering: .releasing)
+    shiftClear(i)
+    shift.pointee.wrappingAdd(1, ordering: .releasing)
+  }
+
+  /// Empties slot `i` by backward shift: each later entry of the run that may sit in
+  /// the hole moves into it, and the last hole becomes empty. Precondition: the shift
+  /// sequence is odd (the caller brackets the change for readers).
+  func shiftClear(_ i: Int) {
     let n = memory.slotCount
     var hole = i
     var j = i
@@ -93,12 +140,11 @@ extension CacheEngine {
       let fromHome = (j - home + n) % n
       let fromHole = (j - hole + n) % n
       if fromHome >= fromHole {
-        writeSlot(hole, hash: h, loc: slotLoc(j), meta: slotMeta(j))
+        copySlot(from: j, to: hole)
         hole = j
       }
     }
     writeSlot(hole, hash: 0, loc: 0, meta: 0)
-    shift.pointee.wrappingAdd(1, ordering: .releasing)
   }
 
   @inline(__always)

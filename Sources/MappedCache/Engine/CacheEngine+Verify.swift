@@ -91,7 +91,8 @@ extension CacheEngine {
       if h == 0 { continue }
       let loc = slotLoc(i)
       var why: String? = nil
-      if let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry {
+      let inline = slotMeta(i) & Format.inlineBit != 0
+      if let rh = memory.recordHeader(at: loc), rh.kind == (inline ? Format.kindKeyOnly : Format.kindEntry) {
         let log = logs[logID(of: loc)]!
         if !log.holds(loc) || !log.holds(loc + rh.size - 8) {
           why = "record outside its log's live range"
@@ -99,18 +100,12 @@ extension CacheEngine {
           why = "record belongs to another hash"
         } else if seenLocs.contains(loc) {
           why = "record shared with an earlier slot"
-        } else if checksums, KeyHash.checksum(memory.recordBytes(loc, rh).value, hash: h) != rh.sum {
-          why = "value checksum mismatch"
+        } else if let problem = checkValue(slot: i, loc: loc, rh, inline: inline, checksums: checksums) {
+          why = problem
         } else {
           seenLocs.insert(loc)
           entries += 1
           live += rh.klen + rh.vlen
-          // Reachable: no empty slot between its home and here.
-          var j = memory.home(h), distance = 0
-          while j != i && slotHash(j) != 0 && distance < n { j = memory.next(j); distance += 1 }
-          if j != i { misplaced.append(i) }
-          r.maxProbe = max(r.maxProbe, distance)
-          r.meanProbe += Double(distance)
         }
       } else {
         why = "record offset \(loc) is not a valid entry"
@@ -123,24 +118,43 @@ extension CacheEngine {
         }
       }
     }
+    // Reachability, after every repair above: no empty slot between an entry's home and it.
+    func unreachable() -> [Int] {
+      var out: [Int] = []
+      r.maxProbe = 0
+      r.meanProbe = 0
+      for i in 0..<n where slotHash(i) != 0 {
+        var j = memory.home(slotHash(i)), distance = 0
+        while j != i && slotHash(j) != 0 && distance < n { j = memory.next(j); distance += 1 }
+        if j != i { out.append(i) }
+        r.maxProbe = max(r.maxProbe, distance)
+        r.meanProbe += Double(distance)
+      }
+      return out
+    }
+    misplaced = unreachable()
     if !misplaced.isEmpty {
       problem("\(misplaced.count) entries unreachable from their home slot")
-      if repair {
-        // Lift each out and re-insert it at the first empty slot of its run.
+      // Move each into the first empty slot of its run, closing the hole it leaves by
+      // backward shift (as a removal does), until every entry is reachable.
+      var passes = 0
+      while repair && !misplaced.isEmpty && passes < 64 {
+        passes += 1
         for i in misplaced where slotHash(i) != 0 {
-          let (h, loc, meta) = (slotHash(i), slotLoc(i), slotMeta(i))
-          writeSlot(i, hash: 0, loc: 0, meta: 0)
-          var j = memory.home(h)
-          while slotHash(j) != 0 { j = memory.next(j) }
-          writeSlot(j, hash: h, loc: loc, meta: meta)
+          var j = memory.home(slotHash(i))
+          while slotHash(j) != 0 && j != i { j = memory.next(j) }
+          guard j != i else { continue }
+          copySlot(from: i, to: j)
+          shiftClear(i)
           r.repaired += 1
         }
+        misplaced = unreachable()
       }
     }
     if entries > 0 { r.meanProbe /= Double(entries) }
     r.entries = entries
     r.liveBytes = live
-    if Int(load(Format.H.entries)) != entries || Int(load(Format.H.liveBytes)) != live {
+    if loadCount(Format.H.entries) != entries || loadCount(Format.H.liveBytes) != live {
       // Counts lag the slots by one write when a writer died between the two.
       if load(Format.H.intent) == 0 {
         problem("counts say \(load(Format.H.entries)) entries / \(load(Format.H.liveBytes)) bytes, slots hold \(entries) / \(live)")
@@ -152,6 +166,24 @@ extension CacheEngine {
       }
     }
     return r
+  }
+
+  /// Why slot `i`'s value does not match its record, or nil when it does.
+  private func checkValue(slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader, inline: Bool,
+                          checksums: Bool) -> String? {
+    if inline {
+      guard let l = memory.inlineLengths(i), l.klen == rh.klen, l.vlen == rh.vlen else {
+        return "inline lengths disagree with the record"
+      }
+      let bytes = memory.inlineBytes(i, klen: l.klen, vlen: l.vlen)
+      if !memory.keyEquals(record: loc, bytes.key) { return "inline key disagrees with the record" }
+      if checksums, KeyHash.checksum(bytes.value, hash: rh.hash) != memory.inlineSum(i) { return "value checksum mismatch" }
+      return nil
+    }
+    if checksums, KeyHash.checksum(memory.recordBytes(loc, rh).value, hash: rh.hash) != rh.sum {
+      return "value checksum mismatch"
+    }
+    return nil
   }
 
   /// `check` taken under the write lock (consistent, and able to repair).

@@ -11,6 +11,7 @@
 /// tail skips); during 5, an odd slot (cleared by the next writer's repair, which
 /// finds `intent` = 1); after 5, a stored entry with stale counts (recounted by repair).
 extension CacheEngine {
+  @usableFromInline
   enum SetCondition: Equatable {
     case always
     case ifAbsent
@@ -18,6 +19,7 @@ extension CacheEngine {
     case ifVersion(UInt64)
   }
 
+  @usableFromInline
   enum SetOutcome: Equatable {
     case stored(version: UInt64)
     case exists
@@ -31,8 +33,11 @@ extension CacheEngine {
     var sum: UInt32
     var recordSize: Int
     var expiry: UInt64
+    /// Key and value go in the slot's inline area; the record holds the key only.
+    var inline: Bool
   }
 
+  @usableFromInline
   func checkKey(_ key: UnsafeRawBufferPointer) throws(CacheError) {
     if key.count == 0 { throw .emptyKey }
     if key.count > layout.maxKey { throw .keyTooLarge(size: key.count, limit: layout.maxKey) }
@@ -42,9 +47,10 @@ extension CacheEngine {
     try checkKey(key)
     if value.count > layout.maxValue { throw .valueTooLarge(size: value.count, limit: layout.maxValue) }
     let hash = KeyHash.key(key)
+    let inline = key.count + value.count <= layout.inlineCapacity
     return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
-                         recordSize: Format.recordSize(keyCount: key.count, valueCount: value.count),
-                         expiry: expiry & Format.expiryMask)
+                         recordSize: Format.recordSize(keyCount: key.count, valueCount: inline ? 0 : value.count),
+                         expiry: expiry & Format.expiryMask, inline: inline)
   }
 
   /// Stores one entry. Precondition: the caller holds the write lock (`withWriteLock`).
@@ -83,15 +89,22 @@ extension CacheEngine {
     let loc = reserveAppend(dest, w.recordSize)
     let cas = load(Format.H.casCounter) &+ 1
     store(Format.H.casCounter, cas)
-    memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, sum: w.sum, hash: w.hash, cas: cas)
+    memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, keyOnly: w.inline,
+                       sum: w.sum, hash: w.hash, cas: cas)
     commitAppend(dest, w.recordSize)
+    func publish(_ i: Int, meta: UInt64) {
+      if w.inline {
+        writeSlotInline(i, hash: w.hash, loc: loc, meta: meta, key: key, value: value, sum: w.sum, cas: cas)
+      } else {
+        writeSlot(i, hash: w.hash, loc: loc, meta: meta)
+      }
+    }
     switch found {
     case .found(let i, _, let rh):
-      let keep = slotMeta(i) & Format.referencedBit
-      writeSlot(i, hash: w.hash, loc: loc, meta: w.expiry | keep)
+      publish(i, meta: w.expiry | (slotMeta(i) & Format.referencedBit))
       store(Format.H.liveBytes, load(Format.H.liveBytes) &- UInt64(rh.klen + rh.vlen) &+ UInt64(key.count + value.count))
     case .empty(let i):
-      writeSlot(i, hash: w.hash, loc: loc, meta: w.expiry)
+      publish(i, meta: w.expiry)
       store(Format.H.liveBytes, load(Format.H.liveBytes) &+ UInt64(key.count + value.count))
       bump(Format.H.entries)
     case .full:
@@ -101,6 +114,7 @@ extension CacheEngine {
     return .stored(version: cas)
   }
 
+  @usableFromInline
   func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
            condition: SetCondition = .always) throws -> SetOutcome {
     let w = try prepare(key, value, expiry: expiry)
@@ -128,7 +142,8 @@ extension CacheEngine {
     return try withWriteLock {
       let now = Sys.wallClockMilliseconds()
       guard case .found(let i, let loc, _) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) else { return false }
-      writeSlot(i, hash: hash, loc: loc, meta: (expiry & Format.expiryMask) | (slotMeta(i) & Format.referencedBit))
+      let keep = slotMeta(i) & (Format.referencedBit | Format.inlineBit)
+      writeSlot(i, hash: hash, loc: loc, meta: (expiry & Format.expiryMask) | keep)
       return true
     }
   }
@@ -188,8 +203,8 @@ extension CacheEngine {
       var budget = EvictionBudget(secondChances: 0)
       var guardCount = 0
       while guardCount < 4 * layout.slotCount {
-        let overCount = countLimit > 0 && Int(load(Format.H.entries)) > countLimit
-        let overCost = costLimit > 0 && Int(load(Format.H.liveBytes)) > costLimit
+        let overCount = countLimit > 0 && loadCount(Format.H.entries) > countLimit
+        let overCost = costLimit > 0 && loadCount(Format.H.liveBytes) > costLimit
         guard overCount || overCost else { break }
         let victim: LogID = logState(.small).isEmpty ? .main : .small
         if logState(victim).isEmpty { break }

@@ -4,6 +4,7 @@ import Synchronization
 /// The untyped engine behind `SharedCache` and `CacheFile`: one mapped file, the
 /// lock-free read path (`CacheEngine+Read`), the locked write path
 /// (`CacheEngine+Write`, `+Evict`), and checking and repair (`+Verify`).
+@usableFromInline
 final class CacheEngine: @unchecked Sendable {
   let file: MappedFile
   let layout: Layout
@@ -63,6 +64,10 @@ final class CacheEngine: @unchecked Sendable {
   // MARK: Header words
 
   @inline(__always) func load(_ field: Int) -> UInt64 { memory.word(field).pointee.load(ordering: .relaxed) }
+  /// A header counter as an Int. The file may hold any bits there (damaged or hostile):
+  /// clamped to 0 ... 2^56, so that converting or adding to it can neither trap nor overflow.
+  @inline(__always) func loadCount(_ field: Int) -> Int { Self.clampCount(load(field)) }
+  @inline(__always) static func clampCount(_ v: UInt64) -> Int { Int(truncatingIfNeeded: min(v, 1 << 56)) }
   @inline(__always) func store(_ field: Int, _ v: UInt64) { memory.word(field).pointee.store(v, ordering: .relaxed) }
   @inline(__always) func bump(_ field: Int, _ by: UInt64 = 1) {
     memory.word(field).pointee.wrappingAdd(by, ordering: .relaxed)
@@ -86,7 +91,15 @@ final class CacheEngine: @unchecked Sendable {
       }
       store(Format.H.intent, 1)
       defer { store(Format.H.intent, 0) }
-      return try body()
+      do {
+        return try body()
+      } catch CacheError.corrupted {
+        // The file broke an invariant under us (damage, or a foreign writer): repair by
+        // dropping what cannot be trusted, then try the change once more.
+        _ = check(repair: true, checksums: false)
+        bump(Format.H.recoveries)
+        return try body()
+      }
     }
   }
 
@@ -103,12 +116,12 @@ final class CacheEngine: @unchecked Sendable {
     }
     let small = logState(.small), main = logState(.main)
     return CacheStatistics(
-      entries: Int(load(Format.H.entries)), liveBytes: Int(load(Format.H.liveBytes)),
-      capacity: layout.fileSize, hits: Int(hits), misses: Int(misses), sets: Int(load(Format.H.sets)),
-      evictions: Int(load(Format.H.evictions)), expirations: Int(load(Format.H.expirations)),
-      recoveries: Int(load(Format.H.recoveries)), removals: Int(load(Format.H.removes)),
-      promotions: Int(load(Format.H.promotions)), reinsertions: Int(load(Format.H.reinsertions)),
-      lockTakeovers: Int(load(Format.H.lockTakeovers)),
+      entries: loadCount(Format.H.entries), liveBytes: loadCount(Format.H.liveBytes),
+      capacity: layout.fileSize, hits: Self.clampCount(hits), misses: Self.clampCount(misses), sets: loadCount(Format.H.sets),
+      evictions: loadCount(Format.H.evictions), expirations: loadCount(Format.H.expirations),
+      recoveries: loadCount(Format.H.recoveries), removals: loadCount(Format.H.removes),
+      promotions: loadCount(Format.H.promotions), reinsertions: loadCount(Format.H.reinsertions),
+      lockTakeovers: loadCount(Format.H.lockTakeovers),
       slotCount: layout.slotCount, maxEntries: layout.maxEntries,
       logBytes: layout.smallSize + layout.mainSize,
       logBytesUsed: Int(truncatingIfNeeded: (small.head &- small.tail) &+ (main.head &- main.tail)),

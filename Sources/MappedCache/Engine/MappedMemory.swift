@@ -15,6 +15,9 @@ struct MappedMemory {
   let base: UnsafeMutableRawPointer
   let slotsBase: UnsafeMutableRawPointer
   let slotCount: Int
+  let slotBytes: Int
+  /// Most key+value bytes in a slot's inline area (0 when slots have none).
+  let inlineCapacity: Int
   let smallBase: Int, smallEnd: Int, mainBase: Int, mainEnd: Int
   let maxKey: Int, maxValue: Int
 
@@ -22,6 +25,8 @@ struct MappedMemory {
     self.base = base
     slotsBase = base + layout.slotsOffset
     slotCount = layout.slotCount
+    slotBytes = layout.slotBytes
+    inlineCapacity = layout.inlineCapacity
     smallBase = layout.smallBase
     smallEnd = layout.smallBase + layout.smallSize
     mainBase = layout.mainBase
@@ -69,7 +74,68 @@ struct MappedMemory {
   /// and `next`, never from the file).
   @inline(__always)
   func slot(_ i: Int, _ field: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
-    (slotsBase + (i &* Format.slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self)
+    (slotsBase + (i &* slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self)
+  }
+
+  // MARK: Inline entries (in the slot; bounds from `inlineCapacity`, never the file)
+
+  /// The inline key and value lengths of slot `i`, or nil when they do not fit its area.
+  /// Racy under readers (validated by the seqlock afterwards), so only bounds are trusted.
+  @inline(__always)
+  func inlineLengths(_ i: Int) -> (klen: Int, vlen: Int)? {
+    let p = slotsBase + i &* slotBytes
+    let klen = Int(p.load(fromByteOffset: Format.S.klen, as: UInt16.self))
+    let vlen = Int(p.load(fromByteOffset: Format.S.vlen, as: UInt16.self))
+    guard klen &+ vlen <= inlineCapacity else { return nil }
+    return (klen, vlen)
+  }
+
+  @inline(__always)
+  func inlineSum(_ i: Int) -> UInt32 {
+    (slotsBase + i &* slotBytes).load(fromByteOffset: Format.S.sum, as: UInt32.self)
+  }
+
+  @inline(__always)
+  func inlineVersion(_ i: Int) -> UInt64 {
+    (slotsBase + i &* slotBytes).load(fromByteOffset: Format.S.cas, as: UInt64.self)
+  }
+
+  /// Whether slot `i`'s inline key (lengths checked by `inlineLengths`) equals `key`.
+  @inline(__always)
+  func inlineKeyEquals(_ i: Int, _ key: UnsafeRawBufferPointer) -> Bool {
+    memcmp(slotsBase + i &* slotBytes + Format.S.bytes, key.baseAddress!, key.count) == 0
+  }
+
+  /// Copies slot `i`'s inline value (lengths checked by `inlineLengths`) to `out`.
+  @inline(__always)
+  func copyInlineValue(_ i: Int, klen: Int, vlen: Int, to out: UnsafeMutableRawPointer) {
+    if vlen > 0 { out.copyMemory(from: slotsBase + i &* slotBytes + Format.S.bytes + klen, byteCount: vlen) }
+  }
+
+  /// The inline key and value bytes of slot `i` (lengths checked), for writers and the verifier.
+  func inlineBytes(_ i: Int, klen: Int, vlen: Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    let p = slotsBase + i &* slotBytes + Format.S.bytes
+    return (UnsafeRawBufferPointer(start: p, count: klen), UnsafeRawBufferPointer(start: p + klen, count: vlen))
+  }
+
+  /// Writes slot `i`'s inline area. Precondition: `key.count + value.count <= inlineCapacity`,
+  /// and the caller is inside the slot's seqlock write.
+  func writeInline(_ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+    precondition(key.count + value.count <= inlineCapacity, "inline entry too large")
+    let p = slotsBase + i &* slotBytes
+    p.storeBytes(of: UInt16(key.count), toByteOffset: Format.S.klen, as: UInt16.self)
+    p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
+    p.storeBytes(of: sum, toByteOffset: Format.S.sum, as: UInt32.self)
+    p.storeBytes(of: cas, toByteOffset: Format.S.cas, as: UInt64.self)
+    (p + Format.S.bytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
+    if value.count > 0 { (p + Format.S.bytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
+  /// Copies slot `from`'s inline area to slot `to` (inside `to`'s seqlock write).
+  func copyInlineArea(from: Int, to: Int) {
+    guard slotBytes > Format.slotHeaderBytes else { return }
+    (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
+      .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes, byteCount: slotBytes - Format.slotHeaderBytes)
   }
 
   @inline(__always)
@@ -121,11 +187,12 @@ struct MappedMemory {
     let kind = p.load(fromByteOffset: Format.R.kind, as: UInt16.self)
     guard size >= 8, size & 7 == 0, size <= end &- loc else { return nil }
     if kind == Format.kindPad { return RecordHeader(size: size, klen: 0, kind: kind, vlen: 0, sum: 0, hash: 0, cas: 0) }
-    guard kind == Format.kindEntry, size >= Format.recordHeaderBytes else { return nil }
+    guard kind == Format.kindEntry || kind == Format.kindKeyOnly, size >= Format.recordHeaderBytes else { return nil }
     let klen = Int(p.load(fromByteOffset: Format.R.klen, as: UInt16.self))
     let vlen = Int(p.load(fromByteOffset: Format.R.vlen, as: UInt32.self))
+    let stored = kind == Format.kindEntry ? vlen : 0
     guard klen >= 1, klen <= maxKey, vlen <= maxValue,
-          Format.recordHeaderBytes &+ klen &+ vlen <= size else { return nil }
+          Format.recordHeaderBytes &+ klen &+ stored <= size else { return nil }
     return RecordHeader(size: size, klen: klen, kind: kind, vlen: vlen,
                         sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
                         hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
@@ -145,25 +212,29 @@ struct MappedMemory {
   }
 
   /// The key and value bytes of a checked record, for writers (who hold the lock, so
-  /// the bytes cannot change underneath them) and for the verifier.
+  /// the bytes cannot change underneath them) and for the verifier. A key-only record's
+  /// value is empty here (it lives inline in the slot).
   func recordBytes(_ loc: Int, _ h: RecordHeader) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
     let k = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes, count: h.klen)
-    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen, count: h.vlen)
+    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen,
+                                   count: h.kind == Format.kindEntry ? h.vlen : 0)
     return (k, v)
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
 
-  /// Writes a whole entry record at `loc`. Precondition: `loc ..< loc+size` lies in one log
-  /// and no slot refers to it.
-  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-                   sum: UInt32, hash: UInt64, cas: UInt64) {
+  /// Writes an entry record at `loc` (with `keyOnly`, the header and key only: the value
+  /// goes inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no
+  /// slot refers to it.
+  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value fullValue: UnsafeRawBufferPointer,
+                   keyOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64) {
+    let value = keyOnly ? UnsafeRawBufferPointer(start: nil, count: 0) : fullValue
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
-    p.storeBytes(of: Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
-    p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
+    p.storeBytes(of: keyOnly ? Format.kindKeyOnly : Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
+    p.storeBytes(of: UInt32(fullValue.count), toByteOffset: Format.R.vlen, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
     p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
     p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)

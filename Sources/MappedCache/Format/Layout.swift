@@ -24,18 +24,27 @@
 ///       │ main log (≈90 %): circular, survivors; its tail is the hand  │
 ///  size └──────────────────────────────────────────────────────────────┘
 ///
-/// Slot (32 bytes, 2 per cache line):
+/// Slot (`slotBytes`: 32, or 64/128/256 with an inline area, fixed at creation):
 ///
 ///     0 seq  u64  seqlock: odd while a writer changes the slot
 ///     8 hash u64  key hash | 1; 0 = empty
 ///    16 loc  u64  file offset of the entry's record in a log
-///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 63 referenced
+///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 62 inline;
+///                 bit 63 referenced
+///    32 inline area (slots larger than 32 bytes), used when bit 62 is set:
+///       32 klen u16, 34 vlen u16, 36 sum u32, 40 cas u64, 48 key bytes then value bytes
+///
+/// An inline entry's key and value live in its slot, so a read touches one place in
+/// memory (one cache miss where the value lives elsewhere costs two); its log record
+/// (kind 3) then holds only the header and key, and serves as its place in the
+/// eviction order.
 ///
 /// Record (8-byte aligned, never wraps; a pad record fills the end of a log):
 ///
 ///     0 size u32  whole record incl. header, multiple of 8
 ///     4 klen u16
-///     6 kind u16  1 = entry, 2 = pad (a pad has only `size` and `kind`)
+///     6 kind u16  1 = entry, 2 = pad (a pad has only `size` and `kind`),
+///                 3 = key only (the value is inline in the slot)
 ///     8 vlen u32
 ///    12 sum  u32  checksum of the value, seeded with hash and vlen
 ///    16 hash u64  the key's hash (as in the slot)
@@ -47,7 +56,9 @@ enum Format {
   static let version: UInt32 = 1
   static let headerPage = 4096
   static let procEntryBytes = 64
-  static let slotBytes = 32
+  static let slotHeaderBytes = 32
+  static let inlineHeaderBytes = 8
+  static let slotSizes = [32, 64, 128, 256]
   static let recordHeaderBytes = 32
   static let minCapacity = 1 << 20
   static let maxCapacity = 1 << 46
@@ -58,7 +69,7 @@ enum Format {
     static let slotsOffset = 32, logOffset = 40, smallSize = 48, mainSize = 56
     static let ghostOffset = 64, ghostCount = 72, maxKey = 80, maxValue = 84
     static let typeFingerprint = 88, createdMs = 96, procOffset = 104, procCount = 112
-    static let flags = 116, layoutFingerprint = 120
+    static let slotBytes = 116, layoutFingerprint = 120
     static let typeName = 128  // up to 112 bytes of UTF-8, NUL padded (for `info`)
     static let typeNameBytes = 112
     static let fingerprinted = 120  // bytes [0, 120) feed the layout fingerprint
@@ -82,14 +93,16 @@ enum Format {
   enum P { static let generation = 0, pid = 8, hits = 16, misses = 24, openedMs = 32 }
 
   // Slot field offsets.
-  enum S { static let seq = 0, hash = 8, loc = 16, meta = 24 }
+  enum S { static let seq = 0, hash = 8, loc = 16, meta = 24, klen = 32, vlen = 34, sum = 36, cas = 40, bytes = 48 }
   static let expiryMask: UInt64 = (1 << 48) - 1
   static let referencedBit: UInt64 = 1 << 63
+  static let inlineBit: UInt64 = 1 << 62
 
   // Record field offsets and kinds.
   enum R { static let size = 0, klen = 4, kind = 6, vlen = 8, sum = 12, hash = 16, cas = 24 }
   static let kindEntry: UInt16 = 1
   static let kindPad: UInt16 = 2
+  static let kindKeyOnly: UInt16 = 3
 
   @inline(__always) static func align8(_ n: Int) -> Int { (n + 7) & ~7 }
   @inline(__always) static func align(_ n: Int, _ a: Int) -> Int { (n + a - 1) / a * a }
@@ -113,6 +126,10 @@ public struct CacheOptions: Sendable, Equatable {
   public var mode: UInt32 = 0o600
   /// Most processes (handles) that can use the file at once. Default 256.
   public var maxProcesses: Int = 256
+  /// Largest key+value stored inline in its index slot (read with one memory access
+  /// instead of two). nil chooses from `averageEntrySize`: inline slots when the
+  /// average is at most 208 bytes, none otherwise. 0 turns inlining off.
+  public var inlineEntrySize: Int? = nil
 
   public init() {}
 
@@ -128,6 +145,7 @@ struct Layout: Equatable {
   var headerBytes: Int
   var procCount: Int
   var slotCount: Int
+  var slotBytes: Int
   var slotsOffset: Int
   var ghostOffset: Int
   var ghostCount: Int
@@ -142,6 +160,8 @@ struct Layout: Equatable {
   var logEnd: Int { logOffset + smallSize + mainSize }
   /// Most records one entry can need (header + key + value, aligned).
   var maxRecord: Int { Format.recordSize(keyCount: maxKey, valueCount: maxValue) }
+  /// Most key+value bytes an inline slot holds (0: no inline area).
+  var inlineCapacity: Int { slotBytes > Format.slotHeaderBytes ? slotBytes - Format.S.bytes : 0 }
   /// Entries allowed before inserts evict: 75 % load keeps linear-probe runs short.
   var maxEntries: Int { slotCount * 3 / 4 }
   /// Bytes kept free in the main log so that a referenced tail record can usually be
@@ -169,16 +189,24 @@ struct Layout: Equatable {
     let size = o.capacity & ~4095
     procCount = o.maxProcesses
     headerBytes = Format.align(Format.headerPage + procCount * Format.procEntryBytes, 4096)
+    // Slot size: the smallest whose inline area holds the requested inline size.
+    let inlineWanted = o.inlineEntrySize ?? (o.averageEntrySize <= 208 ? o.averageEntrySize : 0)
+    guard (0...208).contains(inlineWanted) else {
+      throw .invalidArgument("inlineEntrySize \(inlineWanted) must be between 0 and 208")
+    }
+    slotBytes = inlineWanted == 0 ? 32 : Format.slotSizes.first { $0 - Format.S.bytes >= inlineWanted }!
     // Size the index so that, at 75 % load, records of the average size fill about
-    // 90 % of the log: 0.75·N·avgRecord ≈ 0.9·(size − 33·N), 33 = slot + ghost bytes.
-    let avgRecord = Double(Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
-    slotCount = max(1024, Int(0.9 * Double(size - headerBytes) / (0.75 * avgRecord + 33)))
+    // 90 % of the log: 0.75·N·avgRecord ≈ 0.9·(size − (slot + 1)·N), 1 = ghost bytes.
+    let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
+    let avgRecord = Double(inlined ? Format.recordSize(keyCount: min(o.averageEntrySize, 24), valueCount: 0)
+                                   : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
+    slotCount = max(1024, Int(0.9 * Double(size - headerBytes) / (0.75 * avgRecord + Double(slotBytes + 1))))
     slotsOffset = headerBytes
-    ghostOffset = slotsOffset + slotCount * Format.slotBytes
+    ghostOffset = slotsOffset + slotCount * slotBytes
     ghostCount = max(256, slotCount / 4)
     logOffset = Format.align(ghostOffset + ghostCount * 4, 64)
     let logSize = size - logOffset
-    guard logSize >= size / 2 else {
+    guard logSize >= size / 8 else {
       throw .invalidArgument("averageEntrySize \(o.averageEntrySize) is too small for capacity \(o.capacity)")
     }
     smallSize = Format.align(logSize / 10, 8)
@@ -198,9 +226,10 @@ struct Layout: Equatable {
     try need((1...1000).contains(h.procCount), "process table size \(h.procCount)")
     try need(h.headerBytes == Format.align(Format.headerPage + h.procCount * Format.procEntryBytes, 4096),
              "header size \(h.headerBytes)")
-    try need(h.slotCount >= 1024 && h.slotCount <= h.fileSize / Format.slotBytes, "slot count \(h.slotCount)")
+    try need(Format.slotSizes.contains(h.slotBytes), "slot size \(h.slotBytes)")
+    try need(h.slotCount >= 1024 && h.slotCount <= h.fileSize / h.slotBytes, "slot count \(h.slotCount)")
     try need(h.slotsOffset == h.headerBytes, "slot offset")
-    try need(h.ghostOffset == h.slotsOffset + h.slotCount * Format.slotBytes, "ghost offset")
+    try need(h.ghostOffset == h.slotsOffset + h.slotCount * h.slotBytes, "ghost offset")
     try need(h.ghostCount >= 256 && h.ghostCount <= h.slotCount, "ghost count")
     try need(h.logOffset == Format.align(h.ghostOffset + h.ghostCount * 4, 64), "log offset")
     try need(h.smallSize > 0 && h.mainSize > 0 && h.smallSize % 8 == 0 && h.mainSize % 8 == 0, "log sizes")
@@ -212,6 +241,7 @@ struct Layout: Equatable {
     headerBytes = h.headerBytes
     procCount = h.procCount
     slotCount = h.slotCount
+    slotBytes = h.slotBytes
     slotsOffset = h.slotsOffset
     ghostOffset = h.ghostOffset
     ghostCount = h.ghostCount
@@ -232,6 +262,7 @@ struct HeaderFields {
   var headerBytes = 0
   var fileSize = 0
   var slotCount = 0
+  var slotBytes = 0
   var slotsOffset = 0
   var logOffset = 0
   var smallSize = 0
@@ -244,7 +275,6 @@ struct HeaderFields {
   var createdMs: UInt64 = 0
   var procOffset = 0
   var procCount = 0
-  var flags: UInt32 = 0
   var layoutFingerprint: UInt64 = 0
   var typeName = ""
 
@@ -256,6 +286,7 @@ struct HeaderFields {
     headerBytes = l.headerBytes
     fileSize = l.fileSize
     slotCount = l.slotCount
+    slotBytes = l.slotBytes
     slotsOffset = l.slotsOffset
     logOffset = l.logOffset
     smallSize = l.smallSize
@@ -299,7 +330,7 @@ struct HeaderFields {
     createdMs = u64(Format.H.createdMs)
     procOffset = int(u64(Format.H.procOffset))
     procCount = int(UInt64(u32(Format.H.procCount)))
-    flags = u32(Format.H.flags)
+    slotBytes = int(UInt64(u32(Format.H.slotBytes)))
     layoutFingerprint = u64(Format.H.layoutFingerprint)
     if b.count >= Format.H.typeName + Format.H.typeNameBytes {
       let raw = b[Format.H.typeName..<(Format.H.typeName + Format.H.typeNameBytes)].prefix { $0 != 0 }
@@ -329,7 +360,7 @@ struct HeaderFields {
     put64(Format.H.createdMs, createdMs)
     put64(Format.H.procOffset, UInt64(procOffset))
     put32(Format.H.procCount, UInt32(procCount))
-    put32(Format.H.flags, flags)
+    put32(Format.H.slotBytes, UInt32(slotBytes))
     put64(Format.H.layoutFingerprint, KeyHash.bytes(b[0..<Format.H.fingerprinted]))
     let name = Array(typeName.utf8.prefix(Format.H.typeNameBytes - 1))
     for (i, c) in name.enumerated() { b[Format.H.typeName + i] = c }
