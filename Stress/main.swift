@@ -1,1 +1,36 @@
-print("todo")
+import Foundation
+
+// cache-stress: many processes share one MappedCache file; every value read is checked.
+// Without --worker-id this process is the coordinator; it re-executes this same binary
+// (never fork without exec) with --worker-id N for each worker. Files by concern:
+//   Options.swift (flag table, parsing, usage), Coordinator.swift (processes, chaos,
+//   progress, merge, verify), Worker.swift (the timed loop), ValueFormat.swift (what a
+//   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
+//   Histogram.swift (latencies), ControlFiles.swift (how processes talk), Report.swift.
+
+func fail(usage message: String) -> Never {
+  FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
+  exit(64)
+}
+
+let options: StressOptions
+do {
+  options = try OptionTable.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+  fail(usage: error.description)
+}
+
+if options.help {
+  print(OptionTable.helpText, terminator: "")
+  exit(0)
+}
+if options.workerID != nil {
+  exit(Worker.run(options))
+}
+do {
+  let coordinator = try Coordinator(options: options)
+  exit(coordinator.run())
+} catch {
+  FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+  exit(1)
+}

@@ -38,6 +38,7 @@ static int ofd(int fd, int cmd, short type, int64_t offset, struct flock *out) {
 }
 
 int mc_ofd_lock_byte(int fd, int64_t offset) { return ofd(fd, F_OFD_SETLK, F_RDLCK, offset, 0); }
+int mc_ofd_lock_byte_exclusive(int fd, int64_t offset) { return ofd(fd, F_OFD_SETLK, F_WRLCK, offset, 0); }
 int mc_ofd_unlock_byte(int fd, int64_t offset) { return ofd(fd, F_OFD_SETLK, F_UNLCK, offset, 0); }
 int mc_ofd_byte_is_locked(int fd, int64_t offset) {
   struct flock fl;

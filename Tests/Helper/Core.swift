@@ -1,7 +1,164 @@
 import Foundation
+import Glibc
 import MappedCache
 
-// Child-process commands for the core multi-process tests.
+// Child-process commands for the core multi-process tests (CoreFormatTests,
+// CoreConcurrencyTests). Each prints one JSON object on its last line of stdout.
+//
+//   writer PATH ID SECONDS KEYS MINSIZE MAXSIZE [flock]   sets (and now and then removes) random
+//          keys "k<n>" with self-checking values; SECONDS <= 0 runs until killed. Prints
+//          "ready" once its first set is stored, then {"sets":N,"removes":M} at the end.
+//   reader PATH SECONDS KEYS                    reads random keys until SECONDS pass or the
+//          file PATH.stop exists, checking every value it gets (its key and checksum);
+//          prints {"reads":N,"hits":H,"corrupt":C}.
+//   create-race PATH CAPACITY STARTMS           waits until wall-clock STARTMS, opens (or
+//          creates) the cache, stores "pid-<pid>", reads it back;
+//          prints {"capacity":N,"created":true|false,"ok":true}.
 let coreCommands: [String: HelperCommand] = [
   "ping": { _ in print("pong"); return 0 },
+  "writer": coreWriter,
+  "reader": coreReader,
+  "create-race": coreCreateRace,
 ]
+
+/// Self-checking values: `key NUL writer NUL seq NUL payload checksum`, where the payload
+/// is derived from the sequence number and the checksum (FNV-1a, 64 bits, little-endian)
+/// covers every byte before it. A reader that gets a value for `key` accepts it only if
+/// it names that key and its checksum matches: a torn, stale-slot or foreign value fails.
+/// (A copy of this lives in Tests/MappedCacheTests/CoreSupport.swift.)
+enum CheckedValue {
+  static func fnv(_ b: UnsafeRawBufferPointer) -> UInt64 {
+    var h: UInt64 = 0xCBF2_9CE4_8422_2325
+    for x in b { h = (h ^ UInt64(x)) &* 0x100_0000_01B3 }
+    return h
+  }
+
+  static func make(key: String, writer: Int, seq: Int, size: Int) -> [UInt8] {
+    var v = Array("\(key)\u{0}\(writer)\u{0}\(seq)\u{0}".utf8)
+    let payload = max(0, size - v.count - 8)
+    var x = UInt64(truncatingIfNeeded: seq) &* 0x9E37_79B9_7F4A_7C15 | 1
+    for _ in 0..<payload {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17
+      v.append(UInt8(truncatingIfNeeded: x))
+    }
+    let sum = v.withUnsafeBytes { fnv($0) }
+    for i in 0..<8 { v.append(UInt8(truncatingIfNeeded: sum >> (8 * UInt64(i)))) }
+    return v
+  }
+
+  static func check(_ v: UnsafeRawBufferPointer, key: String) -> Bool {
+    let k = Array(key.utf8)
+    guard v.count >= k.count + 1 + 8 else { return false }
+    let body = UnsafeRawBufferPointer(rebasing: v[0..<(v.count - 8)])
+    var sum: UInt64 = 0
+    for i in 0..<8 { sum |= UInt64(v[v.count - 8 + i]) << (8 * UInt64(i)) }
+    guard sum == fnv(body) else { return false }
+    return v[k.count] == 0 && zip(k, v).allSatisfy { $0 == $1 }
+  }
+}
+
+/// A small deterministic generator (xorshift64*), so children need no shared state.
+struct CoreRandom {
+  var s: UInt64
+  init(seed: UInt64) { s = seed == 0 ? 0x1234_5678 : seed }
+  mutating func next() -> UInt64 {
+    s ^= s >> 12; s ^= s << 25; s ^= s >> 27
+    return s &* 0x2545_F491_4F6C_DD1D
+  }
+  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
+}
+
+/// Writes one line to stdout unbuffered, so it is out even if the process is then killed.
+private func say(_ s: String) {
+  FileHandle.standardOutput.write((s + "\n").data(using: .utf8)!)
+}
+
+private func intArg(_ a: [String], _ i: Int, _ name: String) throws -> Int {
+  guard i < a.count, let v = Int(a[i]) else { throw CacheError.invalidArgument("missing or bad \(name)") }
+  return v
+}
+
+private func doubleArg(_ a: [String], _ i: Int, _ name: String) throws -> Double {
+  guard i < a.count, let v = Double(a[i]) else { throw CacheError.invalidArgument("missing or bad \(name)") }
+  return v
+}
+
+private func coreWriter(_ a: [String]) throws -> Int32 {
+  guard a.count >= 6 else { throw CacheError.invalidArgument("writer PATH ID SECONDS KEYS MINSIZE MAXSIZE") }
+  let id = try intArg(a, 1, "ID")
+  let seconds = try doubleArg(a, 2, "SECONDS")
+  let keys = try intArg(a, 3, "KEYS")
+  let minSize = try intArg(a, 4, "MINSIZE"), maxSize = try intArg(a, 5, "MAXSIZE")
+  let mode: LockMode = a.count > 6 && a[6] == "flock" ? .flock : .sharedWord
+  let cache = try SharedCache<[UInt8]>(path: a[0], policy: OpenPolicy(create: false), lockMode: mode)
+  var rng = CoreRandom(seed: UInt64(id) &* 0x9E37_79B9 &+ UInt64(getpid()))
+  let deadline = Date().addingTimeInterval(seconds)
+  var sets = 0, removes = 0, seq = 0, badReadBack = 0
+  while seconds <= 0 || Date() < deadline {
+    seq += 1
+    let key = "k\(rng.below(keys))"
+    if rng.below(16) == 0 {
+      if try cache.removeObject(forKey: key) { removes += 1 }
+      continue
+    }
+    let size = minSize + rng.below(maxSize - minSize + 1)
+    let value = CheckedValue.make(key: key, writer: id, seq: seq, size: size)
+    try cache.setObject(value, forKey: key)
+    sets += 1
+    if sets == 1 { say("ready") }
+    if rng.below(8) == 0 {
+      // Our own write may already be replaced or evicted, but whatever we get must check.
+      if try cache.withBytes(forKey: key, { CheckedValue.check($0, key: key) }) == false { badReadBack += 1 }
+    }
+  }
+  say("{\"sets\":\(sets),\"removes\":\(removes),\"corrupt\":\(badReadBack)}")
+  return badReadBack == 0 ? 0 : 1
+}
+
+private func coreReader(_ a: [String]) throws -> Int32 {
+  guard a.count >= 3 else { throw CacheError.invalidArgument("reader PATH SECONDS KEYS") }
+  let seconds = try doubleArg(a, 1, "SECONDS")
+  let keys = try intArg(a, 2, "KEYS")
+  let stopFile = a[0] + ".stop"
+  let cache = try SharedCache<[UInt8]>(path: a[0], policy: OpenPolicy(create: false))
+  var rng = CoreRandom(seed: UInt64(getpid()) &* 7919)
+  let deadline = Date().addingTimeInterval(seconds)
+  var reads = 0, hits = 0, corrupt = 0
+  say("ready")
+  while true {
+    if reads % 512 == 0 && (Date() >= deadline || access(stopFile, F_OK) == 0) { break }
+    let key = "k\(rng.below(keys))"
+    reads += 1
+    // Alternate the closure read and the copying read: both must only ever see whole values.
+    let ok: Bool?
+    if reads & 1 == 0 {
+      ok = try cache.withBytes(forKey: key) { CheckedValue.check($0, key: key) }
+    } else {
+      ok = try cache.object(forKey: key).map { v in v.withUnsafeBytes { CheckedValue.check($0, key: key) } }
+    }
+    guard let ok else { continue }
+    hits += 1
+    if !ok {
+      corrupt += 1
+      if corrupt <= 5 { FileHandle.standardError.write("corrupt value for \(key)\n".data(using: .utf8)!) }
+    }
+  }
+  say("{\"reads\":\(reads),\"hits\":\(hits),\"corrupt\":\(corrupt)}")
+  return corrupt == 0 ? 0 : 1
+}
+
+private func coreCreateRace(_ a: [String]) throws -> Int32 {
+  guard a.count >= 3 else { throw CacheError.invalidArgument("create-race PATH CAPACITY STARTMS") }
+  let capacity = try intArg(a, 1, "CAPACITY")
+  let start = try doubleArg(a, 2, "STARTMS")
+  while Date().timeIntervalSince1970 * 1000 < start { usleep(200) }
+  let existed = access(a[0], F_OK) == 0
+  let cache = try SharedCache<[UInt8]>(path: a[0], capacity: capacity)
+  let key = "pid-\(getpid())"
+  let value = CheckedValue.make(key: key, writer: Int(getpid()), seq: 1, size: 64)
+  try cache.setObject(value, forKey: key)
+  let back = try cache.object(forKey: key)
+  let ok = back == value
+  say("{\"capacity\":\(cache.capacity),\"existed\":\(existed),\"ok\":\(ok)}")
+  return ok ? 0 : 1
+}

@@ -16,6 +16,11 @@ int mc_futex_wake(uint32_t *word, int count);
 /// Returns 0, or -errno (EAGAIN/EACCES when someone holds a conflicting lock).
 int mc_ofd_lock_byte(int fd, int64_t offset);
 
+/// Takes an exclusive (write) OFD lock on one byte at `offset`, without waiting.
+/// Returns 0, or -errno (EAGAIN/EACCES when someone holds a conflicting lock).
+/// `fd` must be open for writing.
+int mc_ofd_lock_byte_exclusive(int fd, int64_t offset);
+
 /// Releases this open file description's OFD lock on one byte.
 int mc_ofd_unlock_byte(int fd, int64_t offset);
 

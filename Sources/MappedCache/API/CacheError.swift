@@ -36,6 +36,9 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
   case notAnInteger(key: String)
   /// A wait (for another process's compute) ran out of time.
   case timedOut(operation: String)
+  /// A recent compute for the key failed and the caller asked for failures to be cached
+  /// (negative caching): the failure is served until its own expiry.
+  case computeFailed(key: String, reason: String)
   /// A system call failed.
   case system(SystemError)
 
@@ -56,7 +59,7 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .decodingFailed(let k, let why):
       return "the value stored under \"\(k)\" could not be decoded (\(why)); remove the key or check the writer's type"
     case .encodingFailed(let why):
-      return "the value could not be encoded (\(why))"
+      return "the value could not be encoded (\(why)); check the type's encode(to:) or give it a CacheValueEncodable encoding"
     case .corrupted(let p, let why):
       return "\(p) is corrupted (\(why)); run `mapped-cache verify --repair \(p)` or recreate the cache"
     case .readOnly(let p):
@@ -72,9 +75,11 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .invalidArgument(let why):
       return "invalid argument: \(why)"
     case .notAnInteger(let k):
-      return "the value under \"\(k)\" is not an integer counter"
+      return "the value under \"\(k)\" is not an integer counter of this cache's type; remove the key or store an integer there first"
     case .timedOut(let what):
       return "timed out: \(what)"
+    case .computeFailed(let k, let why):
+      return "computing the value for \"\(k)\" failed recently (\(why)) and the failure is cached; wait for it to expire, or call removeCachedFailure(forKey:) to retry now"
     case .system(let e):
       return e.description
     }

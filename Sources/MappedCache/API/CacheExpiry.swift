@@ -25,7 +25,8 @@ public enum CacheExpiry: Sendable, Equatable {
       let ms = d.timeIntervalSince1970 * 1000
       guard ms.isFinite else { return ms > 0 ? 0 : 1 }
       if ms <= 1 { return 1 }
-      return min(UInt64(ms.rounded(.up)), Format.expiryMask)
+      // Clamp as a Double first: converting a value past UInt64.max would trap.
+      return UInt64(min(ms.rounded(.up), Double(Format.expiryMask)))
     }
   }
 
@@ -33,5 +34,14 @@ public enum CacheExpiry: Sendable, Equatable {
   static func from(milliseconds ms: UInt64?) -> CacheExpiry {
     guard let ms, ms != 0 else { return .never }
     return .date(Date(timeIntervalSince1970: Double(ms) / 1000))
+  }
+}
+
+extension Date {
+  /// Milliseconds since 1970, clamped to the file's 48-bit expiry field (0 for dates before 1970).
+  var milliseconds: UInt64 {
+    let ms = timeIntervalSince1970 * 1000
+    guard ms.isFinite, ms > 0 else { return 0 }
+    return UInt64(min(ms.rounded(.up), Double(Format.expiryMask)))
   }
 }

@@ -15,7 +15,10 @@ import Synchronization
 public final class SharedCache<Value>: @unchecked Sendable {
   @usableFromInline let engine: CacheEngine
   @usableFromInline let codec: ValueCodec<Value>
-  private let defaults = Mutex<CacheExpiry>(.never)
+  /// The default expiry, packed for lock-free reads on every write:
+  /// 0 = never; tag 1 in the top bits = seconds (low bits: milliseconds);
+  /// tag 2 = a date (low bits: milliseconds since 1970).
+  private let defaults = Atomic<UInt64>(0)
   private let sweeperLock = NSLock()
   private var sweeperTimer: DispatchSourceTimer?
 
@@ -32,8 +35,24 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// The expiry `setObject` uses when it is given none. Per handle, not stored in the file.
   public var defaultExpiry: CacheExpiry {
-    get { defaults.withLock { $0 } }
-    set { defaults.withLock { $0 = newValue } }
+    get {
+      let w = defaults.load(ordering: .relaxed)
+      let ms = Double(w & Format.expiryMask)
+      switch w >> 62 {
+      case 1: return .seconds(ms / 1000)
+      case 2: return .date(Date(timeIntervalSince1970: ms / 1000))
+      default: return .never
+      }
+    }
+    set {
+      let packed: UInt64
+      switch newValue {
+      case .never: packed = 0
+      case .seconds(let s): packed = 1 << 62 | UInt64(max(1, min(s * 1000, Double(Format.expiryMask))).rounded(.up))
+      case .date(let d): packed = 2 << 62 | max(1, d.milliseconds)
+      }
+      defaults.store(packed, ordering: .relaxed)
+    }
   }
 
   /// Opens the cache at `path`, creating it with `capacity` bytes (and `options`) if it
@@ -80,7 +99,13 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   @usableFromInline
   func expiryMs(_ e: CacheExpiry?) -> UInt64 {
-    (e ?? defaultExpiry).milliseconds(now: Sys.wallClockMilliseconds())
+    if let e { return e.milliseconds(now: Sys.wallClockMilliseconds()) }
+    let w = defaults.load(ordering: .relaxed)
+    switch w >> 62 {
+    case 0: return 0
+    case 1: return min(Sys.wallClockMilliseconds() &+ (w & Format.expiryMask), Format.expiryMask)
+    default: return w & Format.expiryMask
+    }
   }
 
   // MARK: Reading
@@ -99,7 +124,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
     try withKey(key) { k in
       try engine.checkKey(k)
       _ = try engine.read(k, allowExpired: allowingExpired, countStats: true) { bytes, _ in
-        do { result = try codec.decode(bytes) } catch {
+        do { result = try codec.decodeValue(bytes) } catch {
           throw CacheError.decodingFailed(key: key, reason: "\(error)")
         }
       }
@@ -185,7 +210,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
     let ms = expiryMs(expires)
     var outcome = CacheEngine.SetOutcome.conflict
     try withKey(key) { k in
-      try codec.withBytes(value) { v in
+      try codec.withValueBytes(value) { v in
         outcome = try engine.set(k, v, expiry: ms, condition: condition)
       }
     }

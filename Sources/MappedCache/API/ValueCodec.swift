@@ -150,3 +150,27 @@ struct ValueCodec<Value>: @unchecked Sendable {
       decode: { b in unsafeBitCast(try T(cacheBytes: b), to: Value.self) })
   }
 }
+
+extension ValueCodec {
+  /// Calls `body` with the value's bytes. Inlined into callers, so for the common value
+  /// types the type test folds away and no codec closure runs.
+  @inlinable @inline(__always)
+  func withValueBytes(_ v: Value, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    if Value.self == [UInt8].self { return try unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes(body) }
+    if Value.self == String.self {
+      var s = unsafeBitCast(v, to: String.self)
+      return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+    }
+    if Value.self == Int.self { return try Swift.withUnsafeBytes(of: unsafeBitCast(v, to: Int.self).littleEndian, body) }
+    try withBytes(v, body)
+  }
+
+  /// Decodes a value from bytes (the same fast paths as `withValueBytes`).
+  @inlinable @inline(__always)
+  func decodeValue(_ b: UnsafeRawBufferPointer) throws -> Value {
+    if Value.self == [UInt8].self { return unsafeBitCast([UInt8](b), to: Value.self) }
+    if Value.self == String.self { return unsafeBitCast(try String(cacheBytes: b), to: Value.self) }
+    if Value.self == Int.self { return unsafeBitCast(try Int(cacheBytes: b), to: Value.self) }
+    return try decode(b)
+  }
+}

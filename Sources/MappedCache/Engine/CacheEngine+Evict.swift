@@ -43,7 +43,13 @@ extension CacheEngine {
         throw CacheError.corrupted(path: path, reason: "eviction made no progress")
       }
       let victim: LogID
-      if needLog { victim = id } else { victim = logState(.small).isEmpty ? .main : .small }
+      if needLog {
+        victim = id
+      } else {
+        // Limits: keep small's share near its tenth (S3-FIFO), or main is never swept.
+        let small = logState(.small), main = logState(.main)
+        victim = small.isEmpty ? .main : main.isEmpty || small.used * 10 >= small.used + main.used ? .small : .main
+      }
       if logState(victim).isEmpty {
         if needLog && id == .small && size <= layout.smallSize {
           throw CacheError.corrupted(path: path, reason: "empty small log has no room")

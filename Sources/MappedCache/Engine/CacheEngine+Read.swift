@@ -101,7 +101,7 @@ extension CacheEngine {
         return .corrupt
       }
 
-      if meta & Format.referencedBit == 0 && file.writable {
+      if meta & Format.referencedBit == 0 && writable {
         m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
       }
       return .hit(EntryInfo(valueCount: vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
@@ -139,7 +139,33 @@ extension CacheEngine {
             _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
     let hash = KeyHash.key(key)
     let now = Sys.wallClockMilliseconds()
-    var want = 256
+    // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
+    // the stack with no size check.
+    var want = 0
+    let first: Bool = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
+      switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
+      case .hit(let info):
+        if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+        try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
+        return true
+      case .miss, .corrupt:
+        if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+        return false
+      case .needs(let n):
+        want = n
+        return false
+      }
+    }
+    if want == 0 { return first }
+    return try readLarge(key, hash: hash, now: now, want: want, allowExpired: allowExpired,
+                         countStats: countStats, body)
+  }
+
+  /// `read` for values over 256 bytes: sizes the buffer from the entry.
+  private func readLarge(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, want firstWant: Int,
+                         allowExpired: Bool, countStats: Bool,
+                         _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
+    var want = firstWant
     for _ in 0..<8 {
       var grow = 0
       let found: Bool = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in

@@ -37,8 +37,13 @@ extension CacheEngine {
         let bytes = inline ? m.inlineBytes(i, klen: lengths!.klen, vlen: lengths!.vlen) : m.recordBytes(loc, rh)
         let key = Array(bytes.key)
         let value = values ? Array(bytes.value) : nil
+        let sum = inline ? m.inlineSum(i) : rh.sum
         atomicMemoryFence(ordering: .acquiring)
         if seq.pointee.load(ordering: .relaxed) != s1 { continue }
+        // Whole, but intact? As on the read path: the key must hash to the slot's hash
+        // and the value match its checksum; a damaged entry is skipped, never handed out.
+        guard key.withUnsafeBytes({ KeyHash.key($0) }) == h,
+              value.map({ v in v.withUnsafeBytes { KeyHash.checksum($0, hash: h) } == sum }) ?? true else { break }
         let expiry = meta & Format.expiryMask
         let expired = expiry != 0 && expiry <= now
         if expired && !includeExpired { break }

@@ -21,7 +21,7 @@ extension CacheEngine {
     seq.pointee.store(s &+ 1, ordering: .relaxed)
     atomicMemoryFence(ordering: .releasing)
     m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
-    m.slot(i, Format.S.loc).pointee.store(UInt64(loc), ordering: .relaxed)
+    m.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
     m.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
     seq.pointee.store(s &+ 2, ordering: .releasing)
   }
@@ -35,7 +35,7 @@ extension CacheEngine {
     seq.pointee.store(s &+ 1, ordering: .relaxed)
     atomicMemoryFence(ordering: .releasing)
     m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
-    m.slot(i, Format.S.loc).pointee.store(UInt64(loc), ordering: .relaxed)
+    m.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
     m.slot(i, Format.S.meta).pointee.store(meta | Format.inlineBit, ordering: .relaxed)
     m.writeInline(i, key: key, value: value, sum: sum, cas: cas)
     seq.pointee.store(s &+ 2, ordering: .releasing)
@@ -49,7 +49,8 @@ extension CacheEngine {
     seq.pointee.store(s &+ 1, ordering: .relaxed)
     atomicMemoryFence(ordering: .releasing)
     m.slot(to, Format.S.hash).pointee.store(slotHash(from), ordering: .relaxed)
-    m.slot(to, Format.S.loc).pointee.store(UInt64(slotLoc(from)), ordering: .relaxed)
+    // The raw word: an unchecked slot's loc may be any bits (as an Int, negative).
+    m.slot(to, Format.S.loc).pointee.store(m.slot(from, Format.S.loc).pointee.load(ordering: .relaxed), ordering: .relaxed)
     m.slot(to, Format.S.meta).pointee.store(slotMeta(from), ordering: .relaxed)
     m.copyInlineArea(from: from, to: to)
     seq.pointee.store(s &+ 2, ordering: .releasing)

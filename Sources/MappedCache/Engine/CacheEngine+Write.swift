@@ -70,6 +70,22 @@ extension CacheEngine {
     if condition == .ifAbsent && live { return .exists }
     if condition == .ifPresent && !live { return .notFound }
 
+    // An inline entry overwritten by a value that also fits inline keeps its record
+    // (which holds only the key) and its place in the eviction order: the whole write is
+    // one seqlock write of the slot, with no log append and so no eviction work.
+    if w.inline, case .found(let i, let loc, let rh) = found, rh.kind == Format.kindKeyOnly {
+      let live = loadCount(Format.H.liveBytes) - (rh.klen + rh.vlen) + key.count + value.count
+      if costLimit == 0 || live <= costLimit {
+        let cas = load(Format.H.casCounter) &+ 1
+        store(Format.H.casCounter, cas)
+        writeSlotInline(i, hash: w.hash, loc: loc, meta: w.expiry | (slotMeta(i) & Format.referencedBit),
+                        key: key, value: value, sum: w.sum, cas: cas)
+        store(Format.H.liveBytes, UInt64(max(0, live)))
+        bump(Format.H.sets)
+        return .stored(version: cas)
+      }
+    }
+
     var dest = LogID.small
     var oldLive = 0
     if case .found(_, let loc, let rh) = found {

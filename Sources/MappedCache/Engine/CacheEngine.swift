@@ -23,7 +23,8 @@ final class CacheEngine: @unchecked Sendable {
   var checksumOnRead = true
 
   var path: String { file.path }
-  var writable: Bool { file.writable }
+  /// Copied from `file` so the read path touches no reference (and no reference count).
+  let writable: Bool
 
   init(path: String, options: CacheOptions, policy: OpenPolicy, lockMode: LockMode,
        typeFingerprint: UInt64, typeName: String) throws(CacheError) {
@@ -34,6 +35,7 @@ final class CacheEngine: @unchecked Sendable {
     header = opened.header
     created = opened.created
     memory = MappedMemory(base: opened.file.base, layout: opened.layout)
+    writable = opened.file.writable
     if file.writable {
       let reg = try ProcessTable.register(memory: memory, fd: file.fd, procCount: layout.procCount)
       registration = reg
@@ -82,24 +84,25 @@ final class CacheEngine: @unchecked Sendable {
 
   /// Runs `body` under the write lock, repairing first if a previous writer died
   /// mid-change, and marking the intent record for the duration of `body`.
+  @inline(__always)
   func withWriteLock<R>(_ body: () throws -> R) throws -> R {
-    guard let lock else { throw CacheError.readOnly(path: path) }
-    return try lock.withLock { _ in
-      if load(Format.H.intent) != 0 || !logsAreSane() {
-        _ = check(repair: true, checksums: false)
-        bump(Format.H.recoveries)
-      }
-      store(Format.H.intent, 1)
-      defer { store(Format.H.intent, 0) }
-      do {
-        return try body()
-      } catch CacheError.corrupted {
-        // The file broke an invariant under us (damage, or a foreign writer): repair by
-        // dropping what cannot be trusted, then try the change once more.
-        _ = check(repair: true, checksums: false)
-        bump(Format.H.recoveries)
-        return try body()
-      }
+    guard let lock = lock else { throw CacheError.readOnly(path: path) }
+    _ = try lock.lock()
+    defer { lock.unlock() }
+    if load(Format.H.intent) != 0 || !logsAreSane() {
+      _ = check(repair: true, checksums: false)
+      bump(Format.H.recoveries)
+    }
+    store(Format.H.intent, 1)
+    defer { store(Format.H.intent, 0) }
+    do {
+      return try body()
+    } catch CacheError.corrupted {
+      // The file broke an invariant under us (damage, or a foreign writer): repair by
+      // dropping what cannot be trusted, then try the change once more.
+      _ = check(repair: true, checksums: false)
+      bump(Format.H.recoveries)
+      return try body()
     }
   }
 

@@ -76,14 +76,21 @@ enum CacheFileOpener {
       throw .unsafeFile(path: path, reason: "it is a symbolic link")
     }
     var writable = !policy.readOnly
+    if writable && policy.create && Sys.lstatIfPresent(path) == nil {
+      // About to create: refuse bad creation options before a file exists, so a refused
+      // creation leaves nothing behind. (An existing cache opens with its own parameters.)
+      _ = try Layout(options: options)
+    }
     var fd: Int32
     do {
-      fd = try Sys.open(path, flags: (writable ? O_RDWR : O_RDONLY) | (policy.create && writable ? O_CREAT : 0),
+      // O_NONBLOCK: opening a FIFO planted at the path for reading would otherwise block
+      // until a writer came (no effect on regular files). O_NOCTTY: a terminal is never adopted.
+      fd = try Sys.open(path, flags: (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | (policy.create && writable ? O_CREAT : 0),
                         mode: mode_t(options.mode & 0o777))
     } catch let e {
       if e.errno == ELOOP { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
       if writable, e.errno == EACCES || e.errno == EROFS, Sys.statIfPresent(path) != nil,
-         let ro = try? Sys.open(path, flags: O_RDONLY, mode: 0) {
+         let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) {
         fd = ro
         writable = false
       } else {
@@ -115,7 +122,7 @@ enum CacheFileOpener {
       } else {
         let first = try Sys.pread(fd, count: 8, at: 0)
         if HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic {
-          guard writable else { throw CacheError.corrupted(path: path, reason: "its creation was interrupted") }
+          guard writable && policy.create else { throw CacheError.corrupted(path: path, reason: "its creation was interrupted") }
           try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
                          typeName: typeName, wasEmpty: false)
           created = true
@@ -161,7 +168,15 @@ enum CacheFileOpener {
       // recognised and redone, while a foreign file is never mistaken for one.
       var marker = [UInt8](repeating: 0, count: 8)
       for i in 0..<8 { marker[i] = UInt8(truncatingIfNeeded: Format.initialisingMagic >> (8 * UInt64(i))) }
-      try Sys.pwrite(fd, marker, at: 0)
+      do {
+        try Sys.pwrite(fd, marker, at: 0)
+      } catch {
+        // A full file system fails here already (the marker needs a block).
+        if error.errno == ENOSPC || error.errno == EFBIG || error.errno == EDQUOT {
+          throw CacheError.diskFull(path: path, bytes: layout.fileSize)
+        }
+        throw CacheError.system(error)
+      }
       do {
         try Sys.fallocate(fd, size: layout.fileSize)
       } catch {

@@ -171,8 +171,9 @@ struct MappedMemory {
   @inline(__always)
   func logEnd(containing loc: Int) -> Int? {
     guard loc & 7 == 0 else { return nil }
-    if loc >= mainBase && loc &+ 8 <= mainEnd { return mainEnd }
-    if loc >= smallBase && loc &+ 8 <= smallEnd { return smallEnd }
+    // `loc <= end - 8`, not `loc + 8 <= end`: a hostile `loc` near Int.max must not wrap past the check.
+    if loc >= mainBase && loc <= mainEnd &- 8 { return mainEnd }
+    if loc >= smallBase && loc <= smallEnd &- 8 { return smallEnd }
     return nil
   }
 

@@ -40,7 +40,9 @@ final class WriteLock: @unchecked Sendable {
   private let procCount: Int
   private let myToken: UInt32
   private let mySlot: Int
-  private let threads = Mutex(())
+  /// The in-process lock: a plain pthread mutex (its uncontended path is one atomic
+  /// operation each way), allocated once so its address is stable.
+  private let threads: UnsafeMutablePointer<pthread_mutex_t>
 
   init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
     self.mode = mode
@@ -49,36 +51,61 @@ final class WriteLock: @unchecked Sendable {
     self.procCount = procCount
     mySlot = slot
     myToken = UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & 0xFFFFF) << 10)
+    threads = .allocate(capacity: 1)
+    threads.initialize(to: pthread_mutex_t())
+    pthread_mutex_init(threads, nil)
+  }
+
+  deinit {
+    pthread_mutex_destroy(threads)
+    threads.deinitialize(count: 1)
+    threads.deallocate()
   }
 
   /// Runs `body` holding both locks. `tookOver` tells whether the previous holder died
   /// holding the lock (the intent record tells whether it died mid-change).
+  @inline(__always)
   func withLock<R>(_ body: (_ tookOver: Bool) throws -> R) throws -> R {
-    try threads.withLock { _ in
-      let tookOver = try acquire()
-      defer { release() }
-      return try body(tookOver)
+    let tookOver = try lock()
+    defer { unlock() }
+    return try body(tookOver)
+  }
+
+  /// Takes the in-process mutex, then the file's lock. Every `lock()` that returns must
+  /// be paired with `unlock()` on the same thread.
+  @inline(__always)
+  func lock() throws -> Bool {
+    pthread_mutex_lock(threads)
+    do {
+      return try acquire()
+    } catch {
+      pthread_mutex_unlock(threads)
+      throw error
     }
+  }
+
+  @inline(__always)
+  func unlock() {
+    release()
+    pthread_mutex_unlock(threads)
   }
 
   private func acquire() throws -> Bool {
     switch mode {
     case .flock:
       do { try Sys.flock(fd, LOCK_EX) } catch { throw CacheError.system(error) }
-      return false
+      // The mode is per handle, not per file: take the word too, so that handles in
+      // `.sharedWord` mode (which never look at the flock) are excluded as well.
+      return acquireWord()
     case .sharedWord:
       return acquireWord()
     }
   }
 
   private func release() {
-    switch mode {
-    case .flock:
-      _ = try? Sys.flock(fd, LOCK_UN)
-    case .sharedWord:
-      let prev = memory.lockWord.pointee.exchange(0, ordering: .releasing)
-      if prev & Self.waitersBit != 0 { _ = mc_futex_wake(memory.lockWordAddress, 1) }
-    }
+    let prev = memory.lockWord.pointee.exchange(0, ordering: .releasing)
+    if prev & Self.waitersBit != 0 { _ = mc_futex_wake(memory.lockWordAddress, 1) }
+    if mode == .flock { _ = try? Sys.flock(fd, LOCK_UN) }
   }
 
   private func acquireWord() -> Bool {

@@ -25,30 +25,37 @@ enum KeyHash {
     Array(c).withUnsafeBytes { fold($0, seed: 0x1357_9BDF_2468_ACE0) }
   }
 
+  /// wyhash's shape: 16 bytes per multiply, and the last (up to) 16 bytes read as two
+  /// overlapping words, so short keys cost two loads and two multiplies.
   @inline(__always)
   static func fold(_ k: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
     let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
-    var h = seed ^ (UInt64(k.count) &* p1)
-    var i = 0
     let n = k.count
-    guard let base = k.baseAddress else { return mix(h ^ p2, p1) }
-    while i + 16 <= n {
-      let a = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-      let b = base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-      h = mix(a ^ p1 ^ h, b ^ p2)
-      i += 16
+    var h = seed ^ (UInt64(truncatingIfNeeded: n) &* p1)
+    guard let p = k.baseAddress, n > 0 else { return mix(h ^ p2, p1) }
+    var a: UInt64, b: UInt64
+    if n <= 16 {
+      if n >= 8 {
+        a = p.loadUnaligned(as: UInt64.self)
+        b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+      } else if n >= 4 {
+        a = UInt64(p.loadUnaligned(as: UInt32.self))
+        b = UInt64(p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self))
+      } else {
+        a = UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
+          | UInt64(p.load(fromByteOffset: n &- 1, as: UInt8.self))
+        b = 0
+      }
+    } else {
+      var i = 0
+      while i &+ 16 < n {
+        h = mix(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
+                p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
+        i &+= 16
+      }
+      a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
+      b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
     }
-    if i + 8 <= n {
-      h = mix(base.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1, h ^ p2)
-      i += 8
-    }
-    var tail: UInt64 = 0
-    var shift: UInt64 = 0
-    while i < n {
-      tail |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) << shift
-      shift += 8
-      i += 1
-    }
-    return mix(h ^ tail ^ p2, UInt64(n) ^ p1)
+    return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
   }
 }

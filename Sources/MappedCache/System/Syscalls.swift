@@ -131,6 +131,15 @@ enum Sys {
     throw SystemError(errno: -r, operation: "fcntl(F_OFD_SETLK)")
   }
 
+  /// Takes an exclusive OFD lock on one byte; false when another open file description
+  /// holds any lock on it. The corresponding C function is `fcntl(F_OFD_SETLK, F_WRLCK)`.
+  static func lockByteExclusive(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
+    let r = mc_ofd_lock_byte_exclusive(fd, offset)
+    if r == 0 { return true }
+    if r == -EAGAIN || r == -EACCES { return false }
+    throw SystemError(errno: -r, operation: "fcntl(F_OFD_SETLK, F_WRLCK)")
+  }
+
   static func unlockByte(_ fd: Int32, at offset: Int64) { _ = mc_ofd_unlock_byte(fd, offset) }
 
   /// Whether another open file description holds a lock on the byte (a live process).

@@ -1,0 +1,222 @@
+import Foundation
+
+/// Raw-bytes access to any MappedCache file, whatever value type its writers use: for
+/// tools (`mapped-cache`) that inspect, edit, verify and repair caches. Keys and values
+/// are plain bytes; nothing is decoded. A thin layer over the engine: reads take no
+/// lock, each write holds the write lock for one operation, as `SharedCache` does.
+///
+/// ```swift
+/// let file = try CacheFile(path: "/dev/shm/demo.mcache", readOnly: true)
+/// print(file.info.capacity, file.statistics.entries)
+/// try file.forEachEntry(prefix: Array("user:".utf8)) { e in print(e.valueCount); return true }
+/// ```
+public final class CacheFile: @unchecked Sendable {
+  let engine: CacheEngine
+
+  /// Whether `create` made a new file (false: the path already held a cache, now open).
+  public let wasCreated: Bool
+
+  /// Opens an existing cache file, never creating one. With `readOnly`, the file is
+  /// mapped read-only: nothing in it changes, not even reference bits or the process
+  /// table, and `set`, `delete`, `sweep`, `clear` and `verify(repair: true)` throw
+  /// `CacheError.readOnly`. A file the caller cannot write opens read-only too.
+  public init(path: String, readOnly: Bool = false, policy: OpenPolicy = OpenPolicy(),
+              lockMode: LockMode = .sharedWord) throws(CacheError) {
+    var p = policy
+    p.create = false
+    p.readOnly = p.readOnly || readOnly
+    engine = try CacheEngine(path: path, options: CacheOptions(), policy: p, lockMode: lockMode,
+                             typeFingerprint: 0, typeName: "")
+    wasCreated = false
+  }
+
+  /// Creates a cache file with `options` (or opens the cache already at `path`, with its
+  /// own parameters: check `wasCreated`). `typeName` records the value type for `info`
+  /// and for `SharedCache`'s type check ("bytes", "string", "int64", ...); empty (the
+  /// default) makes an untyped cache that any `SharedCache<Value>` may open.
+  public init(creating path: String, options: CacheOptions = CacheOptions(), typeName: String = "",
+              policy: OpenPolicy = OpenPolicy(), lockMode: LockMode = .sharedWord) throws(CacheError) {
+    var p = policy
+    p.create = true
+    p.readOnly = false
+    _ = try Layout(options: options)  // refuse bad options before a file exists
+    let fingerprint: UInt64 = typeName.isEmpty ? 0 : KeyHash.bytes(Array(typeName.utf8)) | 1
+    engine = try CacheEngine(path: path, options: options, policy: p, lockMode: lockMode,
+                             typeFingerprint: fingerprint, typeName: typeName)
+    wasCreated = engine.created
+  }
+
+  // MARK: Layout
+
+  /// The file's fixed parameters, from its validated header.
+  public struct Info: Sendable, Equatable, Codable {
+    public var path: String
+    public var formatVersion: Int
+    /// The file's size in bytes.
+    public var capacity: Int
+    /// Header page plus process table.
+    public var headerBytes: Int
+    public var processSlots: Int
+    public var slotCount: Int
+    public var slotBytes: Int
+    /// Entries allowed before inserts evict (75 % of the slots).
+    public var maxEntries: Int
+    public var ghostCount: Int
+    public var smallLogBytes: Int
+    public var mainLogBytes: Int
+    public var maxKeySize: Int
+    public var maxValueSize: Int
+    /// The value type recorded at creation; empty for an untyped cache.
+    public var valueTypeName: String
+    public var created: Date
+    public var writable: Bool
+  }
+
+  public var info: Info {
+    let l = engine.layout, h = engine.header
+    return Info(path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
+                headerBytes: l.headerBytes, processSlots: l.procCount, slotCount: l.slotCount,
+                slotBytes: l.slotBytes, maxEntries: l.maxEntries, ghostCount: l.ghostCount,
+                smallLogBytes: l.smallSize, mainLogBytes: l.mainSize, maxKeySize: l.maxKey,
+                maxValueSize: l.maxValue, valueTypeName: h.typeName,
+                created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
+                writable: engine.writable)
+  }
+
+  public var path: String { engine.path }
+  public var isWritable: Bool { engine.writable }
+
+  // MARK: Figures
+
+  /// The cache's counters, summed over every process.
+  public var statistics: CacheStatistics { engine.statistics() }
+
+  /// Shape of the hash index, read without the lock.
+  public struct TableFigures: Sendable, Equatable, Codable {
+    public var slotCount: Int
+    public var occupiedSlots: Int
+    /// Mean and longest distance of an entry from its home slot (0 = in its home slot).
+    public var meanProbe: Double
+    public var maxProbe: Int
+    /// Longest run of occupied slots: the most slots a lookup miss can scan.
+    public var longestRun: Int
+    /// Always 0: removals use backward-shift deletion, which moves later entries of
+    /// the run into the hole instead of leaving a tombstone.
+    public var tombstones: Int
+    /// Occupied slots / slots.
+    public var load: Double { slotCount == 0 ? 0 : Double(occupiedSlots) / Double(slotCount) }
+  }
+
+  public var tableFigures: TableFigures {
+    let t = engine.tableShape()
+    return TableFigures(slotCount: engine.layout.slotCount, occupiedSlots: t.occupied,
+                        meanProbe: t.occupied == 0 ? 0 : Double(t.totalProbe) / Double(t.occupied),
+                        maxProbe: t.maxProbe, longestRun: t.longestRun, tombstones: 0)
+  }
+
+  /// The background sweeper's next slot (see `SharedCache.startSweeping`).
+  public var sweeperSlot: Int { engine.sweeperSlot }
+
+  /// A process with the file open for writing.
+  public struct AttachedProcess: Sendable, Equatable, Codable {
+    public var pid: Int
+    public var opened: Date
+  }
+
+  /// Processes that have the file open for writing (this handle excluded).
+  public var attachedProcesses: [AttachedProcess] {
+    engine.attachedProcesses().map {
+      AttachedProcess(pid: $0.pid, opened: Date(timeIntervalSince1970: Double($0.openedMs) / 1000))
+    }
+  }
+
+  // MARK: Entries
+
+  /// The value stored under `key` and what the read learned about it; nil when missing
+  /// or expired (or, with `allowingExpired`, only when missing). Reads count towards
+  /// the hit and miss statistics only with `countingStatistics`.
+  public func get(_ key: [UInt8], allowingExpired: Bool = false,
+                  countingStatistics: Bool = false) throws(CacheError) -> (value: [UInt8], info: EntryInfo)? {
+    if key.isEmpty { throw .emptyKey }
+    if key.count > engine.layout.maxKey { throw .keyTooLarge(size: key.count, limit: engine.layout.maxKey) }
+    return key.withUnsafeBytes { k in
+      engine.withValue(forKey: k, allowExpired: allowingExpired, countStats: countingStatistics) {
+        (Array($0), $1)
+      }
+    }
+  }
+
+  /// Stores `value` under `key`, expiring `ttl` seconds from now (nil: never).
+  /// Returns the entry's new version.
+  @discardableResult
+  public func set(_ key: [UInt8], _ value: [UInt8], ttl: TimeInterval? = nil) throws -> UInt64 {
+    let expiry = (ttl.map { CacheExpiry.seconds($0) } ?? .never).milliseconds(now: Sys.wallClockMilliseconds())
+    let outcome = try key.withUnsafeBytes { k in
+      try value.withUnsafeBytes { v in try engine.set(k, v, expiry: expiry) }
+    }
+    guard case .stored(let version) = outcome else {
+      throw CacheError.corrupted(path: path, reason: "an unconditional set was not stored")
+    }
+    return version
+  }
+
+  /// Removes `key`; false when it was not present.
+  @discardableResult
+  public func delete(_ key: [UInt8]) throws -> Bool {
+    try key.withUnsafeBytes { try engine.remove($0) }
+  }
+
+  /// One entry seen by `forEachEntry`.
+  public struct Entry: Sendable, Equatable {
+    public var key: [UInt8]
+    /// The value's bytes, when asked for.
+    public var value: [UInt8]?
+    public var valueCount: Int
+    /// Absolute expiry in milliseconds since 1970, or nil for never.
+    public var expiryMilliseconds: UInt64?
+    public var version: UInt64
+    public var isExpired: Bool
+    /// Whether the entry lives in the main log (a survivor) rather than the small one.
+    public var inMainLog: Bool
+
+    public var expiry: Date? { expiryMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+
+    /// Seconds until the entry expires (≤ 0 once expired), or nil for never.
+    public func timeToLive(now: Date = Date()) -> TimeInterval? {
+      expiryMilliseconds.map { Double($0) / 1000 - now.timeIntervalSince1970 }
+    }
+  }
+
+  /// Visits live entries (with `includeExpired`, expired ones not yet reclaimed too)
+  /// whose key starts with `prefix`, without taking the write lock: each entry is
+  /// copied whole under its slot's seqlock, in index order. Like Redis's SCAN, entries
+  /// written, removed or moved while the scan runs may be missed or seen twice.
+  /// Return false from `body` to stop.
+  public func forEachEntry(prefix: [UInt8] = [], values: Bool = false, includeExpired: Bool = false,
+                           _ body: (Entry) throws -> Bool) rethrows {
+    try engine.forEachEntry(values: values, includeExpired: includeExpired) { e in
+      guard e.key.starts(with: prefix) else { return true }
+      return try body(Entry(key: e.key, value: e.value, valueCount: e.info.valueCount,
+                            expiryMilliseconds: e.info.expiryMilliseconds, version: e.info.version,
+                            isExpired: e.info.isExpired, inMainLog: e.inMainLog))
+    }
+  }
+
+  // MARK: Maintenance
+
+  /// Checks every invariant of the file under the write lock (without it on a
+  /// read-only handle); with `repair`, fixes what it finds by dropping what cannot be
+  /// trusted. The lock is held for the whole check.
+  public func verify(repair: Bool = false) throws -> VerifyReport {
+    if repair && !engine.writable { throw CacheError.readOnly(path: path) }
+    return try engine.verify(repair: repair)
+  }
+
+  /// Removes every expired entry now, a few thousand slots per hold of the write lock.
+  /// Returns how many it removed.
+  @discardableResult
+  public func sweep() throws -> Int { try engine.removeExpiredInSteps() }
+
+  /// Removes every entry.
+  public func clear() throws { try engine.removeAll() }
+}

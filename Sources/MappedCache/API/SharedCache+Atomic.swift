@@ -1,0 +1,142 @@
+import Foundation
+
+// Atomic counters, bulk reads and writes, and iteration.
+
+extension SharedCache where Value: FixedWidthInteger {
+  /// Adds `delta` to the counter under `key` and returns the new value, atomically across
+  /// every process sharing the file (a read-modify-write under the write lock). A missing
+  /// or expired counter starts from `initial`. With `expires` the counter's expiry is set;
+  /// without, a new counter gets `defaultExpiry` and an existing one keeps its own.
+  /// Throws `.notAnInteger` when the stored bytes are not a `Value` (nothing is changed)
+  /// and `.invalidArgument` when the result would overflow `Value` (nothing is changed).
+  @discardableResult
+  public func increment(forKey key: String, by delta: Value = 1, initial: Value = 0,
+                        expires: CacheExpiry? = nil) throws -> Value {
+    try adjust(key, expires, initial) { old in
+      let (r, overflow) = old.addingReportingOverflow(delta)
+      return overflow ? nil : r
+    }
+  }
+
+  /// Subtracts `delta` from the counter under `key`; see `increment`.
+  @discardableResult
+  public func decrement(forKey key: String, by delta: Value = 1, initial: Value = 0,
+                        expires: CacheExpiry? = nil) throws -> Value {
+    try adjust(key, expires, initial) { old in
+      let (r, overflow) = old.subtractingReportingOverflow(delta)
+      return overflow ? nil : r
+    }
+  }
+
+  private func adjust(_ key: String, _ expires: CacheExpiry?, _ initial: Value,
+                      _ op: (Value) -> Value?) throws -> Value {
+    let now = Sys.wallClockMilliseconds()
+    let given = expires.map { $0.milliseconds(now: now) }
+    let fresh = (defaultExpiry).milliseconds(now: now)
+    var result = initial
+    _ = try withKey(key) { k in
+      try engine.update(k) { bytes, info in
+        let old: Value
+        if let bytes {
+          do { old = try codec.decode(bytes) } catch { throw CacheError.notAnInteger(key: key) }
+        } else {
+          old = initial
+        }
+        guard let new = op(old) else {
+          throw CacheError.invalidArgument("changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
+        }
+        result = new
+        let expiry = given ?? (info.map { $0.expiryMilliseconds ?? 0 } ?? fresh)
+        return .store(try codec.encode(new), expiry: expiry)
+      }
+    }
+    return result
+  }
+}
+
+extension SharedCache {
+  // MARK: Bulk
+
+  /// The live values among `keys`; missing and expired keys are left out. A value that
+  /// fails to decode throws `.decodingFailed`. Reads take no lock.
+  public func objects<S: Sequence>(forKeys keys: S) throws -> [String: Value] where S.Element == String {
+    var out: [String: Value] = [:]
+    for k in keys {
+      if let v = try object(forKey: k) { out[k] = v }
+    }
+    return out
+  }
+
+  /// Stores every pair under one acquisition of the write lock: other processes see
+  /// either none or some prefix of the batch while it runs, and the whole batch after.
+  /// Keys and values are all checked and encoded first: an invalid one throws before
+  /// anything is stored.
+  public func setObjects<S: Sequence>(_ items: S, expires: CacheExpiry? = nil) throws
+  where S.Element == (key: String, value: Value) {
+    let ms = expiryMs(expires)
+    var batch: [(key: [UInt8], value: [UInt8], write: CacheEngine.PreparedWrite)] = []
+    for (key, value) in items {
+      let k = Array(key.utf8)
+      let v = try codec.encode(value)
+      let w = try k.withUnsafeBytes { kb in try v.withUnsafeBytes { vb in try engine.prepare(kb, vb, expiry: ms) } }
+      batch.append((k, v, w))
+    }
+    guard !batch.isEmpty else { return }
+    try engine.withWriteLock {
+      let now = Sys.wallClockMilliseconds()
+      for item in batch {
+        _ = try item.key.withUnsafeBytes { kb in
+          try item.value.withUnsafeBytes { vb in
+            try engine.storeLocked(kb, vb, item.write, condition: .always, now: now)
+          }
+        }
+      }
+    }
+  }
+
+  /// `setObjects` for a dictionary.
+  public func setObjects(_ items: [String: Value], expires: CacheExpiry? = nil) throws {
+    try setObjects(items.map { (key: $0.key, value: $0.value) }, expires: expires)
+  }
+
+  // MARK: Iteration
+
+  /// The keys of every live entry. Built without the write lock (writers are never
+  /// blocked): keys written or removed while it runs may be missing or included.
+  public var allKeys: [String] {
+    var keys: [String] = []
+    var seen = Set<[UInt8]>()
+    engine.forEachEntry(values: false) { e in
+      // Keys that are not UTF-8 are reserved for the cache's own records (claims,
+      // cached failures): they are not the caller's.
+      if let s = String(validating: e.key, as: UTF8.self), seen.insert(e.key).inserted { keys.append(s) }
+      return true
+    }
+    return keys
+  }
+
+  /// Calls `body` with each live entry (key, value, expiry), each copied whole under its
+  /// slot's version counter, without the write lock. Return false to stop. Entries
+  /// written or moved during the walk may be missed; none is visited twice. A value that
+  /// fails to decode throws `.decodingFailed` and ends the walk.
+  public func forEachObject(includeExpired: Bool = false,
+                            _ body: (_ key: String, _ value: Value, _ expires: CacheExpiry) throws -> Bool) throws {
+    var seen = Set<[UInt8]>()
+    try engine.forEachEntry(values: true, includeExpired: includeExpired) { e in
+      guard let key = String(validating: e.key, as: UTF8.self), let bytes = e.value,
+            seen.insert(e.key).inserted else { return true }
+      let value: Value
+      do { value = try bytes.withUnsafeBytes { try codec.decode($0) } } catch {
+        throw CacheError.decodingFailed(key: key, reason: "\(error)")
+      }
+      return try body(key, value, CacheExpiry.from(milliseconds: e.info.expiryMilliseconds))
+    }
+  }
+
+  /// Every live entry as a dictionary (see `forEachObject`).
+  public func allObjects() throws -> [String: Value] {
+    var out: [String: Value] = [:]
+    try forEachObject { k, v, _ in out[k] = v; return true }
+    return out
+  }
+}

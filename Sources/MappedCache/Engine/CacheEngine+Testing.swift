@@ -1,0 +1,37 @@
+import Synchronization
+
+/// Test hooks: ways for the reliability tests to put the shared state where a real
+/// writer can leave it (holding the lock, stopped or killed mid-publish), so that
+/// other processes' behaviour in that state can be checked. Not for production use.
+extension CacheEngine {
+  /// Takes the write lock exactly as a write does (repair first if needed, intent
+  /// record marked), optionally leaves the slot of `oddKey` mid-write (seq odd, as a
+  /// writer stopped inside step 5 of the write protocol would), and runs `whileHeld`
+  /// (which may sleep, or during which the process may be stopped or killed). Then
+  /// restores the slot and releases the lock.
+  func _holdWriteLock(oddKey: UnsafeRawBufferPointer?, _ whileHeld: () -> Void) throws {
+    try withWriteLock {
+      var odd: Int? = nil
+      if let oddKey, case .found(let i, _, _) = find(oddKey, hash: KeyHash.key(oddKey)) {
+        memory.slot(i, Format.S.seq).pointee.wrappingAdd(1, ordering: .releasing)
+        odd = i
+      }
+      whileHeld()
+      if let odd { memory.slot(odd, Format.S.seq).pointee.wrappingAdd(1, ordering: .releasing) }
+    }
+  }
+}
+
+extension SharedCache {
+  /// Test hook (see `CacheEngine._holdWriteLock`): holds the write lock while
+  /// `whileHeld` runs, with the slot of `oddSlotForKey` left odd (mid-write) meanwhile.
+  @_spi(Testing)
+  public func _holdWriteLock(oddSlotForKey key: String? = nil, _ whileHeld: () -> Void) throws {
+    if let key {
+      var k = key
+      try k.withUTF8 { try engine._holdWriteLock(oddKey: UnsafeRawBufferPointer($0), whileHeld) }
+    } else {
+      try engine._holdWriteLock(oddKey: nil, whileHeld)
+    }
+  }
+}

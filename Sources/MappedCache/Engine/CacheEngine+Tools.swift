@@ -1,0 +1,98 @@
+import Synchronization
+
+/// Read-mostly helpers for operators' tools (`CacheFile`, the `mapped-cache` command):
+/// figures that `statistics()` does not carry, and a sweep that never holds the write
+/// lock for more than one bounded step.
+extension CacheEngine {
+  /// Shape of the index, read without the lock (each slot's hash word is one atomic
+  /// load, so the figures are a consistent-enough snapshot for a report, not an audit;
+  /// `verify` gives exact ones under the lock).
+  struct TableShape {
+    var occupied = 0
+    /// Sum and maximum, over occupied slots, of the distance from the key's home slot.
+    var totalProbe = 0
+    var maxProbe = 0
+    /// Longest run of consecutive occupied slots (a lookup miss scans at most this far).
+    var longestRun = 0
+  }
+
+  func tableShape() -> TableShape {
+    let n = layout.slotCount
+    var t = TableShape()
+    var run = 0
+    var leadingRun = -1  // length of the run that starts at slot 0, joined to the one that wraps
+    for i in 0..<n {
+      let h = slotHash(i)
+      if h == 0 {
+        if leadingRun < 0 { leadingRun = run }
+        t.longestRun = max(t.longestRun, run)
+        run = 0
+        continue
+      }
+      run += 1
+      t.occupied += 1
+      // Safe: home(h) and i are both in 0..<n, so the distance is in 0..<n.
+      let d = (i - memory.home(h) + n) % n
+      t.totalProbe += d
+      t.maxProbe = max(t.maxProbe, d)
+    }
+    // A run that reaches the last slot continues at slot 0.
+    t.longestRun = max(t.longestRun, leadingRun < 0 ? run : min(n, run + leadingRun))
+    return t
+  }
+
+  /// The background sweeper's next slot (`removeExpired(maxSlots:)` advances it).
+  var sweeperSlot: Int { Int(truncatingIfNeeded: load(Format.H.sweepHand) % UInt64(layout.slotCount)) }
+
+  /// One process-table entry whose owner is alive (its witness byte is locked).
+  struct AttachedProcess {
+    var slot: Int
+    var pid: Int
+    var openedMs: UInt64
+  }
+
+  /// Processes that have the file open for writing now. This handle's own entry is not
+  /// listed (a process cannot see its own lock through its own descriptor).
+  func attachedProcesses() -> [AttachedProcess] {
+    var out: [AttachedProcess] = []
+    for i in 0..<layout.procCount where i != registration?.slot {
+      guard Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i)) else { continue }
+      out.append(AttachedProcess(
+        slot: i,
+        pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).pointee.load(ordering: .relaxed) & 0x7FFF_FFFF),
+        openedMs: memory.procWord(i, Format.P.openedMs).pointee.load(ordering: .relaxed)))
+    }
+    return out
+  }
+
+  /// Removes every expired entry, `slotsPerStep` slots per hold of the write lock, so
+  /// other writers wait at most one step. Leaves the background sweeper's hand alone.
+  /// Entries that expire, or that other writers move, while it runs may be left for the
+  /// next sweep. Returns how many it removed.
+  func removeExpiredInSteps(slotsPerStep: Int = 4096) throws -> Int {
+    let n = layout.slotCount
+    let step = max(1, slotsPerStep)
+    var removed = 0
+    var start = 0
+    while start < n {
+      let end = min(n, start + step)
+      removed += try withWriteLock {
+        let now = Sys.wallClockMilliseconds()
+        var count = 0
+        for i in start..<end {
+          // Backward shift pulls a later entry into slot i: look at i again until it stays.
+          var guardCount = 0
+          while slotHash(i) != 0, isExpired(slotMeta(i), now: now), guardCount < n {
+            removeSlot(i)
+            bump(Format.H.expirations)
+            count += 1
+            guardCount += 1
+          }
+        }
+        return count
+      }
+      start = end
+    }
+    return removed
+  }
+}

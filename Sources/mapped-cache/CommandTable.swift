@@ -1,0 +1,226 @@
+/// One table describes every command: its arguments, its options (flag, value name,
+/// default, help) and the function that runs it. The parser (`Invocation.parse`) and
+/// the help and usage texts (`Usage`) are both driven by it, so they cannot disagree.
+
+struct ArgumentSpec: Sendable {
+  var name: String
+  var optional = false
+  var help: String
+}
+
+struct OptionSpec: Sendable {
+  /// Long form, with dashes: "--watch".
+  var name: String
+  /// Value name for options that take one ("SECONDS"); nil for a flag.
+  var value: String? = nil
+  /// Shown as "(default: ...)".
+  var defaultValue: String? = nil
+  var help: String
+}
+
+struct CommandSpec: Sendable {
+  var name: String
+  var summary: String
+  var arguments: [ArgumentSpec]
+  var options: [OptionSpec] = []
+  /// More help text, printed after the options.
+  var discussion: String? = nil
+  var run: @Sendable (Invocation) throws -> Int32
+}
+
+enum CommandTable {
+  static let path = ArgumentSpec(name: "PATH", help: "The cache file.")
+  static let key = ArgumentSpec(name: "KEY", help: "The key, as given (its UTF-8 bytes).")
+  static let json = OptionSpec(name: "--json", help: "Print JSON (stable key order) instead of a table.")
+
+  static let commands: [CommandSpec] = [
+    CommandSpec(
+      name: "create", summary: "Create a cache file.",
+      arguments: [path],
+      options: [
+        OptionSpec(name: "--capacity", value: "SIZE", defaultValue: "64MiB",
+                   help: "File size, 1MiB to 64TiB (suffixes K, M, G, T; KiB = K)."),
+        OptionSpec(name: "--max-key", value: "B", defaultValue: "250", help: "Longest key in bytes, 1 to 4096."),
+        OptionSpec(name: "--max-value", value: "SIZE", defaultValue: "1MiB",
+                   help: "Largest value (lowered when the cache is too small to hold it)."),
+        OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
+                   help: "Expected key+value size, used to size the index."),
+        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600", help: "Permission bits (octal), before the umask."),
+        OptionSpec(name: "--type", value: "NAME",
+                   help: "Value type to record (bytes, string, int64, ...); default untyped."),
+      ],
+      discussion: "Fails (exit 3) when PATH already exists and is not empty.",
+      run: CreateCommand.run),
+    CommandSpec(
+      name: "info", summary: "Show the file's layout: format version, capacity, slots, limits, value type, created.",
+      arguments: [path], options: [json], run: InfoCommand.run),
+    CommandSpec(
+      name: "stats", summary: "Show counters: entries, bytes, fill, hits, misses, evictions, probe lengths, ...",
+      arguments: [path],
+      options: [
+        json,
+        OptionSpec(name: "--watch", value: "SECONDS",
+                   help: "Refresh every SECONDS with rates per second, until interrupted."),
+        OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
+        OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
+      ],
+      discussion: """
+        Counters are summed over every process that has used the file. Probe lengths are
+        read from the index without the lock. Tombstones are always 0: removals use
+        backward-shift deletion, which leaves none.
+        """,
+      run: StatsCommand.run),
+    CommandSpec(
+      name: "get", summary: "Write the value's bytes to standard output (exit 1 when missing).",
+      arguments: [path, key], run: EntryCommands.get),
+    CommandSpec(
+      name: "set", summary: "Store a value, from the argument or from standard input with -.",
+      arguments: [path, key, ArgumentSpec(name: "VALUE|-", optional: true,
+                                          help: "The value; - (or nothing, when stdin is not a terminal) reads standard input.")],
+      options: [OptionSpec(name: "--ttl", value: "SECONDS",
+                           help: "Expire after SECONDS (suffixes s, m, h, d; 0 = never).")],
+      run: EntryCommands.set),
+    CommandSpec(
+      name: "delete", summary: "Remove a key (exit 1 when missing).",
+      arguments: [path, key], run: EntryCommands.delete),
+    CommandSpec(
+      name: "keys", summary: "List keys with each entry's size and remaining TTL.",
+      arguments: [path],
+      options: [
+        OptionSpec(name: "--prefix", value: "P", help: "Only keys starting with P."),
+        OptionSpec(name: "--limit", value: "N", help: "At most N keys."),
+        json,
+      ],
+      discussion: "Keys are listed in index order without locking: entries changed during the scan may be missed or seen twice.",
+      run: ListingCommands.keys),
+    CommandSpec(
+      name: "dump", summary: "List every live entry: key, size, expiry, version; values with --values.",
+      arguments: [path],
+      options: [
+        json,
+        OptionSpec(name: "--values", help: "Include values (in JSON: \"value\" when UTF-8, else \"value_base64\")."),
+        OptionSpec(name: "--prefix", value: "P", help: "Only keys starting with P."),
+        OptionSpec(name: "--limit", value: "N", help: "At most N entries."),
+      ],
+      run: ListingCommands.dump),
+    CommandSpec(
+      name: "verify", summary: "Check every invariant (exit 2 on a problem).",
+      arguments: [path],
+      options: [
+        OptionSpec(name: "--repair", help: "Fix what can be fixed, under the write lock (exit 0 when the file is then sound)."),
+        json,
+      ],
+      discussion: "Holds the write lock while it checks, so the report is consistent even on a busy cache.",
+      run: MaintenanceCommands.verify),
+    CommandSpec(
+      name: "sweep", summary: "Remove expired entries now.",
+      arguments: [path], run: MaintenanceCommands.sweep),
+    CommandSpec(
+      name: "clear", summary: "Remove every entry.",
+      arguments: [path], run: MaintenanceCommands.clear),
+  ]
+
+  static func command(named name: String) -> CommandSpec? { commands.first { $0.name == name } }
+}
+
+/// A parsed command line for one command.
+struct Invocation {
+  let command: CommandSpec
+  var arguments: [String: String] = [:]
+  var values: [String: String] = [:]
+  var flags: Set<String> = []
+
+  /// Parses `args` (after the command name) against `command`'s table. Options may come
+  /// anywhere, as `--name value` or `--name=value`; `--` ends them (for keys starting
+  /// with a dash); a lone `-` is an argument. Returns nil when help was asked for.
+  static func parse(_ args: [String], for command: CommandSpec) throws(CLIFailure) -> Invocation? {
+    var inv = Invocation(command: command)
+    var positional: [String] = []
+    var i = 0
+    var optionsEnded = false
+    func usage(_ m: String) -> CLIFailure { .usage(m, command: command) }
+    while i < args.count {
+      let a = args[i]
+      i += 1
+      if optionsEnded || a == "-" || !a.hasPrefix("-") {
+        positional.append(a)
+        continue
+      }
+      if a == "--" { optionsEnded = true; continue }
+      if a == "-h" || a == "--help" { return nil }
+      var name = a
+      var inline: String? = nil
+      if let eq = a.firstIndex(of: "=") {
+        name = String(a[..<eq])
+        inline = String(a[a.index(after: eq)...])
+      }
+      guard let spec = command.options.first(where: { $0.name == name }) else {
+        throw usage("unknown option '\(name)' for '\(command.name)'")
+      }
+      if spec.value == nil {
+        if inline != nil { throw usage("\(name) takes no value") }
+        inv.flags.insert(name)
+      } else if let inline {
+        inv.values[name] = inline
+      } else {
+        guard i < args.count else { throw usage("\(name) needs a value (\(spec.value!))") }
+        inv.values[name] = args[i]
+        i += 1
+      }
+    }
+    let required = command.arguments.filter { !$0.optional }.count
+    if positional.count < required {
+      let missing = command.arguments[positional.count]
+      throw usage("missing \(missing.name)")
+    }
+    if positional.count > command.arguments.count {
+      throw usage("unexpected argument '\(positional[command.arguments.count])'")
+    }
+    for (spec, value) in zip(command.arguments, positional) { inv.arguments[spec.name] = value }
+    return inv
+  }
+
+  func argument(_ name: String) -> String? { arguments[name] }
+  func flag(_ name: String) -> Bool { flags.contains(name) }
+  func value(_ name: String) -> String? { values[name] }
+
+  func usageError(_ message: String) -> CLIFailure { .usage(message, command: command) }
+
+  /// A whole number within `range`.
+  func integer(_ name: String, in range: ClosedRange<Int>) throws(CLIFailure) -> Int? {
+    guard let s = values[name] else { return nil }
+    guard let n = Int(s), range.contains(n) else {
+      throw usageError("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(s)'")
+    }
+    return n
+  }
+
+  /// A size in bytes: digits with an optional K, M, G or T (binary multiples; "KiB",
+  /// "KB" and "k" read the same), e.g. 64M, 1.5GiB, 4096.
+  func size(_ name: String) throws(CLIFailure) -> Int? {
+    guard let s = values[name] else { return nil }
+    guard let n = Units.parseSize(s) else {
+      throw usageError("\(name) must be a size like 4096, 512K, 64M or 2G, not '\(s)'")
+    }
+    return n
+  }
+
+  /// A duration in seconds: a number with an optional s, m, h or d.
+  func seconds(_ name: String, allowZero: Bool) throws(CLIFailure) -> Double? {
+    guard let s = values[name] else { return nil }
+    guard let d = Units.parseDuration(s), allowZero ? d >= 0 : d > 0 else {
+      throw usageError("\(name) must be \(allowZero ? "0 or more" : "more than 0") seconds (e.g. 30, 1.5, 10m, 2h), not '\(s)'")
+    }
+    return d
+  }
+
+  /// Permission bits in octal.
+  func mode(_ name: String) throws(CLIFailure) -> UInt32? {
+    guard let s = values[name] else { return nil }
+    let digits = s.hasPrefix("0o") ? String(s.dropFirst(2)) : s
+    guard !digits.isEmpty, let m = UInt32(digits, radix: 8), m <= 0o777 else {
+      throw usageError("\(name) must be octal permission bits like 0600, not '\(s)'")
+    }
+    return m
+  }
+}

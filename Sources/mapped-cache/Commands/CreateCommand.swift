@@ -1,0 +1,44 @@
+import Glibc
+import MappedCache
+
+/// `mapped-cache create PATH [--capacity SIZE] [--max-key B] [--max-value SIZE] [--mode 0600]`
+enum CreateCommand {
+  static func run(_ inv: Invocation) throws -> Int32 {
+    let path = inv.argument("PATH")!
+    var o = CacheOptions()
+    if let c = try inv.size("--capacity") { o.capacity = c }
+    if let k = try inv.integer("--max-key", in: 1...4096) { o.maxKeySize = k }
+    if let v = try inv.size("--max-value") { o.maxValueSize = v }
+    if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
+    if let m = try inv.mode("--mode") { o.mode = m }
+    let typeName = inv.value("--type") ?? ""
+    if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }
+
+    // Refuse to touch anything already there (a cache or not): create makes new files only.
+    var st = stat()
+    let existed = lstat(path, &st) == 0
+    if existed {
+      if (st.st_mode & S_IFMT) == S_IFDIR { throw CLIFailure.failed("\(path) is a directory") }
+      if (st.st_mode & S_IFMT) != S_IFREG || st.st_size != 0 {
+        throw CLIFailure.failed("\(path) already exists; remove it first to create a new cache there")
+      }
+    }
+    let file: CacheFile
+    do {
+      file = try CacheFile(creating: path, options: o, typeName: typeName)
+    } catch {
+      // Leave nothing behind: an empty file made by this failed attempt goes.
+      if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
+      if case .invalidArgument(let why) = error { throw inv.usageError(why) }
+      throw CLIFailure(error)
+    }
+    guard file.wasCreated else {
+      throw CLIFailure.failed("\(path) was created by another process at the same moment; left as it is")
+    }
+    let i = file.info
+    Output.line("created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
+                + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
+                + "values up to \(Units.bytes(i.maxValueSize))")
+    return ExitCode.ok
+  }
+}

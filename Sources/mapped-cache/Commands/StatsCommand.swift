@@ -1,0 +1,159 @@
+import Foundation
+import MappedCache
+
+/// `mapped-cache stats PATH [--json] [--watch SECONDS] [--prometheus]`
+enum StatsCommand {
+  /// Everything `stats` prints, read at one moment (no lock: counters are atomic words).
+  struct Snapshot {
+    var at: Date
+    var stats: CacheStatistics
+    var table: CacheFile.TableFigures
+    var sweeperSlot: Int
+    var processes: [CacheFile.AttachedProcess]
+    var path: String
+
+    init(_ file: CacheFile) {
+      at = Date()
+      stats = file.statistics
+      table = file.tableFigures
+      sweeperSlot = file.sweeperSlot
+      processes = file.attachedProcesses
+      path = file.path
+    }
+  }
+
+  /// Counters shown with a rate under --watch: (label, JSON/Prometheus name, value).
+  static func counters(_ s: CacheStatistics) -> [(label: String, name: String, value: Int)] {
+    [("hits", "hits", s.hits), ("misses", "misses", s.misses), ("sets", "sets", s.sets),
+     ("removals", "removals", s.removals), ("evictions", "evictions", s.evictions),
+     ("expirations", "expirations", s.expirations), ("promotions", "promotions", s.promotions),
+     ("reinsertions", "reinsertions", s.reinsertions), ("recoveries", "recoveries", s.recoveries),
+     ("lock takeovers", "lock_takeovers", s.lockTakeovers)]
+  }
+
+  static func run(_ inv: Invocation) throws -> Int32 {
+    let json = inv.flag("--json"), prometheus = inv.flag("--prometheus")
+    if json && prometheus { throw inv.usageError("--json and --prometheus cannot be combined") }
+    let watch = try inv.seconds("--watch", allowZero: false)
+    let count = try inv.integer("--count", in: 1...Int.max)
+    if count != nil && watch == nil { throw inv.usageError("--count needs --watch") }
+    if let w = watch, w < 0.05 { throw inv.usageError("--watch must be at least 0.05 seconds") }
+    let file = try Opening.forReading(inv)
+
+    guard let interval = watch else {
+      let s = Snapshot(file)
+      if json { Output.line(JSON.string(jsonObject(s, previous: nil))) }
+      else if prometheus { Output.out(Prometheus.exposition(s)) }
+      else { Output.out(human(s, previous: nil)) }
+      return ExitCode.ok
+    }
+
+    // Watch: refresh until interrupted (SIGINT/SIGTERM end it cleanly, exit 0) or
+    // until --count refreshes. On a terminal the screen is redrawn; otherwise each
+    // refresh is appended (JSON: one object per line).
+    Signals.installInterruptHandler()
+    let redraw = !json && !prometheus && isatty(1) != 0
+    var previous: Snapshot? = nil
+    var shown = 0
+    while true {
+      let s = Snapshot(file)
+      if json {
+        Output.line(JSON.string(jsonObject(s, previous: previous, watching: true), pretty: false))
+      } else if prometheus {
+        Output.out(Prometheus.exposition(s) + "\n")
+      } else {
+        if redraw { Output.out("\u{1B}[H\u{1B}[2J") } else if shown > 0 { Output.line() }
+        Output.line("\(Units.date(s.at))  every \(Units.seconds(interval))  (Ctrl-C to stop)")
+        Output.out(human(s, previous: previous))
+      }
+      Output.flush()
+      shown += 1
+      previous = s
+      if let count, shown >= count { break }
+      if !Signals.sleep(interval) { break }
+    }
+    return ExitCode.ok
+  }
+
+  // MARK: Human
+
+  static func human(_ s: Snapshot, previous: Snapshot?) -> String {
+    let st = s.stats, t = s.table
+    let elapsed = previous.map { s.at.timeIntervalSince($0.at) } ?? 0
+    var rates: [String: Double] = [:]
+    if let p = previous, elapsed > 0 {
+      for (c, old) in zip(counters(st), counters(p.stats)) { rates[c.name] = Double(c.value - old.value) / elapsed }
+    }
+    var table = TextTable(header: previous == nil ? ["FIGURE", "VALUE", "NOTE"] : ["FIGURE", "VALUE", "RATE", "NOTE"],
+                          align: previous == nil ? [.left, .right, .left] : [.left, .right, .right, .left])
+    func add(_ label: String, _ value: String, _ note: String = "", rate: String? = nil) {
+      table.add(previous == nil ? [label, value, note] : [label, value, rate ?? "", note])
+    }
+    add("entries", Units.count(st.entries), "\(Units.percent(Double(st.entries) / Double(max(1, st.maxEntries)))) of \(Units.count(st.maxEntries)) max")
+    add("live bytes", Units.bytes(st.liveBytes), "keys and values")
+    add("capacity", Units.bytes(st.capacity))
+    add("fill", Units.percent(st.fill), "live bytes / capacity")
+    add("log used", Units.bytes(st.logBytesUsed), "\(Units.percent(Double(st.logBytesUsed) / Double(max(1, st.logBytes)))) of \(Units.bytes(st.logBytes))")
+    for c in counters(st) {
+      add(c.label, Units.count(c.value), note(for: c.name), rate: rates[c.name].map(Units.rate))
+      if c.name == "misses" {
+        add("hit ratio", Units.percent(st.hitRatio), st.hits + st.misses == 0 ? "no reads yet" : "hits / (hits + misses)")
+      }
+    }
+    add("table load", Units.percent(t.load), "\(Units.count(t.occupiedSlots)) of \(Units.count(t.slotCount)) slots")
+    add("mean probe", String(format: "%.2f", t.meanProbe), "slots from an entry's home slot")
+    add("max probe", Units.count(t.maxProbe), "slots")
+    add("longest run", Units.count(t.longestRun), "slots a miss may scan")
+    add("tombstones", Units.count(t.tombstones), "none: deletion is backward-shift")
+    add("clock hand", Units.bytes(st.sweepHand), "main log tail position (eviction)")
+    add("sweeper hand", Units.count(s.sweeperSlot), "next slot of the expiry sweeper")
+    add("count limit", st.countLimit == 0 ? "none" : Units.count(st.countLimit))
+    add("cost limit", st.costLimit == 0 ? "none" : Units.bytes(st.costLimit))
+    add("processes", Units.count(s.processes.count),
+        s.processes.isEmpty ? "with the file open for writing" : "pids " + s.processes.map { "\($0.pid)" }.joined(separator: ", "))
+    return "cache \(s.path)\n" + table.render()
+  }
+
+  private static func note(for name: String) -> String {
+    switch name {
+    case "evictions": return "removed to make room"
+    case "expirations": return "expired entries reclaimed"
+    case "promotions": return "small log to main log"
+    case "reinsertions": return "second chances at the clock hand"
+    case "recoveries": return "repairs after a writer died mid-change"
+    case "lock_takeovers": return "locks taken from dead holders"
+    default: return ""
+    }
+  }
+
+  // MARK: JSON
+
+  static func jsonObject(_ s: Snapshot, previous: Snapshot?, watching: Bool = false) -> [String: Any] {
+    let st = s.stats, t = s.table
+    var o: [String: Any] = [
+      "path": s.path, "entries": st.entries, "max_entries": st.maxEntries, "live_bytes": st.liveBytes,
+      "capacity_bytes": st.capacity, "fill": JSON.number(st.fill), "log_bytes": st.logBytes,
+      "log_used_bytes": st.logBytesUsed, "hit_ratio": JSON.number(st.hitRatio),
+      "clock_hand": st.sweepHand, "sweeper_slot": s.sweeperSlot,
+      "count_limit": st.countLimit, "cost_limit_bytes": st.costLimit,
+      "table": [
+        "slots": t.slotCount, "occupied_slots": t.occupiedSlots, "load": JSON.number(t.load),
+        "mean_probe": JSON.number(t.meanProbe), "max_probe": t.maxProbe, "longest_run": t.longestRun,
+        "tombstones": t.tombstones, "deletion": "backward-shift",
+      ] as [String: Any],
+      "processes": s.processes.map { ["pid": $0.pid, "opened": Units.date($0.opened)] as [String: Any] },
+    ]
+    for c in counters(st) { o[c.name] = c.value }
+    if let p = previous {
+      let elapsed = s.at.timeIntervalSince(p.at)
+      var rates: [String: Any] = [:]
+      for (c, old) in zip(counters(st), counters(p.stats)) {
+        rates[c.name] = JSON.number(elapsed > 0 ? Double(c.value - old.value) / elapsed : 0, digits: 3)
+      }
+      o["rates_per_second"] = rates
+      o["interval_seconds"] = JSON.number(elapsed, digits: 3)
+    }
+    if watching { o["time"] = Units.date(s.at) }
+    return o
+  }
+}

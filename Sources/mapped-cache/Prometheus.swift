@@ -1,0 +1,57 @@
+import Foundation
+import MappedCache
+
+/// The Prometheus text exposition format (version 0.0.4), for a node exporter's
+/// textfile collector: `mapped-cache stats P --prometheus > dir/mappedcache.prom.$$ &&
+/// mv dir/mappedcache.prom.$$ dir/mappedcache.prom`. Every series has a `path` label.
+enum Prometheus {
+  static func exposition(_ s: StatsCommand.Snapshot) -> String {
+    let st = s.stats, t = s.table
+    let label = "{path=\"\(escape(s.path))\"}"
+    var out = ""
+    func metric(_ name: String, _ type: String, _ help: String, _ value: String) {
+      out += "# HELP mappedcache_\(name) \(help)\n# TYPE mappedcache_\(name) \(type)\n"
+      out += "mappedcache_\(name)\(label) \(value)\n"
+    }
+    func gauge(_ name: String, _ help: String, _ v: Int) { metric(name, "gauge", help, "\(v)") }
+    func gauge(_ name: String, _ help: String, _ v: Double) { metric(name, "gauge", help, v.isFinite ? "\(v)" : "NaN") }
+    func counter(_ name: String, _ help: String, _ v: Int) { metric(name + "_total", "counter", help, "\(v)") }
+
+    gauge("entries", "Entries present (some may have expired and not yet been reclaimed).", st.entries)
+    gauge("max_entries", "Entries allowed before inserts evict.", st.maxEntries)
+    gauge("live_bytes", "Key and value bytes of the entries present.", st.liveBytes)
+    gauge("capacity_bytes", "Size of the cache file.", st.capacity)
+    gauge("fill_ratio", "Live bytes divided by capacity.", st.fill)
+    gauge("log_bytes", "Bytes of the two record logs.", st.logBytes)
+    gauge("log_used_bytes", "Bytes of the logs holding records (live or not yet reclaimed).", st.logBytesUsed)
+    counter("hits", "Reads that found a live entry, summed over all processes.", st.hits)
+    counter("misses", "Reads that found nothing, summed over all processes.", st.misses)
+    gauge("hit_ratio", "Hits divided by hits plus misses (0 before any read).", st.hitRatio)
+    counter("sets", "Entries stored.", st.sets)
+    counter("removals", "Entries removed by request.", st.removals)
+    counter("evictions", "Entries removed to make room.", st.evictions)
+    counter("expirations", "Expired entries reclaimed.", st.expirations)
+    counter("promotions", "Entries moved from the small log to the main log.", st.promotions)
+    counter("reinsertions", "Second chances given at the clock hand.", st.reinsertions)
+    counter("recoveries", "Repairs after a writer died mid-change.", st.recoveries)
+    counter("lock_takeovers", "Write locks taken over from dead holders.", st.lockTakeovers)
+    gauge("slots", "Slots of the hash index.", t.slotCount)
+    gauge("occupied_slots", "Occupied slots of the hash index.", t.occupiedSlots)
+    gauge("probe_length_mean", "Mean distance of an entry from its home slot.", t.meanProbe)
+    gauge("probe_length_max", "Longest distance of an entry from its home slot.", t.maxProbe)
+    gauge("longest_run_slots", "Longest run of occupied slots.", t.longestRun)
+    gauge("tombstones", "Tombstone slots: always 0 (backward-shift deletion).", t.tombstones)
+    gauge("clock_hand_bytes", "Position of the clock hand (main log tail).", st.sweepHand)
+    gauge("sweeper_slot", "Next slot of the background expiry sweeper.", s.sweeperSlot)
+    gauge("count_limit", "Entry count limit (0 = none).", st.countLimit)
+    gauge("cost_limit_bytes", "Key+value byte limit (0 = none).", st.costLimit)
+    gauge("processes", "Processes with the file open for writing.", s.processes.count)
+    return out
+  }
+
+  /// Label values escape backslash, double quote and newline.
+  static func escape(_ s: String) -> String {
+    s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+      .replacingOccurrences(of: "\n", with: "\\n")
+  }
+}

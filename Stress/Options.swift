@@ -1,0 +1,335 @@
+import Foundation
+import MappedCache
+
+/// Everything `cache-stress` can be told. One table (`OptionTable.all`) drives parsing,
+/// `--help`, and the arguments the coordinator passes on to the workers it starts.
+struct StressOptions: Sendable {
+  enum Distribution: String { case uniform, zipf }
+  enum LockChoice: String { case word, flock }
+
+  var path: String? = nil
+  var capacity = 256 << 20
+  var procs = max(1, ProcessInfo.processInfo.activeProcessorCount)
+  var threads = 1
+  var duration = 10.0
+  var keys = 100_000
+  var keySize = 12
+  var valueMin = 64
+  var valueMax = 64
+  var readPct = 90
+  var dist = Distribution.zipf
+  var zipfTheta = 0.99
+  var ttl: Double? = nil
+  var readThrough = false
+  var noPrefill = false
+  var chaosKills = 0
+  var seed: UInt64? = nil
+  var json = false
+  var lock = LockChoice.word
+  var help = false
+
+  // Hidden: test-only and coordinator → worker.
+  /// One worker writes a value whose payload checksum is wrong (through the normal API),
+  /// so a run can prove that the checker detects bad values.
+  var plantCorruption = false
+  /// `CacheOptions.averageEntrySize` for a new file (nil: key size + average value size).
+  var averageEntrySize: Int? = nil
+  var workerID: Int? = nil
+  var incarnation = 0
+  var controlDir: String? = nil
+  var coordinatorPID: Int32 = 0
+
+  var prefill: Bool { !noPrefill && !readThrough }
+  var lockMode: LockMode { lock == .flock ? .flock : .sharedWord }
+  var writers: Int { procs * threads }
+  var valueSizeText: String { valueMin == valueMax ? "\(valueMin)" : "\(valueMin)-\(valueMax)" }
+  var averageValueSize: Int { (valueMin + valueMax) / 2 }
+
+  /// Cache creation options sized to this workload (the index is sized from the
+  /// average entry, so small entries do not run out of slots before the logs fill).
+  var cacheOptions: CacheOptions {
+    var o = CacheOptions(capacity: capacity)
+    o.averageEntrySize = averageEntrySize ?? min(max(16, keySize + averageValueSize), 1 << 24)
+    return o
+  }
+}
+
+/// A bad flag or value: printed as `error: ...` with the usage line, exit 64.
+struct UsageError: Error, CustomStringConvertible {
+  var description: String
+  init(_ s: String) { description = s }
+}
+
+/// One row of the option table: flag, value name, default (for `--help`), help text, and
+/// how it applies its value.
+struct OptionSpec: Sendable {
+  var flag: String
+  /// nil for a switch that takes no value.
+  var valueName: String?
+  var defaultText: String
+  var help: String
+  var hidden = false
+  var apply: @Sendable (inout StressOptions, String) throws(UsageError) -> Void
+  /// The value to pass on to a worker (nil: omit the flag).
+  var passOn: @Sendable (StressOptions) -> String?
+}
+
+enum OptionTable {
+  static let all: [OptionSpec] = [
+    OptionSpec(flag: "--path", valueName: "P", defaultText: "a fresh file under /dev/shm, removed at the end",
+               help: "cache file", apply: { o, v throws(UsageError) in
+                 guard !v.isEmpty else { throw UsageError("--path needs a file name") }
+                 o.path = v
+               }, passOn: { $0.path }),
+    OptionSpec(flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
+               help: "cache file size, e.g. 64MiB, 1GiB, 1600KiB", apply: { o, v throws(UsageError) in
+                 o.capacity = try parseSize(v, flag: "--capacity")
+                 guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
+                   throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
+                 }
+               }, passOn: { "\($0.capacity)" }),
+    OptionSpec(flag: "--procs", valueName: "N", defaultText: "the number of cores",
+               help: "worker processes", apply: { o, v throws(UsageError) in
+                 o.procs = try parseInt(v, flag: "--procs", in: 1...128)
+               }, passOn: { "\($0.procs)" }),
+    OptionSpec(flag: "--threads", valueName: "T", defaultText: "1",
+               help: "threads per worker", apply: { o, v throws(UsageError) in
+                 o.threads = try parseInt(v, flag: "--threads", in: 1...256)
+               }, passOn: { "\($0.threads)" }),
+    OptionSpec(flag: "--duration", valueName: "S", defaultText: "10",
+               help: "seconds of measured run", apply: { o, v throws(UsageError) in
+                 o.duration = try parseDouble(v, flag: "--duration", min: 0.1, max: 86_400)
+               }, passOn: { "\($0.duration)" }),
+    OptionSpec(flag: "--keys", valueName: "K", defaultText: "100000",
+               help: "distinct keys", apply: { o, v throws(UsageError) in
+                 o.keys = try parseInt(v, flag: "--keys", in: 1...100_000_000)
+               }, passOn: { "\($0.keys)" }),
+    OptionSpec(flag: "--key-size", valueName: "B", defaultText: "12",
+               help: "bytes per key", apply: { o, v throws(UsageError) in
+                 o.keySize = try parseInt(v, flag: "--key-size", in: 1...4096)
+               }, passOn: { "\($0.keySize)" }),
+    OptionSpec(flag: "--value-size", valueName: "B|MIN-MAX", defaultText: "64",
+               help: "bytes per value (at least \(ValueFormat.headerSize)); MIN-MAX: random per write",
+               apply: { o, v throws(UsageError) in
+                 let parts = v.split(separator: "-", omittingEmptySubsequences: false)
+                 let limit = 1...(1 << 20)
+                 if parts.count == 1 {
+                   o.valueMin = try parseInt(v, flag: "--value-size", in: limit)
+                   o.valueMax = o.valueMin
+                 } else if parts.count == 2 {
+                   o.valueMin = try parseInt(String(parts[0]), flag: "--value-size", in: limit)
+                   o.valueMax = try parseInt(String(parts[1]), flag: "--value-size", in: limit)
+                   guard o.valueMin <= o.valueMax else { throw UsageError("--value-size \(v): MIN exceeds MAX") }
+                 } else {
+                   throw UsageError("--value-size wants B or MIN-MAX, not \(v)")
+                 }
+               }, passOn: { $0.valueSizeText }),
+    OptionSpec(flag: "--read-pct", valueName: "R", defaultText: "90",
+               help: "percent of operations that are gets", apply: { o, v throws(UsageError) in
+                 o.readPct = try parseInt(v, flag: "--read-pct", in: 0...100)
+               }, passOn: { "\($0.readPct)" }),
+    OptionSpec(flag: "--dist", valueName: "uniform|zipf", defaultText: "zipf",
+               help: "key distribution", apply: { o, v throws(UsageError) in
+                 guard let d = StressOptions.Distribution(rawValue: v) else {
+                   throw UsageError("--dist must be uniform or zipf, not \(v)")
+                 }
+                 o.dist = d
+               }, passOn: { $0.dist.rawValue }),
+    OptionSpec(flag: "--zipf-theta", valueName: "X", defaultText: "0.99",
+               help: "Zipf skew, 0 < X < 1 (rank 0 hottest)", apply: { o, v throws(UsageError) in
+                 o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
+               }, passOn: { "\($0.zipfTheta)" }),
+    OptionSpec(flag: "--ttl", valueName: "S", defaultText: "none",
+               help: "expiry for sets, in seconds", apply: { o, v throws(UsageError) in
+                 o.ttl = try parseDouble(v, flag: "--ttl", min: 0.001, max: 1e9)
+               }, passOn: { $0.ttl.map { "\($0)" } }),
+    OptionSpec(flag: "--read-through", valueName: nil, defaultText: "off",
+               help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
+               apply: { o, _ in o.readThrough = true }, passOn: { $0.readThrough ? "" : nil }),
+    OptionSpec(flag: "--no-prefill", valueName: nil, defaultText: "prefill on",
+               help: "skip setting every key before the timed run",
+               apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
+    OptionSpec(flag: "--chaos-kills", valueName: "N", defaultText: "0",
+               help: "SIGKILL N random workers during the run and restart them", apply: { o, v throws(UsageError) in
+                 o.chaosKills = try parseInt(v, flag: "--chaos-kills", in: 0...10_000)
+               }, passOn: { "\($0.chaosKills)" }),
+    OptionSpec(flag: "--seed", valueName: "N", defaultText: "random, printed in the report",
+               help: "for repeatable key sequences", apply: { o, v throws(UsageError) in
+                 guard let s = UInt64(v) else { throw UsageError("--seed wants an unsigned integer, not \(v)") }
+                 o.seed = s
+               }, passOn: { $0.seed.map { "\($0)" } }),
+    OptionSpec(flag: "--lock", valueName: "word|flock", defaultText: "word",
+               help: "write lock across processes: shared lock word + futex, or flock", apply: { o, v throws(UsageError) in
+                 guard let l = StressOptions.LockChoice(rawValue: v) else {
+                   throw UsageError("--lock must be word or flock, not \(v)")
+                 }
+                 o.lock = l
+               }, passOn: { $0.lock.rawValue }),
+    OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
+               help: "print one JSON object instead of the table",
+               apply: { o, _ in o.json = true }, passOn: { _ in nil }),
+    OptionSpec(flag: "--help", valueName: nil, defaultText: "",
+               help: "print this help", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+
+    // Hidden.
+    OptionSpec(flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
+               hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
+    OptionSpec(flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
+               help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
+               apply: { o, v throws(UsageError) in o.averageEntrySize = try parseInt(v, flag: "--average-entry-size", in: 16...(1 << 24)) },
+               passOn: { $0.averageEntrySize.map { "\($0)" } }),
+    OptionSpec(flag: "--worker-id", valueName: "N", defaultText: "", help: "internal", hidden: true,
+               apply: { o, v throws(UsageError) in o.workerID = try parseInt(v, flag: "--worker-id", in: 0...10_000) },
+               passOn: { _ in nil }),
+    OptionSpec(flag: "--incarnation", valueName: "N", defaultText: "", help: "internal", hidden: true,
+               apply: { o, v throws(UsageError) in o.incarnation = try parseInt(v, flag: "--incarnation", in: 0...1_000_000) },
+               passOn: { _ in nil }),
+    OptionSpec(flag: "--control-dir", valueName: "D", defaultText: "", help: "internal", hidden: true,
+               apply: { o, v in o.controlDir = v }, passOn: { _ in nil }),
+    OptionSpec(flag: "--coordinator-pid", valueName: "PID", defaultText: "", help: "internal", hidden: true,
+               apply: { o, v throws(UsageError) in o.coordinatorPID = Int32(try parseInt(v, flag: "--coordinator-pid", in: 1...Int(Int32.max))) },
+               passOn: { _ in nil }),
+  ]
+
+  static var usageLine: String {
+    let parts = all.filter { !$0.hidden && $0.flag != "--help" }.map { spec in
+      spec.valueName.map { "[\(spec.flag) \($0)]" } ?? "[\(spec.flag)]"
+    }
+    return "usage: cache-stress " + parts.joined(separator: " ")
+  }
+
+  static var helpText: String {
+    var s = """
+      cache-stress: many processes hammer one MappedCache file; every value read is checked.
+
+      \(usageLine)
+
+      OPTIONS:
+
+      """
+    let rows = all.filter { !$0.hidden }
+    let left = rows.map { spec in spec.valueName.map { "\(spec.flag) \($0)" } ?? spec.flag }
+    let width = (left.map(\.count).max() ?? 0) + 2
+    for (spec, l) in zip(rows, left) {
+      var line = "  " + l.padding(toLength: width, withPad: " ", startingAt: 0) + spec.help
+      if !spec.defaultText.isEmpty { line += " (default: \(spec.defaultText))" }
+      s += line + "\n"
+    }
+    s += """
+
+      Every value carries its key, its writer, the writer's sequence number and a checksum;
+      every read is checked: corrupt_reads counts values not whole or of another key,
+      wrong_values counts values older than one the same reader saw from the same writer.
+      Latencies: 1 operation in \(WorkerTiming.sampleEvery) is timed; histograms of all threads
+      and processes are merged. With --chaos-kills, a killed worker's operations count up to
+      its last result flush (every \(WorkerTiming.flushInterval) s); its next incarnation goes on.
+      After the run the file is verified (as `mapped-cache verify` does).
+
+      Exit status: 0 when no read was corrupt or went back in time, no operation failed and the
+      file verified; 1 otherwise (the report says which); 64 for bad flags.
+
+      """
+    return s
+  }
+
+  /// Parses `args` (without the program name). `--flag value` and `--flag=value` both work.
+  static func parse(_ args: [String]) throws(UsageError) -> StressOptions {
+    var o = StressOptions()
+    var i = 0
+    while i < args.count {
+      let arg = args[i]
+      var name = arg
+      var inline: String? = nil
+      if let eq = arg.firstIndex(of: "="), arg.hasPrefix("--") {
+        name = String(arg[..<eq])
+        inline = String(arg[arg.index(after: eq)...])
+      }
+      if name == "-h" { name = "--help" }
+      guard let spec = all.first(where: { $0.flag == name }) else {
+        throw UsageError(arg.hasPrefix("-") ? "unknown option \(arg)" : "unexpected argument \(arg)")
+      }
+      if spec.valueName == nil {
+        if inline != nil { throw UsageError("\(name) takes no value") }
+        try spec.apply(&o, "")
+      } else if let inline {
+        try spec.apply(&o, inline)
+      } else {
+        guard i + 1 < args.count else { throw UsageError("\(name) needs a value (\(spec.valueName!))") }
+        i += 1
+        try spec.apply(&o, args[i])
+      }
+      i += 1
+    }
+    try validate(o)
+    return o
+  }
+
+  /// Checks the options against each other.
+  static func validate(_ o: StressOptions) throws(UsageError) {
+    if o.valueMin < ValueFormat.headerSize {
+      throw UsageError("--value-size must be at least \(ValueFormat.headerSize) bytes (key, writer, sequence, checksum), not \(o.valueMin)")
+    }
+    let digits = String(o.keys - 1).count
+    if o.keySize < digits {
+      throw UsageError("--key-size \(o.keySize) is too small for \(o.keys) keys (need at least \(digits))")
+    }
+    if o.keySize > 250 {
+      throw UsageError("--key-size must be at most 250 (the cache's key limit), not \(o.keySize)")
+    }
+    if o.keySize + o.valueMax + 64 > o.capacity / 16 {
+      throw UsageError("--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity)")
+    }
+  }
+
+  /// The arguments that make a worker run exactly these options.
+  static func workerArguments(_ o: StressOptions, worker: Int, incarnation: Int, controlDir: String,
+                              coordinator: Int32) -> [String] {
+    var args: [String] = []
+    for spec in all {
+      guard let v = spec.passOn(o) else { continue }
+      args.append(spec.flag)
+      if spec.valueName != nil { args.append(v) }
+    }
+    args += ["--worker-id", "\(worker)", "--incarnation", "\(incarnation)",
+             "--control-dir", controlDir, "--coordinator-pid", "\(coordinator)"]
+    return args
+  }
+
+  // MARK: Value parsers
+
+  static func parseInt(_ s: String, flag: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
+    guard let v = Int(s) else { throw UsageError("\(flag) wants an integer, not \(s.isEmpty ? "nothing" : s)") }
+    guard range.contains(v) else { throw UsageError("\(flag) must be between \(range.lowerBound) and \(range.upperBound), not \(v)") }
+    return v
+  }
+
+  static func parseDouble(_ s: String, flag: String, min: Double, max: Double) throws(UsageError) -> Double {
+    guard let v = Double(s), v.isFinite else { throw UsageError("\(flag) wants a number, not \(s.isEmpty ? "nothing" : s)") }
+    guard v >= min, v <= max else { throw UsageError("\(flag) must be between \(min) and \(max), not \(s)") }
+    return v
+  }
+
+  /// Sizes: a number with an optional unit. B; K, KiB, M, MiB, G, GiB, T, TiB (powers of
+  /// 1024); KB, MB, GB, TB (powers of 1000). Case-insensitive.
+  static func parseSize(_ s: String, flag: String) throws(UsageError) -> Int {
+    let digits = s.prefix { $0.isNumber || $0 == "." }
+    let unit = s.dropFirst(digits.count).lowercased()
+    let scale: Double
+    switch unit {
+    case "", "b": scale = 1
+    case "k", "kib": scale = 1024
+    case "m", "mib": scale = 1024 * 1024
+    case "g", "gib": scale = 1024 * 1024 * 1024
+    case "t", "tib": scale = 1024 * 1024 * 1024 * 1024
+    case "kb": scale = 1e3
+    case "mb": scale = 1e6
+    case "gb": scale = 1e9
+    case "tb": scale = 1e12
+    default: throw UsageError("\(flag): unknown unit in \(s) (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
+    }
+    guard let n = Double(digits), n.isFinite, n * scale < 9e18 else {
+      throw UsageError("\(flag) wants a size such as 64MiB, not \(s.isEmpty ? "nothing" : s)")
+    }
+    return Int(n * scale)
+  }
+}

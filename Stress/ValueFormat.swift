@@ -1,0 +1,139 @@
+/// The bytes of every value `cache-stress` writes, so that every read can be judged.
+/// All integers little-endian:
+///
+///     0  sum     u32  checksum of bytes 4..<length, seeded with the length
+///     4  key     u32  index of the key the value was written for
+///     8  writer  u32  global writer id (worker · threads + thread); prefillWriter for prefill
+///    12  length  u32  the whole value's length
+///    16  seq     u64  the writer's sequence number: incarnation << 40 | counter (counter ≥ 1)
+///    24  filler       words drawn from (key, writer, seq), up to `length`
+///
+/// A read is *corrupt* if its length, key, writer or checksum is wrong: not written whole,
+/// or for another key. A whole value is *wrong* if its sequence number is lower than one
+/// the same reader already saw from the same writer for the same key (`SequenceTracker`).
+/// This file holds all of the stress tool's raw-pointer work.
+enum ValueFormat {
+  static let headerSize = 24
+  static let prefillWriter = UInt32.max
+
+  enum Verdict: Equatable {
+    case whole(writer: UInt32, seq: UInt64)
+    case corrupt
+  }
+
+  /// Fills `buffer` (its whole length) with the value for (key, writer, seq).
+  static func write(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
+    let n = buffer.count
+    precondition(n >= headerSize, "value shorter than its header")
+    buffer.storeBytes(of: key.littleEndian, toByteOffset: 4, as: UInt32.self)
+    buffer.storeBytes(of: writer.littleEndian, toByteOffset: 8, as: UInt32.self)
+    buffer.storeBytes(of: UInt32(truncatingIfNeeded: n).littleEndian, toByteOffset: 12, as: UInt32.self)
+    buffer.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
+    var g = SplitMix64(seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq)
+    var o = headerSize
+    while o + 8 <= n {
+      buffer.storeBytes(of: g.next(), toByteOffset: o, as: UInt64.self)
+      o += 8
+    }
+    if o < n {
+      let w = g.next()
+      for i in 0..<(n - o) { buffer[o + i] = UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) }
+    }
+    buffer.storeBytes(of: checksum(UnsafeRawBufferPointer(buffer)).littleEndian, toByteOffset: 0, as: UInt32.self)
+  }
+
+  /// Judges a value read for `key`; `writers` is the number of worker writers.
+  @inline(__always)
+  static func check(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32) -> Verdict {
+    let n = b.count
+    guard n >= headerSize else { return .corrupt }
+    let k = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+    let w = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+    let len = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+    let sum = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+    guard k == key, Int(len) == n, w < writers || w == prefillWriter, sum == checksum(b) else { return .corrupt }
+    return .whole(writer: w, seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
+  }
+
+  /// Breaks the checksum of a value already written by `write` (for `--plant-corruption`).
+  static func spoil(_ buffer: UnsafeMutableRawBufferPointer) {
+    buffer[buffer.count - 1] ^= 0x5A
+  }
+
+  /// A 32-bit checksum of bytes 4..<count, seeded with the count: 8 bytes at a time,
+  /// multiply-xorshift mixing (a torn copy of two versions differs in the filler).
+  @inline(__always)
+  static func checksum(_ b: UnsafeRawBufferPointer) -> UInt32 {
+    let n = b.count
+    var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n)
+    var o = 4
+    while o + 8 <= n {
+      let w = b.loadUnaligned(fromByteOffset: o, as: UInt64.self)
+      h = (h ^ w) &* 0x100_0000_01B3
+      h ^= h >> 29
+      o += 8
+    }
+    while o < n {
+      h = (h ^ UInt64(b[o])) &* 0x100_0000_01B3
+      o += 1
+    }
+    h ^= h >> 33
+    h &*= 0xFF51_AFD7_ED55_8CCD
+    h ^= h >> 33
+    return UInt32(truncatingIfNeeded: h)
+  }
+}
+
+/// What one reader thread has seen: per (writer, key), the highest sequence number.
+/// Exact (one word per pair) when the pairs fit the thread's budget; otherwise a
+/// direct-mapped table that forgets on collision (it can miss a regression but never
+/// invents one).
+struct SequenceTracker {
+  private let keys: Int
+  private let exact: Bool
+  private let mask: Int
+  private var seqs: [UInt64]
+  private var tags: [UInt64]
+
+  init(keys: Int, writers: Int, budgetEntries: Int) {
+    self.keys = keys
+    let pairs = keys * writers
+    if pairs <= budgetEntries * 2 {
+      exact = true
+      mask = 0
+      seqs = [UInt64](repeating: 0, count: pairs)
+      tags = []
+    } else {
+      exact = false
+      var size = 1
+      while size < budgetEntries { size <<= 1 }
+      mask = size - 1
+      seqs = [UInt64](repeating: 0, count: size)
+      tags = [UInt64](repeating: 0, count: size)
+    }
+  }
+
+  /// Records (writer, key, seq); false if `seq` is lower than one seen before.
+  @inline(__always)
+  mutating func observe(key: Int, writer: Int, seq: UInt64) -> Bool {
+    if exact {
+      let i = writer * keys + key
+      let last = seqs[i]
+      if seq < last { return false }
+      seqs[i] = seq
+      return true
+    }
+    let tag = (UInt64(key) << 20 | UInt64(writer)) &+ 1
+    var h = tag &* 0x9E37_79B9_7F4A_7C15
+    h ^= h >> 32
+    let i = Int(truncatingIfNeeded: h) & mask
+    if tags[i] == tag {
+      let last = seqs[i]
+      if seq < last { return false }
+    } else {
+      tags[i] = tag
+    }
+    seqs[i] = seq
+    return true
+  }
+}

@@ -1,0 +1,334 @@
+import Foundation
+import Glibc
+import MappedCache
+
+/// Timing constants shared by workers and the coordinator.
+enum WorkerTiming {
+  /// 1 operation in `sampleEvery` is timed (two clock reads, ~25 ns each here).
+  static let sampleEvery: UInt64 = 16
+  /// How often a thread hands its counters to the worker's board.
+  static let publishNs: UInt64 = 50_000_000
+  /// How often a worker rewrites its result file: what a SIGKILL can lose at most.
+  static let flushInterval: TimeInterval = 0.2
+  /// Values planted with `--plant-corruption`: one every this many operations.
+  static let plantEvery: UInt64 = 65_536
+}
+
+/// The keys of a run, built the same way in every process: `key:` and the zero-padded
+/// index when the size allows (`key:00000042` for 12 bytes, as the peer benchmarks use),
+/// the zero-padded index alone otherwise.
+enum KeySet {
+  static func make(count: Int, size: Int) -> [String] {
+    let prefix = size >= String(max(count - 1, 0)).count + 4 ? "key:" : ""
+    let width = size - prefix.count
+    return (0..<count).map { i in
+      let digits = String(i)
+      return prefix + String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+  }
+}
+
+/// Plain counters of one thread (or, summed, one worker).
+struct Counters {
+  var getOps: UInt64 = 0
+  var setOps: UInt64 = 0
+  var hits: UInt64 = 0
+  var misses: UInt64 = 0
+  var corruptReads: UInt64 = 0
+  var wrongValues: UInt64 = 0
+  var errors: UInt64 = 0
+}
+
+/// Where a worker's threads leave their counters for the flusher (under a lock, every
+/// `WorkerTiming.publishNs`; the hot loop itself shares nothing).
+final class StatsBoard: @unchecked Sendable {
+  private let lock = NSLock()
+  private var counters: [Counters]
+  private var getHists: [LatencyHistogram]
+  private var setHists: [LatencyHistogram]
+  private var messages: [String] = []
+
+  init(threads: Int) {
+    counters = Array(repeating: Counters(), count: threads)
+    getHists = Array(repeating: LatencyHistogram(), count: threads)
+    setHists = Array(repeating: LatencyHistogram(), count: threads)
+  }
+
+  /// Copies a thread's cumulative counters (element by element: no allocation).
+  func publish(_ t: Int, _ c: Counters, _ get: LatencyHistogram, _ set: LatencyHistogram) {
+    lock.lock()
+    defer { lock.unlock() }
+    counters[t] = c
+    for i in 0..<LatencyHistogram.bucketCount {
+      getHists[t].counts[i] = get.counts[i]
+      setHists[t].counts[i] = set.counts[i]
+    }
+  }
+
+  /// Keeps the first few messages (errors, corrupt or wrong values).
+  func note(_ s: String) {
+    lock.lock()
+    defer { lock.unlock() }
+    if messages.count < 10 && !messages.contains(s) { messages.append(s) }
+  }
+
+  func snapshot(worker: Int, incarnation: Int, final: Bool) -> WorkerResult {
+    lock.lock()
+    defer { lock.unlock() }
+    var r = WorkerResult(worker: worker, incarnation: incarnation, final: final)
+    var g = LatencyHistogram(), s = LatencyHistogram()
+    for (i, c) in counters.enumerated() {
+      r.getOps += c.getOps
+      r.setOps += c.setOps
+      r.hits += c.hits
+      r.misses += c.misses
+      r.corruptReads += c.corruptReads
+      r.wrongValues += c.wrongValues
+      r.errors += c.errors
+      g.merge(getHists[i])
+      s.merge(setHists[i])
+    }
+    r.getHist = g.sparse
+    r.setHist = s.sparse
+    r.messages = messages
+    return r
+  }
+}
+
+/// What every thread of a worker shares (read-only).
+struct WorkerContext: @unchecked Sendable {
+  let cache: SharedCache<[UInt8]>
+  let keys: [String]
+  let options: StressOptions
+  let board: StatsBoard
+  let worker: Int
+  let incarnation: Int
+  let expiry: CacheExpiry
+  /// The hottest key (rank 0): where `--plant-corruption` writes its bad value.
+  let hotKey: Int
+  let trackerBudget: Int
+}
+
+/// One worker thread's run: a closed loop over its op stream until the end time. All
+/// state is in this struct, a local of the thread, so the loop shares nothing and
+/// allocates nothing (reads copy into `scratch`; writes reuse `value`).
+struct ThreadLoop {
+  let ctx: WorkerContext
+  let thread: Int
+  let writerID: UInt32
+  let writers: UInt32
+  let ops: [UInt32]
+  var counters = Counters()
+  var getHist = LatencyHistogram()
+  var setHist = LatencyHistogram()
+  var tracker: SequenceTracker
+  var rng: SplitMix64
+  var value: [UInt8]
+  var seq: UInt64 = 0
+  var notes = 0
+  let seqBase: UInt64
+  let scratch: UnsafeMutableRawBufferPointer
+
+  init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
+    let o = ctx.options
+    self.ctx = ctx
+    self.thread = thread
+    self.ops = ops
+    writerID = UInt32(ctx.worker * o.threads + thread)
+    writers = UInt32(o.writers)
+    tracker = SequenceTracker(keys: o.keys, writers: o.writers, budgetEntries: ctx.trackerBudget)
+    rng = SplitMix64(seed: seed)
+    value = [UInt8](repeating: 0, count: o.valueMax)
+    seqBase = UInt64(ctx.incarnation) << 40
+    scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
+  }
+
+  func release() { scratch.deallocate() }
+
+  mutating func run(start: UInt64, end: UInt64) {
+    let mask = ops.count - 1
+    var pos = (thread &* 7919 &+ ctx.worker &* 104_729) & mask
+    var n: UInt64 = 0
+    var lastPublish = start
+    let readThrough = ctx.options.readThrough
+    let plant = ctx.options.plantCorruption && ctx.worker == 0 && thread == 0
+    while true {
+      let op = ops[pos & mask]
+      pos &+= 1
+      let k = Int(op & ~OpStream.writeBit)
+      let timed = n % WorkerTiming.sampleEvery == 0
+      if plant && n % WorkerTiming.plantEvery == 0 { set(ctx.hotKey, timed: false, spoil: true) }
+      n &+= 1
+      var t0: UInt64 = 0
+      if timed {
+        t0 = monotonicNanoseconds()
+        if t0 >= end { break }
+        if t0 &- lastPublish >= WorkerTiming.publishNs {
+          publish()
+          lastPublish = t0
+          t0 = monotonicNanoseconds()  // the copy is not part of the operation
+        }
+      }
+      if op & OpStream.writeBit != 0 {
+        set(k, timed: timed, spoil: false)
+      } else if !get(k, timed: timed, t0: t0) && readThrough {
+        set(k, timed: timed, spoil: false)
+      }
+    }
+    publish()
+  }
+
+  func publish() { ctx.board.publish(thread, counters, getHist, setHist) }
+
+  /// Whether this thread still passes messages on: only its first few (formatting allocates).
+  var noting: Bool { notes < 10 }
+
+  mutating func note(_ message: String) {
+    notes += 1
+    ctx.board.note(message)
+  }
+
+  /// One get, checked. Returns whether it hit.
+  @inline(__always)
+  mutating func get(_ k: Int, timed: Bool, t0: UInt64) -> Bool {
+    let buf = scratch
+    var len = -1
+    do {
+      len = try ctx.cache.withBytes(forKey: ctx.keys[k]) { src -> Int in
+        guard src.count <= buf.count else { return Int.max }
+        buf.copyMemory(from: src)
+        return src.count
+      } ?? -1
+    } catch {
+      counters.errors += 1
+      if noting { note("get \(ctx.keys[k]): \(error)") }
+      len = -2
+    }
+    if timed { getHist.record(monotonicNanoseconds() &- t0) }
+    counters.getOps += 1
+    if len == -1 {
+      counters.misses += 1
+      return false
+    }
+    if len < 0 { return false }
+    counters.hits += 1
+    if len == Int.max {
+      counters.corruptReads += 1
+      if noting { note("corrupt read of \(ctx.keys[k]): longer than any value written") }
+      return true
+    }
+    switch ValueFormat.check(UnsafeRawBufferPointer(start: buf.baseAddress, count: len), key: UInt32(k), writers: writers) {
+    case .corrupt:
+      counters.corruptReads += 1
+      if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
+    case .whole(let w, let s):
+      if w != ValueFormat.prefillWriter && !tracker.observe(key: k, writer: Int(w), seq: s) {
+        counters.wrongValues += 1
+        if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
+      }
+    }
+    return true
+  }
+
+  /// One set of a fresh value (with `spoil`, one whose checksum is broken).
+  @inline(__always)
+  mutating func set(_ k: Int, timed: Bool, spoil: Bool) {
+    let o = ctx.options
+    let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + rng.next(below: o.valueMax - o.valueMin + 1)
+    if value.count > size {
+      value.removeLast(value.count - size)
+    } else if value.count < size {
+      value.append(contentsOf: repeatElement(0, count: size - value.count))
+    }
+    seq &+= 1
+    let s = seqBase | seq
+    let key = UInt32(k), writer = writerID
+    value.withUnsafeMutableBytes { b in
+      ValueFormat.write(into: b, key: key, writer: writer, seq: s)
+      if spoil { ValueFormat.spoil(b) }
+    }
+    let t0 = timed ? monotonicNanoseconds() : 0
+    do {
+      try ctx.cache.setObject(value, forKey: ctx.keys[k], expires: ctx.expiry)
+    } catch {
+      counters.errors += 1
+      if noting { note("set \(ctx.keys[k]): \(error)") }
+    }
+    if timed { setHist.record(monotonicNanoseconds() &- t0) }
+    counters.setOps += 1
+  }
+}
+
+/// A worker process: opens the cache, prepares its threads' op streams, says it is
+/// ready, waits for the go file, runs its threads in the window it names, and keeps
+/// its result file current.
+enum Worker {
+  static func run(_ o: StressOptions) -> Int32 {
+    guard let id = o.workerID, let dirPath = o.controlDir, let path = o.path, let seed = o.seed else {
+      FileHandle.standardError.write(Data("cache-stress worker: missing internal arguments\n".utf8))
+      return 64
+    }
+    let dir = ControlDirectory(path: dirPath)
+    let inc = o.incarnation
+    do {
+      let cache = try SharedCache<[UInt8]>(path: path, capacity: o.capacity, options: o.cacheOptions, lockMode: o.lockMode)
+      let keys = KeySet.make(count: o.keys, size: o.keySize)
+      let scrambler = RankScrambler(n: o.keys)
+      let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
+      let board = StatsBoard(threads: o.threads)
+      // Keep every reader's table within ~256 MiB in total.
+      let budget = min(max((256 << 20) / 16 / max(1, o.writers), 1 << 14), 1 << 22)
+      let ctx = WorkerContext(cache: cache, keys: keys, options: o, board: board, worker: id, incarnation: inc,
+                              expiry: o.ttl.map { .seconds($0) } ?? .never,
+                              hotKey: scrambler.key(forRank: 0), trackerBudget: budget)
+      final class Streams: @unchecked Sendable { var ops: [[UInt32]] = [] }
+      let streams = Streams()
+      streams.ops = Array(repeating: [], count: o.threads)
+      let lock = NSLock()
+      DispatchQueue.concurrentPerform(iterations: o.threads) { t in
+        let s = OpStream(keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
+                         seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))).ops
+        lock.lock()
+        streams.ops[t] = s
+        lock.unlock()
+      }
+      try dir.markReady(id, inc)
+      // Wait for the go file (a restarted worker finds it at once).
+      var window = dir.readGo()
+      while window == nil {
+        if getppid() != o.coordinatorPID { return 2 }
+        usleep(1000)
+        window = dir.readGo()
+      }
+      let (start, end) = window!
+      let group = DispatchGroup()
+      for t in 0..<o.threads {
+        let ops = streams.ops[t]
+        let threadSeed = SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t), 1)
+        group.enter()
+        let th = Thread {
+          var loop = ThreadLoop(ctx: ctx, thread: t, ops: ops, seed: threadSeed)
+          while case let now = monotonicNanoseconds(), now < start {
+            let wait = start - now
+            if wait > 2_000_000 { usleep(UInt32(min(wait / 2000, 100_000))) } else { sched_yield() }
+          }
+          loop.run(start: start, end: end)
+          loop.release()
+          group.leave()
+        }
+        th.stackSize = 1 << 20
+        th.start()
+      }
+      // Flush until the threads are done.
+      while group.wait(timeout: .now() + WorkerTiming.flushInterval) == .timedOut {
+        if getppid() != o.coordinatorPID { return 2 }  // the coordinator is gone: stop
+        try? dir.writeResult(board.snapshot(worker: id, incarnation: inc, final: false))
+      }
+      try dir.writeResult(board.snapshot(worker: id, incarnation: inc, final: true))
+      return 0
+    } catch {
+      FileHandle.standardError.write(Data("cache-stress worker \(id).\(inc): \(error)\n".utf8))
+      return 1
+    }
+  }
+}

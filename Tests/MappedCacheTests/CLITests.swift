@@ -1,0 +1,581 @@
+import Foundation
+import Glibc
+import Testing
+@testable import MappedCache
+
+/// The `mapped-cache` tool, run as a child process: each command's output and exit code
+/// on a fresh cache, on a busy one, on a damaged one and on files that are not caches.
+@Suite(.serialized) struct CLITests {
+  // MARK: Running the tool
+
+  struct Run {
+    var status: Int32
+    var signaled: Bool
+    var out: Data
+    var err: String
+    var text: String { String(decoding: out, as: UTF8.self) }
+  }
+
+  /// Runs `mapped-cache args` with optional stdin; captures raw stdout bytes.
+  @discardableResult
+  static func cli(_ args: [String], stdin: Data? = nil, timeout: TimeInterval = 30) throws -> Run {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+    p.arguments = args
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = stdin == nil ? FileHandle.nullDevice : input
+    // A child that stops reading its stdin must not kill this process by SIGPIPE.
+    signal(SIGPIPE, SIG_IGN)
+    try p.run()
+    final class Box: @unchecked Sendable { var data = Data() }
+    let o = Box(), e = Box()
+    let group = DispatchGroup()
+    if let stdin {
+      let writer = input.fileHandleForWriting
+      group.enter()
+      DispatchQueue.global().async {
+        try? writer.write(contentsOf: stdin)
+        try? writer.close()
+        group.leave()
+      }
+    }
+    group.enter()
+    DispatchQueue.global().async { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    let deadline = Date().addingTimeInterval(timeout)
+    while p.isRunning && Date() < deadline { usleep(2_000) }
+    if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+    p.waitUntilExit()
+    group.wait()
+    return Run(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
+               out: o.data, err: String(decoding: e.data, as: UTF8.self))
+  }
+
+  static func json(_ r: Run) throws -> Any { try JSONSerialization.jsonObject(with: r.out) }
+
+  /// A fresh 4 MiB cache made by the tool.
+  static func freshCache(_ tag: String, _ extra: [String] = []) throws -> String {
+    let path = Support.tempPath(tag)
+    let r = try cli(["create", path, "--capacity", "4M"] + extra)
+    #expect(r.status == 0, "create: \(r.err)")
+    return path
+  }
+
+  static func fileBytes(_ path: String) -> Data { FileManager.default.contents(atPath: path) ?? Data() }
+
+  // MARK: Help and usage errors
+
+  @Test func helpGoesToStdoutWithExitZero() throws {
+    for args in [["--help"], ["-h"], ["help"]] {
+      let r = try Self.cli(args)
+      #expect(r.status == 0 && !r.signaled)
+      #expect(r.text.contains("USAGE: mapped-cache COMMAND"))
+      #expect(r.text.contains("EXIT CODES"))
+      for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "sweep", "clear"] {
+        #expect(r.text.contains("  \(c) "), "tool help lists \(c)")
+      }
+      #expect(r.err.isEmpty)
+    }
+    for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "sweep", "clear"] {
+      for flag in ["-h", "--help"] {
+        // Help wins even where the arguments are missing.
+        let r = try Self.cli([c, flag])
+        #expect(r.status == 0, "\(c) \(flag)")
+        #expect(r.text.contains("USAGE: mapped-cache \(c) "), "\(c) \(flag): \(r.text)")
+        #expect(r.text.contains("-h, --help"))
+        #expect(r.err.isEmpty)
+      }
+    }
+    let stats = try Self.cli(["stats", "--help"])
+    for flag in ["--json", "--watch SECONDS", "--prometheus"] { #expect(stats.text.contains(flag)) }
+    let set = try Self.cli(["set", "-h"])
+    #expect(set.text.contains("USAGE: mapped-cache set PATH KEY [VALUE|-] [--ttl SECONDS]"))
+  }
+
+  @Test func usageErrorsExit64WithUsageLine() throws {
+    let path = try Self.freshCache("usage")
+    defer { Support.cleanup(path) }
+    let cases: [[String]] = [
+      [],
+      ["frobnicate", path],
+      ["--bogus"],
+      ["info"],
+      ["get", path],
+      ["get", path, "k", "extra"],
+      ["stats", path, "--watch"],
+      ["stats", path, "--watch", "soon"],
+      ["stats", path, "--json", "--prometheus"],
+      ["stats", path, "--count", "3"],
+      ["keys", path, "--limit", "-1"],
+      ["keys", path, "--nope"],
+      ["set", path, "k", "v", "--ttl", "-5"],
+      ["set", path, "", "v"],
+      ["create", path + ".x", "--capacity", "12 parsecs"],
+      ["create", path + ".x", "--capacity", "1K"],
+      ["create", path + ".x", "--max-key", "0"],
+      ["create", path + ".x", "--mode", "999"],
+      ["verify", path, "--repair=yes"],
+    ]
+    for args in cases {
+      let r = try Self.cli(args)
+      #expect(r.status == 64 && !r.signaled, "\(args): \(r.status) \(r.err)")
+      #expect(r.err.hasPrefix("error: "), "\(args): \(r.err)")
+      #expect(r.err.contains("usage: mapped-cache"), "\(args): \(r.err)")
+      #expect(r.out.isEmpty, "\(args)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: path + ".x"))
+    // The command's own usage line, not the tool's.
+    let r = try Self.cli(["stats", path, "--json", "--prometheus"])
+    #expect(r.err.contains("usage: mapped-cache stats PATH [--json] [--watch SECONDS]"))
+  }
+
+  // MARK: A fresh cache, command by command
+
+  @Test func createAndInfo() throws {
+    let path = Support.tempPath("create")
+    defer { Support.cleanup(path) }
+    let c = try Self.cli(["create", path, "--capacity", "8M", "--max-key", "100", "--max-value", "64K", "--type", "string"])
+    #expect(c.status == 0, "\(c.err)")
+    #expect(c.text.hasPrefix("created \(path): 8.0 MiB"))
+    var st = stat()
+    #expect(stat(path, &st) == 0)
+    #expect(st.st_size == 8 << 20)
+    #expect(st.st_mode & 0o777 == 0o600)
+
+    // create never touches an existing file.
+    let before = Self.fileBytes(path)
+    let again = try Self.cli(["create", path])
+    #expect(again.status == 3)
+    #expect(again.err.contains("already exists"))
+    #expect(Self.fileBytes(path) == before)
+
+    let info = try Self.cli(["info", path])
+    #expect(info.status == 0)
+    for expected in ["format version", "8.0 MiB (8,388,608 B)", "max key         100 B", "max value       64.0 KiB",
+                     "value type      string", "slots", "small log", "main log", "created"] {
+      #expect(info.text.contains(expected), "info lacks \(expected):\n\(info.text)")
+    }
+    let j = try #require(try Self.json(try Self.cli(["info", path, "--json"])) as? [String: Any])
+    #expect(j["capacity_bytes"] as? Int == 8 << 20)
+    #expect(j["max_key_bytes"] as? Int == 100)
+    #expect(j["max_value_bytes"] as? Int == 64 << 10)
+    #expect(j["format_version"] as? Int == 1)
+    #expect(j["value_type"] as? String == "string")
+    #expect((j["slot_count"] as? Int ?? 0) >= 1024)
+    // The typed library accepts the file the tool made for its type.
+    let typed = try SharedCache<String>(path: path)
+    try typed.setObject("hello", forKey: "greeting")
+    let got = try Self.cli(["get", path, "greeting"])
+    #expect(got.status == 0 && got.text == "hello")
+  }
+
+  @Test func setGetDeleteRoundTrip() throws {
+    let path = try Self.freshCache("entries")
+    defer { Support.cleanup(path) }
+    #expect(try Self.cli(["set", path, "alpha", "one"]).status == 0)
+    let g = try Self.cli(["get", path, "alpha"])
+    #expect(g.status == 0)
+    #expect(g.out == Data("one".utf8))  // raw bytes, no newline
+
+    // Binary value through stdin, every byte value.
+    let binary = Data((0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+    #expect(try Self.cli(["set", path, "bin", "-"], stdin: binary).status == 0)
+    #expect(try Self.cli(["get", path, "bin"]).out == binary)
+    // Empty value; key starting with a dash after --.
+    #expect(try Self.cli(["set", path, "empty", ""]).status == 0)
+    let e = try Self.cli(["get", path, "empty"])
+    #expect(e.status == 0 && e.out.isEmpty)
+    #expect(try Self.cli(["set", path, "--", "-dash", "x"]).status == 0)
+    #expect(try Self.cli(["get", path, "--", "-dash"]).text == "x")
+
+    let miss = try Self.cli(["get", path, "nope"])
+    #expect(miss.status == 1 && miss.out.isEmpty && miss.err.contains("not found"))
+    #expect(try Self.cli(["delete", path, "alpha"]).status == 0)
+    #expect(try Self.cli(["delete", path, "alpha"]).status == 1)
+    #expect(try Self.cli(["get", path, "alpha"]).status == 1)
+
+    // Limits are the file's: a too-long key or value is exit 3 and stores nothing.
+    let longKey = String(repeating: "k", count: 251)
+    let lk = try Self.cli(["set", path, longKey, "v"])
+    #expect(lk.status == 3 && lk.err.contains("exceeds"))
+    let big = Data(count: 2 << 20)
+    let bv = try Self.cli(["set", path, "big", "-"], stdin: big)
+    #expect(bv.status == 3 && bv.err.contains("limit"))
+    #expect(try Self.cli(["get", path, "big"]).status == 1)
+
+    // TTL: gone after it passes.
+    #expect(try Self.cli(["set", path, "brief", "x", "--ttl", "0.3"]).status == 0)
+    #expect(try Self.cli(["get", path, "brief"]).status == 0)
+    usleep(450_000)
+    #expect(try Self.cli(["get", path, "brief"]).status == 1)
+  }
+
+  @Test func keysAndDump() throws {
+    let path = try Self.freshCache("keys")
+    defer { Support.cleanup(path) }
+    for i in 0..<20 { try Self.cli(["set", path, "user:\(i)", String(repeating: "v", count: i + 1)]) }
+    try Self.cli(["set", path, "other", "12345", "--ttl", "1h"])
+    try Self.cli(["set", path, "raw", "-"], stdin: Data([0xFF, 0x00, 0x41]))
+
+    let all = try Self.cli(["keys", path])
+    #expect(all.status == 0)
+    let lines = all.text.split(separator: "\n")
+    #expect(lines.first?.hasPrefix("KEY") == true)
+    #expect(lines.last == "22 entries, 218 B of values")  // 1+...+20, 5, 3
+    let other = try #require(lines.first { $0.hasPrefix("other ") })
+    #expect(other.contains("5 B"))
+    #expect(other.hasSuffix(" s"))  // remaining TTL in seconds
+    #expect(lines.contains { $0.hasPrefix("user:3 ") && $0.hasSuffix("never") })
+
+    let j = try #require(try Self.json(try Self.cli(["keys", path, "--prefix", "user:", "--json"])) as? [[String: Any]])
+    #expect(j.count == 20)
+    #expect(Set(j.compactMap { $0["key"] as? String }) == Set((0..<20).map { "user:\($0)" }))
+    for e in j {
+      let k = e["key"] as! String
+      #expect(e["value_bytes"] as? Int == Int(k.dropFirst(5))! + 1)
+      #expect(e["ttl_seconds"] is NSNull)
+    }
+    let limited = try #require(try Self.json(try Self.cli(["keys", path, "--limit", "3", "--json"])) as? [[String: Any]])
+    #expect(limited.count == 3)
+    let ttl = try #require(try Self.json(try Self.cli(["keys", path, "--prefix", "other", "--json"])) as? [[String: Any]])
+    let seconds = try #require(ttl.first?["ttl_seconds"] as? Double)
+    #expect(seconds > 3500 && seconds <= 3600)
+
+    let dump = try #require(try Self.json(try Self.cli(["dump", path, "--json", "--values"])) as? [[String: Any]])
+    #expect(dump.count == 22)
+    let byKey = Dictionary(uniqueKeysWithValues: dump.map { ($0["key"] as! String, $0) })
+    #expect(byKey["user:4"]?["value"] as? String == "vvvvv")
+    #expect(byKey["raw"]?["value_base64"] as? String == Data([0xFF, 0x00, 0x41]).base64EncodedString())
+    #expect(byKey["other"]?["expires"] is String)
+    #expect(byKey["user:0"]?["expires"] is NSNull)
+    #expect(byKey["user:0"]?["version"] is Int)
+    let human = try Self.cli(["dump", path, "--values", "--prefix", "raw"])
+    #expect(human.text.contains("\\xff\\x00A"))
+    #expect(human.text.hasPrefix("KEY"))
+    // Stable JSON: the same data prints the same bytes (entries without a TTL, whose
+    // remaining time would differ).
+    // A reader that goes away: exit 3 with a message, not death by SIGPIPE.
+    let pipe = Pipe()
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+    p.arguments = ["dump", path, "--values"]
+    p.standardOutput = pipe
+    p.standardError = FileHandle.nullDevice
+    try pipe.fileHandleForReading.close()
+    try p.run()
+    p.waitUntilExit()
+    #expect(p.terminationReason == .exit && p.terminationStatus == 3)
+
+    let d1 = try Self.cli(["dump", path, "--json", "--prefix", "user:"])
+    #expect(d1.out == (try Self.cli(["dump", path, "--json", "--prefix", "user:"]).out))
+  }
+
+  @Test func statsJSONPrometheusAndWatch() throws {
+    let path = try Self.freshCache("stats")
+    defer { Support.cleanup(path) }
+    for i in 0..<10 { try Self.cli(["set", path, "k\(i)", "value-\(i)"]) }
+    let cache = try SharedCache<[UInt8]>(path: path)
+    for i in 0..<15 { _ = try cache.object(forKey: "k\(i)") }  // 10 hits, 5 misses
+
+    let human = try Self.cli(["stats", path])
+    #expect(human.status == 0)
+    for expected in ["entries", "live bytes", "capacity", "fill", "hits", "misses", "hit ratio", "66.7 %", "sets",
+                     "evictions", "expirations", "recoveries", "mean probe", "max probe", "tombstones",
+                     "backward-shift", "clock hand", "sweeper hand", "4.0 MiB"] {
+      #expect(human.text.contains(expected), "stats lacks \(expected)")
+    }
+    let a = try Self.cli(["stats", path, "--json"])
+    let j = try #require(try Self.json(a) as? [String: Any])
+    #expect(j["entries"] as? Int == 10)
+    #expect(j["sets"] as? Int == 10)
+    #expect(j["hits"] as? Int == 10 && j["misses"] as? Int == 5)
+    #expect(j["capacity_bytes"] as? Int == 4 << 20)
+    #expect((j["table"] as? [String: Any])?["tombstones"] as? Int == 0)
+    #expect((j["processes"] as? [Any])?.count == 1)  // this test process holds the file open
+    #expect(try Self.cli(["stats", path, "--json"]).out == a.out)  // stable
+
+    let prom = try Self.cli(["stats", path, "--prometheus"]).text
+    #expect(prom.contains("# TYPE mappedcache_hits_total counter\n"))
+    #expect(prom.contains("mappedcache_entries{path=\"\(path)\"} 10\n"))
+    #expect(prom.contains("mappedcache_hits_total{path=\"\(path)\"} 10\n"))
+    for line in prom.split(separator: "\n") where !line.hasPrefix("#") {
+      #expect(line.wholeMatch(of: /mappedcache_[a-z_]+\{path="[^"]*"\} -?[0-9.e+-]+/) != nil, "bad line \(line)")
+    }
+
+    let w = try Self.cli(["stats", path, "--watch", "0.2", "--count", "3"])
+    #expect(w.status == 0)
+    #expect(w.text.components(separatedBy: "FIGURE").count == 4)
+    #expect(w.text.components(separatedBy: "RATE").count == 3)  // rates from the second refresh
+    #expect(w.text.contains("/s"))
+    let wj = try Self.cli(["stats", path, "--watch", "0.2", "--count", "2", "--json"])
+    let objects = wj.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    #expect(objects.count == 2)
+    #expect(objects.last??["rates_per_second"] is [String: Any])
+
+    // Interrupted: a clean exit 0, not a death by signal.
+    let p = try Support.spawn(Support.binary("mapped-cache"), ["stats", path, "--watch", "0.1"])
+    usleep(400_000)
+    kill(p.processIdentifier, SIGINT)
+    p.waitUntilExit()
+    #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+  }
+
+  @Test func sweepClearVerifyOnFreshCache() throws {
+    let path = try Self.freshCache("maint")
+    defer { Support.cleanup(path) }
+    for i in 0..<30 { try Self.cli(["set", path, "k\(i)", "v", "--ttl", i < 10 ? "0.2" : "0"]) }
+    usleep(300_000)
+    let s = try Self.cli(["sweep", path])
+    #expect(s.status == 0 && s.text == "removed 10 expired entries\n")
+    #expect(try Self.cli(["sweep", path]).text == "removed 0 expired entries\n")
+    let v = try Self.cli(["verify", path])
+    #expect(v.status == 0)
+    #expect(v.text.contains("OK: \(path) is consistent"))
+    let vj = try #require(try Self.json(try Self.cli(["verify", path, "--json"])) as? [String: Any])
+    #expect(vj["ok"] as? Bool == true && vj["entries"] as? Int == 20)
+    let c = try Self.cli(["clear", path])
+    #expect(c.status == 0 && c.text.contains("20 before"))
+    let j = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
+    #expect(j["entries"] as? Int == 0)
+    #expect(try Self.cli(["keys", path]).text.hasSuffix("0 entries, 0 B of values\n"))
+  }
+
+  // MARK: A busy cache
+
+  @Test func commandsWorkOnABusyCache() throws {
+    let path = try Self.freshCache("busy")
+    defer { Support.cleanup(path) }
+    // Two writers: cache-stress (checks every value it reads) and a helper whose
+    // entries expire and get removed, so that sweep has work.
+    let stress = try Support.spawn(Support.binary("cache-stress"),
+                                   ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"])
+    defer { if stress.isRunning { kill(stress.processIdentifier, SIGKILL) } }
+    let writer = try Support.spawn(Support.binary("mc-test-helper"), ["cli-writer", path, "3"])
+    defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
+    usleep(300_000)
+    var rounds = 0
+    while (writer.isRunning || stress.isRunning) && rounds < 40 {
+      rounds += 1
+      for args in [["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"], ["info", path],
+                   ["keys", path, "--limit", "50"], ["dump", path, "--json", "--values", "--limit", "20"],
+                   ["set", path, "cli-\(rounds)", "x"], ["sweep", path], ["verify", path]] {
+        let r = try Self.cli(args)
+        #expect(!r.signaled && r.status == 0, "\(args): \(r.status) \(r.err)")
+        if args[0] == "stats" && args.count == 3 && args[2] == "--json" {
+          #expect((try? Self.json(r)) is [String: Any])
+        }
+      }
+      let g = try Self.cli(["get", path, "w\(rounds)"])
+      #expect(!g.signaled && (g.status == 0 || g.status == 1), "get: \(g.status) \(g.err)")
+      let d = try Self.cli(["delete", path, "w\(rounds + 1)"])
+      #expect(!d.signaled && (d.status == 0 || d.status == 1), "delete: \(d.status) \(d.err)")
+    }
+    writer.waitUntilExit()
+    stress.waitUntilExit()
+    #expect(writer.terminationStatus == 0)
+    #expect(stress.terminationStatus == 0, "cache-stress saw a bad value or failed while the tool ran")
+    #expect(rounds >= 2)
+    let v = try Self.cli(["verify", path])
+    #expect(v.status == 0, "\(v.text)")
+  }
+
+  // MARK: A damaged cache
+
+  /// Reads and writes little-endian words of a cache file with FileHandle, at offsets
+  /// computed from its header (the way an outside tool would damage it).
+  struct RawFile {
+    let handle: FileHandle
+    init(_ path: String) throws { handle = try FileHandle(forUpdating: URL(fileURLWithPath: path)) }
+    func read(_ offset: Int, _ count: Int) throws -> [UInt8] {
+      try handle.seek(toOffset: UInt64(offset))
+      return Array(try handle.read(upToCount: count) ?? Data())
+    }
+    func u64(_ offset: Int) throws -> UInt64 {
+      try read(offset, 8).enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+    }
+    func u32(_ offset: Int) throws -> UInt32 { UInt32(truncatingIfNeeded: try u64(offset)) }
+    func u16(_ offset: Int) throws -> Int { Int(try u64(offset) & 0xFFFF) }
+    func write(_ offset: Int, _ bytes: [UInt8]) throws {
+      try handle.seek(toOffset: UInt64(offset))
+      try handle.write(contentsOf: Data(bytes))
+    }
+    func write64(_ offset: Int, _ v: UInt64) throws { try write(offset, (0..<8).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) }) }
+
+    var slotsOffset: Int { get throws { Int(try u64(Format.H.slotsOffset)) } }
+    var slotCount: Int { get throws { Int(try u64(Format.H.slotCount)) } }
+    var slotBytes: Int { get throws { Int(try u32(Format.H.slotBytes)) } }
+    func slot(_ i: Int) throws -> Int { try slotsOffset + i * slotBytes }
+    /// Occupied slots; without `includingInline`, only those whose entry lives in a log
+    /// record (not inline in the slot).
+    func occupiedSlots(includingInline: Bool = false) throws -> [Int] {
+      try (0..<slotCount).filter {
+        let s = try slot($0)
+        return try u64(s + Format.S.hash) != 0 && (includingInline || (try u64(s + Format.S.meta)) & Format.inlineBit == 0)
+      }
+    }
+  }
+
+  @Test func verifyReportsDamageAndRepairFixesIt() throws {
+    let path = try Self.freshCache("damage")
+    defer { Support.cleanup(path) }
+    let cache = try SharedCache<[UInt8]>(path: path)
+    for i in 0..<200 { try cache.setObject([UInt8](repeating: UInt8(i), count: 100 + i), forKey: "key\(i)") }
+
+    let raw = try RawFile(path)
+    let occupied = try raw.occupiedSlots()
+    try #require(occupied.count == 200)
+    // 1. A flipped byte in a record's value: its checksum no longer matches.
+    let s0 = try raw.slot(occupied[0])
+    let loc0 = Int(try raw.u64(s0 + Format.S.loc))
+    let klen0 = try raw.u16(loc0 + Format.R.klen)
+    let key0 = String(decoding: try raw.read(loc0 + Format.recordHeaderBytes, klen0), as: UTF8.self)
+    let valueByte = loc0 + Format.recordHeaderBytes + klen0 + 3
+    try raw.write(valueByte, [try raw.read(valueByte, 1)[0] ^ 0xFF])
+    // 2. A slot pointing at no record at all.
+    let s1 = try raw.slot(occupied[1])
+    let loc1 = Int(try raw.u64(s1 + Format.S.loc))
+    let key1 = String(decoding: try raw.read(loc1 + Format.recordHeaderBytes, try raw.u16(loc1 + Format.R.klen)), as: UTF8.self)
+    try raw.write64(s1 + Format.S.loc, 12_345)
+    // 3. A slot left mid-write (odd seqlock).
+    let s2 = try raw.slot(occupied[2])
+    try raw.write64(s2 + Format.S.seq, try raw.u64(s2 + Format.S.seq) | 1)
+    // 4. An entry count that disagrees with the slots.
+    try raw.write64(Format.H.entries, 100_000)
+    try raw.handle.close()
+
+    let v = try Self.cli(["verify", path])
+    #expect(v.status == 2 && !v.signaled)
+    #expect(v.text.contains("problem: slot \(occupied[0]): value checksum mismatch"), "\(v.text)")
+    #expect(v.text.contains("problem: slot \(occupied[1]): record offset 12345 is not a valid entry"))
+    #expect(v.text.contains("problem: slot \(occupied[2]): left mid-write"))
+    #expect(v.text.contains("counts say 100000 entries"))
+    #expect(v.text.contains("DAMAGED"))
+    let vj = try #require(try Self.json(try Self.cli(["verify", path, "--json"])) as? [String: Any])
+    #expect(vj["ok"] as? Bool == false && vj["sound"] as? Bool == false)
+    #expect((vj["problems"] as? [String])?.count == 4)
+
+    // The damaged value is never served.
+    #expect(try Self.cli(["get", path, key0]).status == 1)
+
+    let r = try Self.cli(["verify", path, "--repair"])
+    #expect(r.status == 0, "\(r.text) \(r.err)")
+    #expect(r.text.contains("REPAIRED"))
+    #expect(r.text.contains("repaired: 4 fixes"))
+    let after = try Self.cli(["verify", path])
+    #expect(after.status == 0, "\(after.text)")
+    #expect(after.text.contains("OK"))
+    // What could not be trusted was dropped; everything else is intact.
+    #expect(try Self.cli(["get", path, key0]).status == 1)
+    #expect(try Self.cli(["get", path, key1]).status == 1)
+    let j = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
+    #expect(j["entries"] as? Int == 197)
+    var intact = 0
+    for i in 0..<200 {
+      let g = try cache.object(forKey: "key\(i)")
+      if let g { #expect(g == [UInt8](repeating: UInt8(i), count: 100 + i)); intact += 1 }
+    }
+    #expect(intact == 197)
+    #expect(try Self.cli(["set", path, "new", "works"]).status == 0)
+  }
+
+  @Test(arguments: [[], ["--avg-entry", "100"]])  // records in the logs; entries inline in slots
+  func hostileBytesNeverKillTheTool(createOptions: [String]) throws {
+    let path = try Self.freshCache("hostile", createOptions)
+    defer { Support.cleanup(path) }
+    var rng = CLIRandom(0xC11)
+    let commands: [[String]] = [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
+                                ["keys", path], ["dump", path, "--values"], ["get", path, "k1"], ["set", path, "k1", "v"],
+                                ["delete", path, "k2"], ["verify", path], ["sweep", path], ["verify", path, "--repair"],
+                                ["clear", path]]
+    for round in 0..<4 {
+      // Refill, then damage state words, slots and records with random bytes.
+      let cache = try SharedCache<[UInt8]>(path: path)
+      for i in 0..<300 { try cache.setObject([UInt8](repeating: 1, count: rng.inRange(1...400)), forKey: "k\(i)") }
+      let raw = try RawFile(path)
+      let words = [Format.H.smallHead, Format.H.smallTail, Format.H.mainHead, Format.H.mainTail, Format.H.entries,
+                   Format.H.liveBytes, Format.H.sweepHand, Format.H.countLimit, Format.H.costLimit, Format.H.intent,
+                   Format.H.sets, Format.H.retiredHits]
+      if round == 0 {
+        // Counters at their extremes (a conversion to Int must not trap).
+        try raw.write64(Format.H.entries, UInt64.max)
+        try raw.write64(Format.H.liveBytes, UInt64.max)
+      } else {
+        for _ in 0..<3 { try raw.write64(words[rng.below(words.count)], rng.next() >> UInt64(rng.below(64))) }
+      }
+      let slots = try raw.occupiedSlots(includingInline: true)
+      let slotBytes = try raw.slotBytes
+      for _ in 0..<(round == 0 ? 0 : 20) {
+        let s = try raw.slot(slots[rng.below(slots.count)])
+        try raw.write64(s + 8 * rng.below(slotBytes / 8), round % 2 == 0 ? rng.next() : rng.next() & 0xFFFF_FFF8)
+      }
+      for _ in 0..<(round == 0 ? 0 : 20) {
+        let s = try raw.slot(slots[rng.below(slots.count)])
+        let loc = Int(truncatingIfNeeded: try raw.u64(s + Format.S.loc))
+        if loc > 0 && loc < (4 << 20) - 64 { try raw.write(loc + rng.below(40), [UInt8(rng.below(256))]) }
+      }
+      try raw.handle.close()
+      for args in commands {
+        let r = try Self.cli(args, timeout: 20)
+        #expect(!r.signaled, "round \(round) \(args): killed by signal \(r.status)")
+        #expect([0, 1, 2, 3].contains(r.status), "round \(round) \(args): exit \(r.status) \(r.err)")
+      }
+      // After repair and clear, the file is sound again.
+      #expect(try Self.cli(["verify", path]).status == 0, "round \(round)")
+    }
+  }
+
+  // MARK: Files that are not caches
+
+  @Test func filesThatAreNotCachesAreLeftUntouched() throws {
+    var rng = CLIRandom(42)
+    let random = Data((0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
+    var fakeMagic = Data("MCACHE01".utf8)  // the magic, then garbage: a damaged header
+    fakeMagic.append(random.prefix(1 << 20))
+    var interrupted = Data("MCCINIT0".utf8)  // the mark of a creation that never finished
+    interrupted.append(Data(count: 2 << 20))
+    let contents: [(String, Data)] = [("random", random), ("text", Data("hello, world\n".utf8)), ("empty", Data()),
+                                      ("magic", fakeMagic), ("interrupted", interrupted)]
+    for (tag, data) in contents {
+      let path = Support.tempPath("notcache-\(tag)")
+      defer { Support.cleanup(path) }
+      #expect(FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]))
+      for args in [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
+                   ["get", path, "k"], ["set", path, "k", "v"], ["delete", path, "k"], ["keys", path],
+                   ["dump", path, "--values"], ["verify", path], ["verify", path, "--repair"], ["sweep", path],
+                   ["clear", path]] {
+        let r = try Self.cli(args)
+        #expect(r.status == 2 && !r.signaled, "\(tag) \(args): \(r.status) \(r.err)")
+        #expect(r.err.hasPrefix("error: "), "\(tag) \(args)")
+        #expect(r.out.isEmpty, "\(tag) \(args)")
+        #expect(Self.fileBytes(path) == data, "\(tag) \(args) changed the file")
+      }
+      if !data.isEmpty {
+        let c = try Self.cli(["create", path])
+        #expect(c.status == 3 && Self.fileBytes(path) == data)
+      }
+    }
+    // A directory is not a cache either; a missing file is another failure (3).
+    let dir = Support.tempPath("dir")
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+    defer { rmdir(dir) }
+    #expect(try Self.cli(["info", dir]).status == 2)
+    #expect(try Self.cli(["set", dir, "k", "v"]).status == 2)
+    let missing = try Self.cli(["info", "/dev/shm/no-such-cache-\(getpid())"])
+    #expect(missing.status == 3 && missing.err.contains("no such file"))
+  }
+}
+
+/// A deterministic generator for these tests (xorshift64*).
+struct CLIRandom {
+  var s: UInt64
+  init(_ seed: UInt64) { s = seed == 0 ? 0x9E37_79B9 : seed }
+  mutating func next() -> UInt64 {
+    s ^= s >> 12; s ^= s << 25; s ^= s >> 27
+    return s &* 0x2545_F491_4F6C_DD1D
+  }
+  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
+  mutating func inRange(_ r: ClosedRange<Int>) -> Int { r.lowerBound + below(r.count) }
+}

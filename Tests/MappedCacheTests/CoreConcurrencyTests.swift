@@ -1,0 +1,389 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import MappedCache
+
+/// Threads sharing one SharedCache; reader and writer processes sharing one file, every
+/// value verified on every read; writers SIGKILLed in a loop mid-write.
+/// Atomics in a class, so escaping closures and `#expect` can use them.
+final class CoreCounter: Sendable {
+  let atomic = Atomic<Int>(0)
+  func add(_ n: Int = 1) { atomic.add(n, ordering: .relaxed) }
+  var value: Int { atomic.load(ordering: .acquiring) }
+}
+
+final class CoreFlag: Sendable {
+  let atomic = Atomic<Bool>(false)
+  func set() { atomic.store(true, ordering: .releasing) }
+  var value: Bool { atomic.load(ordering: .acquiring) }
+}
+
+@Suite struct CoreConcurrencyTests {
+  /// Runs `body` on another thread and waits at most `timeout` for it.
+  private func finishes(within timeout: TimeInterval, _ body: @escaping @Sendable () throws -> Void) -> (done: Bool, error: (any Error)?) {
+    final class Box: @unchecked Sendable { var error: (any Error)? }
+    let box = Box()
+    let sem = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+      do { try body() } catch { box.error = error }
+      sem.signal()
+    }
+    let done = sem.wait(timeout: .now() + timeout) == .success
+    return (done, done ? box.error : nil)
+  }
+
+  private func lockWord(_ c: SharedCache<[UInt8]>) -> UInt32 {
+    c.engine.memory.lockWord.pointee.load(ordering: .acquiring)
+  }
+
+  private func intent(_ c: SharedCache<[UInt8]>) -> UInt64 { c.engine.load(Format.H.intent) }
+
+  @Test(arguments: [false, true])
+  func manyThreadsShareOneCache(inline: Bool) throws {
+    let path = Support.tempPath("conc-threads")
+    defer { Support.cleanup(path) }
+    // Small enough that eviction runs while threads read.
+    let cache = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    let maxSize = inline ? 120 : 3000
+    let threads = 8, opsPerThread = 4000, keys = 400
+    let sets = CoreCounter(), removes = CoreCounter(), hits = CoreCounter()
+    let corrupt = CoreCounter(), errors = CoreCounter()
+    DispatchQueue.concurrentPerform(iterations: threads) { t in
+      var rng = CoreRNG(UInt64(t + 1) &* 7777)
+      for op in 0..<opsPerThread {
+        let key = "k\(rng.below(keys))"
+        do {
+          switch rng.below(10) {
+          case 0..<4:
+            let v = CoreValue.make(key: key, writer: t, seq: op, size: rng.inRange(16...maxSize))
+            try cache.setObject(v, forKey: key)
+            sets.add()
+          case 4:
+            if try cache.removeObject(forKey: key) { removes.add() }
+          case 5:
+            if let ok = try cache.withBytes(forKey: key, { CoreValue.check($0, key: key) }) {
+              hits.add()
+              if !ok { corrupt.add() }
+            }
+          default:
+            if let v = try cache.object(forKey: key) {
+              hits.add()
+              if !CoreValue.check(v, key: key) { corrupt.add() }
+            }
+          }
+        } catch {
+          errors.add()
+        }
+      }
+    }
+    #expect(errors.value == 0)
+    #expect(corrupt.value == 0)
+    #expect(hits.value > 0)
+    let s = cache.statistics
+    // Counters updated under the write lock: exact only if writers never overlapped.
+    #expect(s.sets == sets.value)
+    #expect(s.removals == removes.value)
+    let r = cache.check()
+    #expect(r.ok, "\(r.problems)")
+    #expect(r.entries == s.entries && r.liveBytes == s.liveBytes)
+    cache.engine.forEachEntry(values: true) { e in
+      let key = String(decoding: e.key, as: UTF8.self)
+      #expect(CoreValue.check(e.value!, key: key), "\(key)")
+      return true
+    }
+  }
+
+  @Test func threadsWithTheirOwnHandlesExcludeEachOther() throws {
+    let path = Support.tempPath("conc-handles")
+    defer { Support.cleanup(path) }
+    let first = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
+    let threads = 6, perThread = 2000
+    let failures = CoreCounter()
+    DispatchQueue.concurrentPerform(iterations: threads) { t in
+      do {
+        // Half the threads share `first`; the others each open their own handle.
+        let c = t % 2 == 0 ? first : try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
+        var rng = CoreRNG(UInt64(t) &+ 99)
+        for op in 0..<perThread {
+          let key = "h\(rng.below(300))"
+          try c.setObject(CoreValue.make(key: key, writer: t, seq: op, size: rng.inRange(8...800)), forKey: key)
+          let other = "h\(rng.below(300))"
+          if let v = try c.object(forKey: other), !CoreValue.check(v, key: other) { failures.add() }
+        }
+      } catch {
+        failures.add()
+      }
+    }
+    #expect(failures.value == 0)
+    #expect(first.statistics.sets == threads * perThread)
+    let r = first.check()
+    #expect(r.ok, "\(r.problems)")
+    first.engine.forEachEntry(values: true) { e in
+      let key = String(decoding: e.key, as: UTF8.self)
+      #expect(CoreValue.check(e.value!, key: key), "\(key)")
+      return true
+    }
+  }
+
+  /// Conditional writes decide under the write lock: of many threads adding one key at
+  /// once exactly one wins, and compare-and-swap increments lose no update.
+  @Test func conditionalWritesAreAtomicUnderContention() throws {
+    let path = Support.tempPath("conc-cond")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
+    let other = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)  // a second handle, as another process has
+    let keys = 300, threads = 6
+    let wins = (0..<keys).map { _ in CoreCounter() }
+    DispatchQueue.concurrentPerform(iterations: threads) { t in
+      let h = t % 2 == 0 ? c : other
+      for k in 0..<keys {
+        if (try? h.add([UInt8(t)], forKey: "once-\(k)")) == true { wins[k].add() }
+      }
+    }
+    #expect(wins.allSatisfy { $0.value == 1 }, "each key added exactly once")
+    // CAS counter: read value and version, write value+1 only if the version is unchanged.
+    try c.setObject(Array(repeating: 0, count: 8), forKey: "counter")
+    let perThread = 300
+    let conflicts = CoreCounter()
+    DispatchQueue.concurrentPerform(iterations: 4) { t in
+      let h = t % 2 == 0 ? c : other
+      var done = 0
+      while done < perThread {
+        guard let (v, version) = try? h.objectWithVersion(forKey: "counter") else { continue }
+        let n = v.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } + 1
+        let next = withUnsafeBytes(of: n) { Array($0) }
+        if (try? h.setObject(next, forKey: "counter", ifVersion: version)) == true { done += 1 } else { conflicts.add() }
+      }
+    }
+    let final = try #require(try c.object(forKey: "counter"))
+    #expect(final.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } == UInt64(4 * perThread))
+    #expect(try c.replace([9], forKey: "absent") == false)
+    #expect(c.check().ok)
+  }
+
+  /// The lock mode is chosen per handle, not stored in the file: a handle in `.flock` mode
+  /// and one in the default mode writing at once must still exclude each other.
+  @Test func handlesInDifferentLockModesExcludeEachOther() throws {
+    let path = Support.tempPath("conc-modes")
+    defer { Support.cleanup(path) }
+    // Large enough that nothing is evicted: every key must be there at the end.
+    let word = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20)
+    let flock = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20, lockMode: .flock)
+    let perThread = 3000
+    let failures = CoreCounter()
+    DispatchQueue.concurrentPerform(iterations: 2) { t in
+      let c = t == 0 ? word : flock
+      for n in 0..<perThread {
+        let key = "m\(t)-\(n % 500)"
+        do {
+          try c.setObject(CoreValue.make(key: key, writer: t, seq: n, size: 64 + n % 900), forKey: key)
+        } catch {
+          failures.add()
+        }
+      }
+    }
+    #expect(failures.value == 0)
+    #expect(word.statistics.sets == 2 * perThread)
+    #expect(word.statistics.evictions == 0)
+    let r = word.check()
+    #expect(r.ok, "\(r.problems.prefix(5))")
+    for t in 0..<2 {
+      for n in 0..<500 {
+        let key = "m\(t)-\(n)"
+        let v = try word.object(forKey: key)
+        #expect(v.map { CoreValue.check($0, key: key) } == true, "\(key)")
+      }
+    }
+  }
+
+  /// Two writer and two reader processes share a small cache (so eviction runs) for a few
+  /// seconds; readers check every value they get; counters add up across processes.
+  @Test(arguments: [false, true])
+  func readerAndWriterProcessesShareOneFile(inline: Bool) throws {
+    let path = Support.tempPath("conc-procs")
+    defer { Support.cleanup(path); unlink(path + ".stop") }
+    let cache = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    // Inline layout: values on both sides of the inline limit, and enough keys to evict.
+    let (keys, maxSize) = inline ? ("30000", "200") : ("1500", "4000")
+    // The second writer uses the other lock mode: modes are per handle and must mix.
+    let writers = try (0..<2).map {
+      try CoreChild(["writer", path, "\($0 + 1)", "2.5", keys, "16", maxSize, $0 == 1 ? "flock" : "word"])
+    }
+    let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "2.5", keys]) }
+    // The test process reads too, with the closure read.
+    var myHits = 0, myCorrupt = 0
+    var rng = CoreRNG(3)
+    let until = Date().addingTimeInterval(2)
+    while Date() < until {
+      let key = "k\(rng.below(Int(keys)!))"
+      if let ok = try cache.withBytes(forKey: key, { CoreValue.check($0, key: key) }) {
+        myHits += 1
+        if !ok { myCorrupt += 1 }
+      }
+    }
+    for c in writers + readers { c.finish() }
+    var sets = 0, removes = 0
+    for w in writers {
+      #expect(w.status == 0 && !w.signaled, "writer: \(w.stderr)")
+      #expect(w.int("corrupt") == 0)
+      sets += w.int("sets")
+      removes += w.int("removes")
+    }
+    for r in readers {
+      #expect(r.status == 0 && !r.signaled, "reader: \(r.stderr)")
+      #expect(r.int("corrupt") == 0, "reader saw corrupt values: \(r.stderr)")
+      #expect(r.int("reads") > 0)
+    }
+    #expect(myCorrupt == 0)
+    #expect(readers.map { $0.int("hits") }.reduce(0, +) + myHits > 0)
+    let s = cache.statistics
+    #expect(s.sets == sets)
+    #expect(s.removals == removes)
+    #expect(s.evictions > 0, "the run was meant to evict")
+    #expect(s.recoveries == 0 && s.lockTakeovers == 0, "nobody died")
+    let r = cache.check()
+    #expect(r.ok, "\(r.problems)")
+    cache.engine.forEachEntry(values: true) { e in
+      let key = String(decoding: e.key, as: UTF8.self)
+      #expect(CoreValue.check(e.value!, key: key), "\(key)")
+      return true
+    }
+  }
+
+  /// Writers are SIGKILLed again and again, at random moments (often holding the write
+  /// lock, mid-copy), while reader processes verify every value they read. Afterwards the
+  /// cache is writable at once, verify passes, every takeover and repair was counted, and
+  /// entries the writers never touched are all still there.
+  @Test func sigkillWritersInALoopWhileReadersVerify() throws {
+    try killLoop(capacity: 32 << 20, minRounds: Self.long ? 300 : 20, keepStable: true, inline: false)
+  }
+
+  /// The same in a small cache, where nearly every write evicts, promotes or shifts slots:
+  /// kills land in those steps too. (No stable entries here: eviction may take them.)
+  @Test(arguments: [false, true])
+  func sigkillWritersDuringEviction(inline: Bool) throws {
+    try killLoop(capacity: 2 << 20, minRounds: Self.long ? 300 : 15, keepStable: false, inline: inline)
+  }
+
+  private static var long: Bool { ProcessInfo.processInfo.environment["MC_LONG"] == "1" }
+
+  private func killLoop(capacity: Int, minRounds: Int, keepStable: Bool, inline: Bool) throws {
+    let path = Support.tempPath("conc-kill")
+    defer { Support.cleanup(path); unlink(path + ".stop") }
+    let cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: CoreOptions.make(inline: inline, capacity: capacity))
+    let keys = inline ? "20000" : "400"
+    let sizes = inline ? [100, 100, 2000] : [512, 4096, 40_000]
+    let stable = keepStable ? (0..<100).map { "stable-\($0)" } : []
+    for (i, k) in stable.enumerated() {
+      try cache.setObject(CoreValue.make(key: k, writer: 0, seq: i, size: 200), forKey: k)
+    }
+    let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "300", keys]) }
+    for r in readers { #expect(r.waitFor("ready")) }
+
+    // The test keeps the stable entries referenced (so the clock spares them) and checks them.
+    let stop = CoreFlag()
+    let stableBad = CoreCounter()
+    let toucher = Thread {
+      while !stop.value {
+        for k in stable {
+          if let v = try? cache.object(forKey: k), !CoreValue.check(v, key: k) { stableBad.add() }
+        }
+        usleep(1000)
+      }
+    }
+    toucher.start()
+
+    let before = cache.statistics
+    var rng = CoreRNG(UInt64(getpid()))
+    var rounds = 0, heldRounds = 0, intentRounds = 0
+    // At least minRounds, and more (up to 4x) until writers were killed holding the lock 3 times.
+    while rounds < minRounds || (heldRounds < 3 && rounds < 4 * minRounds) {
+      rounds += 1
+      let writers = try (0..<2).map { i in
+        try CoreChild(["writer", path, "\(rounds * 10 + i)", "0", keys, "16", "\(sizes[rounds % 3])"])
+      }
+      for w in writers { #expect(w.waitFor("ready"), "writer did not start: \(w.stderr)") }
+      usleep(UInt32(1000 + rng.below(30_000)))
+      for w in writers {
+        #expect(w.process.isRunning, "writer exited by itself: \(w.stderr)")
+        w.kill(SIGKILL)
+      }
+      for w in writers {
+        w.finish()
+        #expect(w.signaled && w.status == SIGKILL)
+      }
+      // Both writers are dead now: a lock word still naming an owner names a dead one.
+      let word = lockWord(cache)
+      if word & 0x3FF != 0 { heldRounds += 1 }
+      if intent(cache) != 0 { intentRounds += 1 }
+    }
+
+    // Writable at once: the first write takes the lock over (if held) and repairs.
+    let write = finishes(within: 30) {
+      try cache.setObject(CoreValue.make(key: "after", writer: 0, seq: 0, size: 100), forKey: "after")
+    }
+    #expect(write.done, "the cache stayed locked after the writers died")
+    #expect(write.error == nil, "\(String(describing: write.error))")
+    #expect(lockWord(cache) & 0x3FF == 0)
+    #expect(intent(cache) == 0)
+    #expect(try cache.object(forKey: "after").map { CoreValue.check($0, key: "after") } == true)
+
+    stop.set()
+    while !toucher.isFinished { usleep(1000) }
+    FileManager.default.createFile(atPath: path + ".stop", contents: Data())
+    for r in readers {
+      r.finish()
+      #expect(r.status == 0 && !r.signaled, "reader: \(r.stderr)")
+      #expect(r.int("corrupt") == 0, "readers saw torn or wrong values: \(r.stderr)")
+      #expect(r.int("hits") > 0)
+    }
+
+    let s = cache.statistics
+    print("[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); reader hits \(readers.map { $0.int("hits") })")
+    #expect(heldRounds >= 1, "no writer was ever killed holding the lock: the test did not test the crash path")
+    #expect(s.lockTakeovers - before.lockTakeovers >= heldRounds)
+    #expect(s.recoveries - before.recoveries >= intentRounds)
+    let report = try cache.verify()
+    #expect(report.ok, "\(report.problems)")
+    #expect(stableBad.value == 0)
+    for (i, k) in stable.enumerated() {
+      #expect(try cache.object(forKey: k) == CoreValue.make(key: k, writer: 0, seq: i, size: 200), "\(k) was lost")
+    }
+  }
+
+  /// A live writer that is merely stopped (SIGSTOP) while holding the lock is never taken
+  /// for dead: others wait, and go on once it continues.
+  @Test func stoppedLockHolderIsNotTakenOver() throws {
+    let path = Support.tempPath("conc-stop")
+    defer { Support.cleanup(path) }
+    let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
+    let w = try CoreChild(["writer", path, "7", "0", "200", "16", "40000"])
+    defer { w.kill(SIGCONT); w.kill(SIGKILL); w.finish() }
+    #expect(w.waitFor("ready"))
+    var caught = false
+    for _ in 0..<2000 where !caught {
+      w.kill(SIGSTOP)
+      usleep(2000)  // let the stop land
+      if lockWord(cache) & 0x3FF != 0 { caught = true; break }
+      w.kill(SIGCONT)
+      usleep(UInt32(100 + (caught ? 0 : 300)))
+    }
+    try #require(caught, "never stopped the writer while it held the lock")
+    let takeovers = cache.statistics.lockTakeovers
+    let finished = CoreFlag()
+    Thread.detachNewThread {
+      try? cache.setObject([1, 2, 3], forKey: "mine")
+      finished.set()
+    }
+    // Far longer than the waiter's 2 ms re-check of the holder's witness.
+    usleep(300_000)
+    #expect(finished.value == false, "a stopped (live) holder was declared dead")
+    w.kill(SIGCONT)
+    let deadline = Date().addingTimeInterval(30)
+    while !finished.value && Date() < deadline { usleep(2000) }
+    #expect(finished.value)
+    #expect(cache.statistics.lockTakeovers == takeovers)
+    #expect(try cache.object(forKey: "mine") == [1, 2, 3])
+  }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Testing
+@testable import MappedCache
+
+/// Eviction: a set never fails for lack of space; sustained inserts far beyond capacity
+/// keep the file consistent and probe runs short; memory efficiency once full; referenced
+/// entries outlive unreferenced ones.
+@Suite struct CoreEvictionTests {
+  /// Inserts random-size values until `bytes` of values were written; calls `each` after
+  /// every insert with the running count.
+  private func churn(_ c: SharedCache<[UInt8]>, bytes: Int, sizes: ClosedRange<Int>, keySpace: Int = Int.max,
+                     seed: UInt64, each: (Int) throws -> Void = { _ in }) throws {
+    var rng = CoreRNG(seed)
+    var written = 0, n = 0
+    let pattern = [UInt8]((0..<sizes.upperBound).map { UInt8(truncatingIfNeeded: $0 &* 131) })
+    while written < bytes {
+      let size = rng.inRange(sizes)
+      let key = keySpace == Int.max ? "key-\(seed)-\(n)" : "key-\(rng.below(keySpace))"
+      try c.setObject(Array(pattern[0..<size]), forKey: key)
+      written += size
+      n += 1
+      try each(n)
+    }
+  }
+
+  @Test(arguments: [false, true])
+  func sustainedInsertsFarBeyondCapacityStayConsistentWithShortProbes(inline: Bool) throws {
+    let path = Support.tempPath("ev-sustained")
+    defer { Support.cleanup(path) }
+    // 2 MiB by default; MC_CORE_SUSTAINED_MIB=64 measures a larger cache (slow in debug).
+    let cap = (Int(ProcessInfo.processInfo.environment["MC_CORE_SUSTAINED_MIB"] ?? "") ?? 2) << 20
+    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(inline: inline, capacity: cap))
+    // Small values in the inline layout (most inline, some not), 100-1000 B otherwise.
+    let sizes = inline ? 1...120 : 100...1000
+    // 5x capacity first, then 45x more: probe figures must not grow with churn.
+    try churn(c, bytes: 5 * cap, sizes: sizes, seed: 1)
+    let early = c.check()
+    #expect(early.ok, "\(early.problems)")
+    try churn(c, bytes: 45 * cap, sizes: sizes, seed: 2)
+    let late = c.check()
+    #expect(late.ok, "\(late.problems)")
+    let s = c.statistics
+    #expect(s.evictions > 0)
+    #expect(late.entries == s.entries && late.liveBytes == s.liveBytes)
+    #expect(s.entries <= s.maxEntries)
+    // Backward-shift deletion leaves no tombstones: runs stay as short as the load allows.
+    #expect(late.meanProbe < 3, "mean probe \(late.meanProbe)")
+    #expect(late.maxProbe < 100, "max probe \(late.maxProbe)")
+    #expect(late.meanProbe <= early.meanProbe * 1.5 + 0.5, "early \(early.meanProbe), late \(late.meanProbe)")
+    print("[core] 50x capacity (\(cap >> 20) MiB, \(sizes) B, inline \(inline)): entries \(s.entries)/\(s.slotCount) slots, meanProbe \(late.meanProbe) (5x: \(early.meanProbe)), maxProbe \(late.maxProbe) (5x: \(early.maxProbe)), fill \(s.fill)")
+  }
+
+  /// Tiny entries fill the index before the logs: the entry limit (75 % load) holds and
+  /// probes stay short at that load, with overwrites and removals mixed in.
+  @Test(arguments: [false, true])
+  func tinyEntriesAtTheEntryLimitKeepProbesShort(inline: Bool) throws {
+    let path = Support.tempPath("ev-tiny")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
+    let maxEntries = c.statistics.maxEntries
+    var rng = CoreRNG(5)
+    for n in 0..<(30 * maxEntries) {
+      let key = rng.below(4) == 0 ? "re-\(rng.below(maxEntries))" : "tiny-\(n)"
+      if rng.below(10) == 0 {
+        _ = try c.removeObject(forKey: "re-\(rng.below(maxEntries))")
+      } else {
+        try c.setObject([UInt8](repeating: 9, count: rng.below(9)), forKey: key)
+      }
+    }
+    let r = c.check()
+    let s = c.statistics
+    #expect(r.ok, "\(r.problems)")
+    #expect(s.entries <= maxEntries)
+    #expect(s.entries >= maxEntries * 9 / 10, "the index is used up to its limit: \(s.entries)/\(maxEntries)")
+    #expect(r.meanProbe < 4, "mean probe \(r.meanProbe)")
+    #expect(r.maxProbe < 200, "max probe \(r.maxProbe)")
+    print("[core] tiny entries (inline \(inline)), 30x entry limit: entries \(s.entries)/\(s.slotCount), meanProbe \(r.meanProbe), maxProbe \(r.maxProbe)")
+  }
+
+  /// Values from 0 bytes to the cache's value limit, in a small cache: every set succeeds,
+  /// the newest value is always readable, and the file stays consistent.
+  @Test func setNeverFailsForLackOfSpaceWithLargeValues() throws {
+    let path = Support.tempPath("ev-large")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
+    let limit = c.maxValueSize
+    var rng = CoreRNG(17)
+    let pattern = [UInt8]((0..<limit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
+    for n in 0..<3000 {
+      let size: Int
+      switch rng.below(4) {
+      case 0: size = limit - rng.below(64)
+      case 1: size = rng.below(limit + 1)
+      case 2: size = rng.below(2000)
+      default: size = rng.below(64)
+      }
+      let key = "big-\(rng.below(n % 3 == 0 ? 20 : 100_000))"
+      let v = Array(pattern[0..<size])
+      try c.setObject(v, forKey: key)
+      #expect(try c.object(forKey: key) == v, "the value just stored is readable (\(size) bytes)")
+      if n % 500 == 0 {
+        let r = c.check()
+        #expect(r.ok, "\(r.problems)")
+      }
+    }
+    let r = c.check()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// With values of 100 to 1,000 bytes, at least 70 % of the file's bytes hold live keys
+  /// and values once the cache is full (checked at every sample after the first eviction).
+  @Test(arguments: [4 << 20, 16 << 20])
+  func memoryEfficiencyOnceFull(capacity: Int) throws {
+    let path = Support.tempPath("ev-fill")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
+    var lowest = 1.0
+    var full = false
+    try churn(c, bytes: 3 * capacity, sizes: 100...1000, seed: UInt64(capacity)) { n in
+      guard n % 256 == 0 else { return }
+      let s = c.statistics
+      if !full { full = s.evictions > 0 }
+      if full { lowest = min(lowest, s.fill) }
+    }
+    let s = c.statistics
+    #expect(full)
+    #expect(lowest >= 0.70, "fill \(lowest) at its lowest once full")
+    #expect(s.fill >= 0.70, "fill \(s.fill) at the end")
+    print("[core] fill with 100-1000 B values, \(capacity >> 20) MiB: lowest once full \(lowest), final \(s.fill) (\(s.entries) entries, liveBytes \(s.liveBytes))")
+  }
+
+  @Test(.enabled(if: ProcessInfo.processInfo.environment["MC_LONG"] == "1", "MC_LONG=1 only"))
+  func memoryEfficiency64MiB() throws {
+    try memoryEfficiencyOnceFull(capacity: 64 << 20)
+  }
+
+  /// The clock: entries read since the hand last passed get a second chance. A hot set
+  /// read now and then, and a same-age set never read again, go through a stream of new
+  /// entries ten times the capacity (each read once soon after it is stored, as a
+  /// read-through cache does): the hot set survives, its never-read peers do not.
+  @Test func referencedEntriesSurviveEvictionBetter() throws {
+    let path = Support.tempPath("ev-ref")
+    defer { Support.cleanup(path) }
+    let cap = 4 << 20
+    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    let hot = (0..<400).map { "hot-\($0)" }
+    let peers = (0..<400).map { "peer-\($0)" }
+    for (h, p) in zip(hot, peers) {
+      try c.setObject([UInt8](repeating: 1, count: 500), forKey: h)
+      try c.setObject([UInt8](repeating: 1, count: 500), forKey: p)
+    }
+    var rng = CoreRNG(23)
+    var next = 0, count = 0, bytes = 0
+    while bytes < 10 * cap {
+      let key = "new-\(count)"
+      let size = rng.inRange(100...1000)
+      try c.setObject([UInt8](repeating: 2, count: size), forKey: key)
+      _ = try c.object(forKey: key)
+      count += 1
+      bytes += size
+      // Each hot key is read about once every 400 inserts (~ a tenth of the cache).
+      _ = try c.object(forKey: hot[next % hot.count])
+      next += 1
+    }
+    let hotLeft = try hot.filter { try c.object(forKey: $0) != nil }.count
+    let peersLeft = try peers.filter { try c.object(forKey: $0) != nil }.count
+    #expect(c.statistics.evictions > count / 2)
+    #expect(Double(hotLeft) / Double(hot.count) >= 0.95, "hot survivors \(hotLeft)/\(hot.count)")
+    #expect(Double(peersLeft) / Double(peers.count) <= 0.05, "never-read survivors \(peersLeft)/\(peers.count)")
+    #expect(c.check().ok)
+  }
+
+  /// Documents a property of the design (S3-FIFO-like, with promotion into main while main
+  /// has room): when nothing new is ever read, main never turns over, so entries promoted
+  /// during the first fill stay while every newer never-read entry passes through the small
+  /// log only. Reported, not asserted as a failure: see the core report.
+  @Test func unreadStreamKeepsFirstFillInMain() throws {
+    let path = Support.tempPath("ev-unread")
+    defer { Support.cleanup(path) }
+    let cap = 2 << 20
+    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    var keys: [String] = []
+    var rng = CoreRNG(29)
+    var bytes = 0
+    while bytes < 10 * cap {
+      let key = "s-\(keys.count)"
+      let size = rng.inRange(100...1000)
+      try c.setObject([UInt8](repeating: 3, count: size), forKey: key)
+      keys.append(key)
+      bytes += size
+    }
+    let firstTenth = try keys.prefix(keys.count / 10).filter { try c.object(forKey: $0) != nil }.count
+    let s = c.statistics
+    print("[core] unread stream 10x capacity: \(firstTenth) of the first \(keys.count / 10) entries still present (\(s.entries) entries in all)")
+    #expect(c.check().ok)
+    // The newest entry is always there.
+    #expect(try c.object(forKey: keys.last!) != nil)
+  }
+
+  @Test func countLimitIsEnforcedByEviction() throws {
+    let path = Support.tempPath("ev-limit")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
+    for i in 0..<500 { try c.setObject([1, 2, 3], forKey: "k\(i)") }
+    try c.setLimits(count: 100)
+    #expect(c.statistics.entries <= 100)
+    for i in 500..<1500 { try c.setObject([1, 2, 3], forKey: "k\(i)") }
+    #expect(c.statistics.entries <= 100)
+    #expect(c.statistics.entries >= 90)
+    #expect(try c.object(forKey: "k1499") == [1, 2, 3])
+    try c.setLimits(count: 0)
+    #expect(c.check().ok)
+  }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Glibc
+@testable import MappedCache
+
+/// Helpers shared by the reliability suites: children whose output is read after they
+/// run in the background, `key=value` parsing, file fingerprints, and tmpfs mounts.
+enum RelSupport {
+  static var helper: String { Support.binary("mc-test-helper") }
+
+  /// A child started in the background with its stdout captured.
+  final class Child: @unchecked Sendable {
+    let process = Process()
+    private let out = Pipe()
+    private var data = Data()
+    private let group = DispatchGroup()
+
+    init(_ binary: String, _ args: [String]) throws {
+      process.executableURL = URL(fileURLWithPath: binary)
+      process.arguments = args
+      process.standardOutput = out
+      process.standardError = FileHandle.nullDevice
+      process.standardInput = FileHandle.nullDevice
+      try process.run()
+      group.enter()
+      DispatchQueue.global().async { [self] in
+        data = out.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+      }
+    }
+
+    var pid: pid_t { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits up to `timeout` seconds (then kills); returns whether it exited by itself
+    /// with status 0, and its output.
+    @discardableResult
+    func finish(timeout: TimeInterval) -> (ok: Bool, signaled: Bool, status: Int32, stdout: String) {
+      let deadline = Date().addingTimeInterval(timeout)
+      while process.isRunning && Date() < deadline { usleep(2_000) }
+      let timedOut = process.isRunning
+      if timedOut { kill(process.processIdentifier, SIGKILL) }
+      process.waitUntilExit()
+      group.wait()
+      let signaled = process.terminationReason == .uncaughtSignal
+      return (!timedOut && !signaled && process.terminationStatus == 0, signaled, process.terminationStatus,
+              String(decoding: data, as: UTF8.self))
+    }
+  }
+
+  /// `key=value` pairs from a child's output (later lines win).
+  static func fields(_ output: String) -> [String: String] {
+    var f: [String: String] = [:]
+    for word in output.split(whereSeparator: { $0 == "\n" || $0 == " " }) {
+      let kv = word.split(separator: "=", maxSplits: 1)
+      if kv.count == 2 { f[String(kv[0])] = String(kv[1]) }
+    }
+    return f
+  }
+
+  static func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  /// Waits until `path` exists (true) or `timeout` passes (false).
+  static func waitForFile(_ path: String, timeout: TimeInterval) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while access(path, F_OK) != 0 {
+      if Date() > deadline { return false }
+      usleep(2_000)
+    }
+    return true
+  }
+
+  /// Bytes, size, mode, owner and modification time of a file, to prove it untouched.
+  struct FileImage: Equatable {
+    var bytes: [UInt8]
+    var size: Int
+    var mode: UInt32
+    var uid: UInt32
+    var mtimeSec: Int
+    var mtimeNsec: Int
+    var inode: UInt64
+  }
+
+  static func image(_ path: String) -> FileImage? {
+    var st = stat()
+    guard lstat(path, &st) == 0 else { return nil }
+    let bytes = (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))) ?? []
+    return FileImage(bytes: bytes, size: Int(st.st_size), mode: UInt32(st.st_mode), uid: st.st_uid,
+                     mtimeSec: st.st_mtim.tv_sec, mtimeNsec: st.st_mtim.tv_nsec, inode: UInt64(st.st_ino))
+  }
+
+  /// Sets a file's times to a fixed moment in the past, so any write would show.
+  static func backdate(_ path: String) {
+    var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+    _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
+  }
+
+  static func writeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) {
+    let fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, mode)
+    precondition(fd >= 0, "cannot write \(path)")
+    var done = 0
+    bytes.withUnsafeBytes { b in
+      while done < b.count {
+        let n = write(fd, b.baseAddress! + done, b.count - done)
+        if n <= 0 { break }
+        done += n
+      }
+    }
+    close(fd)
+  }
+
+  static func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
+    var s = seed
+    return (0..<n).map { _ in
+      s = s &* 6364136223846793005 &+ 1442695040888963407
+      return UInt8(truncatingIfNeeded: s >> 33)
+    }
+  }
+
+  /// Runs a system tool (mount, umount, setpriv); returns its exit status.
+  @discardableResult
+  static func tool(_ path: String, _ args: [String]) -> Int32 {
+    guard let r = try? Support.run(path, args, timeout: 30) else { return -1 }
+    return r.signaled ? -1 : r.status
+  }
+
+  /// A small tmpfs mounted at a fresh directory (nil when mounting is not permitted).
+  final class TmpMount {
+    let dir: String
+    private(set) var mounted = false
+
+    init?(sizeKiB: Int) {
+      var template = Array("/tmp/mc-rel-mnt-XXXXXX".utf8CString)
+      guard let p = mkdtemp(&template) else { return nil }
+      dir = String(cString: p)
+      guard RelSupport.tool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(sizeKiB)k,mode=0755", "tmpfs", dir]) == 0 else {
+        rmdir(dir)
+        return nil
+      }
+      mounted = true
+    }
+
+    func remount(readOnly: Bool) -> Bool {
+      RelSupport.tool("/usr/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", dir]) == 0
+    }
+
+    deinit {
+      if mounted, RelSupport.tool("/usr/bin/umount", [dir]) != 0 { RelSupport.tool("/usr/bin/umount", ["-l", dir]) }
+      rmdir(dir)
+    }
+  }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+/// Runs the built `cache-stress` binary (coordinator + re-executed worker processes) for a
+/// second or two per test and checks its exit status and its JSON report.
+@Suite struct StressTests {
+  static let stress = Support.binary("cache-stress")
+
+  /// Runs cache-stress with `--json`, returns the status, the parsed report and stderr.
+  func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (status: Int32, json: [String: Any], stderr: String) {
+    let r = try Support.run(Self.stress, args + ["--json"], timeout: timeout)
+    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
+    let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
+    let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
+    return (r.status, json, r.stderr)
+  }
+
+  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+
+  /// The fields every report carries, and their arithmetic.
+  func expectConsistent(_ j: [String: Any]) {
+    for key in ["procs", "threads", "duration_s", "ops", "ops_per_s", "entries", "get_ops", "set_ops", "hits",
+                "misses", "hit_ratio", "get_p50_ns", "get_p99_ns", "get_p999_ns", "set_p50_ns", "set_p99_ns",
+                "evictions", "expirations", "recoveries", "kills", "corrupt_reads", "wrong_values", "errors",
+                "verify_ok", "capacity_bytes", "live_bytes", "lock_mode"] {
+      #expect(j[key] != nil, "report lacks \(key)")
+    }
+    #expect(int(j, "ops") == int(j, "get_ops") + int(j, "set_ops"))
+    #expect(int(j, "hits") + int(j, "misses") == int(j, "get_ops"))
+    #expect(int(j, "get_p50_ns") <= int(j, "get_p99_ns"))
+    #expect(int(j, "get_p99_ns") <= int(j, "get_p999_ns"))
+    #expect(int(j, "set_p50_ns") <= int(j, "set_p99_ns"))
+    #expect(int(j, "live_bytes") <= int(j, "capacity_bytes"))
+  }
+
+  @Test func severalProcessesPassEveryCheck() throws {
+    let path = Support.tempPath("stress")
+    defer { Support.cleanup(path) }
+    let (status, j, err) = try runJSON([
+      "--path", path, "--procs", "3", "--threads", "2", "--duration", "2", "--keys", "5000",
+      "--capacity", "16MiB", "--value-size", "24-200", "--read-pct", "80", "--seed", "42"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(int(j, "procs") == 3)
+    #expect(int(j, "threads") == 2)
+    #expect(int(j, "capacity_bytes") == 16 << 20)
+    #expect(int(j, "get_ops") > 1000)
+    #expect(int(j, "set_ops") > 100)
+    #expect(int(j, "misses") == 0, "everything was prefilled and fits")
+    #expect(int(j, "entries") == 5000)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(int(j, "errors") == 0)
+    #expect(j["verify_ok"] as? Bool == true)
+    #expect(j["lock_mode"] as? String == "word")
+    #expect(j["seed"] as? String == "42")
+    #expect(int(j, "get_p50_ns") > 0)
+    // A second of progress lines on stderr, and the user's file is kept.
+    #expect(err.contains("ops/s"))
+    #expect(FileManager.default.fileExists(atPath: path))
+  }
+
+  @Test func chaosKillsAreSurvived() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "3", "--duration", "2.5", "--keys", "3000", "--capacity", "8MiB",
+      "--read-pct", "20", "--chaos-kills", "4"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(int(j, "kills") == 4)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(int(j, "errors") == 0)
+    #expect(j["verify_ok"] as? Bool == true)
+    #expect(int(j, "set_ops") > 0)
+    #expect(err.contains("chaos: killed worker"))
+  }
+
+  /// The checker cannot pass vacuously: one value with a broken checksum, written through
+  /// the normal API, must be reported and fail the run.
+  @Test func plantedCorruptionFailsTheRun() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "2", "--duration", "1", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
+      "--plant-corruption"])
+    #expect(status == 1)
+    #expect(int(j, "corrupt_reads") > 0)
+    #expect(j["passed"] as? Bool == false)
+    #expect(err.contains("corrupt_reads"))
+  }
+
+  @Test func readThroughMeasuresMissesAndEvicts() throws {
+    // 20,000 keys of ~76 bytes do not fit in 1 MiB: misses, fills and evictions.
+    let (status, j, err) = try runJSON([
+      "--procs", "2", "--duration", "1.5", "--keys", "20000", "--capacity", "1MiB", "--read-through",
+      "--read-pct", "100", "--dist", "zipf", "--lock", "flock"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(int(j, "misses") > 0)
+    #expect(int(j, "hits") > 0)
+    #expect(int(j, "set_ops") == int(j, "misses"), "read-through sets exactly the keys it missed")
+    #expect(int(j, "evictions") > 0)
+    #expect(j["lock_mode"] as? String == "flock")
+    let ratio = try #require(j["hit_ratio"] as? Double)
+    #expect(ratio > 0 && ratio < 1)
+    #expect(int(j, "entries") < 20000)
+  }
+
+  /// Every key is prefilled and fits (the first test shows no misses then); with a
+  /// short `--ttl` the prefilled values expire and reads miss.
+  @Test func ttlExpiresPrefilledKeys() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "1", "--duration", "1.2", "--keys", "2000", "--capacity", "4MiB", "--read-pct", "100",
+      "--dist", "uniform", "--ttl", "0.3"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(j["ttl_s"] as? Double == 0.3)
+    #expect(int(j, "misses") > 0, "reads after the expiry miss")
+    #expect(int(j, "set_ops") == 0)
+  }
+
+  @Test(arguments: [
+    ["--procs", "0"], ["--bogus"], ["--value-size", "8"], ["--dist", "pareto"], ["--capacity", "12XB"],
+    ["--procs"], ["--read-pct", "101"], ["--key-size", "3"], ["--lock", "spin"], ["stray"],
+  ])
+  func badFlagsExit64(_ args: [String]) throws {
+    let r = try Support.run(Self.stress, args, timeout: 30)
+    #expect(r.status == 64)
+    #expect(r.stderr.hasPrefix("error: "))
+    #expect(r.stderr.contains("usage: cache-stress"))
+    #expect(r.stdout.isEmpty)
+  }
+
+  @Test func helpPrintsUsageAndExitsZero() throws {
+    let r = try Support.run(Self.stress, ["--help"], timeout: 30)
+    #expect(r.status == 0)
+    #expect(r.stdout.contains("usage: cache-stress"))
+    for flag in ["--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
+                 "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
+                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock"] {
+      #expect(r.stdout.contains(flag), "help lacks \(flag)")
+    }
+    #expect(!r.stdout.contains("--worker-id"), "internal flags stay hidden")
+    #expect(r.stderr.isEmpty)
+  }
+}

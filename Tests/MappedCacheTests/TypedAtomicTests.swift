@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+import Testing
+@testable import MappedCache
+
+// Counters, compare-and-swap, bulk operations and iteration.
+
+@Suite struct TypedAtomicTests {
+  @Test func incrementAndDecrement() throws {
+    let p = Support.tempPath("ta-incr")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
+    #expect(try c.increment(forKey: "n") == 1)
+    #expect(try c.increment(forKey: "n", by: 10) == 11)
+    #expect(try c.decrement(forKey: "n", by: 20) == -9)
+    #expect(try c.object(forKey: "n") == -9)
+    #expect(try c.increment(forKey: "fresh", by: 5, initial: 100) == 105)
+    // Overflow throws and leaves the counter as it was.
+    try c.setObject(Int.max, forKey: "big")
+    #expect(throws: CacheError.self) { try c.increment(forKey: "big") }
+    #expect(try c.object(forKey: "big") == Int.max)
+    // An expired counter starts again from `initial`.
+    try c.setObject(50, forKey: "old", expires: .date(Date(timeIntervalSinceNow: -1)))
+    #expect(try c.increment(forKey: "old") == 1)
+  }
+
+  @Test func incrementKeepsOrSetsExpiry() throws {
+    let p = Support.tempPath("ta-incr-exp")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
+    try c.increment(forKey: "n", expires: .seconds(100))
+    guard case .date(let d)? = try c.expiry(forKey: "n") else { Issue.record("no expiry"); return }
+    try c.increment(forKey: "n")  // keeps its expiry
+    #expect(try c.expiry(forKey: "n") == .date(d))
+    try c.increment(forKey: "n", expires: .never)
+    #expect(try c.expiry(forKey: "n") == .never)
+  }
+
+  @Test func notAnIntegerChangesNothing() throws {
+    let p = Support.tempPath("ta-nan")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<UInt32>(path: p, capacity: 1 << 20)
+    let junk: [UInt8] = [1, 2, 3]  // 3 bytes: not a UInt32
+    _ = try junk.withUnsafeBytes { v in try Array("k".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) } }
+    #expect(throws: CacheError.notAnInteger(key: "k")) { try c.increment(forKey: "k") }
+    #expect(try c.withBytes(forKey: "k") { Array($0) } == junk)
+    #expect(try c.decrement(forKey: "u", initial: 5) == 4)
+    #expect(throws: CacheError.self) { try c.decrement(forKey: "u", by: 10) }  // below zero
+  }
+
+  @Test func incrementFromSeveralProcessesSumsExactly() throws {
+    let p = Support.tempPath("ta-incr-mp")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20)
+    let procs = 4, each = 2000
+    let children = try (0..<procs).map { _ in try Support.spawn(Support.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"]) }
+    for _ in 0..<each { try c.increment(forKey: "hits") }  // this process joins in
+    for child in children {
+      child.waitUntilExit()
+      #expect(child.terminationStatus == 0)
+    }
+    #expect(try c.object(forKey: "hits") == (procs + 1) * each)
+    #expect(try c.verify().ok)
+  }
+
+  @Test func compareAndSwap() throws {
+    let p = Support.tempPath("ta-cas")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<String>(path: p, capacity: 1 << 20)
+    try c.setObject("v1", forKey: "k")
+    let (v, version) = try #require(try c.objectWithVersion(forKey: "k"))
+    #expect(v == "v1")
+    try c.setObject("other writer", forKey: "k")
+    #expect(try !c.setObject("lost", forKey: "k", ifVersion: version))
+    let (_, now) = try #require(try c.objectWithVersion(forKey: "k"))
+    #expect(try c.setObject("v2", forKey: "k", ifVersion: now))
+    #expect(try c.object(forKey: "k") == "v2")
+    #expect(try !c.setObject("absent", forKey: "missing", ifVersion: now))
+  }
+
+  @Test func bulkGetAndSet() throws {
+    let p = Support.tempPath("ta-bulk")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
+    let items = Dictionary(uniqueKeysWithValues: (0..<100).map { ("b\($0)", $0) })
+    let setsBefore = c.statistics.sets
+    try c.setObjects(items, expires: .seconds(60))
+    #expect(c.statistics.sets - setsBefore == 100)
+    #expect(try c.objects(forKeys: items.keys) == items)
+    #expect(try c.objects(forKeys: ["b1", "nope"]) == ["b1": 1])
+    // An invalid key anywhere in a batch throws before anything is stored.
+    #expect(throws: CacheError.emptyKey) { try c.setObjects([(key: "new1", value: 1), (key: "", value: 2)]) }
+    #expect(try c.object(forKey: "new1") == nil)
+    #expect(throws: (any Error).self) {
+      try c.setObjects([(key: "new2", value: 1), (key: String(repeating: "x", count: 251), value: 2)])
+    }
+    #expect(try c.object(forKey: "new2") == nil)
+  }
+
+  @Test func allKeysAndIteration() throws {
+    let p = Support.tempPath("ta-iter")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<String>(path: p, capacity: 1 << 20)
+    for i in 0..<50 { try c.setObject("v\(i)", forKey: "k\(i)") }
+    try c.setObject("gone", forKey: "expired", expires: .date(Date(timeIntervalSinceNow: -1)))
+    #expect(Set(c.allKeys) == Set((0..<50).map { "k\($0)" }))
+    var seen: [String: String] = [:]
+    try c.forEachObject { k, v, e in
+      seen[k] = v
+      #expect(e == .never)
+      return true
+    }
+    #expect(seen == Dictionary(uniqueKeysWithValues: (0..<50).map { ("k\($0)", "v\($0)") }))
+    var withExpired = 0
+    try c.forEachObject(includeExpired: true) { _, _, _ in withExpired += 1; return true }
+    #expect(withExpired == 51)
+    var stopped = 0
+    try c.forEachObject { _, _, _ in stopped += 1; return stopped < 5 }
+    #expect(stopped == 5)
+  }
+
+  @Test func iterationNeverBlocksWritersAndYieldsWholeEntries() throws {
+    let p = Support.tempPath("ta-iter-mt")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<String>(path: p, capacity: 2 << 20)
+    for i in 0..<200 { try c.setObject("k\(i)=0", forKey: "k\(i)") }
+    // A writer in this process rewrites entries (each value names its key) while a walk
+    // runs; a writer holding the lock would stall if the walk took it.
+    let stop = DispatchSemaphore(value: 0)
+    final class Flag: @unchecked Sendable { var done = false; var writes = 0 }
+    let flag = Flag()
+    let writer = Thread {
+      var n = 0
+      while !flag.done {
+        n += 1
+        try? c.setObject("k\(n % 200)=\(n)", forKey: "k\(n % 200)")
+        _ = try? c.removeObject(forKey: "k\((n + 7) % 200)")
+      }
+      flag.writes = n
+      stop.signal()
+    }
+    writer.start()
+    for _ in 0..<30 {
+      try c.forEachObject { k, v, _ in
+        #expect(v.hasPrefix(k + "="), "torn or foreign value \(v) for \(k)")
+        return true
+      }
+      _ = c.allKeys
+    }
+    flag.done = true
+    stop.wait()
+    #expect(flag.writes > 0)
+  }
+}
