@@ -83,7 +83,7 @@ extension SharedCache {
     }
     guard !batch.isEmpty else { return }
     try engine.withWriteLock {
-      let now = Sys.wallClockMilliseconds()
+      let now = Sys.expiryClockMilliseconds()
       for item in batch {
         _ = try item.key.withUnsafeBytes { kb in
           try item.value.withUnsafeBytes { vb in

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// A type that supplies its own byte encoding for the cache, skipping `Codable`.
 /// `[UInt8]`, `Data`, `String`, the fixed-width integers, `Double`, `Float`, `Bool`,
@@ -35,9 +36,13 @@ extension String: CacheValueEncodable {
     return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
   }
   public init(cacheBytes b: UnsafeRawBufferPointer) throws {
-    guard let s = String(validating: b.bindMemory(to: UInt8.self), as: UTF8.self) else {
-      throw CacheDecodingError(description: "not valid UTF-8")
-    }
+    // `String(decoding:as:)` is specialised and fast, but repairs bad UTF-8 instead of
+    // failing: a value whose decoded bytes differ from the stored ones was not UTF-8.
+    // (`String(validating:as:)` costs generic-metadata lookups on every call.)
+    let s = String(decoding: b.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    var t = s
+    let same = t.withUTF8 { u in u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0) }
+    guard same else { throw CacheDecodingError(description: "not valid UTF-8") }
     self = s
   }
 }

@@ -65,6 +65,24 @@ extension CacheEngine {
     }
   }
 
+  /// Whether the entry at main's tail got into main unread and has not been read since.
+  /// Pads and dead records at the tail are garbage: they are skipped (the tail moves).
+  func mainTailIsUnearned(now: UInt64) -> Bool {
+    for _ in 0..<64 {
+      let main = logState(.main)
+      guard !main.isEmpty else { return false }
+      let loc = main.offset(main.tail)
+      guard let rh = memory.recordHeader(at: loc), rh.size <= main.used else { return false }
+      guard rh.kind != Format.kindPad, let i = findSlot(hash: rh.hash, loc: loc) else {
+        advanceTail(.main, rh.size)
+        continue
+      }
+      let m = slotMeta(i)
+      return m & Format.unearnedBit != 0 && m & Format.referencedBit == 0
+    }
+    return false
+  }
+
   /// Steps 2–7 for the record at the tail of log `id`.
   func evictOne(_ id: LogID, now: UInt64, budget: inout EvictionBudget) throws {
     let log = logState(id)
@@ -88,7 +106,15 @@ extension CacheEngine {
       // entries flow into main unreferenced; once full, only referenced ones do.
       let underLimits = loadCount(Format.H.entries) < entryLimit
         && (costLimit == 0 || loadCount(Format.H.liveBytes) < costLimit)
-      if meta & Format.referencedBit != 0 || (mainHasRoom && underLimits) {
+      let referenced = meta & Format.referencedBit != 0
+      // An unread newcomer may still displace an unread entry that only got into main
+      // while the cache was filling: otherwise, with no reads at all, main would keep the
+      // first fill for ever while every later entry cycles through the small log.
+      let displaces = !referenced && !(mainHasRoom && underLimits) && mainTailIsUnearned(now: now)
+      if displaces {
+        try evictOne(.main, now: now, budget: &budget)
+      }
+      if referenced || (mainHasRoom && underLimits) || displaces {
         if !mainHasRoom {
           _ = try makeRoom(.main, size: rh.size, newEntry: false, liveDelta: 0, now: now, enforceLimits: false)
         }
@@ -97,7 +123,10 @@ extension CacheEngine {
           let to = reserveAppend(.main, rh.size)
           memory.moveRecord(from: loc, to: to, size: rh.size)
           commitAppend(.main, rh.size)
-          writeSlot(j, hash: rh.hash, loc: to, meta: slotMeta(j) & ~Format.referencedBit)
+          // Promoted unread (while filling, or displacing): mark it unearned.
+          let m = slotMeta(j)
+          let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
+          writeSlot(j, hash: rh.hash, loc: to, meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned)
           bump(Format.H.promotions)
         }
       } else {
@@ -112,7 +141,7 @@ extension CacheEngine {
         let to = reserveAppend(.main, rh.size)
         memory.moveRecord(from: loc, to: to, size: rh.size)
         commitAppend(.main, rh.size)
-        writeSlot(i, hash: rh.hash, loc: to, meta: meta & ~Format.referencedBit)
+        writeSlot(i, hash: rh.hash, loc: to, meta: meta & ~(Format.referencedBit | Format.unearnedBit))
         bump(Format.H.reinsertions)
       } else {
         removeSlot(i)

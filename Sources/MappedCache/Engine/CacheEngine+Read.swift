@@ -138,7 +138,7 @@ extension CacheEngine {
   func read(_ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
             _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
     let hash = KeyHash.key(key)
-    let now = Sys.wallClockMilliseconds()
+    let now = Sys.expiryClockMilliseconds()
     // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
     // the stack with no size check.
     var want = 0
@@ -195,7 +195,7 @@ extension CacheEngine {
   func withValue<R>(forKey key: UnsafeRawBufferPointer, allowExpired: Bool = false, countStats: Bool = true,
                     _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> R) rethrows -> R? {
     let hash = KeyHash.key(key)
-    let now = Sys.wallClockMilliseconds()
+    let now = Sys.expiryClockMilliseconds()
     var want = 256
     for _ in 0..<8 {
       let step: ReadStep<R> = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in

@@ -14,7 +14,7 @@ extension CacheEngine {
   /// twice; writers are never blocked. Return false from `body` to stop.
   func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
     let m = memory
-    let now = Sys.wallClockMilliseconds()
+    let now = Sys.expiryClockMilliseconds()
     for i in 0..<m.slotCount {
       var attempt = 0
       while attempt < 64 {

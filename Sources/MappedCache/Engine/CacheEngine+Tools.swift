@@ -77,7 +77,7 @@ extension CacheEngine {
     while start < n {
       let end = min(n, start + step)
       removed += try withWriteLock {
-        let now = Sys.wallClockMilliseconds()
+        let now = Sys.expiryClockMilliseconds()
         var count = 0
         for i in start..<end {
           // Backward shift pulls a later entry into slot i: look at i again until it stays.

@@ -29,7 +29,7 @@ extension CacheEngine {
     try checkKey(key)
     let hash = KeyHash.key(key)
     return try withWriteLock {
-      let now = Sys.wallClockMilliseconds()
+      let now = Sys.expiryClockMilliseconds()
       var slot: Int? = nil
       var action: UpdateAction
       if case .found(let i, let loc, let rh) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) {

@@ -135,7 +135,7 @@ extension CacheEngine {
            condition: SetCondition = .always) throws -> SetOutcome {
     let w = try prepare(key, value, expiry: expiry)
     return try withWriteLock {
-      try storeLocked(key, value, w, condition: condition, now: Sys.wallClockMilliseconds())
+      try storeLocked(key, value, w, condition: condition, now: Sys.expiryClockMilliseconds())
     }
   }
 
@@ -156,7 +156,7 @@ extension CacheEngine {
     try checkKey(key)
     let hash = KeyHash.key(key)
     return try withWriteLock {
-      let now = Sys.wallClockMilliseconds()
+      let now = Sys.expiryClockMilliseconds()
       guard case .found(let i, let loc, _) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) else { return false }
       let keep = slotMeta(i) & (Format.referencedBit | Format.inlineBit)
       writeSlot(i, hash: hash, loc: loc, meta: (expiry & Format.expiryMask) | keep)
@@ -190,7 +190,7 @@ extension CacheEngine {
   func removeExpired(maxSlots: Int? = nil) throws -> Int {
     try withWriteLock {
       let n = layout.slotCount
-      let now = Sys.wallClockMilliseconds()
+      let now = Sys.expiryClockMilliseconds()
       let steps = min(maxSlots ?? n, n)
       var i = maxSlots == nil ? 0 : Int(load(Format.H.sweepHand) % UInt64(n))
       var removed = 0
@@ -215,7 +215,7 @@ extension CacheEngine {
     try withWriteLock {
       if let count { store(Format.H.countLimit, UInt64(max(0, count))) }
       if let cost { store(Format.H.costLimit, UInt64(max(0, cost))) }
-      let now = Sys.wallClockMilliseconds()
+      let now = Sys.expiryClockMilliseconds()
       var budget = EvictionBudget(secondChances: 0)
       var guardCount = 0
       while guardCount < 4 * layout.slotCount {

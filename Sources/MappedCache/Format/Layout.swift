@@ -29,8 +29,8 @@
 ///     0 seq  u64  seqlock: odd while a writer changes the slot
 ///     8 hash u64  key hash | 1; 0 = empty
 ///    16 loc  u64  file offset of the entry's record in a log
-///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 62 inline;
-///                 bit 63 referenced
+///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 61 unearned
+///                 (promoted unread); bit 62 inline; bit 63 referenced
 ///    32 inline area (slots larger than 32 bytes), used when bit 62 is set:
 ///       32 klen u16, 34 vlen u16, 36 sum u32, 40 cas u64, 48 key bytes then value bytes
 ///
@@ -97,6 +97,8 @@ enum Format {
   static let expiryMask: UInt64 = (1 << 48) - 1
   static let referencedBit: UInt64 = 1 << 63
   static let inlineBit: UInt64 = 1 << 62
+  /// Set on an entry promoted to main without having been read (while the cache filled).
+  static let unearnedBit: UInt64 = 1 << 61
 
   // Record field offsets and kinds.
   enum R { static let size = 0, klen = 4, kind = 6, vlen = 8, sum = 12, hash = 16, cas = 24 }

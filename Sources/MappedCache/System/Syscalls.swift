@@ -148,13 +148,32 @@ enum Sys {
     mc_ofd_byte_is_locked(fd, offset) != 0
   }
 
-  /// Wall-clock milliseconds since 1970 from the vDSO (no system call).
+  /// Wall-clock milliseconds since 1970 (`CLOCK_REALTIME`, from the vDSO: no system
+  /// call). Used to compute expiry times and timestamps.
   @inline(__always)
   static func wallClockMilliseconds() -> UInt64 {
     var ts = timespec()
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+    clock_gettime(CLOCK_REALTIME, &ts)
     return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec / 1_000_000)
   }
+
+  /// "Now" for judging expiry on the read path: the coarse clock (a few nanoseconds
+  /// cheaper) moved forward by its resolution plus 1 ms. The coarse clock lags real time
+  /// by up to one tick, so without the slack an entry could be served a few ms after it
+  /// expired; with it, an entry is treated as expired up to a tick early, never late.
+  @inline(__always)
+  static func expiryClockMilliseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+    return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec / 1_000_000) &+ coarseSlackMilliseconds
+  }
+
+  static let coarseSlackMilliseconds: UInt64 = {
+    var res = timespec()
+    guard clock_getres(CLOCK_REALTIME_COARSE, &res) == 0 else { return 11 }
+    let ns = UInt64(res.tv_sec) &* 1_000_000_000 &+ UInt64(res.tv_nsec)
+    return min((ns + 999_999) / 1_000_000, 100) + 1
+  }()
 
   /// Monotonic nanoseconds, for timeouts.
   @inline(__always)
