@@ -15,7 +15,9 @@ let package = Package(
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
     .executableTarget(name: "mapped-cache", dependencies: ["MappedCache"], path: "Sources/mapped-cache"),
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
-    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache"], path: "Tests/Helper"),
+    // Counts heap allocations in the test helper (tests assert the read paths make none).
+    .target(name: "AllocCounter", path: "Tests/AllocCounter"),
+    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "AllocCounter"], path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
       dependencies: ["MappedCache", "mc-test-helper", "cache-stress", "mapped-cache"],

@@ -15,6 +15,7 @@ import MappedCache
 //          creates) the cache, stores "pid-<pid>", reads it back;
 //          prints {"capacity":N,"created":true|false,"ok":true}.
 let coreCommands: [String: HelperCommand] = [
+  "count-allocs": { try countAllocations($0) },
   "ping": { _ in print("pong"); return 0 },
   "writer": coreWriter,
   "reader": coreReader,

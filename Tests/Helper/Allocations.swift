@@ -1,0 +1,28 @@
+import AllocCounter
+import Foundation
+import MappedCache
+
+/// `count-allocs PATH N`: stores 64-byte values, then counts heap allocations over N
+/// closure reads (`withBytes`), N value reads (`object(forKey:)`), and N misses.
+/// Prints `closure=<a> object=<b> miss=<c>` (allocation counts over the N calls each).
+func countAllocations(_ args: [String]) throws -> Int32 {
+  guard args.count == 2, let n = Int(args[1]) else { return 64 }
+  let cache = try SharedCache<[UInt8]>(path: args[0], capacity: 4 << 20)
+  let keys = (0..<64).map { "key:\($0)" }
+  for k in keys { try cache.setObject([UInt8](repeating: 7, count: 64), forKey: k) }
+  var sink = 0
+  // Warm up (first-use allocations of the runtime, lazily initialised globals).
+  for k in keys { sink &+= try cache.withBytes(forKey: k) { Int($0[0]) } ?? 0 }
+  for k in keys { sink &+= try cache.object(forKey: k)?.count ?? 0 }
+  for k in keys { sink &+= try cache.object(forKey: k + "-missing")?.count ?? 0 }
+
+  let a0 = mc_alloc_count()
+  for i in 0..<n { sink &+= try cache.withBytes(forKey: keys[i & 63]) { Int($0[63]) } ?? 0 }
+  let a1 = mc_alloc_count()
+  for i in 0..<n { sink &+= try cache.object(forKey: keys[i & 63])?.count ?? 0 }
+  let a2 = mc_alloc_count()
+  for i in 0..<n { sink &+= try cache.withBytes(forKey: "absent") { Int($0.count) } ?? 0 }
+  let a3 = mc_alloc_count()
+  print("closure=\(a1 - a0) object=\(a2 - a1) miss=\(a3 - a2) sink=\(sink)")
+  return 0
+}
