@@ -35,16 +35,16 @@ import Testing
     if let stdin {
       let writer = input.fileHandleForWriting
       group.enter()
-      DispatchQueue.global().async {
+      Thread.detachNewThread {
         try? writer.write(contentsOf: stdin)
         try? writer.close()
         group.leave()
       }
     }
     group.enter()
-    DispatchQueue.global().async { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     group.enter()
-    DispatchQueue.global().async { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     let deadline = Date().addingTimeInterval(timeout)
     while p.isRunning && Date() < deadline { usleep(2_000) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL) }

@@ -55,6 +55,16 @@ import Testing
       baseReports.append("slotBytes \(m.layout.slotBytes): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    if env["MC_FUZZ_DRY"] == "1" {
+      // Only generate the damaged images (checks the mutator itself over many seeds).
+      for seed in seeds {
+        let m = mutators[Int((seed >> 7) % UInt64(mutators.count))]
+        var bytes = m.base
+        _ = m.mutate(&bytes, seed: seed)
+      }
+      print("fuzz: dry run, \(seeds.count) damaged images generated")
+      return
+    }
     let started = Date()
     let tally = Tally()
     let batches = stride(from: 0, to: seeds.count, by: batchSize).map { Array(seeds[$0..<min($0 + batchSize, seeds.count)]) }
@@ -255,7 +265,8 @@ struct FileMutator: Sendable {
   /// A hostile Int for a header field that `HeaderFields.encoded()` writes in `bits` bits.
   func hostileInt(_ r: inout Rng, current: Int, bits: Int) -> Int {
     let cap = bits == 32 ? Int(UInt32.max) : Int.max
-    let choices = [0, 1, 8, current - 8, current - 1, current + 1, current + 8, current * 2, current / 2,
+    // Wrapping: `current` may already be hostile (an earlier damage in the same case).
+    let choices = [0, 1, 8, current &- 8, current &- 1, current &+ 1, current &+ 8, current &* 2, current / 2,
                    cap, cap / 2, 1 << 31, Int(UInt32.max), layout.fileSize, layout.fileSize * 2,
                    1 << 40, 1 << 56, r.below(1 << 20), r.below(layout.fileSize) & ~7]
     return min(max(r.pick(choices), 0), cap)

@@ -49,14 +49,16 @@ enum Support {
       input.fileHandleForWriting.write(stdin)
       try? input.fileHandleForWriting.close()
     }
-    // Drain pipes concurrently so a chatty child cannot block on a full pipe.
+    // Drain pipes concurrently so a chatty child cannot block on a full pipe. Dedicated
+    // threads, not Dispatch's pool: many tests run children at once, and blocking pool
+    // threads on pipes would starve other tests' `asyncAfter` and background work.
     final class Box: @unchecked Sendable { var data = Data() }
     let o = Box(), e = Box()
     let group = DispatchGroup()
     group.enter()
-    DispatchQueue.global().async { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     group.enter()
-    DispatchQueue.global().async { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     let deadline = Date().addingTimeInterval(timeout)
     while p.isRunning && Date() < deadline { usleep(5_000) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL) }

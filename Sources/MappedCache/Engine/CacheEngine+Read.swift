@@ -145,11 +145,11 @@ extension CacheEngine {
     let first: Bool = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
       switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
       case .hit(let info):
-        if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+        if countStats { countHit() }
         try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
         return true
       case .miss, .corrupt:
-        if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+        if countStats { countMiss() }
         return false
       case .needs(let n):
         want = n
@@ -171,11 +171,11 @@ extension CacheEngine {
       let found: Bool = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
         switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
         case .hit(let info):
-          if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          if countStats { countHit() }
           try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
           return true
         case .miss, .corrupt:
-          if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          if countStats { countMiss() }
           return false
         case .needs(let n):
           grow = n
@@ -201,10 +201,10 @@ extension CacheEngine {
       let step: ReadStep<R> = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
         switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
         case .hit(let info):
-          if countStats { hitsWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          if countStats { countHit() }
           return .done(try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info))
         case .miss, .corrupt:
-          if countStats { missesWord.pointee.wrappingAdd(1, ordering: .relaxed) }
+          if countStats { countMiss() }
           return .missed
         case .needs(let n):
           return .grow(n)
@@ -224,4 +224,21 @@ enum ReadStep<R> {
   case done(R)
   case missed
   case grow(Int)
+}
+
+extension CacheEngine {
+  /// Hit and miss counters are bumped with a plain load and store, not an atomic
+  /// read-modify-write: on x86 a locked instruction is a full barrier, which would stop
+  /// the CPU from overlapping one read's cache miss with the next read's. The price:
+  /// threads sharing one handle may lose an occasional increment (counters are
+  /// statistics, never used for decisions). Each handle has its own counter words.
+  @inline(__always)
+  func countHit() {
+    hitsWord.pointee.store(hitsWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+  }
+
+  @inline(__always)
+  func countMiss() {
+    missesWord.pointee.store(missesWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+  }
 }
