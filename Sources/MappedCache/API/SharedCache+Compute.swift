@@ -160,7 +160,9 @@ extension SharedCache where Value: Codable {
       return true
     }
     if look() { return }
-    DispatchQueue.global().async {
+    // Waiting sleeps between looks: a thread of its own, so Dispatch's shared pool is
+    // never held by a blocked wait.
+    Thread.detachNewThread {
       var wait = ComputeWait(max: options.maxPollInterval)
       while true {
         usleep(UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))

@@ -141,90 +141,51 @@ extension CacheEngine {
     let now = Sys.expiryClockMilliseconds()
     // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
     // the stack with no size check.
-    var want = 0
-    let first: Bool = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
-      switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
-      case .hit(let info):
-        if countStats { countHit() }
-        try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
-        return true
-      case .miss, .corrupt:
-        if countStats { countMiss() }
-        return false
-      case .needs(let n):
-        want = n
-        return false
+    var found = false
+    var want = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
+      try attempt(key, hash, now, allowExpired, countStats, buffer, &found, body)
+    }
+    // A larger value: size the buffer from the entry (it may grow again meanwhile).
+    for _ in 0..<8 where want > 0 {
+      want = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
+        try attempt(key, hash, now, allowExpired, countStats, buffer, &found, body)
       }
     }
-    if want == 0 { return first }
-    return try readLarge(key, hash: hash, now: now, want: want, allowExpired: allowExpired,
-                         countStats: countStats, body)
+    return found
   }
 
-  /// `read` for values over 256 bytes: sizes the buffer from the entry.
-  private func readLarge(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, want firstWant: Int,
-                         allowExpired: Bool, countStats: Bool,
-                         _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
-    var want = firstWant
-    for _ in 0..<8 {
-      var grow = 0
-      let found: Bool = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
-        switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
-        case .hit(let info):
-          if countStats { countHit() }
-          try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
-          return true
-        case .miss, .corrupt:
-          if countStats { countMiss() }
-          return false
-        case .needs(let n):
-          grow = n
-          return false
-        }
-      }
-      if grow == 0 { return found }
-      want = grow  // size the buffer from the entry (it may grow again meanwhile)
+  /// One lookup into `buffer`, calling `body` on a hit (and setting `found`). Returns the
+  /// size to try again with when the value is larger than the buffer, else 0.
+  @inline(__always)
+  private func attempt(_ key: UnsafeRawBufferPointer, _ hash: UInt64, _ now: UInt64, _ allowExpired: Bool,
+                       _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
+                       _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Int {
+    switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
+    case .hit(let info):
+      if countStats { countHit() }
+      try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
+      found = true
+      return 0
+    case .miss, .corrupt:
+      if countStats { countMiss() }
+      return 0
+    case .needs(let n):
+      return n
     }
-    return false
   }
 
-  /// Reads the value for `key` into a temporary buffer and hands it to `body`: no heap
-  /// allocation for values up to 256 bytes (and none for larger ones while the stack
-  /// has room), none on a miss.
+  /// `read` returning what `body` returns (nil on a miss). Same costs as `read`.
   @inline(__always)
   func withValue<R>(forKey key: UnsafeRawBufferPointer, allowExpired: Bool = false, countStats: Bool = true,
                     _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> R) rethrows -> R? {
-    let hash = KeyHash.key(key)
-    let now = Sys.expiryClockMilliseconds()
-    var want = 256
-    for _ in 0..<8 {
-      let step: ReadStep<R> = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
-        switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
-        case .hit(let info):
-          if countStats { countHit() }
-          return .done(try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info))
-        case .miss, .corrupt:
-          if countStats { countMiss() }
-          return .missed
-        case .needs(let n):
-          return .grow(n)
-        }
-      }
-      switch step {
-      case .done(let r): return r
-      case .missed: return nil
-      case .grow(let n): want = n  // the value grew between probes: size from the entry
-      }
+    var result: R? = nil
+    _ = try read(key, allowExpired: allowExpired, countStats: countStats) { bytes, info in
+      result = try body(bytes, info)
     }
-    return nil
+    return result
   }
 }
 
-enum ReadStep<R> {
-  case done(R)
-  case missed
-  case grow(Int)
-}
 
 extension CacheEngine {
   /// Hit and miss counters are bumped with a plain load and store, not an atomic

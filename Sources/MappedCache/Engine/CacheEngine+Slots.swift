@@ -12,48 +12,46 @@ import Synchronization
 ///
 /// A slot is only ever odd while its writer runs; readers that see odd spin (bounded).
 extension CacheEngine {
-  /// One seqlock write of a slot's three data words.
+  /// The seqlock write bracket for slot `i`: `seq` odd, release fence, the stores in
+  /// `body`, `seq` even with release ordering. Every store into a slot is made in one.
   @inline(__always)
-  func writeSlot(_ i: Int, hash: UInt64, loc: Int, meta: UInt64) {
-    let m = memory
-    let seq = m.slot(i, Format.S.seq)
+  func seqlockWrite(_ i: Int, _ body: () -> Void) {
+    let seq = memory.slot(i, Format.S.seq)
     let s = seq.pointee.load(ordering: .relaxed)
     seq.pointee.store(s &+ 1, ordering: .relaxed)
     atomicMemoryFence(ordering: .releasing)
-    m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
-    m.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
-    m.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
+    body()
     seq.pointee.store(s &+ 2, ordering: .releasing)
+  }
+
+  @inline(__always)
+  private func storeWords(_ i: Int, hash: UInt64, loc: Int, meta: UInt64) {
+    memory.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
+    memory.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
+    memory.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
+  }
+
+  /// One seqlock write of a slot's three data words.
+  @inline(__always)
+  func writeSlot(_ i: Int, hash: UInt64, loc: Int, meta: UInt64) {
+    seqlockWrite(i) { storeWords(i, hash: hash, loc: loc, meta: meta) }
   }
 
   /// One seqlock write of a whole inline entry: the words and the inline area.
   func writeSlotInline(_ i: Int, hash: UInt64, loc: Int, meta: UInt64, key: UnsafeRawBufferPointer,
                        value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
-    let m = memory
-    let seq = m.slot(i, Format.S.seq)
-    let s = seq.pointee.load(ordering: .relaxed)
-    seq.pointee.store(s &+ 1, ordering: .relaxed)
-    atomicMemoryFence(ordering: .releasing)
-    m.slot(i, Format.S.hash).pointee.store(hash, ordering: .relaxed)
-    m.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
-    m.slot(i, Format.S.meta).pointee.store(meta | Format.inlineBit, ordering: .relaxed)
-    m.writeInline(i, key: key, value: value, sum: sum, cas: cas)
-    seq.pointee.store(s &+ 2, ordering: .releasing)
+    seqlockWrite(i) {
+      storeWords(i, hash: hash, loc: loc, meta: meta | Format.inlineBit)
+      memory.writeInline(i, key: key, value: value, sum: sum, cas: cas)
+    }
   }
 
   /// One seqlock write of slot `to` with everything slot `from` holds.
   func copySlot(from: Int, to: Int) {
-    let m = memory
-    let seq = m.slot(to, Format.S.seq)
-    let s = seq.pointee.load(ordering: .relaxed)
-    seq.pointee.store(s &+ 1, ordering: .relaxed)
-    atomicMemoryFence(ordering: .releasing)
-    m.slot(to, Format.S.hash).pointee.store(slotHash(from), ordering: .relaxed)
-    // The raw word: an unchecked slot's loc may be any bits (as an Int, negative).
-    m.slot(to, Format.S.loc).pointee.store(m.slot(from, Format.S.loc).pointee.load(ordering: .relaxed), ordering: .relaxed)
-    m.slot(to, Format.S.meta).pointee.store(slotMeta(from), ordering: .relaxed)
-    m.copyInlineArea(from: from, to: to)
-    seq.pointee.store(s &+ 2, ordering: .releasing)
+    seqlockWrite(to) {
+      storeWords(to, hash: slotHash(from), loc: slotLoc(from), meta: slotMeta(from))
+      memory.copyInlineArea(from: from, to: to)
+    }
   }
 
   @inline(__always) func slotHash(_ i: Int) -> UInt64 { memory.slot(i, Format.S.hash).pointee.load(ordering: .relaxed) }
