@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import MappedCache
 
@@ -127,7 +128,11 @@ import Testing
     // A writer in this process rewrites entries (each value names its key) while a walk
     // runs; a writer holding the lock would stall if the walk took it.
     let stop = DispatchSemaphore(value: 0)
-    final class Flag: @unchecked Sendable { var done = false; var writes = 0 }
+    final class Flag: @unchecked Sendable {
+      let stop = Atomic<Bool>(false)
+      var done: Bool { stop.load(ordering: .acquiring) }
+      var writes = 0  // written by the writer before it signals, read after the wait
+    }
     let flag = Flag()
     let writer = Thread {
       var n = 0
@@ -147,7 +152,7 @@ import Testing
       }
       _ = c.allKeys
     }
-    flag.done = true
+    flag.stop.store(true, ordering: .releasing)
     stop.wait()
     #expect(flag.writes > 0)
   }

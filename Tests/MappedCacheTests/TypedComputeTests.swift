@@ -146,7 +146,7 @@ final class TCGate: @unchecked Sendable {
     let failed = await call { _, failure in failure(nil) }
     #expect(failed.0 == nil && !failed.1 && failed.2 != nil)
     // success called later, from another thread.
-    let made = await call { success, _ in DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { success("v", .seconds(30)) } }
+    let made = await call { success, _ in DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { success("v", .seconds(600)) } }
     #expect(made.0 == "v" && !made.1 && made.2 == nil)
     let cached = await call { success, _ in success("other", .never) }
     #expect(cached.0 == "v" && cached.1)

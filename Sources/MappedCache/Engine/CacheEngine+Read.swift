@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// What a read learned about the entry besides its bytes.
@@ -22,9 +23,32 @@ extension CacheEngine {
     case corrupt
   }
 
-  /// Most times a reader re-reads one slot that a writer keeps changing (or that a
-  /// stopped or dead writer left odd) before answering "miss". Bounded: never a hang.
-  static let readRetries = 2048
+  /// How long a reader waits on one slot that a writer is changing (or that a stopped
+  /// or dead writer left odd) before answering "miss". Bounded: never a hang.
+  ///
+  /// First 2,048 pauses (tens of microseconds: a running writer finishes a slot in far
+  /// less). A writer descheduled mid-write (an oversubscribed CPU) needs the reader to
+  /// give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms
+  /// in all. Only this slow path makes system calls.
+  static let readSpins = 2048
+  static let readYields = 64
+  static let readSleeps = 20
+
+  /// One wait step on a busy slot; false once the reader should give up.
+  @inline(__always)
+  static func backoff(_ attempts: inout Int) -> Bool {
+    attempts += 1
+    if attempts <= readSpins {
+      spinPause()
+    } else if attempts <= readSpins + readYields {
+      sched_yield()
+    } else if attempts <= readSpins + readYields + readSleeps {
+      usleep(50)
+    } else {
+      return false
+    }
+    return true
+  }
 
   /// The read protocol (a seqlock per slot, no lock, no system call):
   ///
@@ -48,15 +72,16 @@ extension CacheEngine {
       let seq = m.slot(i, Format.S.seq)
       let s1 = seq.pointee.load(ordering: .acquiring)
       if s1 & 1 != 0 {
-        retries += 1
-        if retries > Self.readRetries { return .miss }
-        spinPause()
+        if !Self.backoff(&retries) { return .miss }
         continue
       }
       let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
       if h != hash {
         atomicMemoryFence(ordering: .acquiring)
-        if seq.pointee.load(ordering: .relaxed) != s1 { retries += 1; if retries > Self.readRetries { return .miss }; continue }
+        if seq.pointee.load(ordering: .relaxed) != s1 {
+          if !Self.backoff(&retries) { return .miss }
+          continue
+        }
         if h == 0 { return .miss }
         i = m.next(i); probes += 1
         continue
@@ -86,8 +111,7 @@ extension CacheEngine {
       }
       atomicMemoryFence(ordering: .acquiring)
       if seq.pointee.load(ordering: .relaxed) != s1 {
-        retries += 1
-        if retries > Self.readRetries { return .miss }
+        if !Self.backoff(&retries) { return .miss }
         continue
       }
       guard matched else { i = m.next(i); probes += 1; continue }
@@ -118,9 +142,15 @@ extension CacheEngine {
     let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
     guard case .miss = first else { return first }
     let shift = memory.word(Format.H.shiftSeq)
-    for _ in 0..<16 {
+    var waits = 0, tries = 0
+    while tries < 16 {
       let s0 = shift.pointee.load(ordering: .acquiring)
-      if s0 & 1 != 0 { spinPause(); continue }
+      if s0 & 1 != 0 {
+        // A removal is moving entries (its writer may be descheduled): wait, bounded.
+        if !Self.backoff(&waits) { return .miss }
+        continue
+      }
+      tries += 1
       let again = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
       atomicMemoryFence(ordering: .acquiring)
       if shift.pointee.load(ordering: .relaxed) == s0 { return again }

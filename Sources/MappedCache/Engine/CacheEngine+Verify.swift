@@ -193,9 +193,9 @@ extension CacheEngine {
     return .success(rh.klen + rh.vlen)
   }
 
-  /// `check`, consistent and able to repair. Without repair it first checks without the
-  /// lock (writers go on; a whole check of a 64 MiB cache takes about 0.1 s), and takes
-  /// the lock for a second, exact pass only if that found something: a write landing
+  /// `check`, consistent and able to repair. It first checks without the lock (writers
+  /// go on; a whole check of a 64 MiB cache takes about 0.1 s), and takes the lock for a
+  /// second, exact pass (and the repair) only if that found something: a write landing
   /// mid-scan can look like damage, so only a problem seen under the lock is reported.
   func verify(repair: Bool) throws -> VerifyReport {
     guard lock != nil else {
@@ -203,10 +203,10 @@ extension CacheEngine {
       if repair { throw CacheError.readOnly(path: path) }
       return check(repair: false, checksums: true)
     }
-    if !repair {
-      let unlocked = check(repair: false, checksums: true)
-      if unlocked.ok { return unlocked }
-    }
+    // A healthy cache is confirmed without blocking anyone, even when asked to repair:
+    // the lock (held for a whole pass) is taken only for a file that needs it.
+    let unlocked = check(repair: false, checksums: true)
+    if unlocked.ok { return unlocked }
     return try lock!.withLock { _ in
       let r = check(repair: repair, checksums: true)
       if repair { store(Format.H.intent, 0) }
