@@ -16,6 +16,10 @@ func countAllocations(_ args: [String]) throws -> Int32 {
   for k in keys { sink &+= try cache.object(forKey: k)?.count ?? 0 }
   for k in keys { sink &+= try cache.object(forKey: k + "-missing")?.count ?? 0 }
 
+  if mc_alloc_count() < 0 {
+    print("unavailable")
+    return 0
+  }
   let a0 = mc_alloc_count()
   for i in 0..<n { sink &+= try cache.withBytes(forKey: keys[i & 63]) { Int($0[63]) } ?? 0 }
   let a1 = mc_alloc_count()

@@ -11,6 +11,8 @@ import Testing
     let n = 10_000
     let r = try Support.run(Support.binary("mc-test-helper"), ["count-allocs", path, String(n)])
     #expect(r.status == 0, "\(r.stderr)")
+    // Sanitizer builds replace malloc themselves, so the helper cannot count there.
+    if r.stdout.hasPrefix("unavailable") { return }
     let fields = Dictionary(uniqueKeysWithValues: r.stdout.split(separator: " ").compactMap { part -> (String, Int)? in
       let kv = part.split(separator: "=")
       guard kv.count == 2, let v = Int(kv[1].trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }

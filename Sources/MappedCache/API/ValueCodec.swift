@@ -13,8 +13,10 @@ public protocol CacheValueEncodable {
   init(cacheBytes: UnsafeRawBufferPointer) throws
 }
 
+@usableFromInline
 struct CacheDecodingError: Error, CustomStringConvertible {
-  var description: String
+  @usableFromInline var description: String
+  @usableFromInline init(description: String) { self.description = description }
 }
 
 extension Array: CacheValueEncodable where Element == UInt8 {
@@ -51,9 +53,12 @@ extension String: CacheValueEncodable {
 public protocol CacheFixedWidthValue: CacheValueEncodable {}
 
 extension CacheFixedWidthValue where Self: FixedWidthInteger {
+  // Inlinable so callers specialise them: generic, they would look up metadata per call.
+  @inlinable
   public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     try Swift.withUnsafeBytes(of: self.littleEndian, body)
   }
+  @inlinable
   public init(cacheBytes b: UnsafeRawBufferPointer) throws {
     guard b.count == MemoryLayout<Self>.size else {
       throw CacheDecodingError(description: "\(b.count) bytes for a \(MemoryLayout<Self>.size)-byte integer")
@@ -175,7 +180,10 @@ extension ValueCodec {
   func decodeValue(_ b: UnsafeRawBufferPointer) throws -> Value {
     if Value.self == [UInt8].self { return unsafeBitCast([UInt8](b), to: Value.self) }
     if Value.self == String.self { return unsafeBitCast(try String(cacheBytes: b), to: Value.self) }
-    if Value.self == Int.self { return unsafeBitCast(try Int(cacheBytes: b), to: Value.self) }
+    if Value.self == Int.self {
+      guard b.count == 8 else { throw CacheDecodingError(description: "\(b.count) bytes for an 8-byte integer") }
+      return unsafeBitCast(Int(littleEndian: b.loadUnaligned(as: Int.self)), to: Value.self)
+    }
     return try decode(b)
   }
 }

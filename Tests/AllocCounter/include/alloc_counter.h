@@ -3,6 +3,7 @@
 // symbol interposition), count, and forward to glibc's implementations.
 #ifndef ALLOC_COUNTER_H
 #define ALLOC_COUNTER_H
-/// Allocations (malloc, calloc, realloc, memalign family) since the process started.
+/// Allocations (malloc, calloc, realloc, memalign family) since the process started,
+/// or -1 when counting is off (sanitizer builds).
 long mc_alloc_count(void);
 #endif
