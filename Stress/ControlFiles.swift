@@ -5,17 +5,13 @@ import Glibc
 /// write a temporary file, then rename) every `WorkerTiming.flushInterval` and once more
 /// at the end (`final`), so the coordinator can show progress and, when a worker is
 /// SIGKILLed, still count what it did up to its last flush.
+@dynamicMemberLookup
 struct WorkerResult: Codable {
   var worker = 0
   var incarnation = 0
   var final = false
-  var getOps: UInt64 = 0
-  var setOps: UInt64 = 0
-  var hits: UInt64 = 0
-  var misses: UInt64 = 0
-  var corruptReads: UInt64 = 0
-  var wrongValues: UInt64 = 0
-  var errors: UInt64 = 0
+  var counters = Counters()
+  subscript(dynamicMember field: KeyPath<Counters, UInt64>) -> UInt64 { counters[keyPath: field] }
   /// The first few error and corruption messages.
   var messages: [String] = []
   var getHist: [[UInt64]] = []

@@ -288,26 +288,16 @@ final class Coordinator: @unchecked Sendable {
 }
 
 /// Every worker's counters and histograms, summed.
+@dynamicMemberLookup
 struct MergedResults {
-  var getOps: UInt64 = 0
-  var setOps: UInt64 = 0
-  var hits: UInt64 = 0
-  var misses: UInt64 = 0
-  var corruptReads: UInt64 = 0
-  var wrongValues: UInt64 = 0
-  var errors: UInt64 = 0
+  var counters = Counters()
+  subscript(dynamicMember field: KeyPath<Counters, UInt64>) -> UInt64 { counters[keyPath: field] }
   var messages: [String] = []
   var getHist = LatencyHistogram()
   var setHist = LatencyHistogram()
 
   mutating func add(_ r: WorkerResult) {
-    getOps += r.getOps
-    setOps += r.setOps
-    hits += r.hits
-    misses += r.misses
-    corruptReads += r.corruptReads
-    wrongValues += r.wrongValues
-    errors += r.errors
+    counters.add(r.counters)
     for m in r.messages where messages.count < 20 { messages.append("worker \(r.worker).\(r.incarnation): \(m)") }
     getHist.merge(LatencyHistogram(sparse: r.getHist))
     setHist.merge(LatencyHistogram(sparse: r.setHist))

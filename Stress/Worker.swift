@@ -28,8 +28,8 @@ enum KeySet {
   }
 }
 
-/// Plain counters of one thread (or, summed, one worker).
-struct Counters {
+/// Plain counters of one thread (summed: one worker, or the whole run).
+struct Counters: Codable {
   var getOps: UInt64 = 0
   var setOps: UInt64 = 0
   var hits: UInt64 = 0
@@ -37,6 +37,16 @@ struct Counters {
   var corruptReads: UInt64 = 0
   var wrongValues: UInt64 = 0
   var errors: UInt64 = 0
+
+  mutating func add(_ o: Counters) {
+    getOps += o.getOps
+    setOps += o.setOps
+    hits += o.hits
+    misses += o.misses
+    corruptReads += o.corruptReads
+    wrongValues += o.wrongValues
+    errors += o.errors
+  }
 }
 
 /// Where a worker's threads leave their counters for the flusher (under a lock, every
@@ -78,13 +88,7 @@ final class StatsBoard: @unchecked Sendable {
     var r = WorkerResult(worker: worker, incarnation: incarnation, final: final)
     var g = LatencyHistogram(), s = LatencyHistogram()
     for (i, c) in counters.enumerated() {
-      r.getOps += c.getOps
-      r.setOps += c.setOps
-      r.hits += c.hits
-      r.misses += c.misses
-      r.corruptReads += c.corruptReads
-      r.wrongValues += c.wrongValues
-      r.errors += c.errors
+      r.counters.add(c)
       g.merge(getHists[i])
       s.merge(setHists[i])
     }
