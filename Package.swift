@@ -17,10 +17,13 @@ let package = Package(
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
-    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "AllocCounter"], path: "Tests/Helper"),
+    // The self-checking value format shared by helper processes and tests.
+    .target(name: "CheckedValues", path: "Tests/CheckedValues"),
+    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "AllocCounter", "CheckedValues"],
+                      path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
-      dependencies: ["MappedCache", "mc-test-helper", "cache-stress", "mapped-cache"],
+      dependencies: ["MappedCache", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
       path: "Tests/MappedCacheTests"),
   ]
 )
