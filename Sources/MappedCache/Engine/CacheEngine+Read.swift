@@ -117,7 +117,8 @@ extension CacheEngine {
       guard matched else { i = m.next(i); probes += 1; continue }
       // The copy is whole and is this key's. Now judge it.
       let expiry = meta & Format.expiryMask
-      let expired = expiry != 0 && expiry <= now
+      // The clock is read only for entries that can expire (`now` 0: not read yet).
+      let expired = expiry != 0 && expiry <= (now != 0 ? now : Sys.expiryClockMilliseconds())
       if expired && !allowExpired { return .miss }
       if vlen > buffer.count { return .needs(vlen) }
       if checksumOnRead,
@@ -168,7 +169,7 @@ extension CacheEngine {
   func read(_ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
             _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
     let hash = KeyHash.key(key)
-    let now = Sys.expiryClockMilliseconds()
+    let now: UInt64 = 0  // read lazily by `probe`, only for an entry with an expiry
     // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
     // the stack with no size check.
     var found = false

@@ -103,7 +103,7 @@ struct MappedMemory {
   /// Whether slot `i`'s inline key (lengths checked by `inlineLengths`) equals `key`.
   @inline(__always)
   func inlineKeyEquals(_ i: Int, _ key: UnsafeRawBufferPointer) -> Bool {
-    memcmp(slotsBase + i &* slotBytes + Format.S.bytes, key.baseAddress!, key.count) == 0
+    MappedMemory.bytesEqual(slotsBase + i &* slotBytes + Format.S.bytes, key.baseAddress!, key.count)
   }
 
   /// Copies slot `i`'s inline value (lengths checked by `inlineLengths`) to `out`.
@@ -203,7 +203,22 @@ struct MappedMemory {
   /// Whether the key stored in the record at `loc` (header already checked) equals `key`.
   @inline(__always)
   func keyEquals(record loc: Int, _ key: UnsafeRawBufferPointer) -> Bool {
-    memcmp(base + loc + Format.recordHeaderBytes, key.baseAddress!, key.count) == 0
+    MappedMemory.bytesEqual(base + loc + Format.recordHeaderBytes, key.baseAddress!, key.count)
+  }
+
+  /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two
+  /// overlapping word compares). Precondition: `n >= 1`, both ranges readable.
+  @inline(__always)
+  static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
+    if n >= 8 && n <= 16 {
+      return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
+        && a.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+    }
+    if n >= 4 && n < 8 {
+      return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+        && a.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+    }
+    return memcmp(a, b, n) == 0
   }
 
   /// Copies the value of a checked record into `out` (room for `h.vlen` bytes).
