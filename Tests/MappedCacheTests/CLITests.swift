@@ -487,7 +487,7 @@ import Testing
   func hostileBytesNeverKillTheTool(createOptions: [String]) throws {
     let path = try Self.freshCache("hostile", createOptions)
     defer { Support.cleanup(path) }
-    var rng = CLIRandom(0xC11)
+    var rng = CoreRNG(0xC11)
     let commands: [[String]] = [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
                                 ["keys", path], ["dump", path, "--values"], ["get", path, "k1"], ["set", path, "k1", "v"],
                                 ["delete", path, "k2"], ["verify", path], ["sweep", path], ["verify", path, "--repair"],
@@ -532,7 +532,7 @@ import Testing
   // MARK: Files that are not caches
 
   @Test func filesThatAreNotCachesAreLeftUntouched() throws {
-    var rng = CLIRandom(42)
+    var rng = CoreRNG(42)
     let random = Data((0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
     var fakeMagic = Data("MCACHE01".utf8)  // the magic, then garbage: a damaged header
     fakeMagic.append(random.prefix(1 << 20))
@@ -568,16 +568,4 @@ import Testing
     let missing = try Self.cli(["info", "/dev/shm/no-such-cache-\(getpid())"])
     #expect(missing.status == 3 && missing.err.contains("no such file"))
   }
-}
-
-/// A deterministic generator for these tests (xorshift64*).
-struct CLIRandom {
-  var s: UInt64
-  init(_ seed: UInt64) { s = seed == 0 ? 0x9E37_79B9 : seed }
-  mutating func next() -> UInt64 {
-    s ^= s >> 12; s ^= s << 25; s ^= s >> 27
-    return s &* 0x2545_F491_4F6C_DD1D
-  }
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
-  mutating func inRange(_ r: ClosedRange<Int>) -> Int { r.lowerBound + below(r.count) }
 }

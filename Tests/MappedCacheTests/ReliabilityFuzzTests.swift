@@ -124,17 +124,10 @@ import Testing
       var bytes = mutator.base
       let what = "slots\(mutator.layout.slotBytes) " + mutator.mutate(&bytes, seed: seed)
       let path = "\(dir)/case-\(String(seed, radix: 16)).mcache"
-      let fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0o600)
-      guard fd >= 0 else { tally.update { $0.failures.append("seed=0x\(String(seed, radix: 16)): cannot write case file") }; continue }
-      var done = 0
-      bytes.withUnsafeBytes { b in
-        while done < b.count {
-          let n = write(fd, b.baseAddress! + done, b.count - done)
-          if n <= 0 { break }
-          done += n
-        }
+      guard RelSupport.tryWriteFile(path, bytes) else {
+        tally.update { $0.failures.append("seed=0x\(String(seed, radix: 16)): cannot write case file") }
+        continue
       }
-      close(fd)
       if keep {
         // A pristine copy: the run changes the case file. Replay: cp it and run
         // `mc-test-helper fuzz-case COPY` (the case's name seeds its operations).

@@ -99,8 +99,13 @@ enum RelSupport {
   }
 
   static func writeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) {
+    precondition(tryWriteFile(path, bytes, mode: mode), "cannot write \(path)")
+  }
+
+  /// Writes `bytes` to a fresh file at `path`; false when it cannot be created.
+  static func tryWriteFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) -> Bool {
     let fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, mode)
-    precondition(fd >= 0, "cannot write \(path)")
+    guard fd >= 0 else { return false }
     var done = 0
     bytes.withUnsafeBytes { b in
       while done < b.count {
@@ -110,6 +115,7 @@ enum RelSupport {
       }
     }
     close(fd)
+    return true
   }
 
   static func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {

@@ -215,7 +215,7 @@ public final class CacheFile: @unchecked Sendable {
   /// Removes every expired entry now, a few thousand slots per hold of the write lock.
   /// Returns how many it removed.
   @discardableResult
-  public func sweep() throws -> Int { try engine.removeExpiredInSteps() }
+  public func sweep() throws -> Int { try engine.removeExpired() }
 
   /// Removes every entry.
   public func clear() throws { try engine.removeAll() }

@@ -165,6 +165,7 @@ extension CacheEngine {
   /// temporary buffer (stack for values up to 256 bytes, and for larger ones while the
   /// stack has room) and calls `body` with it. Returns false on a miss. Being
   /// non-generic, it costs no generic-metadata lookups per call.
+  /// Precondition: `checkKey(key)` passed (every public entry point checks it first).
   @usableFromInline
   func read(_ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
             _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {

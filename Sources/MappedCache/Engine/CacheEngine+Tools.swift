@@ -64,35 +64,4 @@ extension CacheEngine {
     }
     return out
   }
-
-  /// Removes every expired entry, `slotsPerStep` slots per hold of the write lock, so
-  /// other writers wait at most one step. Leaves the background sweeper's hand alone.
-  /// Entries that expire, or that other writers move, while it runs may be left for the
-  /// next sweep. Returns how many it removed.
-  func removeExpiredInSteps(slotsPerStep: Int = 4096) throws -> Int {
-    let n = layout.slotCount
-    let step = max(1, slotsPerStep)
-    var removed = 0
-    var start = 0
-    while start < n {
-      let end = min(n, start + step)
-      removed += try withWriteLock {
-        let now = Sys.expiryClockMilliseconds()
-        var count = 0
-        for i in start..<end {
-          // Backward shift pulls a later entry into slot i: look at i again until it stays.
-          var guardCount = 0
-          while slotHash(i) != 0, isExpired(slotMeta(i), now: now), guardCount < n {
-            removeSlot(i)
-            bump(Format.H.expirations)
-            count += 1
-            guardCount += 1
-          }
-        }
-        return count
-      }
-      start = end
-    }
-    return removed
-  }
 }

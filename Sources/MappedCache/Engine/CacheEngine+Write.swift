@@ -185,29 +185,55 @@ extension CacheEngine {
     shift.pointee.wrappingAdd(1, ordering: .releasing)
   }
 
-  /// Removes expired entries among `count` slots from the sweep hand on (all slots when
-  /// nil), under one lock hold; returns how many it removed.
-  func removeExpired(maxSlots: Int? = nil) throws -> Int {
+  /// Removes the expired entries of slots `start ..< start+count` (wrapping). Removal
+  /// pulls a later entry into the slot, so each slot is looked at until it stays.
+  /// Precondition: the caller holds the write lock. Returns how many it removed and the
+  /// slot after the range.
+  private func expireSlots(from start: Int, count: Int, now: UInt64) -> (removed: Int, next: Int) {
+    let n = layout.slotCount
+    var i = start, removed = 0
+    for _ in 0..<count {
+      var guardCount = 0
+      while slotHash(i) != 0, isExpired(slotMeta(i), now: now), guardCount < n {
+        removeSlot(i)
+        bump(Format.H.expirations)
+        removed += 1
+        guardCount += 1
+      }
+      i = memory.next(i)
+    }
+    return (removed, i)
+  }
+
+  /// Slots examined per hold of the write lock by the sweeps below: other writers wait
+  /// at most one step.
+  static let sweepStep = 4096
+
+  /// One step of the background sweeper: `maxSlots` slots from the shared sweep hand,
+  /// which it advances. Returns how many entries it removed.
+  func removeExpired(maxSlots: Int) throws -> Int {
     try withWriteLock {
       let n = layout.slotCount
-      let now = Sys.expiryClockMilliseconds()
-      let steps = min(maxSlots ?? n, n)
-      var i = maxSlots == nil ? 0 : Int(load(Format.H.sweepHand) % UInt64(n))
-      var removed = 0
-      for _ in 0..<steps {
-        // Removal pulls a later entry into slot i: look at i again until it stays.
-        var guardCount = 0
-        while slotHash(i) != 0, isExpired(slotMeta(i), now: now), guardCount < n {
-          removeSlot(i)
-          bump(Format.H.expirations)
-          removed += 1
-          guardCount += 1
-        }
-        i = memory.next(i)
-      }
-      if maxSlots != nil { store(Format.H.sweepHand, UInt64(i)) }
-      return removed
+      let r = expireSlots(from: Int(load(Format.H.sweepHand) % UInt64(n)), count: min(max(1, maxSlots), n),
+                          now: Sys.expiryClockMilliseconds())
+      store(Format.H.sweepHand, UInt64(r.next))
+      return r.removed
     }
+  }
+
+  /// Removes every expired entry, `sweepStep` slots per hold of the write lock (leaving
+  /// the background sweeper's hand alone). An entry that expires, or that other writers
+  /// move, while it runs may be left for the next sweep. Returns how many it removed.
+  func removeExpired() throws -> Int {
+    let n = layout.slotCount
+    var removed = 0
+    var start = 0
+    while start < n {
+      let count = min(Self.sweepStep, n - start)
+      removed += try withWriteLock { expireSlots(from: start, count: count, now: Sys.expiryClockMilliseconds()).removed }
+      start += count
+    }
+    return removed
   }
 
   /// Sets the count and cost limits stored in the file (0 = none) and evicts down to them.
