@@ -73,7 +73,7 @@ final class Coordinator: @unchecked Sendable {
     if o.keySize > cache.maxKeySize || o.valueMax > cache.maxValueSize {
       throw StressFailure("\(path) takes keys up to \(cache.maxKeySize) bytes and values up to \(cache.maxValueSize); this run needs \(o.keySize) and \(o.valueMax)")
     }
-    let keys = KeySet.make(count: o.keys, size: o.keySize)
+    let keys = KeySet(count: o.keys, size: o.keySize)
     var prefillSeconds = 0.0
     if o.prefill {
       let t0 = monotonicNanoseconds()
@@ -163,10 +163,11 @@ final class Coordinator: @unchecked Sendable {
 
   // MARK: Steps
 
-  private func prefill(_ cache: SharedCache<[UInt8]>, _ keys: [String]) throws {
+  private func prefill(_ cache: SharedCache<[UInt8]>, _ keys: KeySet) throws {
     var value = [UInt8](repeating: 0, count: o.valueMax)
     var g = SplitMix64(seed: SplitMix64.derive(o.seed!, 0x9F11))
-    for (k, key) in keys.enumerated() {
+    for k in 0..<keys.count {
+      let key = keys[k]
       if k % 65_536 == 0 && interrupted { throw InterruptedRun() }
       let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + g.next(below: o.valueMax - o.valueMin + 1)
       if value.count != size { value = [UInt8](repeating: 0, count: size) }

@@ -60,27 +60,32 @@ enum ValueFormat {
     buffer[buffer.count - 1] ^= 0x5A
   }
 
-  /// A 32-bit checksum of bytes 4..<count, seeded with the count: 8 bytes at a time,
-  /// multiply-xorshift mixing (a torn copy of two versions differs in the filler).
+  /// A 32-bit checksum of bytes 4..<count (at least 20 of them), seeded with the count:
+  /// 16 bytes per 64×64→128-bit multiply (wyhash's round), the last 16 read overlapping;
+  /// a torn copy of two versions differs in the filler, so every byte counts.
   @inline(__always)
   static func checksum(_ b: UnsafeRawBufferPointer) -> UInt32 {
+    let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
     let n = b.count
     var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n)
     var o = 4
-    while o + 8 <= n {
-      let w = b.loadUnaligned(fromByteOffset: o, as: UInt64.self)
-      h = (h ^ w) &* 0x100_0000_01B3
-      h ^= h >> 29
-      o += 8
+    while o &+ 16 <= n {
+      h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
+              b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)
+      o &+= 16
     }
-    while o < n {
-      h = (h ^ UInt64(b[o])) &* 0x100_0000_01B3
-      o += 1
+    if o < n {
+      h = mix(b.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2 ^ h,
+              b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) ^ p1)
     }
-    h ^= h >> 33
-    h &*= 0xFF51_AFD7_ED55_8CCD
-    h ^= h >> 33
-    return UInt32(truncatingIfNeeded: h)
+    h = mix(h ^ p1, UInt64(n) ^ p2)
+    return UInt32(truncatingIfNeeded: h ^ (h >> 32))
+  }
+
+  @inline(__always)
+  private static func mix(_ a: UInt64, _ b: UInt64) -> UInt64 {
+    let m = a.multipliedFullWidth(by: b)
+    return m.high ^ m.low
   }
 }
 

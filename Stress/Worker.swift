@@ -14,16 +14,91 @@ enum WorkerTiming {
   static let plantEvery: UInt64 = 65_536
 }
 
-/// The keys of a run, built the same way in every process: `key:` and the zero-padded
-/// index when the size allows (`key:00000042` for 12 bytes, as the peer benchmarks use),
-/// the zero-padded index alone otherwise.
-enum KeySet {
-  static func make(count: Int, size: Int) -> [String] {
-    let prefix = size >= String(max(count - 1, 0)).count + 4 ? "key:" : ""
-    let width = size - prefix.count
-    return (0..<count).map { i in
-      let digits = String(i)
-      return prefix + String(repeating: "0", count: max(0, width - digits.count)) + digits
+/// The keys of a run, the same in every process: `key:` and the zero-padded index when
+/// the size allows (`key:00000042` for 12 bytes, as the peer benchmarks use), the
+/// zero-padded index alone otherwise (`--key-size` is at least the index's digits).
+///
+/// Workers format a key's bytes when they need it, into a buffer of their own, and pass
+/// the bytes to the cache: a table of 100,000 `String`s is 1.6 MB, more than this
+/// machine's L2, and loading a key from it was a cache miss on most operations, as long
+/// as the read being measured. (The peers' table of 12-byte keys has the same problem;
+/// their shorter loop overlaps it with the next operation.)
+struct KeySet {
+  let count: Int
+  let size: Int
+  private let prefixed: Bool
+
+  /// `KeySet.table`, copied here so that formatting a key does not check a global's
+  /// initialisation each time.
+  private let groups: UnsafePointer<UInt32>
+
+  init(count: Int, size: Int) {
+    self.count = count
+    self.size = size
+    prefixed = size >= String(max(count - 1, 0)).count + 4
+    groups = KeySet.table
+  }
+
+  /// "0000" ... "9999" as little-endian words: a key's digits are stored 4 at a time.
+  /// Made once per process and never freed (40 KB); a pointer, not an array, so the
+  /// loop does not retain and release it.
+  nonisolated(unsafe) private static let table: UnsafePointer<UInt32> = {
+    let p = UnsafeMutablePointer<UInt32>.allocate(capacity: 10_000)
+    for g in 0..<10_000 {
+      var w: UInt32 = 0
+      var v = g
+      for b in (0..<4).reversed() {
+        w |= UInt32(48 + v % 10) << (8 * UInt32(b))
+        v /= 10
+      }
+      p[g] = w
+    }
+    return UnsafePointer(p)
+  }()
+
+  /// Writes key `i` (`size` bytes) to `out`, which has room for at least 16 bytes.
+  /// A key of up to 16 bytes is put together in registers and stored at once, so that
+  /// the cache's 8-byte loads of it are served from that one store (loads that span two
+  /// smaller stores stall the CPU, and would be charged to the read being measured).
+  @inline(__always)
+  func write(_ i: Int, to out: UnsafeMutableRawPointer) {
+    let start = prefixed ? 4 : 0
+    var j = size, v = i
+    let g = groups
+    if size <= 16 {
+      var w: UInt128 = prefixed ? 0x3A79_656B : 0  // "key:"
+      while j &- 4 >= start {
+        j &-= 4
+        w |= UInt128(g[v % 10_000]) << (8 &* j)
+        v /= 10_000
+      }
+      while j > start {
+        j &-= 1
+        w |= UInt128(48 &+ v % 10) << (8 &* j)
+        v /= 10
+      }
+      out.storeBytes(of: SIMD2<UInt64>(UInt64(truncatingIfNeeded: w), UInt64(truncatingIfNeeded: w >> 64)),
+                     as: SIMD2<UInt64>.self)
+      return
+    }
+    while j &- 4 >= start {
+      j &-= 4
+      out.storeBytes(of: g[v % 10_000], toByteOffset: j, as: UInt32.self)
+      v /= 10_000
+    }
+    while j > start {
+      j &-= 1
+      out.storeBytes(of: UInt8(truncatingIfNeeded: 48 &+ v % 10), toByteOffset: j, as: UInt8.self)
+      v /= 10
+    }
+    if prefixed { out.storeBytes(of: UInt32(0x3A79_656B).littleEndian, as: UInt32.self) }  // "key:"
+  }
+
+  /// Key `i` as a `String` (for messages and the coordinator's prefill).
+  subscript(_ i: Int) -> String {
+    withUnsafeTemporaryAllocation(byteCount: max(size, 16), alignment: 16) { b in
+      write(i, to: b.baseAddress!)
+      return String(decoding: UnsafeRawBufferPointer(start: b.baseAddress, count: size), as: UTF8.self)
     }
   }
 }
@@ -102,7 +177,7 @@ final class StatsBoard: @unchecked Sendable {
 /// What every thread of a worker shares (read-only).
 struct WorkerContext: @unchecked Sendable {
   let cache: SharedCache<[UInt8]>
-  let keys: [String]
+  let keys: KeySet
   let options: StressOptions
   let board: StatsBoard
   let worker: Int
@@ -118,6 +193,9 @@ struct WorkerContext: @unchecked Sendable {
 /// allocates nothing (reads copy into `scratch`; writes reuse `value`).
 struct ThreadLoop {
   let ctx: WorkerContext
+  /// `ctx.cache`, which keeps it alive: held unowned so the loop does not retain and
+  /// release it around every call.
+  unowned(unsafe) let cache: SharedCache<[UInt8]>
   let thread: Int
   let writerID: UInt32
   let writers: UInt32
@@ -132,10 +210,13 @@ struct ThreadLoop {
   var notes = 0
   let seqBase: UInt64
   let scratch: UnsafeMutableRawBufferPointer
+  /// Where the current key's bytes are formatted.
+  let keyBuffer: UnsafeMutableRawBufferPointer
 
   init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
     let o = ctx.options
     self.ctx = ctx
+    cache = ctx.cache
     self.thread = thread
     self.ops = ops
     writerID = UInt32(ctx.worker * o.threads + thread)
@@ -145,9 +226,20 @@ struct ThreadLoop {
     value = [UInt8](repeating: 0, count: o.valueMax)
     seqBase = UInt64(ctx.incarnation) << 40
     scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
+    keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.keySize, 16), alignment: 16)
   }
 
-  func release() { scratch.deallocate() }
+  func release() {
+    scratch.deallocate()
+    keyBuffer.deallocate()
+  }
+
+  /// Key `k`'s bytes, in `keyBuffer`.
+  @inline(__always)
+  func key(_ k: Int) -> UnsafeRawBufferPointer {
+    ctx.keys.write(k, to: keyBuffer.baseAddress!)
+    return UnsafeRawBufferPointer(start: keyBuffer.baseAddress, count: ctx.keys.size)
+  }
 
   mutating func run(start: UInt64, end: UInt64) {
     let mask = ops.count - 1
@@ -187,6 +279,7 @@ struct ThreadLoop {
   /// Whether this thread still passes messages on: only its first few (formatting allocates).
   var noting: Bool { notes < 10 }
 
+  @inline(never)  // off the hot path: inlined, it made every get retain and release the board
   mutating func note(_ message: String) {
     notes += 1
     ctx.board.note(message)
@@ -198,11 +291,9 @@ struct ThreadLoop {
     let buf = scratch
     var len = -1
     do {
-      len = try ctx.cache.withBytes(forKey: ctx.keys[k]) { src -> Int in
-        guard src.count <= buf.count else { return Int.max }
-        buf.copyMemory(from: src)
-        return src.count
-      } ?? -1
+      // The copy-out read: the value goes from the file straight into `scratch`.
+      len = try cache.copyBytes(forKey: key(k), into: buf) ?? -1
+      if len > buf.count { len = Int.max }
     } catch {
       counters.errors += 1
       if noting { note("get \(ctx.keys[k]): \(error)") }
@@ -246,14 +337,14 @@ struct ThreadLoop {
     }
     seq &+= 1
     let s = seqBase | seq
-    let key = UInt32(k), writer = writerID
+    let index = UInt32(k), writer = writerID
     value.withUnsafeMutableBytes { b in
-      ValueFormat.write(into: b, key: key, writer: writer, seq: s)
+      ValueFormat.write(into: b, key: index, writer: writer, seq: s)
       if spoil { ValueFormat.spoil(b) }
     }
     let t0 = timed ? monotonicNanoseconds() : 0
     do {
-      try ctx.cache.setObject(value, forKey: ctx.keys[k], expires: ctx.expiry)
+      try cache.setObject(value, forKey: key(k), expires: ctx.expiry)
     } catch {
       counters.errors += 1
       if noting { note("set \(ctx.keys[k]): \(error)") }
@@ -276,7 +367,7 @@ enum Worker {
     let inc = o.incarnation
     do {
       let cache = try SharedCache<[UInt8]>(path: path, capacity: o.capacity, options: o.cacheOptions, lockMode: o.lockMode)
-      let keys = KeySet.make(count: o.keys, size: o.keySize)
+      let keys = KeySet(count: o.keys, size: o.keySize)
       let scrambler = RankScrambler(n: o.keys)
       let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
       let board = StatsBoard(threads: o.threads)

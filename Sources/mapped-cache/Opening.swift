@@ -22,7 +22,9 @@ enum Opening {
     } else if (st.st_mode & S_IFMT) == S_IFDIR {
       throw .invalidCache("\(path) is a directory, not a MappedCache file")
     }
-    let policy = readOnly ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true) : OpenPolicy()
+    // An inspection tool checks every value's checksum when it reads one.
+    let policy = readOnly ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
+                          : OpenPolicy(verifyChecksumsOnRead: true)
     do {
       return try CacheFile(path: path, readOnly: readOnly, policy: policy)
     } catch {

@@ -205,9 +205,25 @@ enum Fuzz {
       }
     }
 
+    // Handles that judge values check checksums on read: then no damaged value may come
+    // back. A default handle (no read checksums: the fast path) must still never fault,
+    // whatever the bytes; it may hand back a value whose bytes were damaged in place.
+    attempt {
+      let fast = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
+      try withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
+        for _ in 0..<40 {
+          let k = Pattern.key(rng.below(keySpace))
+          attempt { _ = try fast.copyBytes(forKey: k, into: buf) }
+          attempt { _ = try fast.copyBytes(forKey: k, into: UnsafeMutableRawBufferPointer(rebasing: buf[0..<8])) }
+          attempt { _ = try fast.withBytes(forKey: k) { $0.count } }
+          attempt { _ = try fast.object(forKey: k, allowingExpired: true) }
+        }
+      }
+    }
     // A read-only handle first: it must never write to (or fault on) the mapping.
     attempt {
-      let ro = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
+      let ro = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
+                                        policy: OpenPolicy(readOnly: true, create: false, verifyChecksumsOnRead: true))
       for _ in 0..<40 {
         let i = rng.below(keySpace)
         attempt { check(try ro.object(forKey: Pattern.key(i), allowingExpired: true), i) }
@@ -221,7 +237,7 @@ enum Fuzz {
 
     let cache: SharedCache<[UInt8]>
     do {
-      cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
+      cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false, verifyChecksumsOnRead: true))
     } catch {
       o.thrown += 1
       return o

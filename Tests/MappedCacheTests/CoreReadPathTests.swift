@@ -32,6 +32,86 @@ import Testing
     #expect(try c.object(forKey: "v1") == [1])
   }
 
+  @Test(arguments: [false, true])
+  func copyBytesCopiesStraightIntoTheCallersBuffer(inline: Bool) throws {
+    let path = Support.tempPath("rd-copy-\(inline)")
+    defer { Support.cleanup(path) }
+    var o = CacheOptions()
+    o.inlineEntrySize = inline ? 208 : 0
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20, options: o)
+    let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 200_000, alignment: 16)
+    defer { buf.deallocate() }
+    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
+      let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ n) }
+      try c.setObject(v, forKey: "v\(n)")
+      #expect(try c.copyBytes(forKey: "v\(n)", into: buf) == n)
+      #expect(Array(buf[0..<n]) == v, "\(n) bytes")
+      // The same key given as its bytes.
+      buf.initializeMemory(as: UInt8.self, repeating: 0)
+      #expect(try Array("v\(n)".utf8).withUnsafeBytes { try c.copyBytes(forKey: $0, into: buf) } == n)
+      #expect(Array(buf[0..<n]) == v)
+    }
+    // A buffer too small: the value's length comes back and nothing is written.
+    let small = UnsafeMutableRawBufferPointer(rebasing: buf[0..<10])
+    small.initializeMemory(as: UInt8.self, repeating: 0xEE)
+    #expect(try c.copyBytes(forKey: "v64", into: small) == 64)
+    #expect(small.allSatisfy { $0 == 0xEE })
+    #expect(try c.copyBytes(forKey: "v4096", into: small) == 4096)
+    #expect(small.allSatisfy { $0 == 0xEE })
+    // Misses, expired entries, bad keys.
+    let before = c.statistics
+    #expect(try c.copyBytes(forKey: "missing", into: buf) == nil)
+    try c.setObject([1], forKey: "old", expires: .date(Date(timeIntervalSinceNow: -1)))
+    #expect(try c.copyBytes(forKey: "old", into: buf) == nil)
+    #expect(try c.copyBytes(forKey: "v1", into: buf) == 1)
+    let after = c.statistics
+    #expect(after.misses - before.misses == 2 && after.hits - before.hits == 1)
+    #expect(throws: CacheError.emptyKey) { try c.copyBytes(forKey: "", into: buf) }
+    #expect(throws: CacheError.keyTooLarge(size: 251, limit: 250)) {
+      try c.copyBytes(forKey: String(repeating: "k", count: 251), into: buf)
+    }
+    // A set given the key's bytes is the same key as the String.
+    try Array("bytes-key".utf8).withUnsafeBytes { try c.setObject([9, 8, 7], forKey: $0) }
+    #expect(try c.object(forKey: "bytes-key") == [9, 8, 7])
+    #expect(throws: CacheError.emptyKey) { try c.setObject([1], forKey: UnsafeRawBufferPointer(start: nil, count: 0)) }
+  }
+
+  /// Checksums on read are opt-in: a value byte changed in place behind the cache's back
+  /// (not by a set) is served by a default handle, since the seqlock proves only that no
+  /// writer was mid-change; a handle with `verifyChecksumsOnRead` answers miss, `verify`
+  /// reports it, and `CacheFile` (the tools' API) checks by default.
+  @Test(arguments: [false, true])
+  func readChecksumsAreOptIn(inline: Bool) throws {
+    let path = Support.tempPath("rd-sum-\(inline)")
+    defer { Support.cleanup(path) }
+    var o = CacheOptions()
+    o.inlineEntrySize = inline ? 208 : 0
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
+    let checked = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
+                                           policy: OpenPolicy(verifyChecksumsOnRead: true))
+    try c.setObject([1, 2, 3, 4], forKey: "k")
+    #expect(try checked.object(forKey: "k") == [1, 2, 3, 4])
+    // Flip the value's last byte where it lives: in the slot, or in its log record.
+    let e = c.engine
+    let key = Array("k".utf8)
+    let (slot, loc): (Int, Int) = try key.withUnsafeBytes { k in
+      guard case .found(let i, let loc, _) = e.find(k, hash: KeyHash.key(k)) else { throw CacheError.invalidArgument("not found") }
+      return (i, loc)
+    }
+    #expect((e.slotMeta(slot) & Format.inlineBit != 0) == inline)
+    let valueStart = inline ? e.memory.slotsBase + slot * e.layout.slotBytes + Format.S.bytes + 1
+                            : e.memory.base + loc + Format.recordHeaderBytes + 1
+    valueStart.storeBytes(of: 0x44, toByteOffset: 3, as: UInt8.self)
+    #expect(try c.object(forKey: "k") == [1, 2, 3, 0x44])
+    #expect(try checked.object(forKey: "k") == nil)
+    let b = UnsafeMutableRawBufferPointer.allocate(byteCount: 16, alignment: 16)
+    defer { b.deallocate() }
+    #expect(try checked.copyBytes(forKey: "k", into: b) == nil)
+    #expect(!(try c.verify().ok))
+    let tool = try CacheFile(path: path)
+    #expect(try tool.get(key) == nil)
+  }
+
   @Test func aHitSetsTheReferenceBitOnceAndLeavesTheSlotVersionAlone() throws {
     let path = Support.tempPath("rd-ref")
     defer { Support.cleanup(path) }

@@ -20,7 +20,7 @@ public final class CacheFile: @unchecked Sendable {
   /// mapped read-only: nothing in it changes, not even reference bits or the process
   /// table, and `set`, `delete`, `sweep`, `clear` and `verify(repair: true)` throw
   /// `CacheError.readOnly`. A file the caller cannot write opens read-only too.
-  public init(path: String, readOnly: Bool = false, policy: OpenPolicy = OpenPolicy(),
+  public init(path: String, readOnly: Bool = false, policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true),
               lockMode: LockMode = .sharedWord) throws(CacheError) {
     var p = policy
     p.create = false
@@ -35,7 +35,7 @@ public final class CacheFile: @unchecked Sendable {
   /// and for `SharedCache`'s type check ("bytes", "string", "int64", ...); empty (the
   /// default) makes an untyped cache that any `SharedCache<Value>` may open.
   public init(creating path: String, options: CacheOptions = CacheOptions(), typeName: String = "",
-              policy: OpenPolicy = OpenPolicy(), lockMode: LockMode = .sharedWord) throws(CacheError) {
+              policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true), lockMode: LockMode = .sharedWord) throws(CacheError) {
     var p = policy
     p.create = true
     p.readOnly = false

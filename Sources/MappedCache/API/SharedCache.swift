@@ -156,6 +156,24 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return result
   }
 
+  /// Copies the stored bytes of `key` into `buffer`: the fastest read, with no
+  /// allocation, no closure and one copy (from the file straight into `buffer`).
+  /// Returns the value's length, or nil when missing or expired. When the length is
+  /// larger than `buffer.count`, nothing is copied: call again with a buffer that large.
+  @inlinable
+  public func copyBytes(forKey key: String, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
+    try withKey(key) { try copyBytes(forKey: $0, into: buffer) }
+  }
+
+  /// `copyBytes(forKey:into:)` for a key given as its UTF-8 bytes (a key read from a
+  /// socket or a table needs no `String`). The same key as the `String` with these bytes.
+  @inlinable
+  public func copyBytes(forKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
+    if key.count == 0 || key.count > engine.maxKey { try engine.checkKey(key) }
+    let n = engine.copyValue(key, into: buffer)
+    return n < 0 ? nil : n
+  }
+
   /// When `key` expires: nil when missing, `.never`, or `.date`.
   public func expiry(forKey key: String) throws -> CacheExpiry? {
     try withKey(key) { k in
@@ -180,6 +198,15 @@ public final class SharedCache<Value>: @unchecked Sendable {
   @inlinable
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
     _ = try store(value, key, expires, .always)
+  }
+
+  /// `setObject(_:forKey:expires:)` for a key given as its UTF-8 bytes.
+  @inlinable
+  public func setObject(_ value: Value, forKey key: UnsafeRawBufferPointer, expires: CacheExpiry? = nil) throws {
+    let ms = expiryMs(expires)
+    try codec.withValueBytes(value) { v in
+      _ = try engine.set(key, v, expiry: ms, condition: .always)
+    }
   }
 
   /// Stores only if `key` has no live entry; false when it had one.

@@ -142,6 +142,14 @@ extension CacheEngine {
               into buffer: UnsafeMutableRawBufferPointer) -> Probe {
     let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
     guard case .miss = first else { return first }
+    return confirmMiss(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
+  }
+
+  /// Confirms a miss: probes again until no removal moved entries meanwhile (the shift
+  /// sequence even and unchanged across the probe).
+  @inline(__always)
+  func confirmMiss(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+                   into buffer: UnsafeMutableRawBufferPointer) -> Probe {
     let shift = memory.word(Format.H.shiftSeq)
     var waits = 0, tries = 0
     while tries < 16 {
@@ -204,6 +212,94 @@ extension CacheEngine {
     case .needs(let n):
       return n
     }
+  }
+
+  /// The copy-out read, the shortest path from the file to the caller: `key`'s value
+  /// is copied straight from its slot (or record) into `buffer`, with no temporary
+  /// buffer and no closure. Returns the value's length, or -1 on a miss; the bytes were
+  /// copied only when the length is at most `buffer.count` (call again with a buffer
+  /// that large otherwise, like `snprintf`).
+  /// Precondition: `checkKey(key)` passed.
+  @usableFromInline
+  func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    let hash = KeyHash.key(key)
+    let fast = probeInline(key, hash: hash, into: buffer)
+    if fast >= 0 {
+      countHit()
+      return fast
+    }
+    return copyValueSlowly(key, hash: hash, fast: fast, into: buffer)
+  }
+
+  /// `copyValue` past its fast path: kept out of line so that the fast path stays small.
+  @inline(never)
+  func copyValueSlowly(_ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
+                       into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    let outcome = fast == Self.fastMiss
+      ? confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer)
+      : lookup(key, hash: hash, now: 0, allowExpired: false, into: buffer)
+    switch outcome {
+    case .hit(let info):
+      countHit()
+      return info.valueCount
+    case .needs(let n):
+      return n
+    case .miss, .corrupt:
+      countMiss()
+      return -1
+    }
+  }
+
+  /// `probeInline` found an empty slot before the key (a miss, to be confirmed).
+  static let fastMiss = -1
+  /// `probeInline` met anything unusual: the general `lookup` decides.
+  static let fastUnsure = -2
+
+  /// The common case of `probe`, straight-line and short: an inline entry, found within
+  /// a few slots of home, stable, fitting `buffer`. Returns its length (copied into
+  /// `buffer`), `fastMiss` at an empty slot, or `fastUnsure` for everything else (a
+  /// writer in the slot, a record in a log, a value larger than `buffer`, a long probe
+  /// run, a checksum mismatch), which the caller hands to `lookup`.
+  ///
+  /// Slots whose hash differs are skipped without a seqlock check: skipping a slot that
+  /// is just then receiving this key can only lead to a miss (confirmed by the general
+  /// path against the shift sequence) or to this key's entry in a later slot, itself
+  /// checked by its own sequence: a whole value of this key either way.
+  @inline(__always)
+  func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    let m = memory
+    var i = m.home(hash)
+    for _ in 0..<8 {
+      let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
+      if h == hash {
+        let seq = m.slot(i, Format.S.seq)
+        let s1 = seq.pointee.load(ordering: .acquiring)
+        let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
+        guard s1 & 1 == 0, meta & Format.inlineBit != 0, let l = m.inlineLengths(i),
+              l.vlen <= buffer.count, let out = buffer.baseAddress else { return Self.fastUnsure }
+        let matched = l.klen == key.count && m.inlineKeyEquals(i, key)
+        if matched { m.copyInlineValue(i, klen: l.klen, vlen: l.vlen, to: out) }
+        let sum = m.inlineSum(i)
+        atomicMemoryFence(ordering: .acquiring)
+        guard seq.pointee.load(ordering: .relaxed) == s1 else { return Self.fastUnsure }
+        if matched {
+          let expiry = meta & Format.expiryMask
+          if expiry != 0 && expiry <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
+          if checksumOnRead,
+             KeyHash.checksum(UnsafeRawBufferPointer(start: out, count: l.vlen), hash: hash) != sum {
+            return Self.fastUnsure
+          }
+          if meta & Format.referencedBit == 0 && writable {
+            m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
+          }
+          return l.vlen
+        }
+      } else if h == 0 {
+        return Self.fastMiss
+      }
+      i = m.next(i)
+    }
+    return Self.fastUnsure
   }
 
   /// `read` returning what `body` returns (nil on a miss). Same costs as `read`.

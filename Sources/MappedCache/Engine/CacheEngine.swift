@@ -8,6 +8,8 @@ import Synchronization
 final class CacheEngine: @unchecked Sendable {
   let file: MappedFile
   let layout: Layout
+  /// `layout.maxKey`, visible to inlined callers so they check key sizes without a call.
+  @usableFromInline let maxKey: Int
   let memory: MappedMemory
   let header: HeaderFields
   let created: Bool
@@ -19,8 +21,8 @@ final class CacheEngine: @unchecked Sendable {
   let hitsWord: UnsafeMutablePointer<Atomic<UInt64>>
   let missesWord: UnsafeMutablePointer<Atomic<UInt64>>
   private let privateCounters: UnsafeMutablePointer<Atomic<UInt64>>?
-  /// Verify each value's checksum on read (default on; costs a pass over the value).
-  var checksumOnRead = true
+  /// Check each value's checksum on read (`OpenPolicy.verifyChecksumsOnRead`).
+  let checksumOnRead: Bool
 
   var path: String { file.path }
   /// Copied from `file` so the read path touches no reference (and no reference count).
@@ -32,6 +34,8 @@ final class CacheEngine: @unchecked Sendable {
                                           typeFingerprint: typeFingerprint, typeName: typeName)
     file = opened.file
     layout = opened.layout
+    maxKey = opened.layout.maxKey
+    checksumOnRead = policy.verifyChecksumsOnRead
     header = opened.header
     created = opened.created
     memory = MappedMemory(base: opened.file.base, layout: opened.layout)

@@ -161,7 +161,9 @@ enum Sys {
   /// cheaper) moved forward by its resolution plus 1 ms. The coarse clock lags real time
   /// by up to one tick, so without the slack an entry could be served a few ms after it
   /// expired; with it, an entry is treated as expired up to a tick early, never late.
-  @inline(__always)
+  /// Out of line on purpose: its `timespec` on the stack would otherwise cost every
+  /// caller's read path a stack-protector check, and it runs only for expiring entries.
+  @inline(never)
   static func expiryClockMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME_COARSE, &ts)
