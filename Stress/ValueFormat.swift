@@ -1,12 +1,12 @@
 /// The bytes of every value `cache-stress` writes, so that every read can be judged.
 /// All integers little-endian:
 ///
-///     0  sum     u32  checksum of bytes 4..<length, seeded with the length
+///     0  sum     u32  checksum of bytes 8..<length, seeded with the length and the key
 ///     4  key     u32  index of the key the value was written for
 ///     8  writer  u32  global writer id (worker · threads + thread); prefillWriter for prefill
 ///    12  length  u32  the whole value's length
 ///    16  seq     u64  the writer's sequence number: incarnation << 40 | counter (counter ≥ 1)
-///    24  filler       words drawn from (key, writer, seq), up to `length`
+///    24  filler       a Weyl sequence seeded from (key, writer, seq), up to `length`
 ///
 /// A read is *corrupt* if its length, key, writer or checksum is wrong: not written whole,
 /// or for another key. A whole value is *wrong* if its sequence number is lower than one
@@ -22,24 +22,31 @@ enum ValueFormat {
   }
 
   /// Fills `buffer` (its whole length) with the value for (key, writer, seq).
+  ///
+  /// Written in whole 8-byte words wherever it can be, the checksum last together with
+  /// the key: the cache's 8- and 16-byte loads of a value just written (its checksum in
+  /// `setObject`) are then served from single stores, where loads that span two smaller
+  /// stores would stall the CPU and be charged to the set being measured.
   static func write(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
     let n = buffer.count
     precondition(n >= headerSize, "value shorter than its header")
-    buffer.storeBytes(of: key.littleEndian, toByteOffset: 4, as: UInt32.self)
-    buffer.storeBytes(of: writer.littleEndian, toByteOffset: 8, as: UInt32.self)
-    buffer.storeBytes(of: UInt32(truncatingIfNeeded: n).littleEndian, toByteOffset: 12, as: UInt32.self)
+    buffer.storeBytes(of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
     buffer.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
+    // Filler: a Weyl sequence from a mixed seed, so two versions differ in every word
+    // (cheap: one add per word; the checksum does the mixing).
     var g = SplitMix64(seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq)
+    var w = g.next()
     var o = headerSize
-    while o + 8 <= n {
-      buffer.storeBytes(of: g.next(), toByteOffset: o, as: UInt64.self)
-      o += 8
+    while o &+ 8 <= n {
+      buffer.storeBytes(of: w, toByteOffset: o, as: UInt64.self)
+      w &+= 0x9E37_79B9_7F4A_7C15
+      o &+= 8
     }
     if o < n {
-      let w = g.next()
       for i in 0..<(n - o) { buffer[o + i] = UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) }
     }
-    buffer.storeBytes(of: checksum(UnsafeRawBufferPointer(buffer)).littleEndian, toByteOffset: 0, as: UInt32.self)
+    let sum = checksum(UnsafeRawBufferPointer(buffer), key: key)
+    buffer.storeBytes(of: (UInt64(sum) | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
   }
 
   /// Judges a value read for `key`; `writers` is the number of worker writers.
@@ -51,7 +58,7 @@ enum ValueFormat {
     let w = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
     let len = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
     let sum = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
-    guard k == key, Int(len) == n, w < writers || w == prefillWriter, sum == checksum(b) else { return .corrupt }
+    guard k == key, Int(len) == n, w < writers || w == prefillWriter, sum == checksum(b, key: k) else { return .corrupt }
     return .whole(writer: w, seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
   }
 
@@ -60,15 +67,16 @@ enum ValueFormat {
     buffer[buffer.count - 1] ^= 0x5A
   }
 
-  /// A 32-bit checksum of bytes 4..<count (at least 20 of them), seeded with the count:
-  /// 16 bytes per 64×64→128-bit multiply (wyhash's round), the last 16 read overlapping;
-  /// a torn copy of two versions differs in the filler, so every byte counts.
+  /// A 32-bit checksum of bytes 8..<count (at least 16 of them), seeded with the count
+  /// and the key: 16 bytes per 64×64→128-bit multiply (wyhash's round), the last 16
+  /// read overlapping; a torn copy of two versions differs in the filler, so every byte
+  /// counts.
   @inline(__always)
-  static func checksum(_ b: UnsafeRawBufferPointer) -> UInt32 {
+  static func checksum(_ b: UnsafeRawBufferPointer, key: UInt32) -> UInt32 {
     let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
     let n = b.count
-    var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n)
-    var o = 4
+    var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n) ^ UInt64(key) << 32
+    var o = 8
     while o &+ 16 <= n {
       h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
               b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)

@@ -193,9 +193,10 @@ struct WorkerContext: @unchecked Sendable {
 /// allocates nothing (reads copy into `scratch`; writes reuse `value`).
 struct ThreadLoop {
   let ctx: WorkerContext
-  /// `ctx.cache`, which keeps it alive: held unowned so the loop does not retain and
-  /// release it around every call.
-  unowned(unsafe) let cache: SharedCache<[UInt8]>
+  /// `ctx.cache`, which keeps it alive: held unmanaged so the loop does not retain and
+  /// release it around every call (an `unowned(unsafe)` reference is still retained
+  /// for each use).
+  let cache: Unmanaged<SharedCache<[UInt8]>>
   let thread: Int
   let writerID: UInt32
   let writers: UInt32
@@ -216,7 +217,7 @@ struct ThreadLoop {
   init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
     let o = ctx.options
     self.ctx = ctx
-    cache = ctx.cache
+    cache = Unmanaged.passUnretained(ctx.cache)
     self.thread = thread
     self.ops = ops
     writerID = UInt32(ctx.worker * o.threads + thread)
@@ -292,7 +293,8 @@ struct ThreadLoop {
     var len = -1
     do {
       // The copy-out read: the value goes from the file straight into `scratch`.
-      len = try cache.copyBytes(forKey: key(k), into: buf) ?? -1
+      let key = key(k)
+      len = try cache._withUnsafeGuaranteedRef { try $0.copyBytes(forKey: key, into: buf) } ?? -1
       if len > buf.count { len = Int.max }
     } catch {
       counters.errors += 1
@@ -344,7 +346,8 @@ struct ThreadLoop {
     }
     let t0 = timed ? monotonicNanoseconds() : 0
     do {
-      try cache.setObject(value, forKey: key(k), expires: ctx.expiry)
+      let key = key(k), expiry = ctx.expiry
+      try cache._withUnsafeGuaranteedRef { try $0.setObject(value, forKey: key, expires: expiry) }
     } catch {
       counters.errors += 1
       if noting { note("set \(ctx.keys[k]): \(error)") }

@@ -11,8 +11,9 @@ public enum CacheExpiry: Sendable, Equatable {
   case date(Date)
 
   /// Absolute expiry in milliseconds since 1970; 0 means never. A moment already
-  /// past maps to 1 (expired).
-  func milliseconds(now: UInt64) -> UInt64 {
+  /// past maps to 1 (expired). The clock is read only for `.seconds`.
+  @inline(__always)
+  func milliseconds(now: @autoclosure () -> UInt64) -> UInt64 {
     switch self {
     case .never:
       return 0
@@ -20,7 +21,7 @@ public enum CacheExpiry: Sendable, Equatable {
       guard s.isFinite else { return s > 0 ? 0 : 1 }
       if s <= 0 { return 1 }
       let ms = min(s * 1000, Double(Format.expiryMask / 2))
-      return min(now &+ UInt64(ms.rounded(.up)), Format.expiryMask)
+      return min(now() &+ UInt64(ms.rounded(.up)), Format.expiryMask)
     case .date(let d):
       let ms = d.timeIntervalSince1970 * 1000
       guard ms.isFinite else { return ms > 0 ? 0 : 1 }

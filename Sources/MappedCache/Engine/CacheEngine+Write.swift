@@ -54,13 +54,21 @@ extension CacheEngine {
   }
 
   /// Stores one entry. Precondition: the caller holds the write lock (`withWriteLock`).
+  /// `now` is the expiry clock, or 0 to read it only if needed (an entry with an
+  /// expiry to judge, or eviction): an overwrite in place reads no clock.
   func storeLocked(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-                   condition: SetCondition, now: UInt64) throws -> SetOutcome {
+                   condition: SetCondition, now: UInt64 = 0) throws -> SetOutcome {
+    var clock = now
+    func currentTime() -> UInt64 {
+      if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+      return clock
+    }
     var found = find(key, hash: w.hash)
     var live = false
     switch found {
     case .found(let i, _, let rh):
-      live = !isExpired(slotMeta(i), now: now)
+      let meta = slotMeta(i)
+      live = meta & Format.expiryMask == 0 || !isExpired(meta, now: currentTime())
       if case .ifVersion(let v) = condition, !live || rh.cas != v { return .conflict }
     case .empty:
       if case .ifVersion = condition { return .conflict }
@@ -99,7 +107,7 @@ extension CacheEngine {
     }
     let isNew: Bool
     if case .empty = found { isNew = true } else { isNew = false }
-    if try makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: key.count + value.count - oldLive, now: now) {
+    if try makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: key.count + value.count - oldLive, now: currentTime()) {
       found = find(key, hash: w.hash)
     }
     let loc = reserveAppend(dest, w.recordSize)
@@ -135,7 +143,7 @@ extension CacheEngine {
            condition: SetCondition = .always) throws -> SetOutcome {
     let w = try prepare(key, value, expiry: expiry)
     return try withWriteLock {
-      try storeLocked(key, value, w, condition: condition, now: Sys.expiryClockMilliseconds())
+      try storeLocked(key, value, w, condition: condition)
     }
   }
 
