@@ -26,6 +26,9 @@ struct StressOptions: Sendable {
   var seed: UInt64? = nil
   var json = false
   var lock = LockChoice.word
+  /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
+  /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
+  var trackEvery = 1
   var help = false
 
   // Hidden: test-only and coordinator → worker.
@@ -165,6 +168,12 @@ enum OptionTable {
                  }
                  o.lock = l
                }, passOn: { $0.lock.rawValue }),
+    OptionSpec(flag: "--track-every", valueName: "N", defaultText: "1",
+               help: "track freshness (wrong_values) for 1 key in N (a power of two), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked whole", apply: { o, v throws(UsageError) in
+                 let n = try parseInt(v, flag: "--track-every", in: 1...(1 << 20))
+                 guard n & (n - 1) == 0 else { throw UsageError("--track-every must be a power of two, not \(n)") }
+                 o.trackEvery = n
+               }, passOn: { "\($0.trackEvery)" }),
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
                help: "print one JSON object instead of the table",
                apply: { o, _ in o.json = true }, passOn: { _ in nil }),

@@ -74,6 +74,7 @@ struct RunReport {
     j["log_bytes"] = .int(after.logBytes)
     j["log_bytes_used"] = .int(after.logBytesUsed)
     j["lock_mode"] = .string(o.lock.rawValue)
+    j["track_every"] = .int(o.trackEvery)
     j["keys"] = .int(o.keys)
     j["key_size"] = .int(o.keySize)
     j["value_size"] = .string(o.valueSizeText)
@@ -110,7 +111,8 @@ struct RunReport {
     row("cache", "\(after.entries) entries, \(Fmt.bytes(after.liveBytes)) live of \(Fmt.bytes(after.capacity))")
     row("during run", "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))")
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
-    row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues), errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
+    row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
+      + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "") + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
     for p in verifyProblems.prefix(5) { row("", "verify: \(p)") }
     for m in merged.messages.prefix(5) { row("", m) }
     let reasons = failureReasons

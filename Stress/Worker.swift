@@ -205,6 +205,9 @@ struct ThreadLoop {
   var getHist = LatencyHistogram()
   var setHist = LatencyHistogram()
   var tracker: SequenceTracker
+  /// Keys with `k & trackMask == 0` are tracked, as entry `k >> trackShift`.
+  let trackMask: Int
+  let trackShift: Int
   var rng: SplitMix64
   var value: [UInt8]
   var seq: UInt64 = 0
@@ -222,7 +225,10 @@ struct ThreadLoop {
     self.ops = ops
     writerID = UInt32(ctx.worker * o.threads + thread)
     writers = UInt32(o.writers)
-    tracker = SequenceTracker(keys: o.keys, writers: o.writers, budgetEntries: ctx.trackerBudget)
+    trackMask = o.trackEvery - 1
+    trackShift = o.trackEvery.trailingZeroBitCount
+    tracker = SequenceTracker(keys: (o.keys + o.trackEvery - 1) >> trackShift, writers: o.writers,
+                              budgetEntries: ctx.trackerBudget)
     rng = SplitMix64(seed: seed)
     value = [UInt8](repeating: 0, count: o.valueMax)
     seqBase = UInt64(ctx.incarnation) << 40
@@ -319,7 +325,7 @@ struct ThreadLoop {
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
     case .whole(let w, let s):
-      if w != ValueFormat.prefillWriter && !tracker.observe(key: k, writer: Int(w), seq: s) {
+      if w != ValueFormat.prefillWriter && k & trackMask == 0 && !tracker.observe(key: k >> trackShift, writer: Int(w), seq: s) {
         counters.wrongValues += 1
         if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
       }

@@ -1,16 +1,16 @@
-/// The file format, version 1. All integers little-endian (the only byte order this
+/// The file format, version 2. All integers little-endian (the only byte order this
 /// package runs on), every offset below is from the start of the file.
 ///
 ///     0 ┌──────────────────────────────────────────────────────────────┐
 ///       │ header line 0: identity and layout (written once, at create) │
 ///       │   magic, version, sizes, offsets, limits, type fingerprint,  │
 ///       │   layout fingerprint = hash of the bytes before it           │
-///   256 │ line 4: write-lock word (u32, futex)                         │
-///   320 │ line 5: writer state (under the write lock):                 │
-///       │   intent, small head/tail, main head/tail, entries,          │
-///       │   live bytes, cas counter, sweep hand                        │
+///   256 │ line 4: write-lock word (u32, futex), and under the lock:    │
+///       │   intent, entries, live bytes, cas counter, sets             │
+///   320 │ line 5: small head/tail, main head/tail, sweep hand, record  │
+///       │   bytes (under the write lock)                               │
 ///   448 │ line 7: shift sequence (odd while slots move; readers check) │
-///   512 │ line 8: writer counters (sets, evictions, ...)               │
+///   512 │ line 8: writer counters (evictions, expirations, ...)        │
 ///   640 │ line 10: limits (count, cost)                                │
 ///  4096 ├──────────────────────────────────────────────────────────────┤
 ///       │ process table: procCount × 64 B (generation, pid, hits, ...) │
@@ -53,7 +53,9 @@
 enum Format {
   static let magic: UInt64 = 0x3130_4548_4341_434D  // "MCACHE01"
   static let initialisingMagic: UInt64 = 0x3054_494E_4943_434D  // "MCCINIT0": creation crashed
-  static let version: UInt32 = 1
+  /// 2: the hot writer fields share the lock word's cache line (version 1 had them
+  /// on two other lines).
+  static let version: UInt32 = 2
   static let headerPage = 4096
   static let procEntryBytes = 64
   static let slotHeaderBytes = 32
@@ -74,15 +76,18 @@ enum Format {
     static let typeNameBytes = 112
     static let fingerprinted = 120  // bytes [0, 120) feed the layout fingerprint
 
+    // Line 4: the lock word and what every set changes, so that a set moves one header
+    // line between the cores of two writing processes, not three.
     static let lockWord = 256
+    static let intent = 264, entries = 272, liveBytes = 280, casCounter = 288, sets = 296
 
-    static let intent = 320, smallHead = 328, smallTail = 336, mainHead = 344, mainTail = 352
-    static let entries = 360, liveBytes = 368, casCounter = 376, sweepHand = 384
-    static let recordBytes = 392
+    // Line 5: the logs (changed by appends and eviction) and the sweeper.
+    static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
+    static let sweepHand = 352, recordBytes = 360
 
     static let shiftSeq = 448
 
-    static let sets = 512, evictions = 520, expirations = 528, recoveries = 536
+    static let evictions = 520, expirations = 528, recoveries = 536
     static let removes = 544, retiredHits = 552, retiredMisses = 560, promotions = 568
     static let reinsertions = 576, lockTakeovers = 584
 
