@@ -121,6 +121,23 @@ public final class SharedCache<Value>: @unchecked Sendable {
   @inlinable
   public func object(forKey key: String, allowingExpired: Bool) throws -> Value? {
     var result: Value? = nil
+    if !allowingExpired {
+      // The common case, a value of up to 256 bytes: copied from the file straight to
+      // the stack by `copyValue`'s fast path, decoded from there.
+      let n = try withKey(key) { k in
+        if k.count == 0 || k.count > engine.maxKey { try engine.checkKey(k) }
+        return try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
+          let n = engine.copyValue(k, into: buffer)
+          if n >= 0 && n <= 256 {
+            do { result = try codec.decodeValue(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) } catch {
+              throw CacheError.decodingFailed(key: key, reason: "\(error)")
+            }
+          }
+          return n
+        }
+      }
+      if n <= 256 { return result }  // a hit, decoded, or a miss (-1)
+    }
     try withKey(key) { k in
       try engine.checkKey(k)
       _ = try engine.read(k, allowExpired: allowingExpired, countStats: true) { bytes, _ in

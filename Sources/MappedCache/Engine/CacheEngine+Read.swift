@@ -200,7 +200,28 @@ extension CacheEngine {
   private func attempt(_ key: UnsafeRawBufferPointer, _ hash: UInt64, _ now: UInt64, _ allowExpired: Bool,
                        _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
                        _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Int {
-    switch lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer) {
+    // The common case first: an inline entry, by the straight-line path.
+    if !allowExpired {
+      var expiry: UInt64 = 0, version: UInt64 = 0
+      let n = probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version)
+      if n >= 0 {
+        let info = EntryInfo(valueCount: n, expiryMilliseconds: expiry == 0 ? nil : expiry, version: version, isExpired: false)
+        return try finish(.hit(info), countStats, buffer, &found, body)
+      }
+      if n == Self.fastMiss {
+        // An empty slot before the key: only the miss's confirmation is left to do.
+        return try finish(confirmMiss(key, hash: hash, now: now, allowExpired: false, into: buffer),
+                          countStats, buffer, &found, body)
+      }
+    }
+    return try finish(lookup(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer),
+                      countStats, buffer, &found, body)
+  }
+
+  @inline(__always)
+  private func finish(_ outcome: Probe, _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer,
+                      _ found: inout Bool, _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Int {
+    switch outcome {
     case .hit(let info):
       if countStats { countHit() }
       try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
@@ -267,6 +288,14 @@ extension CacheEngine {
   /// checked by its own sequence: a whole value of this key either way.
   @inline(__always)
   func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    var expiry: UInt64 = 0, version: UInt64 = 0
+    return probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version)
+  }
+
+  /// `probeInline`, also handing back a hit's expiry (0: never) and version.
+  @inline(__always)
+  func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+                   expiry: inout UInt64, version: inout UInt64) -> Int {
     let m = memory
     var i = m.home(hash)
     for _ in 0..<8 {
@@ -280,11 +309,12 @@ extension CacheEngine {
         let matched = l.klen == key.count && m.inlineKeyEquals(i, key)
         if matched { m.copyInlineValue(i, klen: l.klen, vlen: l.vlen, to: out) }
         let sum = m.inlineSum(i)
+        let cas = m.inlineVersion(i)
         atomicMemoryFence(ordering: .acquiring)
         guard seq.pointee.load(ordering: .relaxed) == s1 else { return Self.fastUnsure }
         if matched {
-          let expiry = meta & Format.expiryMask
-          if expiry != 0 && expiry <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
+          let e = meta & Format.expiryMask
+          if e != 0 && e <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
           if checksumOnRead,
              KeyHash.checksum(UnsafeRawBufferPointer(start: out, count: l.vlen), hash: hash) != sum {
             return Self.fastUnsure
@@ -292,6 +322,8 @@ extension CacheEngine {
           if meta & Format.referencedBit == 0 && writable {
             m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
           }
+          expiry = e
+          version = cas
           return l.vlen
         }
       } else if h == 0 {

@@ -109,35 +109,9 @@ struct MappedMemory {
   /// Copies slot `i`'s inline value (lengths checked by `inlineLengths`) to `out`.
   @inline(__always)
   func copyInlineValue(_ i: Int, klen: Int, vlen: Int, to out: UnsafeMutableRawPointer) {
-    MappedMemory.copySmall(from: slotsBase + i &* slotBytes + Format.S.bytes + klen, to: out, count: vlen)
-  }
-
-  /// Copies `n` bytes (an inline value: at most a slot's area) with inline loads and
-  /// stores rather than a call to `memmove`, whose call would also make the read path
-  /// save and restore its registers: 16 bytes at a time, the last 16 overlapping.
-  @inline(__always)
-  static func copySmall(from src: UnsafeRawPointer, to dst: UnsafeMutableRawPointer, count n: Int) {
-    typealias V = SIMD16<UInt8>
-    if n >= 16 {
-      var o = 0
-      repeat {
-        dst.storeBytes(of: src.loadUnaligned(fromByteOffset: o, as: V.self), toByteOffset: o, as: V.self)
-        o &+= 16
-      } while o &+ 16 < n
-      dst.storeBytes(of: src.loadUnaligned(fromByteOffset: n &- 16, as: V.self), toByteOffset: n &- 16, as: V.self)
-    } else if n >= 8 {
-      dst.storeBytes(of: src.loadUnaligned(as: UInt64.self), as: UInt64.self)
-      dst.storeBytes(of: src.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self), toByteOffset: n &- 8, as: UInt64.self)
-    } else if n > 0 {
-      out: do {
-        if n >= 4 {
-          dst.storeBytes(of: src.loadUnaligned(as: UInt32.self), as: UInt32.self)
-          dst.storeBytes(of: src.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self), toByteOffset: n &- 4, as: UInt32.self)
-          break out
-        }
-        for j in 0..<n { dst.storeBytes(of: src.load(fromByteOffset: j, as: UInt8.self), toByteOffset: j, as: UInt8.self) }
-      }
-    }
+    // memcpy, not inline loads: the copy races with writers by design (the seqlock
+    // discards a torn one), and a plain copy would make ThreadSanitizer report that race.
+    if vlen > 0 { out.copyMemory(from: slotsBase + i &* slotBytes + Format.S.bytes + klen, byteCount: vlen) }
   }
 
   /// The inline key and value bytes of slot `i` (lengths checked), for writers and the verifier.
