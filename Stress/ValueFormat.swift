@@ -68,25 +68,34 @@ enum ValueFormat {
   }
 
   /// A 32-bit checksum of bytes 8..<count (at least 16 of them), seeded with the count
-  /// and the key: 16 bytes per 64×64→128-bit multiply (wyhash's round), the last 16
-  /// read overlapping; a torn copy of two versions differs in the filler, so every byte
+  /// and the key: 16 bytes per 64×64→128-bit multiply (wyhash's round), in two lanes
+  /// that alternate so that their multiplies overlap, the last 16 bytes read
+  /// overlapping; a torn copy of two versions differs in the filler, so every byte
   /// counts.
   @inline(__always)
   static func checksum(_ b: UnsafeRawBufferPointer, key: UInt32) -> UInt32 {
     let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
     let n = b.count
     var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n) ^ UInt64(key) << 32
+    var g: UInt64 = 0x8422_2325_CBF2_9CE4 ^ UInt64(n)
     var o = 8
-    while o &+ 16 <= n {
+    while o &+ 32 <= n {
+      h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
+              b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)
+      g = mix(b.loadUnaligned(fromByteOffset: o &+ 16, as: UInt64.self) ^ p2 ^ g,
+              b.loadUnaligned(fromByteOffset: o &+ 24, as: UInt64.self) ^ p1)
+      o &+= 32
+    }
+    if o &+ 16 <= n {
       h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
               b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)
       o &+= 16
     }
     if o < n {
-      h = mix(b.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2 ^ h,
+      g = mix(b.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2 ^ g,
               b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) ^ p1)
     }
-    h = mix(h ^ p1, UInt64(n) ^ p2)
+    h = mix(h ^ p1, g ^ UInt64(n) ^ p2)
     return UInt32(truncatingIfNeeded: h ^ (h >> 32))
   }
 

@@ -4,8 +4,9 @@ import MappedCache
 
 /// Timing constants shared by workers and the coordinator.
 enum WorkerTiming {
-  /// 1 operation in `sampleEvery` is timed (two clock reads, ~25 ns each here).
-  static let sampleEvery: UInt64 = 16
+  /// 1 operation in `sampleEvery` is timed (two clock reads, ~25 ns each here): the
+  /// peers' rate, so both harnesses spend the same on timing.
+  static let sampleEvery: UInt64 = 64
   /// How often a thread hands its counters to the worker's board.
   static let publishNs: UInt64 = 50_000_000
   /// How often a worker rewrites its result file: what a SIGKILL can lose at most.

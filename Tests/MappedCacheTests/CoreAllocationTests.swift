@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// Heap allocations on the read path, counted in a child process whose malloc family is
-/// interposed (Tests/AllocCounter): a closure read and a miss allocate nothing; a value
-/// read allocates only the returned value (one array per read).
+/// interposed (Tests/AllocCounter): a closure read, a copy-out read, a typed `Int` read
+/// and a miss allocate nothing; a value read allocates only the returned value (one
+/// array per read).
 @Suite struct CoreAllocationTests {
   @Test func readsAllocateOnlyTheReturnedValue() throws {
     let path = Support.tempPath("allocs")
@@ -21,5 +22,7 @@ import Testing
     #expect(fields["closure"] == 0, "closure reads allocated: \(r.stdout)")
     #expect(fields["miss"] == 0, "misses allocated: \(r.stdout)")
     #expect(fields["object"] == n, "value reads should allocate exactly the returned array: \(r.stdout)")
+    #expect(fields["copy"] == 0 && fields["copyBytesKey"] == 0, "copy-out reads allocated: \(r.stdout)")
+    #expect(fields["int"] == 0, "typed Int reads allocated: \(r.stdout)")
   }
 }
