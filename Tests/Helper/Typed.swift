@@ -118,7 +118,8 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
 }
 
 /// bench-typed [N]: typed get/set for String, Int and a small Codable struct against raw
-/// [UInt8] and `withBytes`, and the binary coder against JSONEncoder/JSONDecoder.
+/// [UInt8], `withBytes` and `copyBytes` (entries inline in their slots), and the binary
+/// coder against JSONEncoder/JSONDecoder.
 /// Run it from a release build.
 @Sendable func typedBench(_ a: [String]) throws -> Int32 {
   let n = a.first.flatMap { Int($0) } ?? 200_000
@@ -129,23 +130,31 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
   let string = String(repeating: "x", count: 48)
   var rows: [(String, Double)] = []
   var sink = 0
+  // Entries this small are stored inline in their slots (averageEntrySize ≤ 208).
+  var small = CacheOptions(capacity: 16 << 20)
+  small.averageEntrySize = 80
+  let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 16)
+  defer { buffer.deallocate() }
 
   do {
-    let c = try SharedCache<[UInt8]>(path: path + ".raw", capacity: 16 << 20)
+    let c = try SharedCache<[UInt8]>(path: path + ".raw", capacity: 16 << 20, options: small)
     defer { unlink(path + ".raw") }
     let raw = Array(string.utf8)
     rows.append(("set [UInt8] (48 B)", try measure(n) { try c.setObject(raw, forKey: keys[$0 & 1023]) }))
     rows.append(("get [UInt8] (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.count ?? 0 }))
     rows.append(("withBytes (48 B)", try measure(n) { sink &+= try c.withBytes(forKey: keys[$0 & 1023]) { $0.count } ?? 0 }))
+    rows.append(("copyBytes (48 B)", try measure(n) { sink &+= try c.copyBytes(forKey: keys[$0 & 1023], into: buffer) ?? 0 }))
   }
   do {
-    let c = try SharedCache<String>(path: path + ".str", capacity: 16 << 20)
+    let c = try SharedCache<String>(path: path + ".str", capacity: 16 << 20, options: small)
     defer { unlink(path + ".str") }
     rows.append(("set String (48 B)", try measure(n) { try c.setObject(string, forKey: keys[$0 & 1023]) }))
     rows.append(("get String (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
+    for k in keys { try c.setObject("hello", forKey: k) }
+    rows.append(("get String (5 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
   }
   do {
-    let c = try SharedCache<Int>(path: path + ".int", capacity: 16 << 20)
+    let c = try SharedCache<Int>(path: path + ".int", capacity: 16 << 20, options: small)
     defer { unlink(path + ".int") }
     rows.append(("set Int", try measure(n) { try c.setObject($0, forKey: keys[$0 & 1023]) }))
     rows.append(("get Int", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023]) ?? 0 }))
@@ -172,8 +181,10 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
   }
   let get = Dictionary(rows, uniquingKeysWith: { a, _ in a })
   func ratio(_ a: String, _ b: String) -> String { String(format: "%.2f", get[a]! / get[b]!) }
-  print("ratios: get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
+  print("ratios (time): get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
         + "get Int / withBytes = \(ratio("get Int", "withBytes (48 B)")), "
+        + "get Int / copyBytes = \(ratio("get Int", "copyBytes (48 B)")), "
+        + "get String (5 B) / copyBytes = \(ratio("get String (5 B)", "copyBytes (48 B)")), "
         + "get struct / get [UInt8] = \(ratio("get Codable struct", "get [UInt8] (48 B)")), "
         + "set struct / set [UInt8] = \(ratio("set Codable struct", "set [UInt8] (48 B)"))")
   print("coder: encode JSON / binary = \(ratio("encode struct: JSONEncoder", "encode struct: binary coder")), "
