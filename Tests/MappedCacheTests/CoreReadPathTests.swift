@@ -32,13 +32,18 @@ import Testing
     #expect(try c.object(forKey: "v1") == [1])
   }
 
-  @Test(arguments: [false, true])
-  func copyBytesCopiesStraightIntoTheCallersBuffer(inline: Bool) throws {
-    let path = Support.tempPath("rd-copy-\(inline)")
-    defer { Support.cleanup(path) }
+  /// A new `[UInt8]` cache whose small entries live inline in their slots, or in log records.
+  static func bytesCache(_ name: String, inline: Bool, capacity: Int) throws -> (SharedCache<[UInt8]>, String) {
+    let path = Support.tempPath("\(name)-\(inline)")
     var o = CacheOptions()
     o.inlineEntrySize = inline ? 208 : 0
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20, options: o)
+    return (try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o), path)
+  }
+
+  @Test(arguments: [false, true])
+  func copyBytesCopiesStraightIntoTheCallersBuffer(inline: Bool) throws {
+    let (c, path) = try Self.bytesCache("rd-copy", inline: inline, capacity: 4 << 20)
+    defer { Support.cleanup(path) }
     let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 200_000, alignment: 16)
     defer { buf.deallocate() }
     for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
@@ -82,11 +87,8 @@ import Testing
   /// reports it, and `CacheFile` (the tools' API) checks by default.
   @Test(arguments: [false, true])
   func readChecksumsAreOptIn(inline: Bool) throws {
-    let path = Support.tempPath("rd-sum-\(inline)")
+    let (c, path) = try Self.bytesCache("rd-sum", inline: inline, capacity: 1 << 20)
     defer { Support.cleanup(path) }
-    var o = CacheOptions()
-    o.inlineEntrySize = inline ? 208 : 0
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     let checked = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
                                            policy: OpenPolicy(verifyChecksumsOnRead: true))
     try c.setObject([1, 2, 3, 4], forKey: "k")
