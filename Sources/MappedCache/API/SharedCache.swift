@@ -97,6 +97,12 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return try k.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
   }
 
+  /// Throws for an empty or oversized key; the check itself is inline, the throw a call.
+  @inlinable @inline(__always)
+  func checkKeySize(_ key: UnsafeRawBufferPointer) throws {
+    if key.count == 0 || key.count > engine.maxKey { try engine.checkKey(key) }
+  }
+
   @usableFromInline
   func expiryMs(_ e: CacheExpiry?) -> UInt64 {
     if let e { return e.milliseconds(now: Sys.wallClockMilliseconds()) }
@@ -125,7 +131,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
       // The common case, a value of up to 256 bytes: copied from the file straight to
       // the stack by `copyValue`'s fast path, decoded from there.
       let n = try withKey(key) { k in
-        if k.count == 0 || k.count > engine.maxKey { try engine.checkKey(k) }
+        try checkKeySize(k)
         return try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
           let n = engine.copyValue(k, into: buffer)
           if n >= 0 && n <= 256 {
@@ -186,7 +192,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// socket or a table needs no `String`). The same key as the `String` with these bytes.
   @inlinable
   public func copyBytes(forKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
-    if key.count == 0 || key.count > engine.maxKey { try engine.checkKey(key) }
+    try checkKeySize(key)
     let n = engine.copyValue(key, into: buffer)
     return n < 0 ? nil : n
   }
@@ -220,10 +226,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// `setObject(_:forKey:expires:)` for a key given as its UTF-8 bytes.
   @inlinable
   public func setObject(_ value: Value, forKey key: UnsafeRawBufferPointer, expires: CacheExpiry? = nil) throws {
-    let ms = expiryMs(expires)
-    try codec.withValueBytes(value) { v in
-      _ = try engine.set(key, v, expiry: ms, condition: .always)
-    }
+    _ = try store(value, key, expires, .always)
   }
 
   /// Stores only if `key` has no live entry; false when it had one.
@@ -251,12 +254,16 @@ public final class SharedCache<Value>: @unchecked Sendable {
   @inlinable
   func store(_ value: Value, _ key: String, _ expires: CacheExpiry?,
              _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
+    try withKey(key) { try store(value, $0, expires, condition) }
+  }
+
+  @inlinable
+  func store(_ value: Value, _ key: UnsafeRawBufferPointer, _ expires: CacheExpiry?,
+             _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
     let ms = expiryMs(expires)
     var outcome = CacheEngine.SetOutcome.conflict
-    try withKey(key) { k in
-      try codec.withValueBytes(value) { v in
-        outcome = try engine.set(k, v, expiry: ms, condition: condition)
-      }
+    try codec.withValueBytes(value) { v in
+      outcome = try engine.set(key, v, expiry: ms, condition: condition)
     }
     return outcome
   }
