@@ -23,18 +23,6 @@ let coreCommands: [String: HelperCommand] = [
   "create-race": coreCreateRace,
 ]
 
-
-/// A small deterministic generator (xorshift64*), so children need no shared state.
-struct CoreRandom {
-  var s: UInt64
-  init(seed: UInt64) { s = seed == 0 ? 0x1234_5678 : seed }
-  mutating func next() -> UInt64 {
-    s ^= s >> 12; s ^= s << 25; s ^= s >> 27
-    return s &* 0x2545_F491_4F6C_DD1D
-  }
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
-}
-
 /// Writes one line to stdout unbuffered, so it is out even if the process is then killed.
 private func say(_ s: String) {
   FileHandle.standardOutput.write((s + "\n").data(using: .utf8)!)
@@ -58,7 +46,7 @@ private func coreWriter(_ a: [String]) throws -> Int32 {
   let minSize = try intArg(a, 4, "MINSIZE"), maxSize = try intArg(a, 5, "MAXSIZE")
   let mode: LockMode = a.count > 6 && a[6] == "flock" ? .flock : .sharedWord
   let cache = try SharedCache<[UInt8]>(path: a[0], policy: OpenPolicy(create: false), lockMode: mode)
-  var rng = CoreRandom(seed: UInt64(id) &* 0x9E37_79B9 &+ UInt64(getpid()))
+  var rng = SplitMix(UInt64(id) &* 0x9E37_79B9 &+ UInt64(getpid()))
   let deadline = Date().addingTimeInterval(seconds)
   var sets = 0, removes = 0, seq = 0, badReadBack = 0
   while seconds <= 0 || Date() < deadline {
@@ -88,7 +76,9 @@ private func coreReader(_ a: [String]) throws -> Int32 {
   let keys = try intArg(a, 2, "KEYS")
   let stopFile = a[0] + ".stop"
   let cache = try SharedCache<[UInt8]>(path: a[0], policy: OpenPolicy(create: false))
-  var rng = CoreRandom(seed: UInt64(getpid()) &* 7919)
+  var rng = SplitMix(UInt64(getpid()) &* 7919)
+  let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+  defer { buffer.deallocate() }
   let deadline = Date().addingTimeInterval(seconds)
   var reads = 0, hits = 0, corrupt = 0
   say("ready")
@@ -96,12 +86,17 @@ private func coreReader(_ a: [String]) throws -> Int32 {
     if reads % 512 == 0 && (Date() >= deadline || access(stopFile, F_OK) == 0) { break }
     let key = "k\(rng.below(keys))"
     reads += 1
-    // Alternate the closure read and the copying read: both must only ever see whole values.
+    // Rotate through the closure read, the copying read and the copy-out read: each must
+    // only ever see whole values.
     let ok: Bool?
-    if reads & 1 == 0 {
+    switch reads % 3 {
+    case 0:
       ok = try cache.withBytes(forKey: key) { CheckedValue.check($0, key: key) }
-    } else {
+    case 1:
       ok = try cache.object(forKey: key).map { v in v.withUnsafeBytes { CheckedValue.check($0, key: key) } }
+    default:
+      let n = try cache.copyBytes(forKey: key, into: buffer)
+      ok = n.map { $0 <= buffer.count && CheckedValue.check(UnsafeRawBufferPointer(rebasing: buffer[..<$0]), key: key) }
     }
     guard let ok else { continue }
     hits += 1

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Glibc
 @_spi(Testing) import MappedCache
@@ -18,20 +19,6 @@ let reliabilityCommands: [String: HelperCommand] = [
   "fill": { a in try ReliabilityOps.fill(path: a[0], seconds: Double(a[1]) ?? 1) },
   "open-only": { a in ReliabilityOps.openOnly(path: a[0], readOnlyPolicy: a[1] == "1") },
 ]
-
-/// A small deterministic generator (SplitMix64), so a seed reproduces a run.
-struct SplitMix {
-  var state: UInt64
-  init(_ seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-  mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
-}
 
 /// Self-describing values: a reader can tell, from the bytes alone, whether a value
 /// is one some `set` wrote whole for that key. Values of 8 bytes or more start with

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Glibc
 import Testing
@@ -487,7 +488,7 @@ import Testing
   func hostileBytesNeverKillTheTool(createOptions: [String]) throws {
     let path = try Self.freshCache("hostile", createOptions)
     defer { Support.cleanup(path) }
-    var rng = CoreRNG(0xC11)
+    var rng = SplitMix(0xC11)
     let commands: [[String]] = [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
                                 ["keys", path], ["dump", path, "--values"], ["get", path, "k1"], ["set", path, "k1", "v"],
                                 ["delete", path, "k2"], ["verify", path], ["sweep", path], ["verify", path, "--repair"],
@@ -532,7 +533,7 @@ import Testing
   // MARK: Files that are not caches
 
   @Test func filesThatAreNotCachesAreLeftUntouched() throws {
-    var rng = CoreRNG(42)
+    var rng = SplitMix(42)
     let random = Data((0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
     var fakeMagic = Data("MCACHE01".utf8)  // the magic, then garbage: a damaged header
     fakeMagic.append(random.prefix(1 << 20))

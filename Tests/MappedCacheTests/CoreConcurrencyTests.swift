@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
@@ -50,7 +51,7 @@ final class CoreFlag: Sendable {
     let sets = CoreCounter(), removes = CoreCounter(), hits = CoreCounter()
     let corrupt = CoreCounter(), errors = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: threads) { t in
-      var rng = CoreRNG(UInt64(t + 1) &* 7777)
+      var rng = SplitMix(UInt64(t + 1) &* 7777)
       for op in 0..<opsPerThread {
         let key = "k\(rng.below(keys))"
         do {
@@ -104,7 +105,7 @@ final class CoreFlag: Sendable {
       do {
         // Half the threads share `first`; the others each open their own handle.
         let c = t % 2 == 0 ? first : try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
-        var rng = CoreRNG(UInt64(t) &+ 99)
+        var rng = SplitMix(UInt64(t) &+ 99)
         for op in 0..<perThread {
           let key = "h\(rng.below(300))"
           try c.setObject(CoreValue.make(key: key, writer: t, seq: op, size: rng.inRange(8...800)), forKey: key)
@@ -213,7 +214,7 @@ final class CoreFlag: Sendable {
     let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "2.5", keys]) }
     // The test process reads too, with the closure read.
     var myHits = 0, myCorrupt = 0
-    var rng = CoreRNG(3)
+    var rng = SplitMix(3)
     let until = Date().addingTimeInterval(2)
     while Date() < until {
       let key = "k\(rng.below(Int(keys)!))"
@@ -295,7 +296,7 @@ final class CoreFlag: Sendable {
     toucher.start()
 
     let before = cache.statistics
-    var rng = CoreRNG(UInt64(getpid()))
+    var rng = SplitMix(UInt64(getpid()))
     var rounds = 0, heldRounds = 0, intentRounds = 0
     // At least minRounds, and more (up to 4x) until writers were killed holding the lock 3 times.
     while rounds < minRounds || (heldRounds < 3 && rounds < 4 * minRounds) {

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Testing
 @testable import MappedCache
@@ -10,7 +11,7 @@ import Testing
   /// every insert with the running count.
   private func churn(_ c: SharedCache<[UInt8]>, bytes: Int, sizes: ClosedRange<Int>, keySpace: Int = Int.max,
                      seed: UInt64, each: (Int) throws -> Void = { _ in }) throws {
-    var rng = CoreRNG(seed)
+    var rng = SplitMix(seed)
     var written = 0, n = 0
     let pattern = [UInt8]((0..<sizes.upperBound).map { UInt8(truncatingIfNeeded: $0 &* 131) })
     while written < bytes {
@@ -58,7 +59,7 @@ import Testing
     defer { Support.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let maxEntries = c.statistics.maxEntries
-    var rng = CoreRNG(5)
+    var rng = SplitMix(5)
     for n in 0..<(30 * maxEntries) {
       let key = rng.below(4) == 0 ? "re-\(rng.below(maxEntries))" : "tiny-\(n)"
       if rng.below(10) == 0 {
@@ -84,7 +85,7 @@ import Testing
     defer { Support.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let limit = c.maxValueSize
-    var rng = CoreRNG(17)
+    var rng = SplitMix(17)
     let pattern = [UInt8]((0..<limit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
     for n in 0..<3000 {
       let size: Int
@@ -149,7 +150,7 @@ import Testing
       try c.setObject([UInt8](repeating: 1, count: 500), forKey: h)
       try c.setObject([UInt8](repeating: 1, count: 500), forKey: p)
     }
-    var rng = CoreRNG(23)
+    var rng = SplitMix(23)
     var next = 0, count = 0, bytes = 0
     while bytes < 10 * cap {
       let key = "new-\(count)"
@@ -183,7 +184,7 @@ import Testing
     let cap = 2 << 20
     let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
     var keys: [String] = []
-    var rng = CoreRNG(29)
+    var rng = SplitMix(29)
     var bytes = 0
     while bytes < 10 * cap {
       let key = "s-\(keys.count)"

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Testing
 @testable import MappedCache
@@ -165,7 +166,7 @@ import Testing
     let path = Support.tempPath("exp-first")
     defer { Support.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
-    var rng = CoreRNG(11)
+    var rng = SplitMix(11)
     var i = 0
     // Fill until the cache starts making room, all with a short TTL.
     while c.statistics.evictions + c.statistics.expirations == 0 {

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Glibc
 import Testing
@@ -235,7 +236,7 @@ import Testing
   /// the file's blocks and writing its header) leaves a path the next opener can use at
   /// once: either the finished cache or a recognised interrupted creation that it redoes.
   @Test func creatorKilledMidCreation() throws {
-    var rng = CoreRNG(UInt64(getpid()) &+ 3)
+    var rng = SplitMix(UInt64(getpid()) &+ 3)
     var redone = 0, finished = 0
     for round in 0..<12 {
       let path = Support.tempPath("fmt-killcreate\(round)")

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
@@ -216,7 +217,7 @@ import Testing
     for k in stable { try c.setObject(Array(k.utf8), forKey: k) }
     let stop = CoreFlag()
     let writer = Thread {
-      var rng = CoreRNG(77)
+      var rng = SplitMix(77)
       var live: [String] = []
       while !stop.value {
         if live.isEmpty || (live.count < maxEntries / 3 && rng.below(2) == 0) {
@@ -232,7 +233,7 @@ import Testing
     writer.start()
     let falseMisses = CoreCounter(), wrong = CoreCounter(), reads = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: 2) { t in
-      var rng = CoreRNG(UInt64(t) + 5)
+      var rng = SplitMix(UInt64(t) + 5)
       for _ in 0..<20_000 {
         let k = stable[rng.below(stable.count)]
         reads.add()
@@ -265,7 +266,7 @@ import Testing
     let stop = CoreFlag()
     let rounds = CoreCounter()
     let writer = Thread {
-      var rng = CoreRNG(41)
+      var rng = SplitMix(41)
       var seq = 0
       while !stop.value {
         for k in 0..<300 {
@@ -283,7 +284,7 @@ import Testing
     writer.start()
     let bad = CoreCounter(), hits = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: 2) { t in
-      var rng = CoreRNG(UInt64(t) + 100)
+      var rng = SplitMix(UInt64(t) + 100)
       for _ in 0..<30_000 {
         let key = "c\(rng.below(300))"
         if let ok = try? c.withBytes(forKey: key, { CoreValue.check($0, key: key) }) {

@@ -7,18 +7,6 @@ import CheckedValues
 /// uses (Tests/CheckedValues), so writer and checker cannot drift apart.
 typealias CoreValue = CheckedValue
 
-/// A deterministic generator for tests (xorshift64*).
-struct CoreRNG {
-  var s: UInt64
-  init(_ seed: UInt64) { s = seed == 0 ? 0x9E37_79B9 : seed }
-  mutating func next() -> UInt64 {
-    s ^= s >> 12; s ^= s << 25; s ^= s >> 27
-    return s &* 0x2545_F491_4F6C_DD1D
-  }
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
-  mutating func inRange(_ r: ClosedRange<Int>) -> Int { r.lowerBound + below(r.count) }
-}
-
 /// A running `mc-test-helper` child whose stdout is captured (for the "ready" line and
 /// the final JSON report). Never `fork`: `Process` spawns the built binary.
 final class CoreChild: @unchecked Sendable {
