@@ -29,6 +29,8 @@ struct StressOptions: Sendable {
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
   var trackEvery = 1
+  /// 1 read in `checkEvery` checks the value's checksum; every read checks its header.
+  var checkEvery = 1
   var help = false
 
   // Hidden: test-only and coordinator → worker.
@@ -174,6 +176,12 @@ enum OptionTable {
                  guard n & (n - 1) == 0 else { throw UsageError("--track-every must be a power of two, not \(n)") }
                  o.trackEvery = n
                }, passOn: { "\($0.trackEvery)" }),
+    OptionSpec(flag: "--check-every", valueName: "N", defaultText: "1",
+               help: "check the checksum over every byte on 1 read in N (a power of two); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
+                 let n = try parseInt(v, flag: "--check-every", in: 1...(1 << 20))
+                 guard n & (n - 1) == 0 else { throw UsageError("--check-every must be a power of two, not \(n)") }
+                 o.checkEvery = n
+               }, passOn: { "\($0.checkEvery)" }),
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
                help: "print one JSON object instead of the table",
                apply: { o, _ in o.json = true }, passOn: { _ in nil }),

@@ -75,6 +75,7 @@ struct RunReport {
     j["log_bytes_used"] = .int(after.logBytesUsed)
     j["lock_mode"] = .string(o.lock.rawValue)
     j["track_every"] = .int(o.trackEvery)
+    j["check_every"] = .int(o.checkEvery)
     j["keys"] = .int(o.keys)
     j["key_size"] = .int(o.keySize)
     j["value_size"] = .string(o.valueSizeText)
@@ -112,7 +113,8 @@ struct RunReport {
     row("during run", "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))")
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
     row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
-      + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "") + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
+      + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
+      + (o.checkEvery > 1 ? " (checksum on 1 read in \(o.checkEvery))" : "") + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
     for p in verifyProblems.prefix(5) { row("", "verify: \(p)") }
     for m in merged.messages.prefix(5) { row("", m) }
     let reasons = failureReasons

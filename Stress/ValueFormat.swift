@@ -49,16 +49,19 @@ enum ValueFormat {
     buffer.storeBytes(of: (UInt64(sum) | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
   }
 
-  /// Judges a value read for `key`; `writers` is the number of worker writers.
+  /// Judges a value read for `key`; `writers` is the number of worker writers. With
+  /// `whole` false, only the header is checked (key, length, writer: what the peers
+  /// check on every read, their length and key digits), not the checksum over every
+  /// byte.
   @inline(__always)
-  static func check(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32) -> Verdict {
+  static func check(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32, whole: Bool = true) -> Verdict {
     let n = b.count
     guard n >= headerSize else { return .corrupt }
     let k = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
     let w = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
     let len = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
     let sum = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
-    guard k == key, Int(len) == n, w < writers || w == prefillWriter, sum == checksum(b, key: k) else { return .corrupt }
+    guard k == key, Int(len) == n, w < writers || w == prefillWriter, !whole || sum == checksum(b, key: k) else { return .corrupt }
     return .whole(writer: w, seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
   }
 
@@ -114,32 +117,43 @@ struct SequenceTracker {
   private let keys: Int
   private let exact: Bool
   private let mask: Int
-  private var seqs: [UInt64]
-  private var tags: [UInt64]
+  /// Raw storage, not arrays: an array mutated in the read loop costs a uniqueness
+  /// check (a call) per store. Owned by the tracker's thread; freed by `release`.
+  private let seqs: UnsafeMutablePointer<UInt64>
+  private let tags: UnsafeMutablePointer<UInt64>
 
   init(keys: Int, writers: Int, budgetEntries: Int) {
     self.keys = keys
     let pairs = keys * writers
+    let size: Int
     if pairs <= budgetEntries * 2 {
       exact = true
       mask = 0
-      seqs = [UInt64](repeating: 0, count: pairs)
-      tags = []
+      size = max(pairs, 1)
     } else {
       exact = false
-      var size = 1
-      while size < budgetEntries { size <<= 1 }
-      mask = size - 1
-      seqs = [UInt64](repeating: 0, count: size)
-      tags = [UInt64](repeating: 0, count: size)
+      var s = 1
+      while s < budgetEntries { s <<= 1 }
+      mask = s - 1
+      size = s
     }
+    seqs = .allocate(capacity: size)
+    seqs.initialize(repeating: 0, count: size)
+    tags = .allocate(capacity: exact ? 1 : size)
+    tags.initialize(repeating: 0, count: exact ? 1 : size)
+  }
+
+  func release() {
+    seqs.deallocate()
+    tags.deallocate()
   }
 
   /// Records (writer, key, seq); false if `seq` is lower than one seen before.
+  /// Precondition: `key < keys`, `writer <` the writers given at init.
   @inline(__always)
-  mutating func observe(key: Int, writer: Int, seq: UInt64) -> Bool {
+  func observe(key: Int, writer: Int, seq: UInt64) -> Bool {
     if exact {
-      let i = writer * keys + key
+      let i = writer &* keys &+ key
       let last = seqs[i]
       if seq < last { return false }
       seqs[i] = seq

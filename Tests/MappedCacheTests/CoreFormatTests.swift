@@ -28,7 +28,7 @@ import Testing
     #expect(Int(st.st_blocks) * 512 >= 3 << 20)
     let head = [UInt8](fileBytes(path).prefix(16))
     #expect(Array(head[0..<8]) == Array("MCACHE01".utf8))
-    #expect(UInt32(head[8]) == Format.version && Format.version == 2, "format version 2")
+    #expect(UInt32(head[8]) == Format.version && Format.version == 3, "format version 3")
     #expect(cache.maxKeySize == 250)
     #expect(cache.statistics.entries == 0)
     #expect(try cache.verify().ok)
@@ -151,9 +151,10 @@ import Testing
       }
       return nil
     }
-    // Another format version (1: the lock word on a line of its own, other header offsets).
+    // Another format version (1: other header offsets; 2: another hash of short keys).
     if case .incompatibleFormat? = attempt({ $0[8] = 1 }) {} else { Issue.record("version 1 must be incompatible") }
-    if case .incompatibleFormat? = attempt({ $0[8] = 3 }) {} else { Issue.record("version 3 must be incompatible") }
+    if case .incompatibleFormat? = attempt({ $0[8] = 2 }) {} else { Issue.record("version 2 must be incompatible") }
+    if case .incompatibleFormat? = attempt({ $0[8] = 4 }) {} else { Issue.record("version 4 must be incompatible") }
     // A layout field changed (slot count) without its fingerprint.
     if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {} else { Issue.record("changed slot count must be refused") }
     // Truncated file (the header's size no longer matches).

@@ -293,45 +293,51 @@ extension CacheEngine {
   }
 
   /// `probeInline`, also handing back a hit's expiry (0: never) and version.
+  ///
+  /// Two steps: a short loop that only compares hashes finds the slot, then one
+  /// straight-line seqlock read of it. Keeping the copy (a call) out of the loop keeps
+  /// the loop's values in registers: fewer instructions and stack stores per read,
+  /// which lets the CPU start the next read's cache miss before this one's is served.
+  /// A slot with the same hash but another key (a 64-bit hash collision) is left to
+  /// the general path.
   @inline(__always)
   func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
                    expiry: inout UInt64, version: inout UInt64) -> Int {
     let m = memory
     var i = m.home(hash)
-    for _ in 0..<8 {
+    var probes = 0
+    while true {
       let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
-      if h == hash {
-        let seq = m.slot(i, Format.S.seq)
-        let s1 = seq.pointee.load(ordering: .acquiring)
-        let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
-        guard s1 & 1 == 0, meta & Format.inlineBit != 0, let l = m.inlineLengths(i),
-              l.vlen <= buffer.count, let out = buffer.baseAddress else { return Self.fastUnsure }
-        let matched = l.klen == key.count && m.inlineKeyEquals(i, key)
-        if matched { m.copyInlineValue(i, klen: l.klen, vlen: l.vlen, to: out) }
-        let sum = m.inlineSum(i)
-        let cas = m.inlineVersion(i)
-        atomicMemoryFence(ordering: .acquiring)
-        guard seq.pointee.load(ordering: .relaxed) == s1 else { return Self.fastUnsure }
-        if matched {
-          let e = meta & Format.expiryMask
-          if e != 0 && e <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
-          if checksumOnRead,
-             KeyHash.checksum(UnsafeRawBufferPointer(start: out, count: l.vlen), hash: hash) != sum {
-            return Self.fastUnsure
-          }
-          if meta & Format.referencedBit == 0 && writable {
-            m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
-          }
-          expiry = e
-          version = cas
-          return l.vlen
-        }
-      } else if h == 0 {
-        return Self.fastMiss
-      }
+      if h == hash { break }
+      if h == 0 { return Self.fastMiss }
+      probes &+= 1
+      if probes == 8 { return Self.fastUnsure }
       i = m.next(i)
     }
-    return Self.fastUnsure
+    let seq = m.slot(i, Format.S.seq)
+    let s1 = seq.pointee.load(ordering: .acquiring)
+    let meta = m.slot(i, Format.S.meta).pointee.load(ordering: .relaxed)
+    guard s1 & 1 == 0, meta & Format.inlineBit != 0, let l = m.inlineLengths(i),
+          l.vlen <= buffer.count, let out = buffer.baseAddress,
+          l.klen == key.count, m.inlineKeyEquals(i, key) else { return Self.fastUnsure }
+    m.copyInlineValue(i, klen: l.klen, vlen: l.vlen, to: out)
+    let sum = m.inlineSum(i)
+    let cas = m.inlineVersion(i)
+    atomicMemoryFence(ordering: .acquiring)
+    guard seq.pointee.load(ordering: .relaxed) == s1 else { return Self.fastUnsure }
+    // The copy is whole and is this key's. Now judge it.
+    let e = meta & Format.expiryMask
+    if e != 0 && e <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
+    if checksumOnRead,
+       KeyHash.checksum(UnsafeRawBufferPointer(start: out, count: l.vlen), hash: hash) != sum {
+      return Self.fastUnsure
+    }
+    if meta & Format.referencedBit == 0 && writable {
+      m.slot(i, Format.S.meta).pointee.bitwiseOr(Format.referencedBit, ordering: .relaxed)
+    }
+    expiry = e
+    version = cas
+    return l.vlen
   }
 
   /// `read` returning what `body` returns (nil on a miss). Same costs as `read`.

@@ -208,17 +208,14 @@ struct MappedMemory {
     MappedMemory.bytesEqual(base + loc + Format.recordHeaderBytes, key.baseAddress!, key.count)
   }
 
-  /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two
-  /// overlapping word compares). Precondition: `n >= 1`, both ranges readable.
+  /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two word
+  /// compares). Precondition: both ranges readable.
   @inline(__always)
   static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
-    if n >= 8 && n <= 16 {
-      return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
-        && a.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-    }
-    if n >= 4 && n < 8 {
-      return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
-        && a.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+    if n <= 16 {
+      // `b` is the caller's key: read it as the hash does (no load crossing its byte 8).
+      let x = KeyHash.shortWords(a, n), y = KeyHash.shortWords(b, n)
+      return x.0 == y.0 && x.1 == y.1
     }
     return memcmp(a, b, n) == 0
   }

@@ -25,8 +25,41 @@ enum KeyHash {
     Array(c).withUnsafeBytes { fold($0, seed: 0x1357_9BDF_2468_ACE0) }
   }
 
-  /// wyhash's shape: 16 bytes per multiply, and the last (up to) 16 bytes read as two
-  /// overlapping words, so short keys cost two loads and two multiplies.
+  /// The bytes of a key of at most 16 bytes as two words, such that two keys of the same
+  /// length are equal exactly when their words are.
+  ///
+  /// No load crosses byte 8 of the key. A caller that has just put its key together in
+  /// two 8-byte stores (a small `String`'s two words, a key formatted in registers)
+  /// then has each load served from one store: a load spanning two stores cannot be
+  /// forwarded, waits until both reach the cache, and those wait for every older
+  /// instruction, the previous read's cache miss among them. That serialised one read
+  /// behind the other (measured: a quarter of the throughput of uniform reads).
+  @inline(__always)
+  static func shortWords(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
+    if n >= 8 {
+      let a = p.loadUnaligned(as: UInt64.self)
+      return (a, tailWord(p + 8, n &- 8))
+    }
+    return (tailWord(p, n), 0)
+  }
+
+  /// Bytes `[0, r)` of `p` (0 ≤ r ≤ 8) as a word, from loads that stay inside them:
+  /// two overlapping 4-byte loads, or the first, middle and last byte.
+  @inline(__always)
+  static func tailWord(_ p: UnsafeRawPointer, _ r: Int) -> UInt64 {
+    if r >= 4 {
+      return UInt64(p.loadUnaligned(as: UInt32.self))
+        | UInt64(p.loadUnaligned(fromByteOffset: r &- 4, as: UInt32.self)) << 32
+    }
+    if r > 0 {
+      return UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: r >> 1, as: UInt8.self)) << 8
+        | UInt64(p.load(fromByteOffset: r &- 1, as: UInt8.self))
+    }
+    return 0
+  }
+
+  /// wyhash's shape: 16 bytes per multiply; a key of up to 16 bytes is read as the two
+  /// words of `shortWords`, so short keys cost two to four loads and two multiplies.
   @inline(__always)
   static func fold(_ k: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
     let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
@@ -35,17 +68,7 @@ enum KeyHash {
     guard let p = k.baseAddress, n > 0 else { return mix(h ^ p2, p1) }
     var a: UInt64, b: UInt64
     if n <= 16 {
-      if n >= 8 {
-        a = p.loadUnaligned(as: UInt64.self)
-        b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-      } else if n >= 4 {
-        a = UInt64(p.loadUnaligned(as: UInt32.self))
-        b = UInt64(p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self))
-      } else {
-        a = UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
-          | UInt64(p.load(fromByteOffset: n &- 1, as: UInt8.self))
-        b = 0
-      }
+      (a, b) = shortWords(p, n)
     } else {
       var i = 0
       while i &+ 16 < n {
