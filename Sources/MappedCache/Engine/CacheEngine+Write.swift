@@ -47,6 +47,9 @@ extension CacheEngine {
     try checkKey(key)
     if value.count > layout.maxValue { throw .valueTooLarge(size: value.count, limit: layout.maxValue) }
     let hash = KeyHash.key(key)
+    // The key's home slot is where the locked part starts: fetch it now, so that its
+    // cache miss overlaps the checksum and the lock rather than stalling under it.
+    memory.prefetchSlot(memory.home(hash))
     let inline = key.count + value.count <= layout.inlineCapacity
     return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
                          recordSize: Format.recordSize(keyCount: key.count, valueCount: inline ? 0 : value.count),

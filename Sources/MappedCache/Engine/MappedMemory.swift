@@ -1,3 +1,4 @@
+import CMappedCacheShim
 import Glibc
 import Synchronization
 
@@ -138,6 +139,17 @@ struct MappedMemory {
     guard slotBytes > Format.slotHeaderBytes else { return }
     (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
       .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes, byteCount: slotBytes - Format.slotHeaderBytes)
+  }
+
+  /// Starts fetching slot `i`'s cache lines for writing, without waiting for them (a
+  /// hint: it never faults). A writer calls it before taking the lock, so that the
+  /// slot's cache miss overlaps the lock's acquisition instead of following it.
+  /// Precondition: `0 <= i < slotCount`.
+  @inline(__always)
+  func prefetchSlot(_ i: Int) {
+    let p = slotsBase + i &* slotBytes
+    mc_prefetch_for_write(p)
+    if slotBytes > 64 { mc_prefetch_for_write(p + 64) }
   }
 
   @inline(__always)
