@@ -10,6 +10,38 @@ import Testing
 /// present keys while removals shift slots. (That a hit allocates nothing is measured by
 /// the release benchmark, not asserted here.)
 @Suite struct CoreReadPathTests {
+  /// Short keys are read as two words without a load across byte 8 (format 3): the
+  /// words, the hash and the key comparison must still see every byte of every length.
+  @Test func shortKeysHashAndCompareOnEveryByte() throws {
+    var rng = SplitMix(0x5EED_0003)
+    for n in 0...24 {
+      for _ in 0..<50 {
+        let a = (0..<n).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        a.withUnsafeBytes { pa in
+          // The same bytes elsewhere: equal words, equal hash, equal keys.
+          let copy = Array(a)
+          copy.withUnsafeBytes { pc in
+            #expect(KeyHash.key(pa) == KeyHash.key(pc))
+            if n > 0 { #expect(MappedMemory.bytesEqual(pa.baseAddress!, pc.baseAddress!, n)) }
+          }
+          // Any one byte changed: another hash (for these keys) and unequal keys.
+          for j in 0..<n {
+            var b = a
+            b[j] ^= UInt8(truncatingIfNeeded: 1 &+ rng.next() % 255)
+            b.withUnsafeBytes { pb in
+              #expect(KeyHash.key(pa) != KeyHash.key(pb), "length \(n), byte \(j)")
+              #expect(!MappedMemory.bytesEqual(pa.baseAddress!, pb.baseAddress!, n), "length \(n), byte \(j)")
+              if n <= 16 {
+                let x = KeyHash.shortWords(pa.baseAddress!, n), y = KeyHash.shortWords(pb.baseAddress!, n)
+                #expect(x.0 != y.0 || x.1 != y.1, "length \(n), byte \(j)")
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   @Test func withBytesHandsTheStoredBytesToTheClosure() throws {
     let path = Support.tempPath("rd-bytes")
     defer { Support.cleanup(path) }

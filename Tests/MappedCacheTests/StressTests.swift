@@ -117,9 +117,26 @@ import Testing
     #expect(int(j, "set_ops") == 0)
   }
 
+  /// The benchmark's checking policy (`scripts/bench.sh`): the checksum on 1 read in 64,
+  /// freshness for 1 key in 16; every read's header still checked, the run still clean.
+  @Test func peersCheckingPolicyRunsClean() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "2", "--duration", "1", "--keys", "4000", "--capacity", "8MiB", "--value-size", "64",
+      "--read-pct", "90", "--check-every", "64", "--track-every", "16", "--seed", "5"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(int(j, "check_every") == 64)
+    #expect(int(j, "track_every") == 16)
+    #expect(int(j, "get_ops") > 1000)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(j["verify_ok"] as? Bool == true)
+  }
+
   @Test(arguments: [
     ["--procs", "0"], ["--bogus"], ["--value-size", "8"], ["--dist", "pareto"], ["--capacity", "12XB"],
     ["--procs"], ["--read-pct", "101"], ["--key-size", "3"], ["--lock", "spin"], ["stray"],
+    ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"],
   ])
   func badFlagsExit64(_ args: [String]) throws {
     let r = try Support.run(Self.stress, args, timeout: 30)
@@ -135,7 +152,7 @@ import Testing
     #expect(r.stdout.contains("usage: cache-stress"))
     for flag in ["--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
                  "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
-                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock"] {
+                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every"] {
       #expect(r.stdout.contains(flag), "help lacks \(flag)")
     }
     #expect(!r.stdout.contains("--worker-id"), "internal flags stay hidden")
