@@ -171,16 +171,12 @@ enum OptionTable {
                  o.lock = l
                }, passOn: { $0.lock.rawValue }),
     OptionSpec(flag: "--track-every", valueName: "N", defaultText: "1",
-               help: "track freshness (wrong_values) for 1 key in N (a power of two), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked whole", apply: { o, v throws(UsageError) in
-                 let n = try parseInt(v, flag: "--track-every", in: 1...(1 << 20))
-                 guard n & (n - 1) == 0 else { throw UsageError("--track-every must be a power of two, not \(n)") }
-                 o.trackEvery = n
+               help: "track freshness (wrong_values) for 1 key in N (a power of two), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked", apply: { o, v throws(UsageError) in
+                 o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
                }, passOn: { "\($0.trackEvery)" }),
     OptionSpec(flag: "--check-every", valueName: "N", defaultText: "1",
                help: "check the checksum over every byte on 1 read in N (a power of two); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
-                 let n = try parseInt(v, flag: "--check-every", in: 1...(1 << 20))
-                 guard n & (n - 1) == 0 else { throw UsageError("--check-every must be a power of two, not \(n)") }
-                 o.checkEvery = n
+                 o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
                }, passOn: { "\($0.checkEvery)" }),
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
                help: "print one JSON object instead of the table",
@@ -318,6 +314,13 @@ enum OptionTable {
     guard let v = Int(s) else { throw UsageError("\(flag) wants an integer, not \(s.isEmpty ? "nothing" : s)") }
     guard range.contains(v) else { throw UsageError("\(flag) must be between \(range.lowerBound) and \(range.upperBound), not \(v)") }
     return v
+  }
+
+  /// A power of two from 1 to 2^20 (the `--…-every N` sampling flags).
+  static func parsePowerOfTwo(_ s: String, flag: String) throws(UsageError) -> Int {
+    let n = try parseInt(s, flag: flag, in: 1...(1 << 20))
+    guard n & (n - 1) == 0 else { throw UsageError("\(flag) must be a power of two, not \(n)") }
+    return n
   }
 
   static func parseDouble(_ s: String, flag: String, min: Double, max: Double) throws(UsageError) -> Double {

@@ -34,12 +34,6 @@ static inline void mc_cpu_relax(void) {
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
-/// A hint that `address` will be written soon: the CPU starts fetching its cache line
-/// (for writing) and goes on. Never faults, whatever the address.
-static inline void mc_prefetch_for_write(const void *address) {
-  __builtin_prefetch(address, 1, 3);
-}
-
 #endif
 }
 
