@@ -146,8 +146,40 @@ extension CacheEngine {
            condition: SetCondition = .always) throws -> SetOutcome {
     let w = try prepare(key, value, expiry: expiry)
     return try withWriteLock {
-      try storeLocked(key, value, w, condition: condition)
+      if condition == .always, w.inline, let outcome = overwriteInPlace(key, value, w) { return outcome }
+      return try storeLocked(key, value, w, condition: condition)
     }
+  }
+
+  /// The most common set on a short path of its own: `key` has an inline entry within a
+  /// few slots of home and the new value fits inline too. The write is then the same as
+  /// `storeLocked`'s in-place overwrite (one seqlock write of the slot; the record,
+  /// which holds only the key, keeps the entry's place in the eviction order), without
+  /// the general lookup and case analysis around it. Returns nil, having changed
+  /// nothing, for every other case. Precondition: the write lock is held, `w.inline`.
+  func overwriteInPlace(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+                        _ w: PreparedWrite) -> SetOutcome? {
+    var i = memory.home(w.hash)
+    for _ in 0..<8 {
+      let h = slotHash(i)
+      if h == 0 { return nil }
+      if h == w.hash {
+        let meta = slotMeta(i)
+        guard meta & Format.inlineBit != 0, let l = memory.inlineLengths(i), l.klen == key.count,
+              memory.inlineKeyEquals(i, key) else { return nil }
+        let live = loadCount(Format.H.liveBytes) - (l.klen + l.vlen) + key.count + value.count
+        guard costLimit == 0 || live <= costLimit else { return nil }
+        let cas = load(Format.H.casCounter) &+ 1
+        store(Format.H.casCounter, cas)
+        writeSlotInline(i, hash: w.hash, loc: slotLoc(i), meta: w.expiry | (meta & Format.referencedBit),
+                        key: key, value: value, sum: w.sum, cas: cas)
+        store(Format.H.liveBytes, UInt64(max(0, live)))
+        bump(Format.H.sets)
+        return .stored(version: cas)
+      }
+      i = memory.next(i)
+    }
+    return nil
   }
 
   /// Removes `key`; false when it was not present.
