@@ -204,6 +204,7 @@ enum Fuzz {
           attempt { _ = try fast.copyBytes(forKey: k, into: UnsafeMutableRawBufferPointer(rebasing: buf[0..<8])) }
           attempt { _ = try fast.withBytes(forKey: k) { $0.count } }
           attempt { _ = try fast.object(forKey: k, allowingExpired: true) }
+          attempt { _ = try fast.object(forKey: k) }
         }
       }
     }

@@ -125,10 +125,7 @@ extension SharedCache {
     try engine.forEachEntry(values: true, includeExpired: includeExpired) { e in
       guard let key = String(validating: e.key, as: UTF8.self), let bytes = e.value,
             seen.insert(e.key).inserted else { return true }
-      let value: Value
-      do { value = try bytes.withUnsafeBytes { try codec.decode($0) } } catch {
-        throw CacheError.decodingFailed(key: key, reason: "\(error)")
-      }
+      let value = try bytes.withUnsafeBytes { try decode($0, key: key) }
       return try body(key, value, CacheExpiry.from(milliseconds: e.info.expiryMilliseconds))
     }
   }

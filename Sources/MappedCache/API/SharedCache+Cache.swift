@@ -5,9 +5,7 @@ extension SharedCache: Cache where Value: Codable {
     try withKey(key) { k in
       try engine.checkKey(k)
       return try engine.withValue(forKey: k) { bytes, info in
-        do { return (try codec.decode(bytes), CacheExpiry.from(milliseconds: info.expiryMilliseconds)) } catch {
-          throw CacheError.decodingFailed(key: key, reason: "\(error)")
-        }
+        (try decode(bytes, key: key), CacheExpiry.from(milliseconds: info.expiryMilliseconds))
       }
     }
   }

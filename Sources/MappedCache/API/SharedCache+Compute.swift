@@ -218,9 +218,7 @@ extension SharedCache where Value: Codable {
   private func peek(_ key: String, allowingExpired: Bool) throws -> Value? {
     try withKey(key) { k in
       try engine.withValue(forKey: k, allowExpired: allowingExpired, countStats: false) { bytes, _ in
-        do { return try codec.decode(bytes) } catch {
-          throw CacheError.decodingFailed(key: key, reason: "\(error)")
-        }
+        try decode(bytes, key: key)
       }
     }
   }

@@ -84,17 +84,9 @@ extension CacheEngine {
     // An inline entry overwritten by a value that also fits inline keeps its record
     // (which holds only the key) and its place in the eviction order: the whole write is
     // one seqlock write of the slot, with no log append and so no eviction work.
-    if w.inline, case .found(let i, let loc, let rh) = found, rh.kind == Format.kindKeyOnly {
-      let live = loadCount(Format.H.liveBytes) - (rh.klen + rh.vlen) + key.count + value.count
-      if costLimit == 0 || live <= costLimit {
-        let cas = load(Format.H.casCounter) &+ 1
-        store(Format.H.casCounter, cas)
-        writeSlotInline(i, hash: w.hash, loc: loc, meta: w.expiry | (slotMeta(i) & Format.referencedBit),
-                        key: key, value: value, sum: w.sum, cas: cas)
-        store(Format.H.liveBytes, UInt64(max(0, live)))
-        bump(Format.H.sets)
-        return .stored(version: cas)
-      }
+    if w.inline, case .found(let i, let loc, let rh) = found, rh.kind == Format.kindKeyOnly,
+       let outcome = rewriteInline(i, loc: loc, oldBytes: rh.klen + rh.vlen, key, value, w) {
+      return outcome
     }
 
     var dest = LogID.small
@@ -152,10 +144,9 @@ extension CacheEngine {
   }
 
   /// The most common set on a short path of its own: `key` has an inline entry within a
-  /// few slots of home and the new value fits inline too. The write is then the same as
-  /// `storeLocked`'s in-place overwrite (one seqlock write of the slot; the record,
-  /// which holds only the key, keeps the entry's place in the eviction order), without
-  /// the general lookup and case analysis around it. Returns nil, having changed
+  /// few slots of home and the new value fits inline too. The write is then
+  /// `rewriteInline`, as in `storeLocked`, without the general lookup and case analysis
+  /// around it. Returns nil, having changed
   /// nothing, for every other case. Precondition: the write lock is held, `w.inline`.
   func overwriteInPlace(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
                         _ w: PreparedWrite) -> SetOutcome? {
@@ -164,22 +155,33 @@ extension CacheEngine {
       let h = slotHash(i)
       if h == 0 { return nil }
       if h == w.hash {
-        let meta = slotMeta(i)
-        guard meta & Format.inlineBit != 0, let l = memory.inlineLengths(i), l.klen == key.count,
+        guard slotMeta(i) & Format.inlineBit != 0, let l = memory.inlineLengths(i), l.klen == key.count,
               memory.inlineKeyEquals(i, key) else { return nil }
-        let live = loadCount(Format.H.liveBytes) - (l.klen + l.vlen) + key.count + value.count
-        guard costLimit == 0 || live <= costLimit else { return nil }
-        let cas = load(Format.H.casCounter) &+ 1
-        store(Format.H.casCounter, cas)
-        writeSlotInline(i, hash: w.hash, loc: slotLoc(i), meta: w.expiry | (meta & Format.referencedBit),
-                        key: key, value: value, sum: w.sum, cas: cas)
-        store(Format.H.liveBytes, UInt64(max(0, live)))
-        bump(Format.H.sets)
-        return .stored(version: cas)
+        return rewriteInline(i, loc: slotLoc(i), oldBytes: l.klen + l.vlen, key, value, w)
       }
       i = memory.next(i)
     }
     return nil
+  }
+
+  /// Rewrites slot `i`'s inline entry (`oldBytes` of key and value) with `key` and
+  /// `value` in place: one seqlock write of the slot, no log append. The entry keeps its
+  /// record at `loc` (which holds only the key) and so its place in the eviction order,
+  /// and its reference bit. Returns nil, having changed nothing, when the new size
+  /// would pass the cost limit (the general path then makes room). Preconditions: the
+  /// write lock is held, slot `i` holds `key` inline, `w.inline`.
+  @inline(__always)
+  func rewriteInline(_ i: Int, loc: Int, oldBytes: Int, _ key: UnsafeRawBufferPointer,
+                     _ value: UnsafeRawBufferPointer, _ w: PreparedWrite) -> SetOutcome? {
+    let live = loadCount(Format.H.liveBytes) - oldBytes + key.count + value.count
+    guard costLimit == 0 || live <= costLimit else { return nil }
+    let cas = load(Format.H.casCounter) &+ 1
+    store(Format.H.casCounter, cas)
+    writeSlotInline(i, hash: w.hash, loc: loc, meta: w.expiry | (slotMeta(i) & Format.referencedBit),
+                    key: key, value: value, sum: w.sum, cas: cas)
+    store(Format.H.liveBytes, UInt64(max(0, live)))
+    bump(Format.H.sets)
+    return .stored(version: cas)
   }
 
   /// Removes `key`; false when it was not present.

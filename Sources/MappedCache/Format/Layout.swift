@@ -54,8 +54,9 @@ enum Format {
   static let magic: UInt64 = 0x3130_4548_4341_434D  // "MCACHE01"
   static let initialisingMagic: UInt64 = 0x3054_494E_4943_434D  // "MCCINIT0": creation crashed
   /// 2: the hot writer fields share the lock word's cache line (version 1 had them
-  /// on two other lines). 3: keys of 9 to 16 bytes hash without a load across their
-  /// byte 8 (`KeyHash.shortWords`), so version 2's stored hashes differ.
+  /// on two other lines). 3: keys of 4 to 16 bytes hash from two words read with no
+  /// load across byte 8 (`KeyHash.shortWords`), so version 2's stored hashes of such
+  /// keys differ.
   static let version: UInt32 = 3
   static let headerPage = 4096
   static let procEntryBytes = 64
