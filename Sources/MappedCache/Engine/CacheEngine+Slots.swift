@@ -46,6 +46,16 @@ extension CacheEngine {
     }
   }
 
+  /// One seqlock write of slot `i`'s value, key and words other than `meta` unchanged:
+  /// an inline entry overwritten in place (its key already in the slot, `klen` bytes).
+  @inline(__always)
+  func rewriteSlotValue(_ i: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+    seqlockWrite(i) {
+      memory.slot(i, Format.S.meta).pointee.store(meta | Format.inlineBit, ordering: .relaxed)
+      memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas)
+    }
+  }
+
   /// One seqlock write of slot `to` with everything slot `from` holds.
   func copySlot(from: Int, to: Int) {
     seqlockWrite(to) {

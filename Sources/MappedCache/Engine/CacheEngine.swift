@@ -61,6 +61,7 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   deinit {
+    lock?.destroy()
     if let p = privateCounters {
       p.deinitialize(count: 2)
       p.deallocate()
@@ -75,8 +76,11 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always) func loadCount(_ field: Int) -> Int { Self.clampCount(load(field)) }
   @inline(__always) static func clampCount(_ v: UInt64) -> Int { Int(truncatingIfNeeded: min(v, 1 << 56)) }
   @inline(__always) func store(_ field: Int, _ v: UInt64) { memory.word(field).pointee.store(v, ordering: .relaxed) }
+  /// Adds to a header counter. Precondition: the write lock is held (every header
+  /// counter changes only under it), so a load and a store suffice: an atomic add would
+  /// be one more locked instruction per write.
   @inline(__always) func bump(_ field: Int, _ by: UInt64 = 1) {
-    memory.word(field).pointee.wrappingAdd(by, ordering: .relaxed)
+    store(field, load(field) &+ by)
   }
 
   var countLimit: Int {
@@ -87,16 +91,16 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// Runs `body` under the write lock, repairing first if a previous writer died
-  /// mid-change, and marking the intent record for the duration of `body`.
+  /// mid-change or the log bounds are damaged, and marking the intent record for the
+  /// duration of `body`. With `checkingLogs` false the log bounds are not checked
+  /// first: `body` must then call `repairIfLogsDamaged()` before it reads or writes a
+  /// log (`set`, whose in-place overwrite touches only the slot, does).
   @inline(__always)
-  func withWriteLock<R>(_ body: () throws -> R) throws -> R {
+  func withWriteLock<R>(checkingLogs: Bool = true, _ body: () throws -> R) throws -> R {
     guard let lock = lock else { throw CacheError.readOnly(path: path) }
     _ = try lock.lock()
     defer { lock.unlock() }
-    if load(Format.H.intent) != 0 || !logsAreSane() {
-      _ = check(repair: true, checksums: false)
-      bump(Format.H.recoveries)
-    }
+    if load(Format.H.intent) != 0 || (checkingLogs && !logsAreSane()) { repair() }
     store(Format.H.intent, 1)
     defer { store(Format.H.intent, 0) }
     do {
@@ -104,10 +108,22 @@ final class CacheEngine: @unchecked Sendable {
     } catch CacheError.corrupted {
       // The file broke an invariant under us (damage, or a foreign writer): repair by
       // dropping what cannot be trusted, then try the change once more.
-      _ = check(repair: true, checksums: false)
-      bump(Format.H.recoveries)
+      repair()
       return try body()
     }
+  }
+
+  /// Repairs under the write lock (see `check(repair:)`) and counts it.
+  @inline(never)
+  func repair() {
+    _ = check(repair: true, checksums: false)
+    bump(Format.H.recoveries)
+  }
+
+  /// For a `withWriteLock(checkingLogs: false)` body, before it touches a log.
+  @inline(__always)
+  func repairIfLogsDamaged() {
+    if !logsAreSane() { repair() }
   }
 
   /// Values of the process-wide counters, summed over the process table.

@@ -134,6 +134,19 @@ struct MappedMemory {
     if value.count > 0 { (p + Format.S.bytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
   }
 
+  /// Rewrites slot `i`'s inline value, keeping its key (`klen` bytes, already there).
+  /// Precondition: `klen + value.count <= inlineCapacity`, and the caller is inside the
+  /// slot's seqlock write.
+  @inline(__always)
+  func writeInlineValue(_ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+    precondition(klen + value.count <= inlineCapacity, "inline entry too large")
+    let p = slotsBase + i &* slotBytes
+    p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
+    p.storeBytes(of: sum, toByteOffset: Format.S.sum, as: UInt32.self)
+    p.storeBytes(of: cas, toByteOffset: Format.S.cas, as: UInt64.self)
+    if value.count > 0 { (p + Format.S.bytes + klen).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
   /// Copies slot `from`'s inline area to slot `to` (inside `to`'s seqlock write).
   func copyInlineArea(from: Int, to: Int) {
     guard slotBytes > Format.slotHeaderBytes else { return }

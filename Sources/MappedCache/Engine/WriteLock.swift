@@ -13,8 +13,11 @@ public enum LockMode: Sendable, Equatable {
   case flock
 }
 
-/// The cross-process write lock plus the in-process mutex (an OFD's locks and a lock
-/// word owned by "this handle" do not exclude the threads sharing the handle).
+/// The write lock: one word in the file that every writer, in every process and on
+/// every thread, takes with a compare-and-swap. In `.flock` mode the handle also takes
+/// `flock` first, and an in-process mutex before that (a flock held by one thread's
+/// descriptor is held by all the threads sharing it, and the second thread's unlock
+/// would drop the first's).
 ///
 /// Lock word (32 bits, `Format.H.lockWord`):
 ///
@@ -27,39 +30,61 @@ public enum LockMode: Sendable, Equatable {
 /// or its slot's generation moved on). The owner's witness is an OFD read lock on byte
 /// `witnessBase + slot` of the file, taken at registration and dropped by the kernel
 /// when the owner's descriptor closes, that is, when the process dies. A live but slow
-/// or stopped owner keeps its witness, so it is never declared dead.
-final class WriteLock: @unchecked Sendable {
+/// or stopped owner keeps its witness, so it is never declared dead. A word naming this
+/// handle's own token is held by another of its threads, alive by definition (an OFD
+/// lock cannot witness for its own descriptor: `F_OFD_GETLK` ignores the caller's own
+/// locks).
+///
+/// A struct of three words, not a class: taking the lock then retains and releases
+/// nothing, and copying it costs three loads (as a class, the retain and release cost ~6 %
+/// of a set; as a struct holding everything below, its copy with mixed-size fields cost
+/// store-forwarding stalls: both measured with `perf` on write-only runs). What only the
+/// slow paths need lives out of line in `Context`, freed by the owner
+/// (`CacheEngine.deinit` calls `destroy()`).
+struct WriteLock: @unchecked Sendable {
   static let witnessBase: Int64 = 1 << 40
   private static let ownerMask: UInt32 = 0x3FF
   private static let waitersBit: UInt32 = 1 << 31
   private static let waitNanoseconds: Int64 = 2_000_000
 
-  let mode: LockMode
-  private let memory: MappedMemory
-  private let fd: Int32
-  private let procCount: Int
-  private let myToken: UInt32
-  private let mySlot: Int
-  /// The in-process lock: a plain pthread mutex (its uncontended path is one atomic
-  /// operation each way), allocated once so its address is stable.
-  private let threads: UnsafeMutablePointer<pthread_mutex_t>
-
-  init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
-    self.mode = mode
-    self.memory = memory
-    self.fd = fd
-    self.procCount = procCount
-    mySlot = slot
-    myToken = UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & 0xFFFFF) << 10)
-    threads = .allocate(capacity: 1)
-    threads.initialize(to: pthread_mutex_t())
-    pthread_mutex_init(threads, nil)
+  /// The slow paths' state: allocated once, so the mutex's address is stable.
+  private struct Context {
+    let memory: MappedMemory
+    let fd: Int32
+    let procCount: Int
+    let mySlot: Int
+    /// `.flock` mode's in-process lock (see above): a plain pthread mutex. Unused in
+    /// `.sharedWord` mode, where the word alone excludes threads: each uncontended write
+    /// then makes two atomic read-modify-writes (the word's CAS and exchange), not four.
+    var threads: pthread_mutex_t
   }
 
-  deinit {
-    pthread_mutex_destroy(threads)
-    threads.deinitialize(count: 1)
-    threads.deallocate()
+  private let word: UnsafeMutablePointer<Atomic<UInt32>>
+  private let context: UnsafeMutablePointer<Context>
+  private let myToken: UInt32
+  private let usesFlock: Bool
+
+  var mode: LockMode { usesFlock ? .flock : .sharedWord }
+
+  init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
+    word = memory.lockWord
+    usesFlock = mode == .flock
+    myToken = UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & 0xFFFFF) << 10)
+    context = .allocate(capacity: 1)
+    context.initialize(to: Context(memory: memory, fd: fd, procCount: procCount, mySlot: slot, threads: pthread_mutex_t()))
+    pthread_mutex_init(threadsMutex, nil)
+  }
+
+  private var threadsMutex: UnsafeMutablePointer<pthread_mutex_t> {
+    UnsafeMutableRawPointer(context).advanced(by: MemoryLayout<Context>.offset(of: \Context.threads)!)
+      .assumingMemoryBound(to: pthread_mutex_t.self)
+  }
+
+  /// Frees the context. Called once, by the owner's deinit, when no thread can use the lock.
+  func destroy() {
+    pthread_mutex_destroy(threadsMutex)
+    context.deinitialize(count: 1)
+    context.deallocate()
   }
 
   /// Runs `body` holding both locks. `tookOver` tells whether the previous holder died
@@ -71,45 +96,56 @@ final class WriteLock: @unchecked Sendable {
     return try body(tookOver)
   }
 
-  /// Takes the in-process mutex, then the file's lock. Every `lock()` that returns must
-  /// be paired with `unlock()` on the same thread.
+  /// Takes the lock (in `.flock` mode: the in-process mutex, the flock, then the word).
+  /// Every `lock()` that returns must be paired with `unlock()` on the same thread.
   @inline(__always)
   func lock() throws -> Bool {
-    pthread_mutex_lock(threads)
-    do {
-      return try acquire()
-    } catch {
-      pthread_mutex_unlock(threads)
-      throw error
-    }
+    if !usesFlock { return acquireWord() }
+    return try acquireWithFlock()
   }
 
   @inline(__always)
   func unlock() {
-    release()
-    pthread_mutex_unlock(threads)
+    let prev = word.pointee.exchange(0, ordering: .releasing)
+    if prev & Self.waitersBit != 0 { wakeOne() }
+    if usesFlock { releaseFlock() }
   }
 
-  private func acquire() throws -> Bool {
-    switch mode {
-    case .flock:
-      do { try Sys.flock(fd, LOCK_EX) } catch { throw CacheError.system(error) }
-      // The mode is per handle, not per file: take the word too, so that handles in
-      // `.sharedWord` mode (which never look at the flock) are excluded as well.
-      return acquireWord()
-    case .sharedWord:
-      return acquireWord()
+  @inline(never)
+  private func wakeOne() {
+    _ = mc_futex_wake(context.pointee.memory.lockWordAddress, 1)
+  }
+
+  @inline(never)
+  private func acquireWithFlock() throws -> Bool {
+    pthread_mutex_lock(threadsMutex)
+    do { try Sys.flock(context.pointee.fd, LOCK_EX) } catch {
+      pthread_mutex_unlock(threadsMutex)
+      throw CacheError.system(error)
     }
+    // The mode is per handle, not per file: take the word too, so that handles in
+    // `.sharedWord` mode (which never look at the flock) are excluded as well.
+    return acquireWord()
   }
 
-  private func release() {
-    let prev = memory.lockWord.pointee.exchange(0, ordering: .releasing)
-    if prev & Self.waitersBit != 0 { _ = mc_futex_wake(memory.lockWordAddress, 1) }
-    if mode == .flock { _ = try? Sys.flock(fd, LOCK_UN) }
+  @inline(never)
+  private func releaseFlock() {
+    _ = try? Sys.flock(context.pointee.fd, LOCK_UN)
+    pthread_mutex_unlock(threadsMutex)
   }
 
+  /// The word's uncontended path, inlined into every write: one compare-and-swap.
+  @inline(__always)
   private func acquireWord() -> Bool {
-    let word = memory.lockWord
+    if word.pointee.compareExchange(expected: 0, desired: myToken, ordering: .acquiring).exchanged {
+      return false
+    }
+    return acquireContendedWord()
+  }
+
+  @inline(never)
+  private func acquireContendedWord() -> Bool {
+    let memory = context.pointee.memory
     var spins = 0
     var waited = false
     while true {
@@ -149,13 +185,16 @@ final class WriteLock: @unchecked Sendable {
 
   /// Whether the process named in a lock word is gone. Errs towards "alive".
   private func holderIsDead(_ word: UInt32) -> Bool {
+    let c = context.pointee
     let slot = Int(word & Self.ownerMask) - 1
-    guard slot >= 0, slot < procCount else { return true }
-    if slot == mySlot { return true }  // we hold the thread mutex, so not us: a stale word
+    guard slot >= 0, slot < c.procCount else { return true }
+    // This handle's slot: another of our threads holds it (alive), unless the word is
+    // left from the slot's previous owner (another generation: dead).
+    if slot == c.mySlot { return word & ~Self.waitersBit != myToken }
     let gen = (word >> 10) & 0xFFFFF
-    let current = UInt32(truncatingIfNeeded: memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring) & 0xFFFFF)
+    let current = UInt32(truncatingIfNeeded: c.memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring) & 0xFFFFF)
     if gen != current { return true }
-    return !Sys.byteIsLocked(fd, at: Self.witnessBase + Int64(slot))
+    return !Sys.byteIsLocked(c.fd, at: Self.witnessBase + Int64(slot))
   }
 }
 
