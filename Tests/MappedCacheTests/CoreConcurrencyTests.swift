@@ -127,6 +127,55 @@ final class CoreFlag: Sendable {
     }
   }
 
+  /// Threads of one handle exclude each other in both lock modes: in `.sharedWord` by
+  /// the lock word alone (a word naming the handle's own token is another thread's, alive,
+  /// never taken over), in `.flock` by the in-process mutex before the flock. Every
+  /// increment is a read-modify-write under the lock, so a lost one shows in the total,
+  /// and the header's set counter (a plain load and store under the lock) is exact.
+  @Test(arguments: [LockMode.sharedWord, .flock])
+  func threadsOfOneHandleExcludeEachOther(mode: LockMode) throws {
+    let path = Support.tempPath("conc-one-handle")
+    defer { Support.cleanup(path) }
+    let counters = try SharedCache<Int>(path: path, capacity: 1 << 20, lockMode: mode)
+    let threads = 4, perThread = 2500
+    let failures = CoreCounter()
+    DispatchQueue.concurrentPerform(iterations: threads) { t in
+      for i in 0..<perThread {
+        do {
+          try counters.increment(forKey: "n")
+          try counters.setObject(i, forKey: "t\(t)")
+        } catch {
+          failures.add()
+        }
+      }
+    }
+    #expect(failures.value == 0)
+    #expect(try counters.object(forKey: "n") == threads * perThread)
+    #expect(counters.statistics.sets == 2 * threads * perThread)
+    // A thread that finds the lock held by another thread of its handle for longer than
+    // it spins waits for it: it neither writes meanwhile nor takes the lock over.
+    let wrote = CoreFlag()
+    try counters.engine._holdWriteLock(oddKey: nil) {
+      Thread.detachNewThread {
+        _ = try? counters.setObject(-1, forKey: "late")
+        wrote.set()
+      }
+      usleep(100_000)
+      #expect(!wrote.value)
+    }
+    let deadline = Date().addingTimeInterval(5)
+    while !wrote.value && Date() < deadline { usleep(1000) }
+    #expect(wrote.value)
+    #expect(try counters.object(forKey: "late") == -1)
+    #expect(counters.statistics.lockTakeovers == 0)
+    #expect(lockWordOf(counters) == 0)
+    #expect(counters.check().ok)
+  }
+
+  private func lockWordOf<V>(_ c: SharedCache<V>) -> UInt32 {
+    c.engine.memory.lockWord.pointee.load(ordering: .acquiring)
+  }
+
   /// Conditional writes decide under the write lock: of many threads adding one key at
   /// once exactly one wins, and compare-and-swap increments lose no update.
   @Test func conditionalWritesAreAtomicUnderContention() throws {
