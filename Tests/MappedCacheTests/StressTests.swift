@@ -1,4 +1,5 @@
 import Foundation
+import MappedCache
 import Testing
 
 /// Runs the built `cache-stress` binary (coordinator + re-executed worker processes) for a
@@ -31,6 +32,34 @@ import Testing
     #expect(int(j, "get_p99_ns") <= int(j, "get_p999_ns"))
     #expect(int(j, "set_p50_ns") <= int(j, "set_p99_ns"))
     #expect(int(j, "live_bytes") <= int(j, "capacity_bytes"))
+  }
+
+  /// The keys a run stores are exactly the documented ones: `key:` and the index
+  /// zero-padded to the key size when it fits (`key:00000042`, the peers' keys), the
+  /// zero-padded index alone otherwise, for sizes formatted in registers (≤ 16 bytes)
+  /// and longer ones.
+  @Test(arguments: [(12, 3000), (16, 3000), (5, 3000), (7, 3000), (24, 3000), (19, 123_456)])
+  func keysAreTheDocumentedBytes(size: Int, count: Int) throws {
+    let path = Support.tempPath("stress-keys")
+    defer { Support.cleanup(path) }
+    let (status, _, err) = try runJSON([
+      "--path", path, "--procs", "1", "--duration", "0.1", "--keys", "\(count)", "--key-size", "\(size)",
+      "--capacity", "32MiB", "--value-size", "24", "--read-pct", "100", "--seed", "3"])
+    #expect(status == 0, "stderr: \(err)")
+    let digits = String(count - 1).count
+    var want = Set<String>()
+    for i in 0..<count {
+      let n = String(i)
+      let prefixed = size >= digits + 4
+      want.insert((prefixed ? "key:" : "") + String(repeating: "0", count: size - (prefixed ? 4 : 0) - n.count) + n)
+    }
+    var seen = Set<String>()
+    try CacheFile(path: path, readOnly: true).forEachEntry { e in
+      seen.insert(String(decoding: e.key, as: UTF8.self))
+      return true
+    }
+    #expect(seen.count == count)
+    #expect(seen == want, "e.g. \(seen.subtracting(want).sorted().prefix(3))")
   }
 
   @Test func severalProcessesPassEveryCheck() throws {
