@@ -69,8 +69,8 @@ struct KeySet {
       // 16 digits, the high 8 first in memory, shifted so that the key's bytes are the last.
       var w = (UInt128(lo) << 64 | UInt128(hi)) >> (8 &* (16 &- size))
       if prefixed { w = w & ~UInt128(0xFFFF_FFFF) | 0x3A79_656B }  // "key:"
-      out.storeBytes(of: SIMD2<UInt64>(UInt64(truncatingIfNeeded: w), UInt64(truncatingIfNeeded: w >> 64)),
-                     as: SIMD2<UInt64>.self)
+      out.storeBytes(of: UInt64(truncatingIfNeeded: w), as: UInt64.self)
+      out.storeBytes(of: UInt64(truncatingIfNeeded: w >> 64), toByteOffset: 8, as: UInt64.self)
       return
     }
     var o = 0

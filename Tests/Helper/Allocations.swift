@@ -27,7 +27,7 @@ func countAllocations(_ args: [String]) throws -> Int32 {
   let a1 = mc_alloc_count()
   for i in 0..<n { sink &+= try cache.object(forKey: keys[i & 63])?.count ?? 0 }
   let a2 = mc_alloc_count()
-  for i in 0..<n { sink &+= try cache.withBytes(forKey: "absent") { Int($0.count) } ?? 0 }
+  for _ in 0..<n { sink &+= try cache.withBytes(forKey: "absent") { Int($0.count) } ?? 0 }
   let a3 = mc_alloc_count()
   let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 16)
   defer { buffer.deallocate() }

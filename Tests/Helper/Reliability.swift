@@ -171,7 +171,7 @@ enum Fuzz {
         _ = f.tableFigures
         _ = f.attachedProcesses
         _ = f.statistics
-        try f.forEachEntry(values: true, includeExpired: true) { e in
+        f.forEachEntry(values: true, includeExpired: true) { e in
           if let v = e.value, let k = String(validating: e.key, as: UTF8.self) { checkByKey(k, v, "CacheFile.forEachEntry") }
           return true
         }
@@ -197,7 +197,7 @@ enum Fuzz {
     // whatever the bytes; it may hand back a value whose bytes were damaged in place.
     attempt {
       let fast = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
-      try withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
+      withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
         for _ in 0..<40 {
           let k = Pattern.key(rng.below(keySpace))
           attempt { _ = try fast.copyBytes(forKey: k, into: buf) }
@@ -312,7 +312,7 @@ enum LockHolder {
   static func run(path: String, seconds: Double, ready: String, oddKey: String?) throws -> Int32 {
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
     try c._holdWriteLock(oddSlotForKey: oddKey) {
-      FileManager.default.createFile(atPath: ready, contents: Data("locked\n".utf8))
+      _ = FileManager.default.createFile(atPath: ready, contents: Data("locked\n".utf8))
       let end = Date().addingTimeInterval(seconds)
       while Date() < end && access(ready, F_OK) == 0 { usleep(5_000) }
     }

@@ -381,7 +381,7 @@ final class CoreFlag: Sendable {
 
     stop.set()
     while !toucher.isFinished { usleep(1000) }
-    FileManager.default.createFile(atPath: path + ".stop", contents: Data())
+    _ = FileManager.default.createFile(atPath: path + ".stop", contents: Data())
     for r in readers {
       r.finish()
       #expect(r.status == 0 && !r.signaled, "reader: \(r.stderr)")

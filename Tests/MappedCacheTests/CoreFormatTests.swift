@@ -144,8 +144,8 @@ import Testing
     func attempt(_ mutate: (inout Data) -> Void) -> CacheError? {
       var d = good
       mutate(&d)
-      FileManager.default.createFile(atPath: path, contents: d, attributes: [.posixPermissions: 0o600])
-      defer { FileManager.default.createFile(atPath: path, contents: good, attributes: [.posixPermissions: 0o600]) }
+      _ = FileManager.default.createFile(atPath: path, contents: d, attributes: [.posixPermissions: 0o600])
+      defer { _ = FileManager.default.createFile(atPath: path, contents: good, attributes: [.posixPermissions: 0o600]) }
       do { _ = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20) } catch let e as CacheError { return e } catch {
         return .invalidArgument("\(error)")
       }
@@ -169,7 +169,7 @@ import Testing
     let path = Support.tempPath("fmt-interrupted")
     defer { Support.cleanup(path) }
     // A creator that died after marking the file but before finishing it.
-    FileManager.default.createFile(atPath: path, contents: Data("MCCINIT0".utf8) + Data(repeating: 0xEE, count: 100),
+    _ = FileManager.default.createFile(atPath: path, contents: Data("MCCINIT0".utf8) + Data(repeating: 0xEE, count: 100),
                                    attributes: [.posixPermissions: 0o600])
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(c.capacity == 1 << 20)

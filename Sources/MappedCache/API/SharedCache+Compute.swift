@@ -85,7 +85,7 @@ final class ComputeClaim {
   deinit { Sys.close(fd) }  // closing drops the lock as well
 }
 
-extension SharedCache where Value: Codable {
+extension SharedCache where Value: Codable & SendableMetatype {
   // MARK: Get-or-compute
 
   /// The value for `key`; when it is missing, computes it once across every process

@@ -155,7 +155,7 @@ struct ValueCodec<Value>: @unchecked Sendable {
       typeName: T.cacheTypeName,
       // Safe: `make` chose this codec because `Value.self` is `T.self`, so the casts
       // below are between a type and itself.
-      encode: { v in try unsafeBitCast(v, to: T.self).withCacheBytes { Array($0) } },
+      encode: { v in unsafeBitCast(v, to: T.self).withCacheBytes { Array($0) } },
       withBytes: { v, body in try unsafeBitCast(v, to: T.self).withCacheBytes(body) },
       decode: { b in unsafeBitCast(try T(cacheBytes: b), to: Value.self) })
   }
