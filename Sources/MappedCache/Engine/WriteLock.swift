@@ -64,8 +64,6 @@ struct WriteLock: @unchecked Sendable {
   private let myToken: UInt32
   private let usesFlock: Bool
 
-  var mode: LockMode { usesFlock ? .flock : .sharedWord }
-
   init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
     word = memory.lockWord
     usesFlock = mode == .flock
@@ -185,16 +183,15 @@ struct WriteLock: @unchecked Sendable {
 
   /// Whether the process named in a lock word is gone. Errs towards "alive".
   private func holderIsDead(_ word: UInt32) -> Bool {
-    let c = context.pointee
     let slot = Int(word & Self.ownerMask) - 1
-    guard slot >= 0, slot < c.procCount else { return true }
+    guard slot >= 0, slot < context.pointee.procCount else { return true }
     // This handle's slot: another of our threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
-    if slot == c.mySlot { return word & ~Self.waitersBit != myToken }
+    if slot == context.pointee.mySlot { return word & ~Self.waitersBit != myToken }
     let gen = (word >> 10) & 0xFFFFF
-    let current = UInt32(truncatingIfNeeded: c.memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring) & 0xFFFFF)
-    if gen != current { return true }
-    return !Sys.byteIsLocked(c.fd, at: Self.witnessBase + Int64(slot))
+    let generation = context.pointee.memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring)
+    if gen != UInt32(truncatingIfNeeded: generation & 0xFFFFF) { return true }
+    return !Sys.byteIsLocked(context.pointee.fd, at: Self.witnessBase + Int64(slot))
   }
 }
 
