@@ -172,6 +172,35 @@ final class CoreFlag: Sendable {
     #expect(counters.check().ok)
   }
 
+  /// A word with the very token a new handle draws (planted by a hostile or damaged
+  /// file, or left by the slot's dead last owner) cannot make that handle wait on
+  /// itself: registration releases a word naming its own slot.
+  @Test func aPlantedWordWithTheNextHandlesTokenIsReleasedAtOpen() throws {
+    let path = Support.tempPath("conc-planted-token")
+    defer { Support.cleanup(path) }
+    var slot = 0, generation: UInt64 = 0
+    do {
+      let first = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
+      let r = try #require(first.engine.registration)
+      (slot, generation) = (r.slot, r.generation)
+    }
+    // The next handle takes the same entry with the next generation: plant its token.
+    var planted = UInt32(slot + 1) | UInt32(truncatingIfNeeded: (generation + 1) & 0xFFFFF) << 10
+    let fd = open(path, O_RDWR)
+    #expect(fd >= 0)
+    #expect(pwrite(fd, &planted, 4, off_t(Format.H.lockWord)) == 4)
+    close(fd)
+    let cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
+    #expect(cache.engine.registration?.slot == slot)
+    #expect(cache.engine.registration?.generation == generation + 1)
+    let r = finishes(within: 5) { try cache.setObject([1, 2, 3], forKey: "k") }
+    #expect(r.done, "a set waited on the handle's own planted token")
+    #expect(r.error == nil)
+    #expect(try cache.object(forKey: "k") == [1, 2, 3])
+    #expect(lockWord(cache) == 0)
+    #expect(cache.statistics.lockTakeovers == 1)
+  }
+
   private func lockWordOf<V>(_ c: SharedCache<V>) -> UInt32 {
     c.engine.memory.lockWord.pointee.load(ordering: .acquiring)
   }

@@ -71,6 +71,25 @@ struct WriteLock: @unchecked Sendable {
     context = .allocate(capacity: 1)
     context.initialize(to: Context(memory: memory, fd: fd, procCount: procCount, mySlot: slot, threads: pthread_mutex_t()))
     pthread_mutex_init(threadsMutex, nil)
+    releaseIfLeftBySlotsLastOwner()
+  }
+
+  /// Invariant behind "a word with this handle's token is held by one of its threads":
+  /// from registration on, only this handle's threads put its token in the word. A word
+  /// that names this handle's slot already at registration was left by the slot's last
+  /// owner, which is dead (registration just found its witness free), or was planted by
+  /// damage or a hostile file, possibly with exactly the token this registration drew.
+  /// Waiting on it would never end, so it is released here, as a takeover would (the
+  /// intent word, if the owner died mid-change, makes the next writer repair). No thread
+  /// of this handle can hold the lock yet. A waiter taking the same word over at the
+  /// same moment is fine: of the two compare-and-swaps, one wins.
+  private func releaseIfLeftBySlotsLastOwner() {
+    let w = word.pointee.load(ordering: .acquiring)
+    guard w & Self.ownerMask == myToken & Self.ownerMask else { return }
+    if word.pointee.compareExchange(expected: w, desired: w & Self.waitersBit, ordering: .acquiringAndReleasing).exchanged {
+      context.pointee.memory.word(Format.H.lockTakeovers).pointee.wrappingAdd(1, ordering: .relaxed)
+      if w & Self.waitersBit != 0 { wakeOne() }
+    }
   }
 
   private var threadsMutex: UnsafeMutablePointer<pthread_mutex_t> {
