@@ -180,7 +180,7 @@ struct WorkerContext: @unchecked Sendable {
 
 /// One worker thread's run: a closed loop over its op stream until the end time. All
 /// state is in this struct, a local of the thread, so the loop shares nothing and
-/// allocates nothing (reads copy into `scratch`; writes reuse `value`).
+/// allocates nothing (reads copy into `scratch`; writes reuse `valueBuffer`).
 struct ThreadLoop {
   let ctx: WorkerContext
   let thread: Int
@@ -197,7 +197,8 @@ struct ThreadLoop {
   /// Reads with `n & checkMask == 0` check the value's checksum (all: mask 0).
   let checkMask: UInt64
   var rng: SplitMix64
-  var value: [UInt8]
+  /// Where each set's value is written (`valueMax` bytes), handed to `setBytes`.
+  let valueBuffer: UnsafeMutableRawBufferPointer
   var seq: UInt64 = 0
   var notes = 0
   let seqBase: UInt64
@@ -218,13 +219,14 @@ struct ThreadLoop {
     tracker = SequenceTracker(keys: (o.keys + o.trackEvery - 1) >> trackShift, writers: o.writers,
                               budgetEntries: ctx.trackerBudget)
     rng = SplitMix64(seed: seed)
-    value = [UInt8](repeating: 0, count: o.valueMax)
+    valueBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.valueMax, 1), alignment: 16)
     seqBase = UInt64(ctx.incarnation) << 40
     scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
     keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.keySize, 16), alignment: 16)
   }
 
   func release() {
+    valueBuffer.deallocate()
     scratch.deallocate()
     keyBuffer.deallocate()
     tracker.release()
@@ -339,22 +341,14 @@ struct ThreadLoop {
   mutating func set(_ k: Int, _ cache: SharedCache<[UInt8]>, timed: Bool, spoil: Bool) {
     let o = ctx.options
     let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + rng.next(below: o.valueMax - o.valueMin + 1)
-    if value.count > size {
-      value.removeLast(value.count - size)
-    } else if value.count < size {
-      value.append(contentsOf: repeatElement(0, count: size - value.count))
-    }
     seq &+= 1
-    let s = seqBase | seq
-    let index = UInt32(k), writer = writerID
-    value.withUnsafeMutableBytes { b in
-      ValueFormat.write(into: b, key: index, writer: writer, seq: s)
-      if spoil { ValueFormat.spoil(b) }
-    }
+    let value = UnsafeMutableRawBufferPointer(rebasing: valueBuffer[0..<size])
+    ValueFormat.write(into: value, key: UInt32(k), writer: writerID, seq: seqBase | seq)
+    if spoil { ValueFormat.spoil(value) }
     let t0 = timed ? monotonicNanoseconds() : 0
     do {
       let key = key(k), expiry = ctx.expiry
-      try cache.setObject(value, forKey: key, expires: expiry)
+      try cache.setBytes(UnsafeRawBufferPointer(value), forKey: key, expires: expiry)
     } catch {
       counters.errors += 1
       if noting { note("set \(ctx.keys[k]): \(error)") }

@@ -114,6 +114,36 @@ import Testing
     #expect(throws: CacheError.emptyKey) { try c.setObject([1], forKey: UnsafeRawBufferPointer(start: nil, count: 0)) }
   }
 
+  /// `setBytes`, the raw write of a byte cache, stores exactly the bytes of the caller's
+  /// buffer, inline or in a log, with the key as bytes or `String`, honouring expiry and
+  /// throwing as `setObject` does.
+  @Test(arguments: [false, true])
+  func setBytesStoresTheCallersBytes(inline: Bool) throws {
+    let (c, path) = try Self.bytesCache("rd-setbytes", inline: inline, capacity: 4 << 20)
+    defer { Support.cleanup(path) }
+    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
+      let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ n) }
+      try v.withUnsafeBytes { try c.setBytes($0, forKey: "s\(n)") }
+      #expect(try c.object(forKey: "s\(n)") == v, "\(n) bytes")
+      // Overwritten through the key's bytes: the same key.
+      let w = v.map { $0 ^ 0x5A }
+      try Array("s\(n)".utf8).withUnsafeBytes { k in try w.withUnsafeBytes { try c.setBytes($0, forKey: k) } }
+      #expect(try c.object(forKey: "s\(n)") == w)
+    }
+    try [1, 2].withUnsafeBytes { try c.setBytes($0, forKey: "gone", expires: .date(Date(timeIntervalSinceNow: -1))) }
+    #expect(try c.object(forKey: "gone") == nil)
+    #expect(throws: CacheError.emptyKey) { try [UInt8]().withUnsafeBytes { try c.setBytes($0, forKey: "") } }
+    #expect(throws: CacheError.keyTooLarge(size: 251, limit: 250)) {
+      try [UInt8]().withUnsafeBytes { try c.setBytes($0, forKey: String(repeating: "k", count: 251)) }
+    }
+    let huge = [UInt8](repeating: 1, count: c.engine.layout.maxValue + 1)
+    #expect(throws: CacheError.valueTooLarge(size: huge.count, limit: c.engine.layout.maxValue)) {
+      try huge.withUnsafeBytes { try c.setBytes($0, forKey: "huge") }
+    }
+    #expect(try c.object(forKey: "s64") != nil, "a failed set loses nothing stored")
+    #expect(c.check().ok)
+  }
+
   /// Checksums on read are opt-in: a value byte changed in place behind the cache's back
   /// (not by a set) is served by a default handle, since the seqlock proves only that no
   /// writer was mid-change; a handle with `verifyChecksumsOnRead` answers miss, `verify`

@@ -366,3 +366,21 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Whether the path now names another file than this handle has mapped.
   public var isReplaced: Bool { engine.file.isReplaced() }
 }
+
+extension SharedCache where Value == [UInt8] {
+  /// Stores the bytes at `bytes` under `key`: the writing counterpart of
+  /// `copyBytes(forKey:into:)` for a cache of bytes, straight from the caller's memory
+  /// with no `Array` built (a buffer reused from write to write allocates nothing).
+  /// Throws as `setObject` does: for an empty or oversized key, a value too large.
+  @inlinable
+  public func setBytes(_ bytes: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer,
+                       expires: CacheExpiry? = nil) throws {
+    _ = try engine.set(key, bytes, expiry: expiryMs(expires), condition: .always)
+  }
+
+  /// `setBytes(_:forKey:expires:)` for a `String` key.
+  @inlinable
+  public func setBytes(_ bytes: UnsafeRawBufferPointer, forKey key: String, expires: CacheExpiry? = nil) throws {
+    try withKey(key) { try setBytes(bytes, forKey: $0, expires: expires) }
+  }
+}
