@@ -104,7 +104,7 @@ struct WriteLock: @unchecked Sendable {
     context.deallocate()
   }
 
-  /// Runs `body` holding both locks. `tookOver` tells whether the previous holder died
+  /// Runs `body` holding the lock. `tookOver` tells whether the previous holder died
   /// holding the lock (the intent record tells whether it died mid-change).
   @inline(__always)
   func withLock<R>(_ body: (_ tookOver: Bool) throws -> R) throws -> R {
