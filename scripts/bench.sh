@@ -15,10 +15,9 @@
 # byte on 1 read in 64 (the peers: the whole value regenerated on 1 read in 64). Its
 # default, used by the tests and chaos runs, checks every byte of every read, which
 # costs uniform reads about a third of their throughput (DESIGN.md, profiling notes).
-# It tracks freshness
-# (wrong_values) for 1 key in 16 (--track-every 16), so that its table of sequence
-# numbers stays in the CPU cache rather than costing a memory miss per read that the
-# peers do not pay.
+# It tracks freshness (wrong_values) for 1 key in 16 (--track-every 16), so that its
+# table of sequence numbers stays in the CPU cache rather than costing a memory miss per
+# read that the peers do not pay.
 # Each cell is measured REPS times, interleaving MappedCache and the peers, so a noisy
 # moment does not hit one side only. The table shows the best and the median of the reps,
 # and each ratio is best/best (the peers' README uses best, too).

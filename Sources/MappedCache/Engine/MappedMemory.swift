@@ -127,11 +127,8 @@ struct MappedMemory {
     precondition(key.count + value.count <= inlineCapacity, "inline entry too large")
     let p = slotsBase + i &* slotBytes
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.S.klen, as: UInt16.self)
-    p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
-    p.storeBytes(of: sum, toByteOffset: Format.S.sum, as: UInt32.self)
-    p.storeBytes(of: cas, toByteOffset: Format.S.cas, as: UInt64.self)
     (p + Format.S.bytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
-    if value.count > 0 { (p + Format.S.bytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+    writeInlineValue(i, klen: key.count, value: value, sum: sum, cas: cas)
   }
 
   /// Rewrites slot `i`'s inline value, keeping its key (`klen` bytes, already there).
