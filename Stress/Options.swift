@@ -29,12 +29,13 @@ struct StressOptions: Sendable {
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
   var trackEvery = 1
-  /// 1 read in `checkEvery` checks the value's checksum; every read checks its header.
+  /// 1 read in `checkEvery` checks the whole value (tag and every byte regenerated from
+  /// its header); every read checks its header.
   var checkEvery = 1
   var help = false
 
   // Hidden: test-only and coordinator → worker.
-  /// One worker writes a value whose payload checksum is wrong (through the normal API),
+  /// One worker writes a value whose last byte is wrong (through the normal API),
   /// so a run can prove that the checker detects bad values.
   var plantCorruption = false
   /// `CacheOptions.averageEntrySize` for a new file (nil: key size + average value size).
@@ -175,7 +176,7 @@ enum OptionTable {
                  o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
                }, passOn: { "\($0.trackEvery)" }),
     OptionSpec(flag: "--check-every", valueName: "N", defaultText: "1",
-               help: "check the checksum over every byte on 1 read in N (a power of two); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
+               help: "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
                  o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
                }, passOn: { "\($0.checkEvery)" }),
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
@@ -230,8 +231,8 @@ enum OptionTable {
     }
     s += """
 
-      Every value carries its key, its writer, the writer's sequence number and a checksum;
-      every read is checked: corrupt_reads counts values not whole or of another key,
+      Every value carries its key, its writer, the writer's sequence number, a tag, and bytes
+      that its header regenerates; every read is checked: corrupt_reads counts values not whole or of another key,
       wrong_values counts values older than one the same reader saw from the same writer.
       Latencies: 1 operation in \(WorkerTiming.sampleEvery) is timed; histograms of all threads
       and processes are merged. With --chaos-kills, a killed worker's operations count up to
@@ -280,7 +281,7 @@ enum OptionTable {
   /// Checks the options against each other.
   static func validate(_ o: StressOptions) throws(UsageError) {
     if o.valueMin < ValueFormat.headerSize {
-      throw UsageError("--value-size must be at least \(ValueFormat.headerSize) bytes (key, writer, sequence, checksum), not \(o.valueMin)")
+      throw UsageError("--value-size must be at least \(ValueFormat.headerSize) bytes (tag, key, writer, length, sequence), not \(o.valueMin)")
     }
     let digits = String(o.keys - 1).count
     if o.keySize < digits {

@@ -1,58 +1,68 @@
 /// The bytes of every value `cache-stress` writes, so that every read can be judged.
 /// All integers little-endian:
 ///
-///     0  sum     u32  checksum of bytes 8..<length, seeded with the length and the key
+///     0  tag     u32  a digest of (key, writer, length, seq): the header's own check
 ///     4  key     u32  index of the key the value was written for
 ///     8  writer  u32  global writer id (worker · threads + thread); prefillWriter for prefill
 ///    12  length  u32  the whole value's length
 ///    16  seq     u64  the writer's sequence number: incarnation << 40 | counter (counter ≥ 1)
-///    24  filler       a Weyl sequence seeded from (key, writer, seq), up to `length`
+///    24  filler       a Weyl sequence (one add per word) from a seed mixed from the
+///                     header, up to `length`
 ///
-/// A read is *corrupt* if its length, key, writer or checksum is wrong: not written whole,
-/// or for another key. A whole value is *wrong* if its sequence number is lower than one
-/// the same reader already saw from the same writer for the same key (`SequenceTracker`).
+/// A read is *corrupt* if its length, key or writer is wrong, or (on a whole check) its
+/// tag or any byte of its filler differs from what the header regenerates: not written
+/// whole, or for another key. Two versions differ in their seed, so in every filler word
+/// and in the tag: a copy torn between them fails the check wherever the tear falls (a
+/// tear inside the header breaks the tag; one between header and filler, or inside the
+/// filler, breaks a filler word). The peers check the same way (their value regenerated
+/// from key and version), and like theirs, writing a value costs no checksum.
+/// A whole value is *wrong* if its sequence number is lower than one the same reader
+/// already saw from the same writer for the same key (`SequenceTracker`).
 /// This file holds all of the stress tool's raw-pointer work.
 enum ValueFormat {
   static let headerSize = 24
   static let prefillWriter = UInt32.max
+  private static let weyl: UInt64 = 0x9E37_79B9_7F4A_7C15
 
   enum Verdict: Equatable {
     case whole(writer: UInt32, seq: UInt64)
     case corrupt
   }
 
+  /// The first filler word of the value (key, writer, length, seq); its high half is
+  /// the tag.
+  @inline(__always)
+  private static func seedWord(key: UInt32, writer: UInt32, length: Int, seq: UInt64) -> UInt64 {
+    var g = SplitMix64(seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq ^ UInt64(truncatingIfNeeded: length) << 48)
+    return g.next()
+  }
+
   /// Fills `buffer` (its whole length) with the value for (key, writer, seq).
   ///
-  /// Written in whole 8-byte words wherever it can be, the checksum last together with
-  /// the key: the cache's 8- and 16-byte loads of a value just written (its checksum in
-  /// `setObject`) are then served from single stores, where loads that span two smaller
-  /// stores would stall the CPU and be charged to the set being measured.
+  /// Written in whole 8-byte words wherever it can be: the cache's 8- and 16-byte loads
+  /// of a value just written are then served from single stores, where loads that span
+  /// two smaller stores would stall the CPU and be charged to the set being measured.
   static func write(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
     let n = buffer.count
     precondition(n >= headerSize, "value shorter than its header")
+    var w = seedWord(key: key, writer: writer, length: n, seq: seq)
+    buffer.storeBytes(of: (w >> 32 | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
     buffer.storeBytes(of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
     buffer.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
-    // Filler: a Weyl sequence from a mixed seed, so two versions differ in every word
-    // (cheap: one add per word; the checksum does the mixing).
-    var g = SplitMix64(seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq)
-    var w = g.next()
     var o = headerSize
     while o &+ 8 <= n {
-      buffer.storeBytes(of: w, toByteOffset: o, as: UInt64.self)
-      w &+= 0x9E37_79B9_7F4A_7C15
+      buffer.storeBytes(of: w.littleEndian, toByteOffset: o, as: UInt64.self)
+      w &+= weyl
       o &+= 8
     }
     if o < n {
       for i in 0..<(n - o) { buffer[o + i] = UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) }
     }
-    let sum = checksum(UnsafeRawBufferPointer(buffer), key: key)
-    buffer.storeBytes(of: (UInt64(sum) | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
   }
 
   /// Judges a value read for `key`; `writers` is the number of worker writers. With
   /// `whole` false, only the header is checked (key, length, writer: what the peers
-  /// check on every read, their length and key digits), not the checksum over every
-  /// byte.
+  /// check on every read, their length and key digits), not the tag and every byte.
   @inline(__always)
   static func check(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32, whole: Bool = true) -> Verdict {
     let n = b.count
@@ -60,52 +70,35 @@ enum ValueFormat {
     let k = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
     let w = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
     let len = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
-    let sum = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
-    guard k == key, Int(len) == n, w < writers || w == prefillWriter, !whole || sum == checksum(b, key: k) else { return .corrupt }
-    return .whole(writer: w, seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
+    let seq = UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+    guard k == key, Int(len) == n, w < writers || w == prefillWriter else { return .corrupt }
+    if whole && !regenerates(b, key: k, writer: w, seq: seq) { return .corrupt }
+    return .whole(writer: w, seq: seq)
   }
 
-  /// Breaks the checksum of a value already written by `write` (for `--plant-corruption`).
+  /// Whether the tag and the filler are exactly what (key, writer, length, seq) give.
+  @inline(never)
+  private static func regenerates(_ b: UnsafeRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) -> Bool {
+    let n = b.count
+    var w = seedWord(key: key, writer: writer, length: n, seq: seq)
+    guard UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == UInt32(truncatingIfNeeded: w >> 32) else {
+      return false
+    }
+    var o = headerSize
+    var diff: UInt64 = 0
+    while o &+ 8 <= n {
+      diff |= UInt64(littleEndian: b.loadUnaligned(fromByteOffset: o, as: UInt64.self)) ^ w
+      w &+= weyl
+      o &+= 8
+    }
+    for i in 0..<(n - o) where b[o + i] != UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) { return false }
+    return diff == 0
+  }
+
+  /// Breaks a value already written by `write` (for `--plant-corruption`): its last
+  /// byte no longer matches what its header regenerates.
   static func spoil(_ buffer: UnsafeMutableRawBufferPointer) {
     buffer[buffer.count - 1] ^= 0x5A
-  }
-
-  /// A 32-bit checksum of bytes 8..<count (at least 16 of them), seeded with the count
-  /// and the key: 16 bytes per 64×64→128-bit multiply (wyhash's round), in two lanes
-  /// that alternate so that their multiplies overlap, the last 16 bytes read
-  /// overlapping; a torn copy of two versions differs in the filler, so every byte
-  /// counts.
-  @inline(__always)
-  static func checksum(_ b: UnsafeRawBufferPointer, key: UInt32) -> UInt32 {
-    let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
-    let n = b.count
-    var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(n) ^ UInt64(key) << 32
-    var g: UInt64 = 0x8422_2325_CBF2_9CE4 ^ UInt64(n)
-    var o = 8
-    while o &+ 32 <= n {
-      h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
-              b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)
-      g = mix(b.loadUnaligned(fromByteOffset: o &+ 16, as: UInt64.self) ^ p2 ^ g,
-              b.loadUnaligned(fromByteOffset: o &+ 24, as: UInt64.self) ^ p1)
-      o &+= 32
-    }
-    if o &+ 16 <= n {
-      h = mix(b.loadUnaligned(fromByteOffset: o, as: UInt64.self) ^ p1 ^ h,
-              b.loadUnaligned(fromByteOffset: o &+ 8, as: UInt64.self) ^ p2)
-      o &+= 16
-    }
-    if o < n {
-      g = mix(b.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2 ^ g,
-              b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) ^ p1)
-    }
-    h = mix(h ^ p1, g ^ UInt64(n) ^ p2)
-    return UInt32(truncatingIfNeeded: h ^ (h >> 32))
-  }
-
-  @inline(__always)
-  private static func mix(_ a: UInt64, _ b: UInt64) -> UInt64 {
-    let m = a.multipliedFullWidth(by: b)
-    return m.high ^ m.low
   }
 }
 

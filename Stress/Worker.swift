@@ -194,7 +194,7 @@ struct ThreadLoop {
   /// Keys with `k & trackMask == 0` are tracked, as entry `k >> trackShift`.
   let trackMask: Int
   let trackShift: Int
-  /// Reads with `n & checkMask == 0` check the value's checksum (all: mask 0).
+  /// Reads with `n & checkMask == 0` check the whole value (all: mask 0).
   let checkMask: UInt64
   var rng: SplitMix64
   /// Where each set's value is written (`valueMax` bytes), handed to `setBytes`.
@@ -306,7 +306,7 @@ struct ThreadLoop {
 
   /// Counts and checks one get's outcome: `len` is the value's length (in `scratch`),
   /// -1 for a miss, -2 after an error. The value's key, length and writer are always
-  /// checked, its checksum over every byte when `n`, the operation's number, is a
+  /// checked, its tag and every byte when `n`, the operation's number, is a
   /// multiple of `--check-every`. Returns whether the get hit.
   @inline(__always)
   mutating func judge(_ k: Int, _ len: Int, n: UInt64) -> Bool {
@@ -336,7 +336,7 @@ struct ThreadLoop {
     return true
   }
 
-  /// One set of a fresh value (with `spoil`, one whose checksum is broken).
+  /// One set of a fresh value (with `spoil`, one whose last byte is wrong).
   @inline(__always)
   mutating func set(_ k: Int, _ cache: SharedCache<[UInt8]>, timed: Bool, spoil: Bool) {
     let o = ctx.options

@@ -11,8 +11,8 @@
 #      NO_INSTALL=1 (the peers' script skips apt-get), OUT (raw lines; default
 #      /tmp/mc-bench-<date>.txt).
 # cache-stress here checks values as the peers do (--check-every 64): every read's key,
-# length and writer (the peers: length and key digits), and the checksum over every
-# byte on 1 read in 64 (the peers: the whole value regenerated on 1 read in 64). Its
+# length and writer (the peers: length and key digits), and the whole value, regenerated
+# from its header and compared, on 1 read in 64 (the peers do the same). Its
 # default, used by the tests and chaos runs, checks every byte of every read, which
 # costs uniform reads about a third of their throughput (DESIGN.md, profiling notes).
 # It tracks freshness (wrong_values) for 1 key in 16 (--track-every 16), so that its

@@ -104,7 +104,7 @@ import Testing
     #expect(err.contains("chaos: killed worker"))
   }
 
-  /// The checker cannot pass vacuously: one value with a broken checksum, written through
+  /// The checker cannot pass vacuously: one value with a wrong byte, written through
   /// the normal API, must be reported and fail the run.
   @Test func plantedCorruptionFailsTheRun() throws {
     let (status, j, err) = try runJSON([
@@ -146,7 +146,7 @@ import Testing
     #expect(int(j, "set_ops") == 0)
   }
 
-  /// The benchmark's checking policy (`scripts/bench.sh`): the checksum on 1 read in 64,
+  /// The benchmark's checking policy (`scripts/bench.sh`): the whole value on 1 read in 64,
   /// freshness for 1 key in 16; every read's header still checked, the run still clean.
   @Test func peersCheckingPolicyRunsClean() throws {
     let (status, j, err) = try runJSON([

@@ -54,7 +54,7 @@ extension CacheEngine {
     // The key's home slot is where the locked part starts: fetch it now, so that its
     // cache miss overlaps the checksum and the lock rather than stalling under it.
     memory.prefetchSlot(memory.home(hash))
-    let inline = key.count + value.count <= layout.inlineCapacity
+    let inline = key.count &+ value.count <= memory.inlineCapacity
     return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
                          recordSize: Format.recordSize(keyCount: key.count, valueCount: inline ? 0 : value.count),
                          expiry: expiry & Format.expiryMask, inline: inline)
@@ -153,6 +153,7 @@ extension CacheEngine {
   /// `rewriteInline`, as in `storeLocked`, without the general lookup and case analysis
   /// around it. Returns nil, having changed
   /// nothing, for every other case. Precondition: the write lock is held, `w.inline`.
+  @inline(__always)
   func overwriteInPlace(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
                         _ w: PreparedWrite) -> SetOutcome? {
     var i = memory.home(w.hash)

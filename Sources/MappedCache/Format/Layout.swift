@@ -115,8 +115,11 @@ enum Format {
 
   @inline(__always) static func align8(_ n: Int) -> Int { (n + 7) & ~7 }
   @inline(__always) static func align(_ n: Int, _ a: Int) -> Int { (n + a - 1) / a * a }
+  /// Precondition: both counts are at most 2^56 (every caller's are: lengths checked
+  /// against the limits, u16 and u32 fields, header limits clamped to 2^56 when read),
+  /// so the sum cannot overflow and needs no check.
   @inline(__always) static func recordSize(keyCount: Int, valueCount: Int) -> Int {
-    align8(recordHeaderBytes + keyCount + valueCount)
+    (recordHeaderBytes &+ keyCount &+ valueCount &+ 7) & ~7
   }
 }
 
