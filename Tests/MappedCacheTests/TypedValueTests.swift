@@ -93,6 +93,31 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
     #expect(try SharedCache<String>(path: p, capacity: 1 << 20).object(forKey: "k") == "kept")
   }
 
+  /// Strings are stored as their UTF-8 bytes: bytes that are not UTF-8 (short enough
+  /// for a small string, or long enough for heap storage) throw `decodingFailed`
+  /// rather than come back repaired; valid ones of every length come back unchanged.
+  @Test func stringsRoundTripAndBadUTF8Throws() throws {
+    let p = Support.tempPath("tv-utf8")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<String>(path: p, capacity: 1 << 20)
+    for v in ["", "a", "héllo wörld", "日本語のテキスト", String(repeating: "x", count: 300), "emoji 👩‍👩‍👧 end"] {
+      try c.setObject(v, forKey: "ok")
+      #expect(try c.object(forKey: "ok") == v)
+    }
+    let bad: [[UInt8]] = [[0xC3], [0x41, 0xFF, 0x42], [0xED, 0xA0, 0x80],
+                          Array(repeating: 0x41, count: 40) + [0xC3, 0x28] + Array(repeating: 0x42, count: 40)]
+    for (i, bytes) in bad.enumerated() {
+      _ = try bytes.withUnsafeBytes { v in try Array("bad\(i)".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) } }
+      #expect(throws: CacheError.self) { _ = try c.object(forKey: "bad\(i)") }
+      do {
+        _ = try c.object(forKey: "bad\(i)")
+      } catch CacheError.decodingFailed(let key, _) {
+        #expect(key == "bad\(i)")
+      }
+    }
+    #expect(try c.object(forKey: "ok") == "emoji 👩‍👩‍👧 end")
+  }
+
   @Test func undecodableValueThrowsAndDisturbsNothing() throws {
     let p = Support.tempPath("tv-bad")
     defer { Support.cleanup(p) }

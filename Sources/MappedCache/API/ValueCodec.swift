@@ -38,12 +38,19 @@ extension String: CacheValueEncodable {
     return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
   }
   public init(cacheBytes b: UnsafeRawBufferPointer) throws {
-    // `String(decoding:as:)` is specialised and fast, but repairs bad UTF-8 instead of
-    // failing: a value whose decoded bytes differ from the stored ones was not UTF-8.
-    // (`String(validating:as:)` costs generic-metadata lookups on every call.)
-    let s = String(decoding: b.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
-    var t = s
-    let same = t.withUTF8 { u in u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0) }
+    // Built in place (one allocation, one copy); the initializer validates and repairs
+    // bad UTF-8 instead of failing, so a value whose stored bytes differ from the
+    // string's was not UTF-8. (`String(validating:as:)` costs generic-metadata lookups
+    // on every call.)
+    let s = String(unsafeUninitializedCapacity: b.count) { buffer in
+      if let from = b.baseAddress, let to = buffer.baseAddress, b.count > 0 {
+        UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: b.count)
+      }
+      return b.count
+    }
+    let same: Bool = s.utf8.withContiguousStorageIfAvailable { u in
+      u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0)
+    } ?? s.utf8.elementsEqual(b)
     guard same else { throw CacheDecodingError(description: "not valid UTF-8") }
     self = s
   }
