@@ -36,7 +36,10 @@ import Testing
     if let one = env["MC_FUZZ_SEED"], let s = UInt64(one.replacingOccurrences(of: "0x", with: ""), radix: 16) {
       seeds = [s]
     } else {
-      seeds = (0..<count).map { FileMutator.mix(baseSeed &+ UInt64($0)) }
+      // The base is mixed before the index is added: bases that differ by a little
+      // (0xC0FFEE4, 0xC0FFEE5) would otherwise name the same cases shifted by one.
+      let start = FileMutator.mix(baseSeed)
+      seeds = (0..<count).map { FileMutator.mix(start &+ UInt64($0)) }
     }
 
     let dir = "/dev/shm/mcfuzz-\(getpid())-\(UUID().uuidString.prefix(6))"
