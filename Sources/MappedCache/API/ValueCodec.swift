@@ -42,15 +42,14 @@ extension String: CacheValueEncodable {
     // bad UTF-8 instead of failing, so a value whose stored bytes differ from the
     // string's was not UTF-8. (`String(validating:as:)` costs generic-metadata lookups
     // on every call.)
-    let s = String(unsafeUninitializedCapacity: b.count) { buffer in
+    var s = String(unsafeUninitializedCapacity: b.count) { buffer in
       if let from = b.baseAddress, let to = buffer.baseAddress, b.count > 0 {
         UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: b.count)
       }
       return b.count
     }
-    let same: Bool = s.utf8.withContiguousStorageIfAvailable { u in
-      u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0)
-    } ?? s.utf8.elementsEqual(b)
+    // A native string (every string here) is contiguous: `withUTF8` copies nothing.
+    let same = s.withUTF8 { u in u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0) }
     guard same else { throw CacheDecodingError(description: "not valid UTF-8") }
     self = s
   }
