@@ -7,10 +7,14 @@ import Testing
 // Counters, compare-and-swap, bulk operations and iteration.
 
 @Suite struct TypedAtomicTests {
-  @Test func incrementAndDecrement() throws {
+  /// Both ways a counter can be stored: in its log record, and inline in its slot (a
+  /// small average entry size), where the update must read the value from the slot.
+  @Test(arguments: [false, true]) func incrementAndDecrement(inline: Bool) throws {
     let p = Support.tempPath("ta-incr")
     defer { Support.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
+    var o = CacheOptions()
+    o.inlineEntrySize = inline ? 64 : 0
+    let c = try SharedCache<Int>(path: p, capacity: 1 << 20, options: o)
     #expect(try c.increment(forKey: "n") == 1)
     #expect(try c.increment(forKey: "n", by: 10) == 11)
     #expect(try c.decrement(forKey: "n", by: 20) == -9)

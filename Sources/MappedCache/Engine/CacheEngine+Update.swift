@@ -33,7 +33,9 @@ extension CacheEngine {
       var slot: Int? = nil
       var action: UpdateAction
       if case .found(let i, let loc, let rh) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) {
-        let bytes = memory.recordBytes(loc, rh).value
+        // `find` described an inline entry from its slot (lengths checked there).
+        let bytes = rh.kind == Format.kindKeyOnly ? memory.inlineBytes(i, klen: rh.klen, vlen: rh.vlen).value
+                                                   : memory.recordBytes(loc, rh).value
         if KeyHash.checksum(bytes, hash: hash) == rh.sum {
           slot = i
           let expiry = slotMeta(i) & Format.expiryMask

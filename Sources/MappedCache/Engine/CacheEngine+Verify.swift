@@ -172,8 +172,9 @@ extension CacheEngine {
   }
 
   /// The key+value bytes of slot `i`'s entry, or why its value does not match its record.
-  /// (An inline entry's record keeps the key only; its value may have been rewritten in
-  /// place since, so the record's value length is not compared.)
+  /// (An inline entry's record is its header alone, and the value may have been rewritten
+  /// in place since, so only the key's length is compared; the key must hash to the
+  /// slot's hash, which the caller has matched with the record's.)
   private func checkValue(slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader, inline: Bool,
                           checksums: Bool) -> Result<Int, LayoutProblem> {
     if inline {
@@ -181,7 +182,7 @@ extension CacheEngine {
         return .failure(LayoutProblem("inline lengths disagree with the record"))
       }
       let bytes = memory.inlineBytes(i, klen: l.klen, vlen: l.vlen)
-      if !memory.keyEquals(record: loc, bytes.key) { return .failure(LayoutProblem("inline key disagrees with the record")) }
+      if KeyHash.key(bytes.key) != rh.hash { return .failure(LayoutProblem("inline key does not hash to the slot's hash")) }
       if checksums, KeyHash.checksum(bytes.value, hash: rh.hash) != memory.inlineSum(i) {
         return .failure(LayoutProblem("value checksum mismatch"))
       }

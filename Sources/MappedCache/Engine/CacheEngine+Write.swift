@@ -33,7 +33,7 @@ extension CacheEngine {
     var sum: UInt32
     var recordSize: Int
     var expiry: UInt64
-    /// Key and value go in the slot's inline area; the record holds the key only.
+    /// Key and value go in the slot's inline area; the record is the header alone.
     var inline: Bool
   }
 
@@ -56,7 +56,7 @@ extension CacheEngine {
     memory.prefetchSlot(memory.home(hash))
     let inline = key.count &+ value.count <= memory.inlineCapacity
     return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
-                         recordSize: Format.recordSize(keyCount: key.count, valueCount: inline ? 0 : value.count),
+                         recordSize: inline ? Format.keyOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count),
                          expiry: expiry & Format.expiryMask, inline: inline)
   }
 

@@ -212,12 +212,14 @@ struct MappedMemory {
     let kind = p.load(fromByteOffset: Format.R.kind, as: UInt16.self)
     guard size >= 8, size & 7 == 0, size <= end &- loc else { return nil }
     if kind == Format.kindPad { return RecordHeader(size: size, klen: 0, kind: kind, vlen: 0, sum: 0, hash: 0, cas: 0) }
-    guard kind == Format.kindEntry || kind == Format.kindKeyOnly, size >= Format.recordHeaderBytes else { return nil }
     let klen = Int(p.load(fromByteOffset: Format.R.klen, as: UInt16.self))
     let vlen = Int(p.load(fromByteOffset: Format.R.vlen, as: UInt32.self))
-    let stored = kind == Format.kindEntry ? vlen : 0
-    guard klen >= 1, klen <= maxKey, vlen <= maxValue,
-          Format.recordHeaderBytes &+ klen &+ stored <= size else { return nil }
+    guard klen >= 1, klen <= maxKey, vlen <= maxValue else { return nil }
+    switch kind {
+    case Format.kindEntry: guard size >= Format.recordHeaderBytes &+ klen &+ vlen else { return nil }
+    case Format.kindKeyOnly: guard size == Format.keyOnlyRecordBytes else { return nil }
+    default: return nil
+    }
     return RecordHeader(size: size, klen: klen, kind: kind, vlen: vlen,
                         sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
                         hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
@@ -248,33 +250,32 @@ struct MappedMemory {
     if h.vlen > 0 { out.copyMemory(from: base + loc + Format.recordHeaderBytes + h.klen, byteCount: h.vlen) }
   }
 
-  /// The key and value bytes of a checked record, for writers (who hold the lock, so
-  /// the bytes cannot change underneath them) and for the verifier. A key-only record's
-  /// value is empty here (it lives inline in the slot).
+  /// The key and value bytes of a checked entry record (kind 1), for writers (who hold
+  /// the lock, so the bytes cannot change underneath them) and for the verifier.
   func recordBytes(_ loc: Int, _ h: RecordHeader) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    precondition(h.kind == Format.kindEntry, "a header-only record holds no bytes")
     let k = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes, count: h.klen)
-    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen,
-                                   count: h.kind == Format.kindEntry ? h.vlen : 0)
+    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen, count: h.vlen)
     return (k, v)
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
 
-  /// Writes an entry record at `loc` (with `keyOnly`, the header and key only: the value
-  /// goes inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no
-  /// slot refers to it.
-  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value fullValue: UnsafeRawBufferPointer,
+  /// Writes an entry record at `loc` (with `keyOnly`, the header alone: key and value go
+  /// inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no slot
+  /// refers to it; `size` is the record's size for these lengths.
+  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
                    keyOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64) {
-    let value = keyOnly ? UnsafeRawBufferPointer(start: nil, count: 0) : fullValue
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
     p.storeBytes(of: keyOnly ? Format.kindKeyOnly : Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
-    p.storeBytes(of: UInt32(fullValue.count), toByteOffset: Format.R.vlen, as: UInt32.self)
+    p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
     p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
     p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
+    if keyOnly { return }
     (p + Format.recordHeaderBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
     if value.count > 0 { (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
     let used = Format.recordHeaderBytes + key.count + value.count

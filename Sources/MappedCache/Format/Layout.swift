@@ -1,4 +1,4 @@
-/// The file format, version 3. All integers little-endian (the only byte order this
+/// The file format, version 4. All integers little-endian (the only byte order this
 /// package runs on), every offset below is from the start of the file.
 ///
 ///     0 ┌──────────────────────────────────────────────────────────────┐
@@ -36,15 +36,15 @@
 ///
 /// An inline entry's key and value live in its slot, so a read touches one place in
 /// memory (one cache miss where the value lives elsewhere costs two); its log record
-/// (kind 3) then holds only the header and key, and serves as its place in the
-/// eviction order.
+/// (kind 3) is then the 32-byte header alone, the entry's place in the eviction order
+/// (the sweeper finds its slot by hash and offset, and the key is in the slot).
 ///
 /// Record (8-byte aligned, never wraps; a pad record fills the end of a log):
 ///
 ///     0 size u32  whole record incl. header, multiple of 8
 ///     4 klen u16
 ///     6 kind u16  1 = entry, 2 = pad (a pad has only `size` and `kind`),
-///                 3 = key only (the value is inline in the slot)
+///                 3 = header only (key and value inline in the slot; size 32)
 ///     8 vlen u32
 ///    12 sum  u32  checksum of the value, seeded with hash and vlen
 ///    16 hash u64  the key's hash (as in the slot)
@@ -56,8 +56,9 @@ enum Format {
   /// 2: the hot writer fields share the lock word's cache line (version 1 had them
   /// on two other lines). 3: keys of 4 to 16 bytes hash from two words read with no
   /// load across byte 8 (`KeyHash.shortWords`), so version 2's stored hashes of such
-  /// keys differ.
-  static let version: UInt32 = 3
+  /// keys differ. 4: a kind-3 record is its header alone (version 3 stored the key
+  /// after it), so an inline entry costs 32 log bytes and the index gets a larger share.
+  static let version: UInt32 = 4
   static let headerPage = 4096
   static let procEntryBytes = 64
   static let slotHeaderBytes = 32
@@ -112,6 +113,8 @@ enum Format {
   static let kindEntry: UInt16 = 1
   static let kindPad: UInt16 = 2
   static let kindKeyOnly: UInt16 = 3
+  /// An inline entry's record: the header alone.
+  static let keyOnlyRecordBytes = recordHeaderBytes
 
   @inline(__always) static func align8(_ n: Int) -> Int { (n + 7) & ~7 }
   @inline(__always) static func align(_ n: Int, _ a: Int) -> Int { (n + a - 1) / a * a }
@@ -208,17 +211,21 @@ struct Layout: Equatable {
     }
     slotBytes = inlineWanted == 0 ? 32 : Format.slotSizes.first { $0 - Format.S.bytes >= inlineWanted }!
     // Size the index so that, at 75 % load, records of the average size fill about
-    // 90 % of the log: 0.75·N·avgRecord ≈ 0.9·(size − (slot + 1)·N), 1 = ghost bytes.
+    // 80 % of the log (the rest absorbs the small log's turnover, main's reserve and
+    // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 1)·N), 1 = ghost bytes.
     let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
-    let avgRecord = Double(inlined ? Format.recordSize(keyCount: min(o.averageEntrySize, 24), valueCount: 0)
+    let avgRecord = Double(inlined ? Format.keyOnlyRecordBytes
                                    : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
-    slotCount = max(1024, Int(0.9 * Double(size - headerBytes) / (0.75 * avgRecord + Double(slotBytes + 1))))
+    let fill = 0.8
+    slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 1))))
     slotsOffset = headerBytes
     ghostOffset = slotsOffset + slotCount * slotBytes
     ghostCount = max(256, slotCount / 4)
     logOffset = Format.align(ghostOffset + ghostCount * 4, 64)
     let logSize = size - logOffset
-    guard logSize >= size / 8 else {
+    // The sizing above leaves the logs at least a tenth of the file (header-only records
+    // beside 256-byte slots); less means the 1,024-slot minimum took the file.
+    guard logSize >= size / 16 else {
       throw .invalidArgument("averageEntrySize \(o.averageEntrySize) is too small for capacity \(o.capacity)")
     }
     smallSize = Format.align(logSize / 10, 8)
