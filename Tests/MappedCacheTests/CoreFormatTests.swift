@@ -222,7 +222,7 @@ import Testing
     let e = c.engine, l = e.layout
     #expect(l.slotBytes == 128)
     #expect(l.slotCount >= 200_000, "100,000 such entries load the index to at most 0.5")
-    #expect(l.maxEntries * Format.keyOnlyRecordBytes <= l.smallSize + l.mainSize - l.mainReserve)
+    #expect(l.maxEntries * Format.headerOnlyRecordBytes <= l.smallSize + l.mainSize - l.mainReserve)
     for n in 0..<500 { try c.setObject(Array(repeating: UInt8(truncatingIfNeeded: n), count: 64), forKey: "key-\(n)") }
     let key = Array("key-7".utf8)
     let (slot, loc): (Int, Int) = try key.withUnsafeBytes { k in
@@ -231,7 +231,7 @@ import Testing
     }
     #expect(e.slotMeta(slot) & Format.inlineBit != 0)
     let rh = try #require(e.memory.recordHeader(at: loc))
-    #expect(rh.kind == Format.kindKeyOnly && rh.size == 32 && rh.klen == key.count && rh.vlen == 64)
+    #expect(rh.kind == Format.kindHeaderOnly && rh.size == 32 && rh.klen == key.count && rh.vlen == 64)
     #expect(try c.verify().ok)
     // Damage the inline key's last byte: the verifier finds it, and repair drops only it.
     (e.memory.slotsBase + slot * l.slotBytes + Format.S.bytes + key.count - 1).storeBytes(of: UInt8(ascii: "x"), as: UInt8.self)

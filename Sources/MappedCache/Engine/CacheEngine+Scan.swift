@@ -29,7 +29,7 @@ extension CacheEngine {
         let inline = meta & Format.inlineBit != 0
         let lengths = inline ? m.inlineLengths(i) : nil
         guard let rh = m.recordHeader(at: loc), rh.kind != Format.kindPad,
-              rh.kind == (inline ? Format.kindKeyOnly : Format.kindEntry), !inline || lengths != nil else {
+              rh.kind == (inline ? Format.kindHeaderOnly : Format.kindEntry), !inline || lengths != nil else {
           atomicMemoryFence(ordering: .acquiring)
           if seq.pointee.load(ordering: .relaxed) != s1 { continue }
           break

@@ -88,8 +88,8 @@ extension CacheEngine {
         if slotMeta(i) & Format.inlineBit != 0 {
           // Compare in the slot (no second memory access); describe the entry from it.
           if let l = memory.inlineLengths(i), l.klen == key.count, memory.inlineKeyEquals(i, key) {
-            let rh = MappedMemory.RecordHeader(size: Format.keyOnlyRecordBytes, klen: l.klen,
-                                               kind: Format.kindKeyOnly, vlen: l.vlen, sum: memory.inlineSum(i),
+            let rh = MappedMemory.RecordHeader(size: Format.headerOnlyRecordBytes, klen: l.klen,
+                                               kind: Format.kindHeaderOnly, vlen: l.vlen, sum: memory.inlineSum(i),
                                                hash: h, cas: memory.inlineVersion(i))
             return .found(slot: i, loc: loc, record: rh)
           }

@@ -34,7 +34,7 @@ extension CacheEngine {
       var action: UpdateAction
       if case .found(let i, let loc, let rh) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) {
         // `find` described an inline entry from its slot (lengths checked there).
-        let bytes = rh.kind == Format.kindKeyOnly ? memory.inlineBytes(i, klen: rh.klen, vlen: rh.vlen).value
+        let bytes = rh.kind == Format.kindHeaderOnly ? memory.inlineBytes(i, klen: rh.klen, vlen: rh.vlen).value
                                                    : memory.recordBytes(loc, rh).value
         if KeyHash.checksum(bytes, hash: hash) == rh.sum {
           slot = i

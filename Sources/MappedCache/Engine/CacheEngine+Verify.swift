@@ -92,7 +92,7 @@ extension CacheEngine {
       let loc = slotLoc(i)
       var why: String? = nil
       let inline = slotMeta(i) & Format.inlineBit != 0
-      if let rh = memory.recordHeader(at: loc), rh.kind == (inline ? Format.kindKeyOnly : Format.kindEntry) {
+      if let rh = memory.recordHeader(at: loc), rh.kind == (inline ? Format.kindHeaderOnly : Format.kindEntry) {
         let log = logs[logID(of: loc)]!
         if !log.holds(loc) || !log.holds(loc + rh.size - 8) {
           why = "record outside its log's live range"

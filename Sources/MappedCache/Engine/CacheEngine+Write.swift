@@ -56,7 +56,7 @@ extension CacheEngine {
     memory.prefetchSlot(memory.home(hash))
     let inline = key.count &+ value.count <= memory.inlineCapacity
     return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash),
-                         recordSize: inline ? Format.keyOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count),
+                         recordSize: inline ? Format.headerOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count),
                          expiry: expiry & Format.expiryMask, inline: inline)
   }
 
@@ -88,7 +88,7 @@ extension CacheEngine {
     // An inline entry overwritten by a value that also fits inline keeps its record
     // (which holds only the key) and its place in the eviction order: the whole write is
     // one seqlock write of the slot, with no log append and so no eviction work.
-    if w.inline, case .found(let i, _, let rh) = found, rh.kind == Format.kindKeyOnly,
+    if w.inline, case .found(let i, _, let rh) = found, rh.kind == Format.kindHeaderOnly,
        let outcome = rewriteInline(i, oldBytes: rh.klen + rh.vlen, key, value, w) {
       return outcome
     }
@@ -112,7 +112,7 @@ extension CacheEngine {
     let loc = reserveAppend(dest, w.recordSize)
     let cas = load(Format.H.casCounter) &+ 1
     store(Format.H.casCounter, cas)
-    memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, keyOnly: w.inline,
+    memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, headerOnly: w.inline,
                        sum: w.sum, hash: w.hash, cas: cas)
     commitAppend(dest, w.recordSize)
     func publish(_ i: Int, meta: UInt64) {

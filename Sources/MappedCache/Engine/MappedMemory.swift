@@ -217,7 +217,7 @@ struct MappedMemory {
     guard klen >= 1, klen <= maxKey, vlen <= maxValue else { return nil }
     switch kind {
     case Format.kindEntry: guard size >= Format.recordHeaderBytes &+ klen &+ vlen else { return nil }
-    case Format.kindKeyOnly: guard size == Format.keyOnlyRecordBytes else { return nil }
+    case Format.kindHeaderOnly: guard size == Format.headerOnlyRecordBytes else { return nil }
     default: return nil
     }
     return RecordHeader(size: size, klen: klen, kind: kind, vlen: vlen,
@@ -261,21 +261,21 @@ struct MappedMemory {
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
 
-  /// Writes an entry record at `loc` (with `keyOnly`, the header alone: key and value go
+  /// Writes an entry record at `loc` (with `headerOnly`, the header alone: key and value go
   /// inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no slot
   /// refers to it; `size` is the record's size for these lengths.
   func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-                   keyOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64) {
+                   headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64) {
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
-    p.storeBytes(of: keyOnly ? Format.kindKeyOnly : Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
+    p.storeBytes(of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
     p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
     p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
     p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
-    if keyOnly { return }
+    if headerOnly { return }
     (p + Format.recordHeaderBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
     if value.count > 0 { (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
     let used = Format.recordHeaderBytes + key.count + value.count

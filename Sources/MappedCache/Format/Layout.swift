@@ -112,9 +112,9 @@ enum Format {
   enum R { static let size = 0, klen = 4, kind = 6, vlen = 8, sum = 12, hash = 16, cas = 24 }
   static let kindEntry: UInt16 = 1
   static let kindPad: UInt16 = 2
-  static let kindKeyOnly: UInt16 = 3
+  static let kindHeaderOnly: UInt16 = 3
   /// An inline entry's record: the header alone.
-  static let keyOnlyRecordBytes = recordHeaderBytes
+  static let headerOnlyRecordBytes = recordHeaderBytes
 
   @inline(__always) static func align8(_ n: Int) -> Int { (n + 7) & ~7 }
   @inline(__always) static func align(_ n: Int, _ a: Int) -> Int { (n + a - 1) / a * a }
@@ -214,7 +214,7 @@ struct Layout: Equatable {
     // 80 % of the log (the rest absorbs the small log's turnover, main's reserve and
     // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 1)·N), 1 = ghost bytes.
     let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
-    let avgRecord = Double(inlined ? Format.keyOnlyRecordBytes
+    let avgRecord = Double(inlined ? Format.headerOnlyRecordBytes
                                    : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
     let fill = 0.8
     slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 1))))
