@@ -71,6 +71,8 @@ extension CacheEngine {
   @inline(__always) func slotMeta(_ i: Int) -> UInt64 { memory.slot(i, Format.S.meta).pointee.load(ordering: .relaxed) }
 
   enum Find {
+    /// For an inline entry, `record` describes it from its slot (lengths checked against
+    /// the inline area, checksum and version from the slot), not from its log record.
     case found(slot: Int, loc: Int, record: MappedMemory.RecordHeader)
     case empty(slot: Int)
     /// No empty slot in the whole table: only a damaged file gets here.
@@ -101,6 +103,13 @@ extension CacheEngine {
       i = memory.next(i)
     }
     return .full
+  }
+
+  /// The value bytes of an entry `find` returned: in its slot when inline, else in its
+  /// record. Writers only (under the lock, so the bytes cannot change underneath).
+  func foundValue(slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader) -> UnsafeRawBufferPointer {
+    rh.kind == Format.kindHeaderOnly ? memory.inlineBytes(i, klen: rh.klen, vlen: rh.vlen).value
+                                     : memory.recordBytes(loc, rh).value
   }
 
   /// The slot whose entry lives at `loc`, if any.

@@ -33,9 +33,7 @@ extension CacheEngine {
       var slot: Int? = nil
       var action: UpdateAction
       if case .found(let i, let loc, let rh) = find(key, hash: hash), !isExpired(slotMeta(i), now: now) {
-        // `find` described an inline entry from its slot (lengths checked there).
-        let bytes = rh.kind == Format.kindHeaderOnly ? memory.inlineBytes(i, klen: rh.klen, vlen: rh.vlen).value
-                                                   : memory.recordBytes(loc, rh).value
+        let bytes = foundValue(slot: i, loc: loc, rh)
         if KeyHash.checksum(bytes, hash: hash) == rh.sum {
           slot = i
           let expiry = slotMeta(i) & Format.expiryMask
