@@ -9,7 +9,10 @@ import Glibc
 let reliabilityCommands: [String: HelperCommand] = [
   "fuzz-base": { a in try Fuzz.buildBase(path: a[0], seed: UInt64(a[1]) ?? 1, variant: a.count > 2 ? Int(a[2]) ?? 0 : 0) },
   "fuzz-case": { a in Fuzz.runCases(a) },
-  "hold-lock": { a in try LockHolder.run(path: a[0], seconds: Double(a[1]) ?? 60, ready: a[2], oddKey: a.count > 3 ? a[3] : nil) },
+  "hold-lock": { a in
+    try LockHolder.run(path: a[0], seconds: Double(a[1]) ?? 60, ready: a[2], oddKey: a.count > 3 ? a[3] : nil,
+                       midMove: a.count > 4 && a[4] == "move")
+  },
   "read-loop": { a in try ReliabilityOps.readLoop(path: a[0], key: a[1], count: Int(a[2]) ?? 100) },
   "set-timed": { a in try ReliabilityOps.setTimed(path: a[0], key: a[1]) },
   "hammer": { a in try ReliabilityOps.hammer(path: a[0], seconds: Double(a[1]) ?? 3, seed: UInt64(a[2]) ?? 1) },
@@ -308,13 +311,19 @@ enum Fuzz {
 enum LockHolder {
   /// Takes the write lock through the test hook, creates `ready` once it holds it,
   /// and keeps it until the test deletes `ready` or `seconds` pass (meanwhile the test
-  /// stops, continues or kills this process).
-  static func run(path: String, seconds: Double, ready: String, oddKey: String?) throws -> Int32 {
+  /// stops, continues or kills this process). `oddKey`'s slot is left mid-write as a set
+  /// leaves it, or with `midMove`, mid-move as an eviction step leaves it.
+  static func run(path: String, seconds: Double, ready: String, oddKey: String?, midMove: Bool) throws -> Int32 {
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
-    try c._holdWriteLock(oddSlotForKey: oddKey) {
+    let hold = {
       _ = FileManager.default.createFile(atPath: ready, contents: Data("locked\n".utf8))
       let end = Date().addingTimeInterval(seconds)
       while Date() < end && access(ready, F_OK) == 0 { usleep(5_000) }
+    }
+    if midMove, let oddKey {
+      guard try c._holdWriteLockMidMove(key: oddKey, hold) else { emit("no-move"); return 1 }
+    } else {
+      try c._holdWriteLock(oddSlotForKey: oddKey, hold)
     }
     emit("released")
     return 0

@@ -419,7 +419,7 @@ final class CoreFlag: Sendable {
     }
 
     let s = cache.statistics
-    print("[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); reader hits \(readers.map { $0.int("hits") })")
+    print("[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); promotions +\(s.promotions - before.promotions), evictions +\(s.evictions - before.evictions), second chances +\(s.reinsertions - before.reinsertions); reader hits \(readers.map { $0.int("hits") })")
     #expect(heldRounds >= 1, "no writer was ever killed holding the lock: the test did not test the crash path")
     #expect(s.lockTakeovers - before.lockTakeovers >= heldRounds)
     #expect(s.recoveries - before.recoveries >= intentRounds)

@@ -95,4 +95,42 @@ import Testing
     let sorted = takeovers.sorted()
     print("sigkill: takeover after the holder's death, ms: \(sorted.map { String(format: "%.1f", $0) }) (includes the child's exit and our wait)")
   }
+
+  /// A holder SIGKILLed inside an eviction step's move (the entry's record copied to the
+  /// main log's head, the slot odd with its new location stored): repair keeps the entry,
+  /// since either location names a whole copy. A dead writer loses only the entry it was
+  /// writing, and a move writes none. Stopped there, the holder leaves readers missing
+  /// the key (bounded), and they find it again once it is killed and repaired.
+  @Test func killedMidMoveKeepsTheEntry() throws {
+    for inline in [false, true] {
+      let path = Support.tempPath("sigkill-move")
+      let ready = path + ".ready"
+      defer { Support.cleanup(path); unlink(ready) }
+      var o = CacheOptions(capacity: 1 << 20)
+      if inline { o.averageEntrySize = 64 } else { o.inlineEntrySize = 0 }
+      let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
+      try c.setObject(Array("odd-value".utf8), forKey: "k-odd")
+      try c.setObject(Array("other-value".utf8), forKey: "k-other")
+      let before = c.statistics
+
+      let holder = try RelSupport.Child(RelSupport.helper, ["hold-lock", path, "60", ready, "k-odd", "move"])
+      defer { if holder.isRunning { kill(holder.pid, SIGKILL) } }
+      try #require(RelSupport.waitForFile(ready, timeout: 30), "the holder never began the move: \(holder.isRunning)")
+      #expect(try c.object(forKey: "k-odd") == nil, "the slot being moved reads as busy, then a miss")
+      #expect(kill(holder.pid, SIGKILL) == 0)
+      holder.finish(timeout: 10)
+
+      try c.setObject(Array("written".utf8), forKey: "k-after")  // takes over and repairs
+      let s = c.statistics
+      #expect(s.lockTakeovers - before.lockTakeovers == 1)
+      #expect(s.recoveries - before.recoveries == 1, "the intent record of the dead holder was not repaired")
+      #expect(try c.object(forKey: "k-odd") == Array("odd-value".utf8), "inline \(inline): the moved entry was lost")
+      #expect(try c.object(forKey: "k-other") == Array("other-value".utf8))
+      #expect(try c.object(forKey: "k-after") == Array("written".utf8))
+      #expect(s.entries == 3)
+      let report = try c.verify()
+      #expect(report.ok, "\(report.problems)")
+      #expect((c.inlineCapacity > 0) == inline)
+    }
+  }
 }

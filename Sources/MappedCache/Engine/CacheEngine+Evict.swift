@@ -16,8 +16,8 @@
 ///     clear its bit (a second chance; at most 64 per call, so a fully referenced log
 ///     still yields); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
-/// A crash between any two steps leaves either a dead record (skipped later) or an odd
-/// slot (repaired by the next writer); see DESIGN.md.
+/// A crash between any two steps leaves a dead record (skipped later), or a slot left
+/// odd inside a move, whose entry repair keeps (`moveSlot`); see DESIGN.md.
 extension CacheEngine {
   struct EvictionBudget { var secondChances = 64 }
 
@@ -126,7 +126,7 @@ extension CacheEngine {
           // Promoted unread (while filling, or displacing): mark it unearned.
           let m = slotMeta(j)
           let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
-          writeSlot(j, hash: rh.hash, loc: to, meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned)
+          moveSlot(j, loc: to, meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned)
           bump(Format.H.promotions)
         }
       } else {
@@ -141,7 +141,7 @@ extension CacheEngine {
         let to = reserveAppend(.main, rh.size)
         memory.moveRecord(from: loc, to: to, size: rh.size)
         commitAppend(.main, rh.size)
-        writeSlot(i, hash: rh.hash, loc: to, meta: meta & ~(Format.referencedBit | Format.unearnedBit))
+        moveSlot(i, loc: to, meta: meta & ~(Format.referencedBit | Format.unearnedBit))
         bump(Format.H.reinsertions)
       } else {
         removeSlot(i)

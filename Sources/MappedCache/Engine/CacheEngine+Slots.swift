@@ -4,11 +4,14 @@ import Synchronization
 /// write: `seq` odd → fields → `seq` even):
 ///
 ///     empty   (hash 0)            → live      insert
-///     live    (hash ≠ 0, loc → r) → live      overwrite, move (loc changes), touch (meta)
+///     live    (hash ≠ 0, loc → r) → live      overwrite, touch (meta), move (loc changes:
+///                                             a promotion or second chance copied r)
 ///     live                        → empty     remove, evict, expire: backward-shift
 ///                                             deletion pulls later entries of the run
 ///                                             into the hole, so there are no tombstones
 ///     any     (seq odd)           → recovery  a writer died mid-write: `check(repair:)`
+///                                             drops the entry, unless the write was a
+///                                             move (header `moving`), whose entry it keeps
 ///
 /// A slot is only ever odd while its writer runs; readers that see odd spin (bounded).
 extension CacheEngine {
@@ -35,6 +38,27 @@ extension CacheEngine {
   @inline(__always)
   func writeSlot(_ i: Int, hash: UInt64, loc: Int, meta: UInt64) {
     seqlockWrite(i) { storeWords(i, hash: hash, loc: loc, meta: meta) }
+  }
+
+  /// Points slot `i` at `loc`, a whole copy of its entry's record that eviction has
+  /// just appended and committed (a promotion or a second chance), in one seqlock write.
+  /// The old copy stays inside its log's live range until the caller advances that
+  /// log's tail, so every state the slot can be left in by a writer killed inside the
+  /// write (`loc` and `meta` each old or new; the hash is not written) names a whole copy. The
+  /// header's `moving` word says so for the time of the write: repair then keeps the
+  /// entry rather than drop it as it drops a set's half-written slot (only the entry
+  /// being written may be lost, and a move writes none). `midway` runs between the
+  /// `loc` and `meta` stores (a test hook: the reliability tests are killed there).
+  @inline(__always)
+  func moveSlot(_ i: Int, loc: Int, meta: UInt64, midway: () -> Void = {}) {
+    store(Format.H.moving, UInt64(i) &+ 1)
+    atomicMemoryFence(ordering: .releasing)  // named before the slot turns odd
+    seqlockWrite(i) {
+      memory.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
+      midway()
+      memory.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
+    }
+    store(Format.H.moving, 0)
   }
 
   /// One seqlock write of a whole inline entry: the words and the inline area.

@@ -20,6 +20,23 @@ extension CacheEngine {
       if let odd { memory.slot(odd, Format.S.seq).pointee.wrappingAdd(1, ordering: .releasing) }
     }
   }
+
+  /// Takes the write lock and moves `key`'s record to the main log's head as a promotion
+  /// does, running `whileHeld` inside the slot's write (`moveSlot`'s midway point: the
+  /// slot odd, its new location stored), where a reliability test kills the process.
+  /// Returns false, without running `whileHeld`, if the key is absent or main is full.
+  func _holdWriteLockMidMove(key: UnsafeRawBufferPointer, _ whileHeld: () -> Void) throws -> Bool {
+    try withWriteLock {
+      let main = logState(.main)
+      guard case .found(let i, let loc, let rh) = find(key, hash: KeyHash.key(key)),
+            main.need(rh.size) + layout.mainReserve <= main.free else { return false }
+      let to = reserveAppend(.main, rh.size)
+      memory.moveRecord(from: loc, to: to, size: rh.size)
+      commitAppend(.main, rh.size)
+      moveSlot(i, loc: to, meta: slotMeta(i) & ~Format.referencedBit, midway: whileHeld)
+      return true
+    }
+  }
 }
 
 extension SharedCache {
@@ -33,5 +50,13 @@ extension SharedCache {
     } else {
       try engine._holdWriteLock(oddKey: nil, whileHeld)
     }
+  }
+
+  /// Test hook (see `CacheEngine._holdWriteLockMidMove`): holds the write lock while
+  /// `whileHeld` runs inside the move of `key`'s record (an eviction step's slot write).
+  @_spi(Testing)
+  public func _holdWriteLockMidMove(key: String, _ whileHeld: () -> Void) throws -> Bool {
+    var k = key
+    return try k.withUTF8 { try engine._holdWriteLockMidMove(key: UnsafeRawBufferPointer($0), whileHeld) }
   }
 }

@@ -75,17 +75,28 @@ extension CacheEngine {
     var seenLocs = Set<Int>()
     var entries = 0, live = 0
     var misplaced: [Int] = []
+    // A slot a dead writer left odd inside a move names a whole copy of its entry either
+    // way (`moveSlot`): it is kept, then checked like any other. Only under the lock:
+    // a live writer's move is not a dead one's.
+    let moved = repair ? Int(truncatingIfNeeded: load(Format.H.moving) &- 1) : -1
+    if repair { store(Format.H.moving, 0) }
     for i in 0..<n {
       r.slotsChecked += 1
       let seq = memory.slot(i, Format.S.seq)
       if seq.pointee.load(ordering: .relaxed) & 1 != 0 {
-        problem("slot \(i): left mid-write (odd seq)")
-        if repair {
-          seq.pointee.wrappingAdd(1, ordering: .relaxed)
-          writeSlot(i, hash: 0, loc: 0, meta: 0)
+        if i == moved {
+          problem("slot \(i): left mid-move (odd seq), entry kept")
+          seq.pointee.wrappingAdd(1, ordering: .releasing)
           r.repaired += 1
+        } else {
+          problem("slot \(i): left mid-write (odd seq)")
+          if repair {
+            seq.pointee.wrappingAdd(1, ordering: .relaxed)
+            writeSlot(i, hash: 0, loc: 0, meta: 0)
+            r.repaired += 1
+          }
+          continue
         }
-        continue
       }
       let h = slotHash(i)
       if h == 0 { continue }

@@ -8,7 +8,7 @@
 ///   256 │ line 4: write-lock word (u32, futex), and under the lock:    │
 ///       │   intent, entries, live bytes, cas counter, sets             │
 ///   320 │ line 5: small head/tail, main head/tail, sweep hand, record  │
-///       │   bytes (under the write lock)                               │
+///       │   bytes, slot being moved (under the write lock)             │
 ///   448 │ line 7: shift sequence (odd while slots move; readers check) │
 ///   512 │ line 8: writer counters (evictions, expirations, ...)        │
 ///   640 │ line 10: limits (count, cost)                                │
@@ -87,6 +87,9 @@ enum Format {
     // Line 5: the logs (changed by appends and eviction) and the sweeper.
     static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
     static let sweepHand = 352, recordBytes = 360
+    /// The slot an eviction step is pointing at its record's new copy, plus 1 (0: none).
+    /// Repair keeps that slot's entry if the writer died inside the move (`moveSlot`).
+    static let moving = 368
 
     static let shiftSeq = 448
 
