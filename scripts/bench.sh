@@ -20,7 +20,7 @@
 # read that the peers do not pay.
 # Each cell is measured REPS times, interleaving MappedCache and the peers, so a noisy
 # moment does not hit one side only. The table shows the best and the median of the reps,
-# and each ratio is best/best (the peers' README uses best, too).
+# and each ratio is best/best (the peers' README uses best, too), then median/median.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$HERE/../shared/peers}"

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Turns bench.sh's raw lines into the DESIGN.md table: best and median ops/s per
-peer and cell, and MappedCache's ratios to limit_c, limit_c_spin and LMDB (best/best)."""
+peer and cell, and MappedCache's ratios to limit_c, limit_c_spin and LMDB: best/best,
+then in parentheses median/median (the VM's fast and slow phases move a best by up to
+2x; the medians show whether a ratio is the design's or one lucky rep's)."""
 import json, re, statistics, sys
 from collections import defaultdict
 
@@ -26,7 +28,7 @@ peers = sorted({k[0] for k in runs}, key=lambda p: (not p.startswith("mappedcach
 print("| procs | read% | dist | " + " | ".join(peers) + " | MC/limit_c | MC/limit_c_spin | MC/lmdb_c |")
 print("|---|---|---|" + "---|" * len(peers) + "---|---|---|")
 for c in cells:
-    row, best = [], {}
+    row, best, med = [], {}, {}
     for p in peers:
         r = runs.get((p,) + c, [])
         if not r:
@@ -34,7 +36,8 @@ for c in cells:
         ops = [x[0] for x in r]
         b = max(r, key=lambda x: x[0])
         best[p] = b[0]
+        med[p] = statistics.median(ops)
         row.append(f"{fmt(b[0])} (med {fmt(statistics.median(ops))}, p50 {b[1]:.0f} ns, p99 {b[2]:.0f} ns)")
-    mc = best.get("mappedcache_word", 0)
-    ratio = lambda q: f"{mc / best[q]:.2f}" if best.get(q) else "–"
+    mc, mcm = best.get("mappedcache_word", 0), med.get("mappedcache_word", 0)
+    ratio = lambda q: f"{mc / best[q]:.2f} ({mcm / med[q]:.2f})" if best.get(q) else "–"
     print(f"| {c[0]} | {c[1]} | {c[2]} | " + " | ".join(row) + f" | {ratio('limit_c')} | {ratio('limit_c_spin')} | {ratio('lmdb_c')} |")

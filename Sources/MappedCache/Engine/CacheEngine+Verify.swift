@@ -76,10 +76,10 @@ extension CacheEngine {
     var entries = 0, live = 0
     var misplaced: [Int] = []
     // A slot a dead writer left odd inside a move names a whole copy of its entry either
-    // way (`moveSlot`): it is kept, then checked like any other. Only under the lock:
-    // a live writer's move is not a dead one's.
+    // way (`moveSlot`): it is kept, then checked like any other. Only when repairing
+    // (under the lock, so the move is a dead writer's). The word is cleared after the
+    // pass, so that a repair killed midway leaves it to the next one.
     let moved = repair ? Int(truncatingIfNeeded: load(Format.H.moving) &- 1) : -1
-    if repair { store(Format.H.moving, 0) }
     for i in 0..<n {
       r.slotsChecked += 1
       let seq = memory.slot(i, Format.S.seq)
@@ -132,6 +132,7 @@ extension CacheEngine {
         }
       }
     }
+    if repair { store(Format.H.moving, 0) }
     // Reachability, after every repair above: no empty slot between an entry's home and it.
     func unreachable() -> [Int] {
       var out: [Int] = []
