@@ -171,6 +171,37 @@ import Testing
     #expect(c.check().ok)
   }
 
+  /// A run of hot entries written together sits together in the main log: when the hand
+  /// reaches it, every one of them that was read since its last pass gets its second
+  /// chance, however many there are in a row (up to the call's 256 KiB budget). With a
+  /// budget of 64 copies alone, the 65th hot entry of the run was evicted although read.
+  @Test func aLongRunOfHotEntriesSurvivesTheHand() throws {
+    let path = Support.tempPath("ev-run")
+    defer { Support.cleanup(path) }
+    let cap = 2 << 20
+    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(inline: false, capacity: cap))
+    let hot = (0..<200).map { "hot-\($0)" }
+    for h in hot { try c.setObject([UInt8](repeating: 3, count: 200), forKey: h) }
+    var n = 0
+    let before = c.statistics
+    // Warm entries, each read once (so it is promoted to main and main turns over), four
+    // times the cache; the hot ones are all read after every 100 warm inserts, so each
+    // is referenced whenever the hand comes by.
+    while c.statistics.evictions - before.evictions < 5000 || n < 4 * cap / 1000 {
+      for _ in 0..<100 {
+        try c.setObject([UInt8](repeating: 4, count: 1000), forKey: "warm-\(n)")
+        _ = try c.object(forKey: "warm-\(n)")
+        n += 1
+      }
+      for h in hot { _ = try c.object(forKey: h) }
+    }
+    let s = c.statistics
+    let lost = try hot.filter { try c.object(forKey: $0) == nil }
+    #expect(lost.isEmpty, "\(lost.count) hot entries evicted, e.g. \(lost.prefix(3))")
+    #expect(s.reinsertions - before.reinsertions >= 2 * hot.count, "the hand passed the run \(s.reinsertions - before.reinsertions) times' worth")
+    #expect(c.check().ok)
+  }
+
   /// Documents a property of the design (S3-FIFO-like, with promotion into main while main
   /// has room): when nothing new is ever read, main never turns over, so entries promoted
   /// during the first fill stay while every newer never-read entry passes through the small

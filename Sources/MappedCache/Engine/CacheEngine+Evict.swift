@@ -13,13 +13,35 @@
 ///  5. small-log entry not referenced: remember its hash in the ghost table, remove it
 ///     (an eviction); a later insert of a remembered key goes straight to main;
 ///  6. main-log entry referenced since the hand last passed: copy it to main's head and
-///     clear its bit (a second chance; at most 64 per call, so a fully referenced log
-///     still yields); otherwise remove it (an eviction);
+///     clear its bit (a second chance, while the call's budget lasts: see
+///     `EvictionBudget`); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
 /// A crash between any two steps leaves a dead record (skipped later), or a slot left
 /// odd inside a move, whose entry repair keeps (`moveSlot`); see DESIGN.md.
 extension CacheEngine {
-  struct EvictionBudget { var secondChances = 64 }
+  /// How many second chances one `makeRoom` call may give: the copies are made under the
+  /// write lock, so they bound how long one write can hold it when much of the main log
+  /// is referenced. A pass clears the bits it passes, so even a fully referenced log
+  /// would yield after one round; the budget only caps one call's share of that round.
+  /// It lasts for 64 copies or 256 KiB copied, whichever comes later: a run of hot
+  /// small entries at the tail (entries written together, read together) is kept whole
+  /// up to 256 KiB of them (about 1,000 entries of 250 bytes; a count of 64 alone
+  /// evicted the 65th hot entry of such a run), while large records still stop after 64.
+  struct EvictionBudget {
+    static let copies = 64
+    static let bytes = 256 << 10
+    var copiesLeft = Self.copies
+    var bytesLeft = Self.bytes
+
+    /// No second chances at all (evicting down to new limits).
+    static let none = EvictionBudget(copiesLeft: 0, bytesLeft: 0)
+
+    var allowsCopy: Bool { copiesLeft > 0 || bytesLeft > 0 }
+    mutating func spend(_ size: Int) {
+      copiesLeft -= 1
+      bytesLeft -= size
+    }
+  }
 
   /// Entries allowed: the table's load limit, or the count limit when lower.
   var entryLimit: Int { countLimit > 0 ? min(layout.maxEntries, countLimit) : layout.maxEntries }
@@ -136,8 +158,8 @@ extension CacheEngine {
       }
     } else {
       let canMove = log.need(rh.size) <= log.free
-      if meta & Format.referencedBit != 0 && budget.secondChances > 0 && canMove {
-        budget.secondChances -= 1
+      if meta & Format.referencedBit != 0 && budget.allowsCopy && canMove {
+        budget.spend(rh.size)
         let to = reserveAppend(.main, rh.size)
         memory.moveRecord(from: loc, to: to, size: rh.size)
         commitAppend(.main, rh.size)
