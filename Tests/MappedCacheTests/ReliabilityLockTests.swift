@@ -96,6 +96,36 @@ import Testing
     print("sigkill: takeover after the holder's death, ms: \(sorted.map { String(format: "%.1f", $0) }) (includes the child's exit and our wait)")
   }
 
+  /// A holder SIGKILLed with a slot left odd, and no writer coming: readers of that slot
+  /// see from the lock's witness that its writer is dead and answer "miss" at once (no
+  /// hang, no sleeps), readers of other keys hit, and the next write repairs. The time
+  /// per read is printed, not asserted (about 2 ms each before readers asked the witness).
+  @Test func deadHoldersOddSlotMissesWithoutWaiting() throws {
+    let path = Support.tempPath("sigkill-odd")
+    let ready = path + ".ready"
+    defer { Support.cleanup(path); unlink(ready) }
+    try prepare(path)
+    let holder = try RelSupport.Child(RelSupport.helper, ["hold-lock", path, "60", ready, "k-odd"])
+    defer { if holder.isRunning { kill(holder.pid, SIGKILL) } }
+    try #require(RelSupport.waitForFile(ready, timeout: 30), "the holder never took the lock")
+    #expect(kill(holder.pid, SIGKILL) == 0)
+    holder.finish(timeout: 10)
+
+    let odd = try Support.run(RelSupport.helper, ["read-loop", path, "k-odd", "200"], timeout: 60)
+    let df = RelSupport.fields(odd.stdout)
+    #expect(odd.status == 0 && !odd.signaled, "a reader of the dead writer's slot hung or crashed")
+    #expect(df["misses"] == "200", "reads of the slot a dead writer left odd: \(odd.stdout)")
+    let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "200"], timeout: 60)
+    #expect(RelSupport.fields(other.stdout)["hits"] == "200", "\(other.stdout)")
+    print("sigkill, no writer after: reader of the odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")
+
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
+    try c.setObject([1], forKey: "k-after")  // takes over and repairs
+    #expect(try c.object(forKey: "k-odd") == nil, "the entry being written is the one a dead writer loses")
+    #expect(try c.object(forKey: "k-other") == Array("other-value".utf8))
+    #expect(try c.verify().ok)
+  }
+
   /// A holder SIGKILLed inside an eviction step's move (the entry's record copied to the
   /// main log's head, the slot odd with its new location stored): repair keeps the entry,
   /// since either location names a whole copy. A dead writer loses only the entry it was

@@ -27,27 +27,56 @@ extension CacheEngine {
   /// or dead writer left odd) before answering "miss". Bounded: never a hang.
   ///
   /// First 2,048 pauses (tens of microseconds: a running writer finishes a slot in far
-  /// less). A writer descheduled mid-write (an oversubscribed CPU) needs the reader to
-  /// give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms
-  /// in all. Only this slow path makes system calls.
+  /// less). Then the reader asks whether the lock's holder is a dead process (its
+  /// witness, as a waiting writer does): a dead writer never finishes the slot, which
+  /// stays odd until the next write repairs it, so the reader looks once more and
+  /// answers "miss" (a few tens of microseconds per read, not milliseconds). A live
+  /// writer descheduled mid-write (an oversubscribed CPU) needs the reader to give up
+  /// its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms in all;
+  /// a stopped (SIGSTOP) one costs each read of its slot that bound. Only this slow
+  /// path makes system calls.
   static let readSpins = 2048
   static let readYields = 64
   static let readSleeps = 20
 
   /// One wait step on a busy slot; false once the reader should give up.
   @inline(__always)
-  static func backoff(_ attempts: inout Int) -> Bool {
+  func backoff(_ attempts: inout Int) -> Bool {
     attempts += 1
-    if attempts <= readSpins {
+    if attempts <= Self.readSpins {
       spinPause()
-    } else if attempts <= readSpins + readYields {
+      return true
+    }
+    return backoffSlowly(&attempts)
+  }
+
+  /// `backoff` past its spins: off the read path's straight line.
+  @inline(never)
+  func backoffSlowly(_ attempts: inout Int) -> Bool {
+    if attempts == Self.readSpins + 1 && writerIsDead() {
+      // One more look (a writer that took over may have repaired the slot by now),
+      // and the next call gives up.
+      attempts = Self.readSpins + Self.readYields + Self.readSleeps
+      return true
+    }
+    if attempts <= Self.readSpins + Self.readYields {
       sched_yield()
-    } else if attempts <= readSpins + readYields + readSleeps {
+    } else if attempts <= Self.readSpins + Self.readYields + Self.readSleeps {
       usleep(50)
     } else {
       return false
     }
     return true
+  }
+
+  /// Whether the last writer died mid-change and nobody has repaired yet (see
+  /// `backoff`): the lock word names a process that is gone, or it is free (a process
+  /// that registered into the dead writer's table entry releases the word) while the
+  /// intent word is still set (a writer clears it before it releases the lock).
+  func writerIsDead() -> Bool {
+    if WriteLock.isFree(memory) { return load(Format.H.intent) != 0 }
+    if let lock { return lock.isHeldByDeadProcess() }
+    return WriteLock.isHeldByDeadProcess(memory: memory, fd: file.fd, procCount: layout.procCount)
   }
 
   /// The read protocol (a seqlock per slot, no lock, no system call):
@@ -72,14 +101,14 @@ extension CacheEngine {
       let seq = m.slot(i, Format.S.seq)
       let s1 = seq.pointee.load(ordering: .acquiring)
       if s1 & 1 != 0 {
-        if !Self.backoff(&retries) { return .miss }
+        if !backoff(&retries) { return .miss }
         continue
       }
       let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
       if h != hash {
         atomicMemoryFence(ordering: .acquiring)
         if seq.pointee.load(ordering: .relaxed) != s1 {
-          if !Self.backoff(&retries) { return .miss }
+          if !backoff(&retries) { return .miss }
           continue
         }
         if h == 0 { return .miss }
@@ -111,7 +140,7 @@ extension CacheEngine {
       }
       atomicMemoryFence(ordering: .acquiring)
       if seq.pointee.load(ordering: .relaxed) != s1 {
-        if !Self.backoff(&retries) { return .miss }
+        if !backoff(&retries) { return .miss }
         continue
       }
       guard matched else { i = m.next(i); probes += 1; continue }
@@ -156,7 +185,7 @@ extension CacheEngine {
       let s0 = shift.pointee.load(ordering: .acquiring)
       if s0 & 1 != 0 {
         // A removal is moving entries (its writer may be descheduled): wait, bounded.
-        if !Self.backoff(&waits) { return .miss }
+        if !backoff(&waits) { return .miss }
         continue
       }
       tries += 1

@@ -205,15 +205,43 @@ struct WriteLock: @unchecked Sendable {
 
   /// Whether the process named in a lock word is gone. Errs towards "alive".
   private func holderIsDead(_ word: UInt32) -> Bool {
-    let slot = Int(word & Self.ownerMask) - 1
-    guard slot >= 0, slot < context.pointee.procCount else { return true }
+    Self.holderIsDead(word, memory: context.pointee.memory, fd: context.pointee.fd,
+                      procCount: context.pointee.procCount, mySlot: context.pointee.mySlot, myToken: myToken)
+  }
+
+  /// Whether the lock is held by a process that is gone: asked by a reader whose slot
+  /// stays odd (`CacheEngine.backoff`), since a dead writer never finishes the slot.
+  func isHeldByDeadProcess() -> Bool {
+    let cur = word.pointee.load(ordering: .relaxed)
+    return cur & Self.ownerMask != 0 && holderIsDead(cur)
+  }
+
+  /// Whether no process holds the lock word.
+  static func isFree(_ memory: MappedMemory) -> Bool {
+    memory.lockWord.pointee.load(ordering: .relaxed) & ownerMask == 0
+  }
+
+  /// `isHeldByDeadProcess` for a handle with no lock of its own (read-only: it holds no
+  /// process-table slot, so every holder is another process).
+  static func isHeldByDeadProcess(memory: MappedMemory, fd: Int32, procCount: Int) -> Bool {
+    let cur = memory.lockWord.pointee.load(ordering: .relaxed)
+    return cur & ownerMask != 0 && holderIsDead(cur, memory: memory, fd: fd, procCount: procCount, mySlot: -1, myToken: 0)
+  }
+
+  /// Whether the process named in lock word `word` is gone: its witness byte is
+  /// unlocked, or its process-table slot has moved to another generation. Errs towards
+  /// "alive". `mySlot` and `myToken` are the asking handle's (-1 and 0: none).
+  private static func holderIsDead(_ word: UInt32, memory: MappedMemory, fd: Int32, procCount: Int,
+                                   mySlot: Int, myToken: UInt32) -> Bool {
+    let slot = Int(word & ownerMask) - 1
+    guard slot >= 0, slot < procCount else { return true }
     // This handle's slot: another of our threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
-    if slot == context.pointee.mySlot { return word & ~Self.waitersBit != myToken }
+    if slot == mySlot { return word & ~waitersBit != myToken }
     let gen = (word >> 10) & 0xFFFFF
-    let generation = context.pointee.memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring)
+    let generation = memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring)
     if gen != UInt32(truncatingIfNeeded: generation & 0xFFFFF) { return true }
-    return !Sys.byteIsLocked(context.pointee.fd, at: Self.witnessBase + Int64(slot))
+    return !Sys.byteIsLocked(fd, at: witnessBase + Int64(slot))
   }
 }
 
