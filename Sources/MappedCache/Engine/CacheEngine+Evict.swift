@@ -34,7 +34,7 @@ extension CacheEngine {
     var bytesLeft = Self.bytes
 
     /// No second chances at all (evicting down to new limits).
-    static let none = EvictionBudget(copiesLeft: 0, bytesLeft: 0)
+    static let noSecondChances = EvictionBudget(copiesLeft: 0, bytesLeft: 0)
 
     var allowsCopy: Bool { copiesLeft > 0 || bytesLeft > 0 }
     mutating func spend(_ size: Int) {

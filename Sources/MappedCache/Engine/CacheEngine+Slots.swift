@@ -43,12 +43,12 @@ extension CacheEngine {
   /// Points slot `i` at `loc`, a whole copy of its entry's record that eviction has
   /// just appended and committed (a promotion or a second chance), in one seqlock write.
   /// The old copy stays inside its log's live range until the caller advances that
-  /// log's tail, so every state the slot can be left in by a writer killed inside the
-  /// write (`loc` and `meta` each old or new; the hash is not written) names a whole copy. The
-  /// header's `moving` word says so for the time of the write: repair then keeps the
-  /// entry rather than drop it as it drops a set's half-written slot (only the entry
-  /// being written may be lost, and a move writes none). `midway` runs between the
-  /// `loc` and `meta` stores (a test hook: the reliability tests are killed there).
+  /// log's tail, so every state a writer killed inside the write can leave the slot in
+  /// (`loc` and `meta` each old or new; the hash is not written) names a whole copy.
+  /// The header's `moving` word says so for the time of the write: repair then keeps
+  /// the entry rather than drop it as it drops a set's half-written slot (only the
+  /// entry being written may be lost, and a move writes none). `midway` runs between
+  /// the `loc` and `meta` stores (a test hook: the reliability tests are killed there).
   @inline(__always)
   func moveSlot(_ i: Int, loc: Int, meta: UInt64, midway: () -> Void = {}) {
     store(Format.H.moving, UInt64(i) &+ 1)

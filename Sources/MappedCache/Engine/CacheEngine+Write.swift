@@ -294,7 +294,7 @@ extension CacheEngine {
       if let count { store(Format.H.countLimit, UInt64(max(0, count))) }
       if let cost { store(Format.H.costLimit, UInt64(max(0, cost))) }
       let now = Sys.expiryClockMilliseconds()
-      var budget = EvictionBudget.none
+      var budget = EvictionBudget.noSecondChances
       var guardCount = 0
       while guardCount < 4 * layout.slotCount {
         let overCount = countLimit > 0 && loadCount(Format.H.entries) > countLimit
