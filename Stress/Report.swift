@@ -47,6 +47,9 @@ struct RunReport {
     j["set_ops"] = .int(Int(merged.setOps))
     j["hits"] = .int(Int(merged.hits))
     j["misses"] = .int(Int(merged.misses))
+    // Reads (of any process) that answered "miss" only because a slot stayed mid-write
+    // past the readers' bounded wait: a descheduled, stopped or killed writer.
+    j["busy_misses"] = .int(delta(after.busyMisses, before.busyMisses))
     j["hit_ratio"] = .double((hitRatio * 1e6).rounded() / 1e6)
     j["get_p50_ns"] = .int(Int(merged.getHist.percentile(0.50)))
     j["get_p99_ns"] = .int(Int(merged.getHist.percentile(0.99)))
@@ -104,7 +107,8 @@ struct RunReport {
     s += ", lock \(o.lock.rawValue), seed \(o.seed ?? 0)\n"
     func row(_ label: String, _ text: String) { s += "  " + label.padding(toLength: 14, withPad: " ", startingAt: 0) + text + "\n" }
     row("ops", "\(ops)  (\(Fmt.count(opsPerSecond)) ops/s)")
-    row("gets", "\(merged.getOps)  hits \(merged.hits), misses \(merged.misses), hit ratio \(String(format: "%.2f%%", hitRatio * 100))")
+    let busy = delta(after.busyMisses, before.busyMisses)
+    row("gets", "\(merged.getOps)  hits \(merged.hits), misses \(merged.misses)\(busy > 0 ? " (\(busy) on a busy slot)" : ""), hit ratio \(String(format: "%.2f%%", hitRatio * 100))")
     row("sets", "\(merged.setOps)")
     let g = merged.getHist, t = merged.setHist
     row("get latency", "p50 \(Fmt.ns(g.percentile(0.5)))  p99 \(Fmt.ns(g.percentile(0.99)))  p99.9 \(Fmt.ns(g.percentile(0.999)))  (\(g.total) samples)")

@@ -26,6 +26,7 @@ enum Prometheus {
     gauge("log_used_bytes", "Bytes of the logs holding records (live or not yet reclaimed).", st.logBytesUsed)
     counter("hits", "Reads that found a live entry, summed over all processes.", st.hits)
     counter("misses", "Reads that found nothing, summed over all processes.", st.misses)
+    counter("busy_misses", "Misses that gave up on a slot left mid-write (writer descheduled, stopped or dead).", st.busyMisses)
     gauge("hit_ratio", "Hits divided by hits plus misses (0 before any read).", st.hitRatio)
     counter("sets", "Entries stored.", st.sets)
     counter("removals", "Entries removed by request.", st.removals)

@@ -55,6 +55,7 @@ import Testing
     let df = RelSupport.fields(odd.stdout)
     #expect(odd.status == 0 && !odd.signaled, "a reader of the odd slot hung or crashed")
     #expect(df["misses"] == "50", "reads of the slot left mid-write: \(odd.stdout)")
+    #expect(try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 50)
     print("sigstop: reader of untouched key \(other.stdout.trimmingCharacters(in: .newlines)); reader of odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")
 
     let writer = try RelSupport.Child(RelSupport.helper, ["set-timed", path, "k-new"])
@@ -127,6 +128,8 @@ import Testing
     let df = RelSupport.fields(odd.stdout)
     #expect(odd.status == 0 && !odd.signaled, "a reader of the dead writer's slot hung or crashed")
     #expect(df["misses"] == "200", "reads of the slot a dead writer left odd: \(odd.stdout)")
+    #expect(try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 200,
+            "each of those misses is counted as one on a busy slot")
     let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "200"], timeout: 60)
     #expect(RelSupport.fields(other.stdout)["hits"] == "200", "\(other.stdout)")
     print("sigkill, no writer after: reader of the odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")

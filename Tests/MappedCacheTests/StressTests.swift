@@ -75,7 +75,11 @@ import Testing
     #expect(int(j, "capacity_bytes") == 16 << 20)
     #expect(int(j, "get_ops") > 1000)
     #expect(int(j, "set_ops") > 100)
-    #expect(int(j, "misses") == 0, "everything was prefilled and fits")
+    // Everything was prefilled and fits: a miss can only be a read that gave up waiting
+    // on a slot whose writer was descheduled mid-write (3 processes × 2 threads on this
+    // machine's cores, with the other suites running), which the cache counts apart.
+    #expect(int(j, "misses") <= int(j, "busy_misses"), "misses that were not busy slots: \(int(j, "misses")) vs \(int(j, "busy_misses"))")
+    if int(j, "busy_misses") > 0 { print("[stress] \(int(j, "busy_misses")) reads gave up on a busy slot") }
     #expect(int(j, "entries") == 5000)
     #expect(int(j, "corrupt_reads") == 0)
     #expect(int(j, "wrong_values") == 0)

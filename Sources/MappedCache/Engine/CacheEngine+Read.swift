@@ -21,6 +21,9 @@ extension CacheEngine {
     case needs(Int)
     /// Found, but its checksum does not match: counted as a miss, reported to verify.
     case corrupt
+    /// A slot (or the shift sequence) stayed mid-write past the bounded wait: answered
+    /// as a miss, and counted apart (`busyMisses`).
+    case busy
   }
 
   /// How long a reader waits on one slot that a writer is changing (or that a stopped
@@ -101,14 +104,14 @@ extension CacheEngine {
       let seq = m.slot(i, Format.S.seq)
       let s1 = seq.pointee.load(ordering: .acquiring)
       if s1 & 1 != 0 {
-        if !backoff(&retries) { return .miss }
+        if !backoff(&retries) { return .busy }
         continue
       }
       let h = m.slot(i, Format.S.hash).pointee.load(ordering: .relaxed)
       if h != hash {
         atomicMemoryFence(ordering: .acquiring)
         if seq.pointee.load(ordering: .relaxed) != s1 {
-          if !backoff(&retries) { return .miss }
+          if !backoff(&retries) { return .busy }
           continue
         }
         if h == 0 { return .miss }
@@ -140,7 +143,7 @@ extension CacheEngine {
       }
       atomicMemoryFence(ordering: .acquiring)
       if seq.pointee.load(ordering: .relaxed) != s1 {
-        if !backoff(&retries) { return .miss }
+        if !backoff(&retries) { return .busy }
         continue
       }
       guard matched else { i = m.next(i); probes += 1; continue }
@@ -165,13 +168,20 @@ extension CacheEngine {
   }
 
   /// `probe`, with misses confirmed: a miss counts only if no removal moved entries
-  /// while it probed (the shift sequence was even and unchanged).
+  /// while it probed (the shift sequence was even and unchanged). A probe that gave up
+  /// on a busy slot is confirmed the same way (the second probe waits again: a
+  /// descheduled writer may have finished), and stays `busy` if that one misses too.
   @inline(__always)
   func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
               into buffer: UnsafeMutableRawBufferPointer) -> Probe {
     let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
-    guard case .miss = first else { return first }
-    return confirmMiss(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
+    switch first {
+    case .miss, .busy: break
+    case .hit, .needs, .corrupt: return first
+    }
+    let again = confirmMiss(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
+    if case .busy = first, case .miss = again { return .busy }
+    return again
   }
 
   /// Confirms a miss: probes again until no removal moved entries meanwhile (the shift
@@ -185,15 +195,17 @@ extension CacheEngine {
       let s0 = shift.pointee.load(ordering: .acquiring)
       if s0 & 1 != 0 {
         // A removal is moving entries (its writer may be descheduled): wait, bounded.
-        if !backoff(&waits) { return .miss }
+        if !backoff(&waits) { return .busy }
         continue
       }
       tries += 1
       let again = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
       atomicMemoryFence(ordering: .acquiring)
       if shift.pointee.load(ordering: .relaxed) == s0 { return again }
-      if case .miss = again { continue }
-      return again
+      switch again {
+      case .miss, .busy: continue
+      case .hit, .needs, .corrupt: return again
+      }
     }
     return .miss
   }
@@ -259,6 +271,9 @@ extension CacheEngine {
     case .miss, .corrupt:
       if countStats { countMiss() }
       return 0
+    case .busy:
+      if countStats { countMiss(); countBusy() }
+      return 0
     case .needs(let n):
       return n
     }
@@ -296,6 +311,10 @@ extension CacheEngine {
       return n
     case .miss, .corrupt:
       countMiss()
+      return -1
+    case .busy:
+      countMiss()
+      countBusy()
       return -1
     }
   }
@@ -396,5 +415,9 @@ extension CacheEngine {
   @inline(__always)
   func countMiss() {
     missesWord.pointee.store(missesWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+  }
+
+  func countBusy() {
+    busyWord.pointee.store(busyWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
   }
 }

@@ -20,6 +20,7 @@ final class CacheEngine: @unchecked Sendable {
   /// block for read-only handles.
   let hitsWord: UnsafeMutablePointer<Atomic<UInt64>>
   let missesWord: UnsafeMutablePointer<Atomic<UInt64>>
+  let busyWord: UnsafeMutablePointer<Atomic<UInt64>>
   private let privateCounters: UnsafeMutablePointer<Atomic<UInt64>>?
   /// Check each value's checksum on read (`OpenPolicy.verifyChecksumsOnRead`).
   let checksumOnRead: Bool
@@ -47,23 +48,24 @@ final class CacheEngine: @unchecked Sendable {
                        slot: reg.slot, generation: reg.generation)
       hitsWord = memory.procWord(reg.slot, Format.P.hits)
       missesWord = memory.procWord(reg.slot, Format.P.misses)
+      busyWord = memory.procWord(reg.slot, Format.P.busy)
       privateCounters = nil
     } else {
       registration = nil
       lock = nil
-      let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 2)
-      p.initialize(to: Atomic(0))
-      (p + 1).initialize(to: Atomic(0))
+      let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 3)
+      for i in 0..<3 { (p + i).initialize(to: Atomic(0)) }
       privateCounters = p
       hitsWord = p
       missesWord = p + 1
+      busyWord = p + 2
     }
   }
 
   deinit {
     lock?.destroy()
     if let p = privateCounters {
-      p.deinitialize(count: 2)
+      p.deinitialize(count: 3)
       p.deallocate()
     }
   }
@@ -128,19 +130,22 @@ final class CacheEngine: @unchecked Sendable {
 
   /// Values of the process-wide counters, summed over the process table.
   func statistics() -> CacheStatistics {
-    var hits = load(Format.H.retiredHits), misses = load(Format.H.retiredMisses)
+    var hits = load(Format.H.retiredHits), misses = load(Format.H.retiredMisses), busy = load(Format.H.retiredBusy)
     for i in 0..<layout.procCount {
       hits &+= memory.procWord(i, Format.P.hits).pointee.load(ordering: .relaxed)
       misses &+= memory.procWord(i, Format.P.misses).pointee.load(ordering: .relaxed)
+      busy &+= memory.procWord(i, Format.P.busy).pointee.load(ordering: .relaxed)
     }
     if registration == nil {
       hits &+= hitsWord.pointee.load(ordering: .relaxed)
       misses &+= missesWord.pointee.load(ordering: .relaxed)
+      busy &+= busyWord.pointee.load(ordering: .relaxed)
     }
     let small = logState(.small), main = logState(.main)
     return CacheStatistics(
       entries: loadCount(Format.H.entries), liveBytes: loadCount(Format.H.liveBytes),
-      capacity: layout.fileSize, hits: Self.clampCount(hits), misses: Self.clampCount(misses), sets: loadCount(Format.H.sets),
+      capacity: layout.fileSize, hits: Self.clampCount(hits), misses: Self.clampCount(misses),
+      busyMisses: Self.clampCount(busy), sets: loadCount(Format.H.sets),
       evictions: loadCount(Format.H.evictions), expirations: loadCount(Format.H.expirations),
       recoveries: loadCount(Format.H.recoveries), removals: loadCount(Format.H.removes),
       promotions: loadCount(Format.H.promotions), reinsertions: loadCount(Format.H.reinsertions),
@@ -163,6 +168,11 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
   public var capacity: Int
   public var hits: Int
   public var misses: Int
+  /// Those of the misses that answered "miss" only because the entry's slot stayed
+  /// mid-write past the readers' bounded wait (its writer descheduled, stopped, or
+  /// killed mid-write): the entry may well be there. Nonzero under heavy CPU
+  /// oversubscription or with a stopped or dead writer; see DESIGN.md, section 3.
+  public var busyMisses: Int
   public var sets: Int
   /// Entries removed to make room.
   public var evictions: Int

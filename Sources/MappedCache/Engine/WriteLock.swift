@@ -271,7 +271,8 @@ enum ProcessTable {
         }
         let gen = memory.procWord(i, Format.P.generation)
         let old = gen.pointee.load(ordering: .relaxed)
-        for (field, retired) in [(Format.P.hits, Format.H.retiredHits), (Format.P.misses, Format.H.retiredMisses)] {
+        for (field, retired) in [(Format.P.hits, Format.H.retiredHits), (Format.P.misses, Format.H.retiredMisses),
+                                 (Format.P.busy, Format.H.retiredBusy)] {
           let n = memory.procWord(i, field).pointee.exchange(0, ordering: .relaxed)
           memory.word(retired).pointee.wrappingAdd(n, ordering: .relaxed)
         }

@@ -95,13 +95,15 @@ enum Format {
 
     static let evictions = 520, expirations = 528, recoveries = 536
     static let removes = 544, retiredHits = 552, retiredMisses = 560, promotions = 568
-    static let reinsertions = 576, lockTakeovers = 584
+    static let reinsertions = 576, lockTakeovers = 584, retiredBusy = 592
 
     static let countLimit = 640, costLimit = 648
   }
 
   // Process-table entry field offsets.
-  enum P { static let generation = 0, pid = 8, hits = 16, misses = 24, openedMs = 32 }
+  /// `busy`: reads that answered "miss" because a slot (or the shift sequence) stayed
+  /// mid-write past the readers' bounded wait (0 in files of earlier builds).
+  enum P { static let generation = 0, pid = 8, hits = 16, misses = 24, openedMs = 32, busy = 40 }
 
   // Slot field offsets.
   enum S { static let seq = 0, hash = 8, loc = 16, meta = 24, klen = 32, vlen = 34, sum = 36, cas = 40, bytes = 48 }
