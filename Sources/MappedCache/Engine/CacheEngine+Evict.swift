@@ -142,13 +142,11 @@ extension CacheEngine {
         }
         // Main's eviction may have shifted slots: find this entry again.
         if let j = findSlot(hash: rh.hash, loc: loc) {
-          let to = reserveAppend(.main, rh.size)
-          memory.moveRecord(from: loc, to: to, size: rh.size)
-          commitAppend(.main, rh.size)
           // Promoted unread (while filling, or displacing): mark it unearned.
           let m = slotMeta(j)
           let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
-          moveSlot(j, loc: to, meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned)
+          moveToMainHead(slot: j, record: loc, size: rh.size,
+                         meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned)
           bump(Format.H.promotions)
         }
       } else {
@@ -160,10 +158,7 @@ extension CacheEngine {
       let canMove = log.need(rh.size) <= log.free
       if meta & Format.referencedBit != 0 && budget.allowsCopy && canMove {
         budget.spend(rh.size)
-        let to = reserveAppend(.main, rh.size)
-        memory.moveRecord(from: loc, to: to, size: rh.size)
-        commitAppend(.main, rh.size)
-        moveSlot(i, loc: to, meta: meta & ~(Format.referencedBit | Format.unearnedBit))
+        moveToMainHead(slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit))
         bump(Format.H.reinsertions)
       } else {
         removeSlot(i)
@@ -171,5 +166,17 @@ extension CacheEngine {
       }
     }
     advanceTail(id, rh.size)
+  }
+
+  /// Copies slot `i`'s record (`size` bytes at `loc`) to the main log's head and points
+  /// the slot there with `meta` (`moveSlot`): a promotion or a second chance. The old
+  /// copy becomes dead once the caller advances its log's tail. Precondition: main has
+  /// room for `size` bytes.
+  @inline(__always)
+  func moveToMainHead(slot i: Int, record loc: Int, size: Int, meta: UInt64, midway: () -> Void = {}) {
+    let to = reserveAppend(.main, size)
+    memory.moveRecord(from: loc, to: to, size: size)
+    commitAppend(.main, size)
+    moveSlot(i, loc: to, meta: meta, midway: midway)
   }
 }

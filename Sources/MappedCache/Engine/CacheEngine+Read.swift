@@ -72,14 +72,10 @@ extension CacheEngine {
     return true
   }
 
-  /// Whether the last writer died mid-change and nobody has repaired yet (see
-  /// `backoff`): the lock word names a process that is gone, or it is free (a process
-  /// that registered into the dead writer's table entry releases the word) while the
-  /// intent word is still set (a writer clears it before it releases the lock).
+  /// Whether the last writer died mid-change and nobody has repaired yet (see `backoff`).
   func writerIsDead() -> Bool {
-    if WriteLock.isFree(memory) { return load(Format.H.intent) != 0 }
-    if let lock { return lock.isHeldByDeadProcess() }
-    return WriteLock.isHeldByDeadProcess(memory: memory, fd: file.fd, procCount: layout.procCount)
+    WriteLock.lastHolderDiedMidChange(memory: memory, fd: file.fd, procCount: layout.procCount,
+                                      asker: lock?.asker ?? .none)
   }
 
   /// The read protocol (a seqlock per slot, no lock, no system call):
@@ -272,7 +268,7 @@ extension CacheEngine {
       if countStats { countMiss() }
       return 0
     case .busy:
-      if countStats { countMiss(); countBusy() }
+      if countStats { countBusyMiss() }
       return 0
     case .needs(let n):
       return n
@@ -313,8 +309,7 @@ extension CacheEngine {
       countMiss()
       return -1
     case .busy:
-      countMiss()
-      countBusy()
+      countBusyMiss()
       return -1
     }
   }
@@ -417,7 +412,9 @@ extension CacheEngine {
     missesWord.pointee.store(missesWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
   }
 
-  func countBusy() {
+  /// A miss that gave up on a busy slot: counted as a miss and as a busy one.
+  func countBusyMiss() {
+    countMiss()
     busyWord.pointee.store(busyWord.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
   }
 }

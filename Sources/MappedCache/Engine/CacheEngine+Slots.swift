@@ -11,7 +11,8 @@ import Synchronization
 ///                                             into the hole, so there are no tombstones
 ///     any     (seq odd)           → recovery  a writer died mid-write: `check(repair:)`
 ///                                             drops the entry, unless the write was a
-///                                             move (header `moving`), whose entry it keeps
+///                                             move (named by the intent record), whose
+///                                             entry it keeps
 ///
 /// A slot is only ever odd while its writer runs; readers that see odd spin (bounded).
 extension CacheEngine {
@@ -45,20 +46,21 @@ extension CacheEngine {
   /// The old copy stays inside its log's live range until the caller advances that
   /// log's tail, so every state a writer killed inside the write can leave the slot in
   /// (`loc` and `meta` each old or new; the hash is not written) names a whole copy.
-  /// The header's `moving` word says so for the time of the write: repair then keeps
+  /// The intent record names the slot for the time of the write: repair then keeps
   /// the entry rather than drop it as it drops a set's half-written slot (only the
   /// entry being written may be lost, and a move writes none). `midway` runs between
   /// the `loc` and `meta` stores (a test hook: the reliability tests are killed there).
+  /// Precondition: inside `withWriteLock` (the intent record says `intentChange`).
   @inline(__always)
   func moveSlot(_ i: Int, loc: Int, meta: UInt64, midway: () -> Void = {}) {
-    store(Format.H.moving, UInt64(i) &+ 1)
+    store(Format.H.intent, Format.intentMoveBase &+ UInt64(i))
     atomicMemoryFence(ordering: .releasing)  // named before the slot turns odd
     seqlockWrite(i) {
       memory.slot(i, Format.S.loc).pointee.store(UInt64(truncatingIfNeeded: loc), ordering: .relaxed)
       midway()
       memory.slot(i, Format.S.meta).pointee.store(meta, ordering: .relaxed)
     }
-    store(Format.H.moving, 0)
+    store(Format.H.intent, Format.intentChange)
   }
 
   /// One seqlock write of a whole inline entry: the words and the inline area.

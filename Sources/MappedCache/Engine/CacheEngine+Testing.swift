@@ -30,10 +30,7 @@ extension CacheEngine {
       let main = logState(.main)
       guard case .found(let i, let loc, let rh) = find(key, hash: KeyHash.key(key)),
             main.need(rh.size) + layout.mainReserve <= main.free else { return false }
-      let to = reserveAppend(.main, rh.size)
-      memory.moveRecord(from: loc, to: to, size: rh.size)
-      commitAppend(.main, rh.size)
-      moveSlot(i, loc: to, meta: slotMeta(i) & ~Format.referencedBit, midway: whileHeld)
+      moveToMainHead(slot: i, record: loc, size: rh.size, meta: slotMeta(i) & ~Format.referencedBit, midway: whileHeld)
       return true
     }
   }

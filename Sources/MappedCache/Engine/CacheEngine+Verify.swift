@@ -77,9 +77,11 @@ extension CacheEngine {
     var misplaced: [Int] = []
     // A slot a dead writer left odd inside a move names a whole copy of its entry either
     // way (`moveSlot`): it is kept, then checked like any other. Only when repairing
-    // (under the lock, so the move is a dead writer's). The word is cleared after the
-    // pass, so that a repair killed midway leaves it to the next one.
-    let moved = repair ? Int(truncatingIfNeeded: load(Format.H.moving) &- 1) : -1
+    // (under the lock, so the move is a dead writer's). The intent record is reset by
+    // the caller after the repair, so a repair killed midway leaves it to the next one.
+    let intent = load(Format.H.intent)
+    let moved = repair && intent >= Format.intentMoveBase
+      ? Int(truncatingIfNeeded: intent &- Format.intentMoveBase) : -1
     for i in 0..<n {
       r.slotsChecked += 1
       let seq = memory.slot(i, Format.S.seq)
@@ -132,7 +134,6 @@ extension CacheEngine {
         }
       }
     }
-    if repair { store(Format.H.moving, 0) }
     // Reachability, after every repair above: no empty slot between an entry's home and it.
     func unreachable() -> [Int] {
       var out: [Int] = []

@@ -103,7 +103,7 @@ final class CacheEngine: @unchecked Sendable {
     _ = try lock.lock()
     defer { lock.unlock() }
     if load(Format.H.intent) != 0 || (checkingLogs && !logsAreSane()) { repair() }
-    store(Format.H.intent, 1)
+    store(Format.H.intent, Format.intentChange)
     defer { store(Format.H.intent, 0) }
     do {
       return try body()

@@ -203,41 +203,43 @@ struct WriteLock: @unchecked Sendable {
     }
   }
 
+  /// A handle's own place in the lock word: its process-table slot and its token. A
+  /// read-only handle has none, so every holder it sees is another process.
+  struct Asker {
+    let slot: Int
+    let token: UInt32
+    static let none = Asker(slot: -1, token: 0)
+  }
+
+  var asker: Asker { Asker(slot: context.pointee.mySlot, token: myToken) }
+
   /// Whether the process named in a lock word is gone. Errs towards "alive".
   private func holderIsDead(_ word: UInt32) -> Bool {
     Self.holderIsDead(word, memory: context.pointee.memory, fd: context.pointee.fd,
-                      procCount: context.pointee.procCount, mySlot: context.pointee.mySlot, myToken: myToken)
+                      procCount: context.pointee.procCount, asker: asker)
   }
 
-  /// Whether the lock is held by a process that is gone: asked by a reader whose slot
-  /// stays odd (`CacheEngine.backoff`), since a dead writer never finishes the slot.
-  func isHeldByDeadProcess() -> Bool {
-    let cur = word.pointee.load(ordering: .relaxed)
-    return cur & Self.ownerMask != 0 && holderIsDead(cur)
-  }
-
-  /// Whether no process holds the lock word.
-  static func isFree(_ memory: MappedMemory) -> Bool {
-    memory.lockWord.pointee.load(ordering: .relaxed) & ownerMask == 0
-  }
-
-  /// `isHeldByDeadProcess` for a handle with no lock of its own (read-only: it holds no
-  /// process-table slot, so every holder is another process).
-  static func isHeldByDeadProcess(memory: MappedMemory, fd: Int32, procCount: Int) -> Bool {
+  /// Whether the last holder died mid-change and nobody has repaired yet: the word names
+  /// a process that is gone, or it is free while the intent record is still set (a
+  /// holder clears the record before it releases the word; a process that registers
+  /// into a dead holder's table entry releases the word it left). Asked by a reader
+  /// whose slot stays odd (`CacheEngine.backoff`): a dead writer never finishes it.
+  static func lastHolderDiedMidChange(memory: MappedMemory, fd: Int32, procCount: Int, asker: Asker) -> Bool {
     let cur = memory.lockWord.pointee.load(ordering: .relaxed)
-    return cur & ownerMask != 0 && holderIsDead(cur, memory: memory, fd: fd, procCount: procCount, mySlot: -1, myToken: 0)
+    if cur & ownerMask == 0 { return memory.word(Format.H.intent).pointee.load(ordering: .relaxed) != 0 }
+    return holderIsDead(cur, memory: memory, fd: fd, procCount: procCount, asker: asker)
   }
 
   /// Whether the process named in lock word `word` is gone: its witness byte is
   /// unlocked, or its process-table slot has moved to another generation. Errs towards
-  /// "alive". `mySlot` and `myToken` are the asking handle's (-1 and 0: none).
+  /// "alive".
   private static func holderIsDead(_ word: UInt32, memory: MappedMemory, fd: Int32, procCount: Int,
-                                   mySlot: Int, myToken: UInt32) -> Bool {
+                                   asker: Asker) -> Bool {
     let slot = Int(word & ownerMask) - 1
     guard slot >= 0, slot < procCount else { return true }
-    // This handle's slot: another of our threads holds it (alive), unless the word is
+    // The asker's slot: another of its threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
-    if slot == mySlot { return word & ~waitersBit != myToken }
+    if slot == asker.slot { return word & ~waitersBit != asker.token }
     let gen = (word >> 10) & 0xFFFFF
     let generation = memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring)
     if gen != UInt32(truncatingIfNeeded: generation & 0xFFFFF) { return true }

@@ -8,7 +8,7 @@
 ///   256 │ line 4: write-lock word (u32, futex), and under the lock:    │
 ///       │   intent, entries, live bytes, cas counter, sets             │
 ///   320 │ line 5: small head/tail, main head/tail, sweep hand, record  │
-///       │   bytes, slot being moved (under the write lock)             │
+///       │   bytes (under the write lock)                               │
 ///   448 │ line 7: shift sequence (odd while slots move; readers check) │
 ///   512 │ line 8: writer counters (evictions, expirations, ...)        │
 ///   640 │ line 10: limits (count, cost)                                │
@@ -82,14 +82,15 @@ enum Format {
     // Line 4: the lock word and what every set changes, so that a set moves one header
     // line between the cores of two writing processes, not three.
     static let lockWord = 256
+    /// `intent`: 0 while no change is under way, `Format.intentChange` while the lock's
+    /// holder changes the file, `intentMoveBase + i` while that change points slot `i`
+    /// at a moved copy of its record (`moveSlot`). Found nonzero by the next holder: the
+    /// last one died mid-change, and the next one repairs (keeping slot `i`'s entry).
     static let intent = 264, entries = 272, liveBytes = 280, casCounter = 288, sets = 296
 
     // Line 5: the logs (changed by appends and eviction) and the sweeper.
     static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
     static let sweepHand = 352, recordBytes = 360
-    /// The slot an eviction step is pointing at its record's new copy, plus 1 (0: none).
-    /// Repair keeps that slot's entry if the writer died inside the move (`moveSlot`).
-    static let moving = 368
 
     static let shiftSeq = 448
 
@@ -108,6 +109,10 @@ enum Format {
   // Slot field offsets.
   enum S { static let seq = 0, hash = 8, loc = 16, meta = 24, klen = 32, vlen = 34, sum = 36, cas = 40, bytes = 48 }
   static let expiryMask: UInt64 = (1 << 48) - 1
+  /// Values of the header's `intent` word (see `H.intent`).
+  static let intentChange: UInt64 = 1
+  static let intentMoveBase: UInt64 = 2
+
   static let referencedBit: UInt64 = 1 << 63
   static let inlineBit: UInt64 = 1 << 62
   /// Set on an entry promoted to main without having been read (while the cache filled).

@@ -24,7 +24,8 @@ enum StatsCommand {
 
   /// Counters shown with a rate under --watch: (label, JSON/Prometheus name, value).
   static func counters(_ s: CacheStatistics) -> [(label: String, name: String, value: Int)] {
-    [("hits", "hits", s.hits), ("misses", "misses", s.misses), ("busy misses", "busy_misses", s.busyMisses), ("sets", "sets", s.sets),
+    [("hits", "hits", s.hits), ("misses", "misses", s.misses), ("busy misses", "busy_misses", s.busyMisses),
+     ("sets", "sets", s.sets),
      ("removals", "removals", s.removals), ("evictions", "evictions", s.evictions),
      ("expirations", "expirations", s.expirations), ("promotions", "promotions", s.promotions),
      ("reinsertions", "reinsertions", s.reinsertions), ("recoveries", "recoveries", s.recoveries),
