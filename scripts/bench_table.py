@@ -37,7 +37,7 @@ for c in cells:
         b = max(r, key=lambda x: x[0])
         best[p] = b[0]
         med[p] = statistics.median(ops)
-        row.append(f"{fmt(b[0])} (med {fmt(statistics.median(ops))}, p50 {b[1]:.0f} ns, p99 {b[2]:.0f} ns)")
+        row.append(f"{fmt(b[0])} (med {fmt(med[p])}, p50 {b[1]:.0f} ns, p99 {b[2]:.0f} ns)")
     mc, mcm = best.get("mappedcache_word", 0), med.get("mappedcache_word", 0)
     ratio = lambda q: f"{mc / best[q]:.2f} ({mcm / med[q]:.2f})" if best.get(q) else "–"
     print(f"| {c[0]} | {c[1]} | {c[2]} | " + " | ".join(row) + f" | {ratio('limit_c')} | {ratio('limit_c_spin')} | {ratio('lmdb_c')} |")
