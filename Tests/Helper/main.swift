@@ -9,6 +9,7 @@ let commands: [String: HelperCommand] = coreCommands
   .merging(typedCommands) { a, _ in a }
   .merging(reliabilityCommands) { a, _ in a }
   .merging(cliCommands) { a, _ in a }
+  .merging(instructionLoopCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {

@@ -1,0 +1,44 @@
+/// A snapshot of a cache's counters. Counters are summed over every process that has
+/// used the file since it was created.
+public struct CacheStatistics: Sendable, Equatable, Codable {
+  /// Entries present (some may have expired and not yet been reclaimed).
+  public var entries: Int
+  /// Key and value bytes of those entries.
+  public var liveBytes: Int
+  /// The file's size.
+  public var capacity: Int
+  public var hits: Int
+  public var misses: Int
+  /// Those of the misses that answered "miss" only because the entry's slot stayed
+  /// mid-write past the readers' bounded wait (its writer descheduled, stopped, or
+  /// killed mid-write): the entry may well be there. Nonzero under heavy CPU
+  /// oversubscription or with a stopped or dead writer; see DESIGN.md, section 3.
+  public var busyMisses: Int
+  public var sets: Int
+  /// Entries removed to make room.
+  public var evictions: Int
+  /// Expired entries reclaimed.
+  public var expirations: Int
+  /// Repairs after a writer died mid-change.
+  public var recoveries: Int
+  public var removals: Int
+  /// New entries that earned a place in the main log.
+  public var promotions: Int
+  /// Referenced main-log entries given a second chance by the clock hand.
+  public var reinsertions: Int
+  /// Times a writer took the lock over from a dead holder.
+  public var lockTakeovers: Int
+  public var slotCount: Int
+  public var maxEntries: Int
+  public var logBytes: Int
+  public var logBytesUsed: Int
+  /// The clock hand: the main log's tail position.
+  public var sweepHand: Int
+  public var countLimit: Int
+  public var costLimit: Int
+
+  /// hits / (hits + misses), or 0 before any read.
+  public var hitRatio: Double { hits + misses == 0 ? 0 : Double(hits) / Double(hits + misses) }
+  /// Share of the file's bytes holding live keys and values.
+  public var fill: Double { capacity == 0 ? 0 : Double(liveBytes) / Double(capacity) }
+}

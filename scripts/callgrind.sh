@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Instructions per hot operation, counted by callgrind (repeatable, unlike timings):
+# each loop of `mc-test-helper insn-loop` runs for N and 2N iterations, and the
+# difference of the two totals divided by N is the cost of one iteration (setup cancels).
+#
+#   scripts/callgrind.sh            # read and set, N = 100000
+#   N=200000 scripts/callgrind.sh
+#
+# Prints `insn-per-op read=R set=S`. Needs valgrind (apt-get install valgrind).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N="${N:-100000}"
+command -v valgrind >/dev/null || { echo "error: valgrind is not installed" >&2; exit 2; }
+swift build -c release --product mc-test-helper >&2
+DIR="$(mktemp -d /dev/shm/mc-callgrind.XXXXXX)"
+trap 'rm -rf "$DIR"' EXIT
+# Stripped: valgrind 3.19 cannot read the toolchain's DWARF and gives up on the binary.
+BIN="$DIR/mc-test-helper"
+strip -o "$BIN" "$(swift build -c release --show-bin-path)/mc-test-helper"
+count() {  # op iterations -> total instructions
+  valgrind --tool=callgrind --callgrind-out-file="$DIR/out.$1.$2" "$BIN" insn-loop "$1" "$2" "$DIR/c.$1.$2.mcache" \
+    >/dev/null 2>"$DIR/log.$1.$2"
+  grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
+}
+line="insn-per-op"
+for op in read set; do
+  a=$(count "$op" "$N")
+  b=$(count "$op" $((2 * N)))
+  line="$line $op=$(( (b - a) / N ))"
+done
+echo "$line"
