@@ -262,3 +262,22 @@ import Testing
     #expect(c.statistics.misses == 5)
   }
 }
+
+extension CoreEntryTests {
+  /// A batch removal takes what is there, counts only those, and leaves the rest; a bad
+  /// key anywhere in the batch throws before anything is removed.
+  @Test func removeObjectsRemovesABatchUnderOneLockHold() throws {
+    let (c, path, known) = try seeded("ent-removebatch")
+    defer { Support.cleanup(path) }
+    #expect(throws: CacheError.emptyKey) { try c.removeObjects(forKeys: ["key1", ""]) }
+    #expect(try c.object(forKey: "key1") == known["key1"])
+    let removed = try c.removeObjects(forKeys: ["key1", "key2", "absent", "key2"])
+    #expect(removed == 2)
+    #expect(try c.object(forKey: "key1") == nil)
+    #expect(try c.object(forKey: "key2") == nil)
+    #expect(try c.object(forKey: "key3") == known["key3"])
+    #expect(c.statistics.entries == known.count - 2)
+    #expect(c.statistics.removals == 2)
+    #expect(try c.verify().ok)
+  }
+}

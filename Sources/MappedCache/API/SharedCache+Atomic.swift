@@ -99,6 +99,14 @@ extension SharedCache {
     try setObjects(items.map { (key: $0.key, value: $0.value) }, expires: expires)
   }
 
+  /// Removes every key of `keys` under one acquisition of the write lock (a batch of
+  /// invalidations costs one lock hold, not one per key); returns how many were present.
+  /// Every key is checked first: an empty or oversized one throws before anything is removed.
+  @discardableResult
+  public func removeObjects<S: Sequence>(forKeys keys: S) throws -> Int where S.Element == String {
+    try engine.remove(keys: keys.map { Array($0.utf8) })
+  }
+
   // MARK: Iteration
 
   /// The keys of every live entry. Built without the write lock (writers are never

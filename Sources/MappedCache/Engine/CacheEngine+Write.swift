@@ -203,6 +203,24 @@ extension CacheEngine {
     }
   }
 
+  /// Removes each of `keys` under one hold of the write lock (an invalidation batch);
+  /// returns how many were present. Every key is checked before anything is removed.
+  func remove(keys: [[UInt8]]) throws -> Int {
+    for k in keys { try k.withUnsafeBytes { try checkKey($0) } }
+    return try withWriteLock {
+      var removed = 0
+      for k in keys {
+        k.withUnsafeBytes { key in
+          guard case .found(let i, _, _) = find(key, hash: KeyHash.key(key)) else { return }
+          removeSlot(i)
+          bump(Format.H.removes)
+          removed += 1
+        }
+      }
+      return removed
+    }
+  }
+
   /// Changes the expiry of a live entry, keeping its value; false when absent.
   func touch(_ key: UnsafeRawBufferPointer, expiry: UInt64) throws -> Bool {
     try checkKey(key)
