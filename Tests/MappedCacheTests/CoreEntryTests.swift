@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import MappedCache
+@_spi(Tiers) @testable import MappedCache
 
 /// Entries: key and value limits (bad input is a thrown error that changes nothing
 /// stored), values of very different sizes, empty values, add/replace, the subscript,
@@ -279,5 +279,28 @@ extension CoreEntryTests {
     #expect(c.statistics.entries == known.count - 2)
     #expect(c.statistics.removals == 2)
     #expect(try c.verify().ok)
+  }
+}
+
+extension CoreEntryTests {
+  /// Tier words start at zero, are shared by every handle of the file, refuse indices
+  /// outside their range, and refuse stores on a read-only handle.
+  @Test func tierWordsAreSharedAndChecked() throws {
+    let path = Support.tempPath("ent-tierwords")
+    defer { Support.cleanup(path) }
+    let a = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
+    let b = try SharedCache<[UInt8]>(path: path)
+    #expect(try a.tierWord(0) == 0)
+    try a.storeTierWord(3, 42)
+    #expect(try b.tierWord(3) == 42)
+    #expect(try b.compareExchangeTierWord(3, expected: 42, desired: 43))
+    #expect(try !a.compareExchangeTierWord(3, expected: 42, desired: 44))
+    #expect(try a.tierWord(3) == 43)
+    #expect(throws: CacheError.self) { try a.tierWord(SharedCache<[UInt8]>.tierWordCount) }
+    #expect(throws: CacheError.self) { try a.storeTierWord(-1, 1) }
+    let ro = try SharedCache<[UInt8]>(path: path, policy: OpenPolicy(readOnly: true))
+    #expect(try ro.tierWord(3) == 43)
+    #expect(throws: CacheError.readOnly(path: path)) { try ro.storeTierWord(3, 1) }
+    #expect(try a.verify().ok)
   }
 }

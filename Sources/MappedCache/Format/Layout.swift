@@ -99,6 +99,12 @@ enum Format {
     static let reinsertions = 576, lockTakeovers = 584, retiredBusy = 592
 
     static let countLimit = 640, costLimit = 648
+
+    /// Words reserved for tiers layered on the cache (the near cache's heartbeats and
+    /// fences): `tierWordCount` words from here, zero in a new file and in files of
+    /// builds that predate them, never read or written by the engine itself.
+    static let tierWords = 768
+    static let tierWordCount = 16
   }
 
   // Process-table entry field offsets.
