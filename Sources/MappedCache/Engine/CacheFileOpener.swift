@@ -45,7 +45,7 @@ enum CacheFileOpener {
     do {
       var st = try Sys.fstat(fd)
       guard (st.st_mode & S_IFMT) == S_IFREG else { throw CacheError.notACacheFile(path: path) }
-      if !policy.allowOtherOwner, st.st_uid != geteuid() {
+      if !policy.allowOtherOwner, st.st_uid != Sys.effectiveUserID() {
         throw CacheError.unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user")
       }
       if !policy.allowGroupOrWorldWritable, st.st_mode & 0o022 != 0 {
@@ -132,17 +132,12 @@ enum CacheFileOpener {
       if Int(st.st_size) != layout.fileSize { try Sys.ftruncate(fd, size: layout.fileSize) }
       let base = try Sys.mmap(fd, size: layout.fileSize, writable: true)
       defer { Sys.munmap(base, size: layout.fileSize) }
-      if !wasEmpty {
-        // Everything but the logs must read as zero; log bytes are only reached through slots.
-        memset(base, 0, layout.logOffset)
-      }
       let header = HeaderFields(layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
                                 createdMs: Sys.wallClockMilliseconds())
-      let image = header.encoded()
-      image.withUnsafeBytes { img in
-        (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: img.count - 8)
-      }
-      MappedMemory.publishMagic(base, Format.magic)
+      // Everything but the logs must read as zero (a file left by an interrupted creation
+      // is zeroed first); log bytes are only reached through slots.
+      MappedMemory.writeHeader(base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.logOffset,
+                               magic: Format.magic)
     } catch let e as CacheError {
       throw e
     } catch let e as SystemError {

@@ -119,6 +119,16 @@ enum Format {
   static let intentChange: UInt64 = 1
   static let intentMoveBase: UInt64 = 2
 
+  /// The write-lock word's bits (see `WriteLock`): owner slot + 1 in bits 0..9, the
+  /// owner's generation (its low 20 bits) in bits 10..29, waiters in bit 31.
+  enum Lock {
+    static let ownerBits: UInt32 = 10
+    static let ownerMask: UInt32 = (1 << ownerBits) - 1
+    static let generationShift: UInt32 = ownerBits
+    static let generationMask: UInt64 = (1 << 20) - 1
+    static let waitersBit: UInt32 = 1 << 31
+  }
+
   static let referencedBit: UInt64 = 1 << 63
   static let inlineBit: UInt64 = 1 << 62
   /// Set on an entry promoted to main without having been read (while the cache filled).
@@ -139,6 +149,43 @@ enum Format {
   /// so the sum cannot overflow and needs no check.
   @inline(__always) static func recordSize(keyCount: Int, valueCount: Int) -> Int {
     (recordHeaderBytes &+ keyCount &+ valueCount &+ 7) & ~7
+  }
+}
+
+/// A live header word: one that processes change while the file is in use (the
+/// identity fields before it are written once, at creation, and read with `pread`).
+/// `MappedMemory.header(_:)` turns one into an atomic view; the names say which.
+struct HeaderWord {
+  let offset: Int
+
+  static let intent = HeaderWord(offset: Format.H.intent)
+  static let entries = HeaderWord(offset: Format.H.entries)
+  static let liveBytes = HeaderWord(offset: Format.H.liveBytes)
+  static let casCounter = HeaderWord(offset: Format.H.casCounter)
+  static let sets = HeaderWord(offset: Format.H.sets)
+  static let smallHead = HeaderWord(offset: Format.H.smallHead)
+  static let smallTail = HeaderWord(offset: Format.H.smallTail)
+  static let mainHead = HeaderWord(offset: Format.H.mainHead)
+  static let mainTail = HeaderWord(offset: Format.H.mainTail)
+  static let sweepHand = HeaderWord(offset: Format.H.sweepHand)
+  static let shiftSeq = HeaderWord(offset: Format.H.shiftSeq)
+  static let evictions = HeaderWord(offset: Format.H.evictions)
+  static let expirations = HeaderWord(offset: Format.H.expirations)
+  static let recoveries = HeaderWord(offset: Format.H.recoveries)
+  static let removes = HeaderWord(offset: Format.H.removes)
+  static let retiredHits = HeaderWord(offset: Format.H.retiredHits)
+  static let retiredMisses = HeaderWord(offset: Format.H.retiredMisses)
+  static let retiredBusy = HeaderWord(offset: Format.H.retiredBusy)
+  static let promotions = HeaderWord(offset: Format.H.promotions)
+  static let reinsertions = HeaderWord(offset: Format.H.reinsertions)
+  static let lockTakeovers = HeaderWord(offset: Format.H.lockTakeovers)
+  static let countLimit = HeaderWord(offset: Format.H.countLimit)
+  static let costLimit = HeaderWord(offset: Format.H.costLimit)
+
+  /// Tier word `i`. Precondition: `0 <= i < Format.H.tierWordCount` (checked by the API).
+  static func tier(_ i: Int) -> HeaderWord {
+    precondition(i >= 0 && i < Format.H.tierWordCount, "tier word out of range")
+    return HeaderWord(offset: Format.H.tierWords + 8 * i)
   }
 }
 
