@@ -105,19 +105,19 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always)
   func withWriteLock<R>(checkingLogs: Bool = true, _ body: (borrowing WriteLock.Held) throws -> R) throws -> R {
     guard let lock else { throw CacheError.readOnly(path: path) }
-    return try lock.withLock { held, _ in
-      let intent = memory.header(.intent)
-      if intent.load(.relaxed) != 0 || (checkingLogs && !logs.areSane) { repair(held) }
-      intent.store(Format.intentChange, .relaxed)
-      defer { intent.store(0, .relaxed) }
-      do {
-        return try body(held)
-      } catch CacheError.corrupted {
-        // The file broke an invariant under us (damage, or a foreign writer): repair by
-        // dropping what cannot be trusted, then try the change once more.
-        repair(held)
-        return try body(held)
-      }
+    let held = try lock.acquire()
+    defer { lock.release() }
+    let intent = memory.header(.intent)
+    if intent.load(.relaxed) != 0 || (checkingLogs && !logs.areSane) { repair(held) }
+    intent.store(Format.intentChange, .relaxed)
+    defer { intent.store(0, .relaxed) }
+    do {
+      return try body(held)
+    } catch CacheError.corrupted {
+      // The file broke an invariant under us (damage, or a foreign writer): repair by
+      // dropping what cannot be trusted, then try the change once more.
+      repair(held)
+      return try body(held)
     }
   }
 
@@ -428,7 +428,7 @@ final class CacheEngine: @unchecked Sendable {
     // the lock (held for a whole pass) is taken only for a file that needs it.
     let unlocked = checker.inspect(checksums: true)
     if unlocked.ok { return unlocked }
-    return try lock.withLock { held, _ in
+    return try lock.withLock { held in
       guard repair else { return checker.inspect(checksums: true) }
       let r = checker.repair(checksums: true, held)
       memory.header(.intent).store(0, .relaxed)

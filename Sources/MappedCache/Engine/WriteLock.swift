@@ -101,21 +101,27 @@ struct WriteLock: @unchecked Sendable {
     }
   }
 
-  /// Runs `body` holding the lock. `tookOver` tells whether the previous holder died
-  /// holding the lock (the intent record tells whether it died mid-change).
+  /// Runs `body` holding the lock.
   @inline(__always)
-  func withLock<R>(_ body: (_ held: borrowing Held, _ tookOver: Bool) throws -> R) throws -> R {
-    let tookOver = try lock()
-    defer { unlock() }
-    return try body(Held(), tookOver)
+  func withLock<R>(_ body: (_ held: borrowing Held) throws -> R) throws -> R {
+    let held = try acquire()
+    defer { release() }
+    return try body(held)
   }
 
-  /// Takes the lock (in `.flock` mode: the in-process lock, the flock, then the word).
+  /// Takes the lock and hands out its witness (in `.flock` mode: the in-process lock,
+  /// the flock, then the word). Every `acquire` must be followed by `release` on the same
+  /// thread, as `withLock` and `CacheEngine.withWriteLock` (whose set path stays free of
+  /// closure calls this way) do; nothing else calls it.
   @inline(__always)
-  private func lock() throws -> Bool {
-    if !usesFlock { return acquireWord() }
-    return try acquireWithFlock()
+  func acquire() throws -> Held {
+    if usesFlock { _ = try acquireWithFlock() } else { _ = acquireWord() }
+    return Held()
   }
+
+  /// Releases the lock `acquire` took.
+  @inline(__always)
+  func release() { unlock() }
 
   @inline(__always)
   private func unlock() {
