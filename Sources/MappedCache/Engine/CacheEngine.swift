@@ -121,11 +121,21 @@ final class CacheEngine: @unchecked Sendable {
     }
   }
 
-  /// Repairs under the write lock (`Checker.repair`) and counts it.
+  /// Repairs under the write lock (`Checker.repair`) and counts it. The intent record is
+  /// set for the repair's whole time (it already is after a dead writer, whose record
+  /// names any slot it was moving): a repairer killed midway leaves it set, so the next
+  /// holder repairs again rather than trust a half-repaired file.
   @inline(never)
   func repair(_ held: borrowing WriteLock.Held) {
+    markIntent(held)
     _ = checker.repair(checksums: false, held)
     counters.bump(.recoveries, held)
+  }
+
+  /// Sets the intent record if it is clear (a repair of damage, not of a dead writer).
+  private func markIntent(_ held: borrowing WriteLock.Held) {
+    let intent = memory.header(.intent)
+    if intent.load(.relaxed) == 0 { intent.store(Format.intentChange, .relaxed) }
   }
 
   /// For a `withWriteLock(checkingLogs: false)` body, before it touches a log.
@@ -430,6 +440,7 @@ final class CacheEngine: @unchecked Sendable {
     if unlocked.ok { return unlocked }
     return try lock.withLock { held in
       guard repair else { return checker.inspect(checksums: true) }
+      markIntent(held)
       let r = checker.repair(checksums: true, held)
       memory.header(.intent).store(0, .relaxed)
       return r

@@ -56,8 +56,7 @@ struct Checker {
         r.repaired += 1
       }
       for i in slots.drop {
-        index.finishSequence(i, held)
-        index.clear(i, held)
+        index.clearLeftMidWrite(i, held)
         r.repaired += 1
       }
       var misplaced = checkReachability(&r)

@@ -272,8 +272,18 @@ struct SlotIndex {
     seqlockWrite(i) { storeWords(i, hash: 0, loc: 0, meta: 0) }
   }
 
-  /// Turns slot `i`'s sequence word even if a dead writer left it odd (repair keeping a
-  /// moved entry), with release ordering.
+  /// Empties slot `i`, which a dead writer may have left odd: the words are zeroed while
+  /// `seq` is still odd, and only then does `seq` turn even (release), so no reader can
+  /// take the half-written entry for a whole one in between.
+  func clearLeftMidWrite(_ i: Int, _ held: borrowing WriteLock.Held) {
+    let seq = memory.seq(i)
+    guard seq.load(.relaxed) & 1 != 0 else { return clear(i, held) }
+    storeWords(i, hash: 0, loc: 0, meta: 0)
+    seq.add(1, .releasing)
+  }
+
+  /// Turns slot `i`'s sequence word even if a dead writer left it odd, with release
+  /// ordering. Only for a slot whose contents are whole either way: a move's (see `move`).
   func finishSequence(_ i: Int, _ held: borrowing WriteLock.Held) {
     let seq = memory.seq(i)
     if seq.load(.relaxed) & 1 != 0 { seq.add(1, .releasing) }

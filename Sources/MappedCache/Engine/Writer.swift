@@ -214,8 +214,7 @@ struct Writer {
   func removeAll(_ held: borrowing WriteLock.Held) {
     index.shifting(held) {
       for i in 0..<index.slotCount where index.hash(at: i) != 0 || index.isMidWrite(i) {
-        index.finishSequence(i, held)
-        index.clear(i, held)
+        index.clearLeftMidWrite(i, held)
       }
       logs.discardAll(.small, held)
       logs.discardAll(.main, held)
