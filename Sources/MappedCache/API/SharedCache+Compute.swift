@@ -165,7 +165,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
     Thread.detachNewThread {
       var wait = ComputeWait(max: options.maxPollInterval)
       while true {
-        usleep(UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
+        Sys.sleep(microseconds: UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
         if look() { return }
       }
     }
