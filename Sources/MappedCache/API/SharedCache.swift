@@ -103,7 +103,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
     do { return try codec.decodeValue(bytes) } catch { throw CacheError.decodingFailed(key: key, reason: "\(error)") }
   }
 
-  /// `object(forKey:)` for a value larger than 256 bytes, `size` bytes when last seen:
+  /// `object(forKey:)` for a value larger than the stack buffer (`CacheEngine.stackBufferBytes`), `size` bytes when last seen:
   /// copied into a buffer of its size, which it may outgrow meanwhile (a few tries).
   @inlinable @inline(never)
   func largerObject(forKey key: String, size: Int) throws -> Value? {
@@ -166,17 +166,17 @@ public final class SharedCache<Value>: @unchecked Sendable {
     if !allowingExpired {
       // Most values (up to 256 bytes) go from the file straight to the stack by
       // `copyValue`'s fast path and are decoded there. (Written out here rather than
-      // shared with `largerObject`: a shared helper cost a typed `Int` read 37 of its
-      // 389 instructions, callgrind.)
+      // shared with `largerObject`: a shared helper costs a typed read about a tenth of
+      // its instructions.)
       let n = try withKey(key) { k in
         try checkKeySize(k)
-        return try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
+        return try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) { buffer -> Int in
           let n = engine.copyValue(k, into: buffer)
-          if n >= 0 && n <= 256 { result = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key) }
+          if n >= 0 && n <= CacheEngine.stackBufferBytes { result = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key) }
           return n
         }
       }
-      return n <= 256 ? result : try largerObject(forKey: key, size: n)  // n: -1 for a miss
+      return n <= CacheEngine.stackBufferBytes ? result : try largerObject(forKey: key, size: n)  // n: -1 for a miss
     }
     try withKey(key) { k in
       try engine.checkKey(k)

@@ -313,8 +313,10 @@ final class CacheEngine: @unchecked Sendable {
     return found
   }
 
-  /// The stack buffer a read copies into first: most values are smaller.
-  @usableFromInline static let stackBufferBytes = 256
+  /// The stack buffer a read copies into first: most values are smaller. A computed
+  /// constant, so that inlined callers (`SharedCache.object(forKey:)`) see the number and
+  /// the compiler places the buffer on the stack with no size check.
+  @inlinable static var stackBufferBytes: Int { 256 }
   /// Times a read sizes its buffer again for a value that keeps growing.
   static let resizeTries = 8
 

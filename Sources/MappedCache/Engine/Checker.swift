@@ -21,6 +21,9 @@ struct Checker {
 
   /// Problems kept in a report: a damaged file could otherwise list millions.
   static let maxProblems = 100
+  /// Passes of moving misplaced entries before repair stops (each pass fixes every entry
+  /// whose run has an empty slot; more are needed only when moves open new gaps).
+  static let reachabilityPasses = 64
 
   /// Checks without changing anything.
   func inspect(checksums: Bool) -> VerifyReport {
@@ -61,7 +64,7 @@ struct Checker {
       }
       var misplaced = checkReachability(&r)
       var passes = 0
-      while !misplaced.isEmpty && passes < 64 {
+      while !misplaced.isEmpty && passes < Self.reachabilityPasses {
         passes += 1
         r.repaired += moveToReachable(misplaced, held)
         var again = VerifyReport()

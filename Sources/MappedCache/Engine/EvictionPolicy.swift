@@ -200,10 +200,13 @@ struct EvictionPolicy {
     }
   }
 
+  /// Dead records `mainTailIsUnearned` skips at main's tail before it answers "no".
+  static let garbageSkipLimit = 64
+
   /// Whether the entry at main's tail got into main unread and has not been read since.
   /// Pads and dead records at the tail are garbage: they are skipped (the tail moves).
   private func mainTailIsUnearned(_ held: borrowing WriteLock.Held) -> Bool {
-    for _ in 0..<64 {
+    for _ in 0..<Self.garbageSkipLimit {
       let main = logs.state(.main)
       guard !main.isEmpty else { return false }
       let loc = main.offset(main.tail)

@@ -45,9 +45,9 @@ struct Reader {
   /// stays odd until the next write repairs it, so the reader looks once more and
   /// answers "miss" (a few tens of microseconds per read, not milliseconds). A live
   /// writer descheduled mid-write (an oversubscribed CPU) needs the reader to give up
-  /// its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms in all;
-  /// a stopped (SIGSTOP) one costs each read of its slot that bound. Only this slow
-  /// path makes system calls.
+  /// its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms per wait.
+  /// A stopped (SIGSTOP) writer costs each read of its slot two such waits (the probe's
+  /// and its miss confirmation's), about 5 ms. Only this slow path makes system calls.
   static let readSpins = 2048
   static let readYields = 64
   static let readSleeps = 20

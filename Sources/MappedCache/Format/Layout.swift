@@ -53,11 +53,8 @@
 enum Format {
   static let magic: UInt64 = 0x3130_4548_4341_434D  // "MCACHE01"
   static let initialisingMagic: UInt64 = 0x3054_494E_4943_434D  // "MCCINIT0": creation crashed
-  /// 2: the hot writer fields share the lock word's cache line (version 1 had them
-  /// on two other lines). 3: keys of 4 to 16 bytes hash from two words read with no
-  /// load across byte 8 (`KeyHash.shortWords`), so version 2's stored hashes of such
-  /// keys differ. 4: a kind-3 record is its header alone (version 3 stored the key
-  /// after it), so an inline entry costs 32 log bytes and the index gets a larger share.
+  /// The format's version: changed whenever the meaning of any byte changes, and only a
+  /// file of exactly this version is opened (CHANGELOG.md says what each one changed).
   static let version: UInt32 = 4
   static let headerPage = 4096
   static let procEntryBytes = 64
