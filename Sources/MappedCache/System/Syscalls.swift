@@ -15,9 +15,9 @@ private func retrying(_ body: () -> Int32) -> Int32 {
   }
 }
 
-private func c_fstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
-private func c_stat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
-private func c_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
+private func cFstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
+private func cStat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
+private func cFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 
 enum Sys {
   /// The corresponding C function is `open` (always with `O_CLOEXEC | O_NOFOLLOW`).
@@ -33,7 +33,7 @@ enum Sys {
   /// The corresponding C function is `fstat`.
   static func fstat(_ fd: Int32) throws(SystemError) -> stat {
     var st = stat()
-    if retrying({ c_fstat(fd, &st) }) != 0 {
+    if retrying({ cFstat(fd, &st) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "fstat")
     }
     return st
@@ -42,7 +42,7 @@ enum Sys {
   /// The corresponding C function is `stat`; `nil` when the path does not exist.
   static func statIfPresent(_ path: String) -> stat? {
     var st = stat()
-    return retrying({ c_stat(path, &st) }) == 0 ? st : nil
+    return retrying({ cStat(path, &st) }) == 0 ? st : nil
   }
 
   /// The corresponding C function is `lstat`; `nil` when the path does not exist.
@@ -114,7 +114,7 @@ enum Sys {
 
   /// The corresponding C function is `flock`.
   static func flock(_ fd: Int32, _ op: Int32) throws(SystemError) {
-    if retrying({ c_flock(fd, op) }) != 0 {
+    if retrying({ cFlock(fd, op) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "flock")
     }
   }
@@ -122,7 +122,7 @@ enum Sys {
   /// Non-blocking `flock`: false when another description holds a conflicting lock.
   /// The corresponding C function is `flock` with `LOCK_NB`.
   static func tryFlock(_ fd: Int32, _ op: Int32) throws(SystemError) -> Bool {
-    if retrying({ c_flock(fd, op | LOCK_NB) }) == 0 { return true }
+    if retrying({ cFlock(fd, op | LOCK_NB) }) == 0 { return true }
     if Errno.current == .wouldBlock { return false }
     throw SystemError(errno: Glibc.errno, operation: "flock")
   }
