@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 import MappedCache
 
@@ -33,6 +34,7 @@ struct StressOptions: Sendable {
   /// its header); every read checks its header.
   var checkEvery = 1
   var help = false
+  var version = false
 
   // Hidden: test-only and coordinator → worker.
   /// One worker writes a value whose last byte is wrong (through the normal API),
@@ -88,7 +90,8 @@ enum OptionTable {
                  o.path = v
                }, passOn: { $0.path }),
     OptionSpec(flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
-               help: "cache file size, e.g. 64MiB, 1GiB, 1600KiB", apply: { o, v throws(UsageError) in
+               help: "cache file size, 1MiB to 64TiB, e.g. 64M, 1GiB, 1600KiB (powers of 1024; KB, MB, GB are refused)",
+               apply: { o, v throws(UsageError) in
                  o.capacity = try parseSize(v, flag: "--capacity")
                  guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
                    throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
@@ -102,9 +105,10 @@ enum OptionTable {
                help: "threads per worker", apply: { o, v throws(UsageError) in
                  o.threads = try parseInt(v, flag: "--threads", in: 1...256)
                }, passOn: { "\($0.threads)" }),
-    OptionSpec(flag: "--duration", valueName: "S", defaultText: "10",
-               help: "seconds of measured run", apply: { o, v throws(UsageError) in
-                 o.duration = try parseDouble(v, flag: "--duration", min: 0.1, max: 86_400)
+    OptionSpec(flag: "--duration", valueName: "TIME", defaultText: "10s",
+               help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)",
+               apply: { o, v throws(UsageError) in
+                 o.duration = try parseDuration(v, flag: "--duration", min: 0.1, max: 86_400)
                }, passOn: { "\($0.duration)" }),
     OptionSpec(flag: "--keys", valueName: "K", defaultText: "100000",
                help: "distinct keys", apply: { o, v throws(UsageError) in
@@ -145,9 +149,10 @@ enum OptionTable {
                help: "Zipf skew, 0 < X < 1 (rank 0 hottest)", apply: { o, v throws(UsageError) in
                  o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
                }, passOn: { "\($0.zipfTheta)" }),
-    OptionSpec(flag: "--ttl", valueName: "S", defaultText: "none",
-               help: "expiry for sets, in seconds", apply: { o, v throws(UsageError) in
-                 o.ttl = try parseDouble(v, flag: "--ttl", min: 0.001, max: 1e9)
+    OptionSpec(flag: "--ttl", valueName: "TIME", defaultText: "none: entries never expire",
+               help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)",
+               apply: { o, v throws(UsageError) in
+                 o.ttl = try parseDuration(v, flag: "--ttl", min: 0.001, max: 1e9)
                }, passOn: { $0.ttl.map { "\($0)" } }),
     OptionSpec(flag: "--read-through", valueName: nil, defaultText: "off",
                help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
@@ -183,7 +188,10 @@ enum OptionTable {
                help: "print one JSON object instead of the table",
                apply: { o, _ in o.json = true }, passOn: { _ in nil }),
     OptionSpec(flag: "--help", valueName: nil, defaultText: "",
-               help: "print this help", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+               help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+    OptionSpec(flag: "--version", valueName: nil, defaultText: "",
+               help: "print the version and the file format version", apply: { o, _ in o.version = true },
+               passOn: { _ in nil }),
 
     // Hidden.
     OptionSpec(flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
@@ -206,7 +214,7 @@ enum OptionTable {
   ]
 
   static var usageLine: String {
-    let parts = all.filter { !$0.hidden && $0.flag != "--help" }.map { spec in
+    let parts = all.filter { !$0.hidden && $0.flag != "--help" && $0.flag != "--version" }.map { spec in
       spec.valueName.map { "[\(spec.flag) \($0)]" } ?? "[\(spec.flag)]"
     }
     return "usage: cache-stress " + parts.joined(separator: " ")
@@ -330,27 +338,32 @@ enum OptionTable {
     return v
   }
 
-  /// Sizes: a number with an optional unit. B; K, KiB, M, MiB, G, GiB, T, TiB (powers of
-  /// 1024); KB, MB, GB, TB (powers of 1000). Case-insensitive.
+  /// A size (`ByteSize`, the same parser as `mapped-cache`'s: powers of 1024, KB/MB/GB refused).
   static func parseSize(_ s: String, flag: String) throws(UsageError) -> Int {
-    let digits = s.prefix { $0.isNumber || $0 == "." }
-    let unit = s.dropFirst(digits.count).lowercased()
-    let scale: Double
-    switch unit {
-    case "", "b": scale = 1
-    case "k", "kib": scale = 1024
-    case "m", "mib": scale = 1024 * 1024
-    case "g", "gib": scale = 1024 * 1024 * 1024
-    case "t", "tib": scale = 1024 * 1024 * 1024 * 1024
-    case "kb": scale = 1e3
-    case "mb": scale = 1e6
-    case "gb": scale = 1e9
-    case "tb": scale = 1e12
-    default: throw UsageError("\(flag): unknown unit in \(s) (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
+    do {
+      return try ByteSize.parse(s)
+    } catch {
+      throw UsageError("\(flag): \(error)")
     }
-    guard let n = Double(digits), n.isFinite, n * scale < 9e18 else {
-      throw UsageError("\(flag) wants a size such as 64MiB, not \(s.isEmpty ? "nothing" : s)")
+  }
+
+  /// A duration in seconds (`DurationText`, as `mapped-cache` reads them: 30, 1.5s, 250ms,
+  /// 10m, 2h), within `min...max` seconds.
+  static func parseDuration(_ s: String, flag: String, min: Double, max: Double) throws(UsageError) -> Double {
+    let v: Double
+    do {
+      v = try DurationText.parse(s)
+    } catch {
+      throw UsageError("\(flag): \(error)")
     }
-    return Int(n * scale)
+    guard v >= min, v <= max else {
+      throw UsageError("\(flag) must be between \(seconds(min)) and \(seconds(max)), not \(s)")
+    }
+    return v
+  }
+
+  /// 0.001 → "1ms", 86400 → "86400s": a bound as `parseDuration` reads it back.
+  private static func seconds(_ v: Double) -> String {
+    v < 1 ? "\(Int((v * 1000).rounded()))ms" : v == v.rounded() ? "\(Int(v))s" : "\(v)s"
   }
 }

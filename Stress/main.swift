@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 
 // cache-stress: many processes share one MappedCache file; every value read is checked.
@@ -20,6 +21,10 @@ do {
   fail(usage: error.description)
 }
 
+if options.version {
+  print(ToolVersion.line(tool: "cache-stress"))
+  exit(0)
+}
 if options.help {
   print(OptionTable.helpText, terminator: "")
   exit(0)
