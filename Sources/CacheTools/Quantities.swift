@@ -1,11 +1,11 @@
-/// The quantities both command-line tools read: sizes in bytes and durations in seconds.
-/// One parser for each, so that `mapped-cache create --capacity 64M` and
-/// `cache-stress --capacity 64M` mean the same file size.
-///
-/// Sizes are powers of 1024 only: `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case).
-/// `KB`, `MB`, `GB` and `TB` are refused with an error that names both readings, because
-/// tools disagree on them (1000-based in SI and in disk sizes, 1024-based in `free` and
-/// in JEDEC memory sizes) and a cache sized 5 % off is a silent surprise.
+// The quantities both command-line tools read: sizes in bytes and durations in seconds.
+// One parser for each, so that `mapped-cache create --capacity 64M` and
+// `cache-stress --capacity 64M` mean the same file size.
+//
+// Sizes are powers of 1024 only: `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case).
+// `KB`, `MB`, `GB` and `TB` are refused with an error that names both readings, because
+// tools disagree on them (1000-based in SI and in disk sizes, 1024-based in `free` and
+// in JEDEC memory sizes) and a cache sized 5 % off is a silent surprise.
 
 /// Why a quantity was refused; the text names what was wrong and what is accepted, and
 /// the caller puts the option's name in front of it.
