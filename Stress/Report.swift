@@ -118,7 +118,10 @@ struct RunReport {
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
     row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
       + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
-      + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "") + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
+      + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "")
+      + (o.valueMin < ValueFormat.trackedMinimumSize
+        ? " (values under \(ValueFormat.trackedMinimumSize) B carry no sequence number: freshness untracked for them)" : "")
+      + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
     for p in verifyProblems.prefix(5) { row("", "verify: \(p)") }
     for m in merged.messages.prefix(5) { row("", m) }
     let reasons = failureReasons

@@ -327,6 +327,8 @@ struct ThreadLoop {
     case .corrupt:
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
+    case .untracked:
+      break  // whole; too short to carry a sequence number (`ValueFormat.trackedMinimumSize`)
     case .whole(let w, let s):
       if w != ValueFormat.prefillWriter && k & trackMask == 0 && !tracker.observe(key: k >> trackShift, writer: Int(w), seq: s) {
         counters.wrongValues += 1
