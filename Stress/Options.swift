@@ -26,6 +26,8 @@ struct StressOptions: Sendable {
   var chaosKills = 0
   var seed: UInt64? = nil
   var json = false
+  /// Where `--report` writes its HTML page.
+  var reportPath: String? = nil
   var lock = LockChoice.word
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
@@ -195,6 +197,12 @@ enum OptionTable {
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
                help: "print one JSON object instead of the table",
                apply: { o, _ in o.json = true }, passOn: { _ in nil }),
+    OptionSpec(flag: "--report", valueName: "FILE.html", defaultText: "none",
+               help: "also write the run as one self-contained HTML page (charts in inline SVG, no scripts): parameters, throughput per second with the chaos kills, latency percentiles, hit ratio over time, per-process throughput, the verdict",
+               apply: { o, v throws(UsageError) in
+                 guard !v.isEmpty else { throw UsageError("--report needs a file name") }
+                 o.reportPath = v
+               }, passOn: { _ in nil }),
     OptionSpec(flag: "--help", valueName: nil, defaultText: "",
                help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
     OptionSpec(flag: "--version", valueName: nil, defaultText: "",

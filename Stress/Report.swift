@@ -16,6 +16,9 @@ struct RunReport {
   var prefillSeconds: Double
   /// The file, when the user chose it (ours is removed).
   var path: String?
+  var killEvents: [KillEvent] = []
+  /// Per worker, its last incarnation (0: never killed).
+  var incarnations: [Int] = []
 
   var ops: UInt64 { merged.getOps + merged.setOps }
   var opsPerSecond: Double { Double(ops) / options.duration }
@@ -184,6 +187,17 @@ enum Fmt {
     if v >= 1e6 { return String(format: "%.2fM", v / 1e6) }
     if v >= 1e3 { return String(format: "%.1fk", v / 1e3) }
     return String(format: "%.0f", v)
+  }
+
+  /// 1234567 → "1,234,567".
+  static func grouped(_ n: UInt64) -> String {
+    let digits = String(n)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+      if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+      out.append(c)
+    }
+    return out
   }
 
   static func ns(_ v: UInt64) -> String {
