@@ -79,7 +79,10 @@ struct HTMLReport {
     if o.valueMin < ValueFormat.trackedMinimumSize {
       freshness += " (values under \(ValueFormat.trackedMinimumSize) bytes carry no sequence number and are not tracked)"
     }
-    if r.failureReasons.isEmpty {
+    if r.failureReasons.isEmpty && m.getOps == 0 {
+      out.append("The cache passed, but no value was read back: the run did no gets (--read-pct \(o.readPct)). "
+                 + "None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
+    } else if r.failureReasons.isEmpty {
       out.append("The cache passed. Of \(Fmt.grouped(m.getOps)) gets, \(Fmt.grouped(m.hits)) hit; \(checked), "
                  + "and none was torn or of another key (corrupt_reads 0). \(freshness.prefix(1).uppercased() + freshness.dropFirst()) "
                  + "(wrong_values 0). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
@@ -120,7 +123,8 @@ struct HTMLReport {
       ("prefill", o.prefill ? String(format: "yes (%.2f s)", report.prefillSeconds) : "no"),
       ("capacity", Fmt.bytes(report.after.capacity)),
       ("lock", o.lock.rawValue),
-      ("checks", "whole value on 1 read in \(o.checkEvery), freshness for 1 key in \(o.trackEvery)"),
+      ("checks", (o.checkEvery == 1 ? "every read checked whole" : "every read's header, 1 read in \(o.checkEvery) whole")
+        + (o.trackEvery == 1 ? "; freshness tracked for every key" : "; freshness tracked for 1 key in \(o.trackEvery)")),
       ("chaos kills", "\(o.chaosKills)"),
       ("seed", "\(o.seed ?? 0)"),
     ]
@@ -136,8 +140,8 @@ struct HTMLReport {
       ("gets", "\(Fmt.grouped(m.getOps)): \(Fmt.grouped(m.hits)) hits, \(Fmt.grouped(m.misses)) misses, hit ratio "
         + String(format: "%.2f %%", r.hitRatio * 100)),
       ("sets", Fmt.grouped(m.setOps)),
-      ("get latency", "p50 \(Fmt.ns(g.percentile(0.5))), p99 \(Fmt.ns(g.percentile(0.99))), p99.9 \(Fmt.ns(g.percentile(0.999))) (\(Fmt.grouped(g.total)) samples)"),
-      ("set latency", "p50 \(Fmt.ns(t.percentile(0.5))), p99 \(Fmt.ns(t.percentile(0.99))), p99.9 \(Fmt.ns(t.percentile(0.999))) (\(Fmt.grouped(t.total)) samples)"),
+      ("get latency", Self.latencyLine(g)),
+      ("set latency", Self.latencyLine(t)),
       ("cache after", "\(Fmt.grouped(UInt64(r.after.entries))) entries, \(Fmt.bytes(r.after.liveBytes)) live"),
       ("during the run", "evictions \(d(r.after.evictions, r.before.evictions)), expirations \(d(r.after.expirations, r.before.expirations)), recoveries \(d(r.after.recoveries, r.before.recoveries)), lock takeovers \(d(r.after.lockTakeovers, r.before.lockTakeovers))"),
       ("checks", "corrupt_reads \(m.corruptReads), wrong_values \(m.wrongValues), errors \(r.errors), verify \(r.verifyOK ? "ok" : "FAILED")"),
@@ -199,7 +203,7 @@ struct HTMLReport {
     var rows = "<table class=\"numbers\"><tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>samples</th></tr>\n"
     for (name, h) in [("get", g), ("set", t)] {
       rows += "<tr><th>\(name)</th>"
-      for f in [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] { rows += "<td>\(esc(Fmt.ns(h.percentile(f))))</td>" }
+      for f in [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] { rows += "<td>\(h.total == 0 ? "–" : esc(Fmt.ns(h.percentile(f))))</td>" }
       rows += "<td>\(Fmt.grouped(h.total))</td></tr>\n"
     }
     rows += "</table>\n"
@@ -219,8 +223,10 @@ struct HTMLReport {
     chart.yLabel = "hits per get (%)"
     chart.yFormat = { String(format: "%.0f %%", $0) }
     chart.series = [Series(name: "hit ratio", cssClass: "s-hit", points: points)]
+    if points.isEmpty { chart.emptyText = "no gets in this run" }
     chart.markers = killMarkers
-    let note = report.options.prefill && report.options.ttl == nil
+    let note = points.isEmpty ? "There is no ratio to draw without gets."
+      : report.options.prefill && report.options.ttl == nil
       ? "Every key was prefilled and nothing expires: a miss is a read that found its slot mid-write for too long, or an entry evicted for room."
       : "Hits per get in each interval; misses are keys not yet set, expired or evicted."
     return section("hit-ratio", "Hit ratio over time", chart.svg() + "<p class=\"note\">\(esc(note))</p>\n")
@@ -289,6 +295,13 @@ struct HTMLReport {
     return 1
   }
 
+  /// "p50 912ns, p99 1856ns, p99.9 18.9µs (9,585 samples)", or "no samples".
+  static func latencyLine(_ h: LatencyHistogram) -> String {
+    guard h.total > 0 else { return "no samples" }
+    return "p50 \(Fmt.ns(h.percentile(0.5))), p99 \(Fmt.ns(h.percentile(0.99))), p99.9 \(Fmt.ns(h.percentile(0.999))) "
+      + "(\(Fmt.grouped(h.total)) samples)"
+  }
+
   /// A power of ten of nanoseconds: 1 ns, 10 ns, … 1 µs, … 1 s, 10 s.
   static func decade(_ ns: Double) -> String {
     let e = Int(log10(max(1, ns)).rounded())
@@ -308,11 +321,12 @@ struct HTMLReport {
     }
   }
 
-  /// A round number at or above `v`: 1, 2 or 5 times a power of ten.
+  /// A round number at or above `v` (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of
+  /// ten), so that the highest point fills most of the chart.
   static func niceCeiling(_ v: Double) -> Double {
     guard v > 0, v.isFinite else { return 1 }
     let p = pow(10, floor(log10(v)))
-    for m in [1.0, 2, 5, 10] where m * p >= v { return m * p }
+    for m in [1.0, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10] where m * p >= v * 1.05 { return m * p }
     return 10 * p
   }
 
@@ -337,7 +351,7 @@ struct HTMLReport {
     polyline.line{fill:none;stroke-width:2;stroke-linejoin:round}
     .s-total{stroke:#2b6cb0;fill:#2b6cb0}.s-get{stroke:#38a169;fill:#38a169}.s-set{stroke:#dd6b20;fill:#dd6b20}.s-hit{stroke:#6b46c1;fill:#6b46c1}
     .kill{stroke:#c53030;stroke-width:1.5;stroke-dasharray:5 4}text.kill-label{fill:#c53030;font-size:11px}
-    .bar{fill:#2b6cb0}
+    .bar{fill:#2b6cb0}text.empty{fill:#718096;font-size:15px}
     details summary{cursor:pointer;color:#2b6cb0}
     """
 }
@@ -370,6 +384,8 @@ struct LineChart {
   var xLabel = ""
   var yLabel = ""
   var xTicks: [(Double, String)]? = nil
+  /// Written across an empty plot.
+  var emptyText: String? = nil
   var yFormat: (Double) -> String = { String(format: "%g", $0) }
 
   let width = 840.0, height = 300.0
@@ -414,8 +430,9 @@ struct LineChart {
   private var xTickList: [(Double, String)] {
     if let xTicks { return xTicks }
     let step = niceStep(xRange.upperBound - xRange.lowerBound, count: 10)
+    let decimals = max(0, Int(-floor(log10(step) + 1e-9)))
     return stride(from: xRange.lowerBound, through: xRange.upperBound + step * 1e-9, by: step).map {
-      ($0, String(format: step < 1 ? "%.1f" : "%.0f", $0))
+      ($0, String(format: "%.\(decimals)f", $0))
     }
   }
 
@@ -437,6 +454,9 @@ struct LineChart {
     s += "<line class=\"axis\" x1=\"\(f(x0))\" y1=\"\(f(y0))\" x2=\"\(f(x0))\" y2=\"\(f(y1))\"/>\n"
     s += "<text x=\"\(f((x0 + x1) / 2))\" y=\"\(f(height - 6))\" text-anchor=\"middle\">\(esc(xLabel))</text>\n"
     s += "<text x=\"14\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\" transform=\"rotate(-90 14 \(f((y0 + y1) / 2)))\">\(esc(yLabel))</text>\n"
+    if let emptyText {
+      s += "<text class=\"empty\" x=\"\(f((x0 + x1) / 2))\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\">\(esc(emptyText))</text>\n"
+    }
     for m in markers {
       let x = px(m.x)
       s += "<g class=\"marker\"><title>\(esc(m.title))</title>"
