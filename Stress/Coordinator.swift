@@ -44,6 +44,11 @@ final class Coordinator: @unchecked Sendable {
   func run() -> Int32 {
     installSignalHandlers()
     defer { cleanUp() }
+    // A report that cannot be written is found out before the run, not after it.
+    if let file = o.reportPath, !FileManager.default.createFile(atPath: file, contents: nil) {
+      FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(String(cString: strerror(errno)))\n".utf8))
+      return 1
+    }
     do {
       let report = try runMeasured()
       if let file = o.reportPath {
