@@ -250,8 +250,9 @@ enum OptionTable {
     let width = (left.map(\.count).max() ?? 0) + 2
     for (spec, l) in zip(rows, left) {
       var text = spec.help
-      if !spec.defaultText.isEmpty { text += " (default: \(spec.defaultText))" }
-      let lines = wrap(text, width: max(40, 100 - 2 - width))
+      // "(default:" stays with the first word of its value (a line never ends in it).
+      if !spec.defaultText.isEmpty { text += " (default:\u{1}\(spec.defaultText))" }
+      let lines = wrap(text, width: max(40, 100 - 2 - width)).map { $0.replacingOccurrences(of: "\u{1}", with: " ") }
       s += "  " + l.padding(toLength: width, withPad: " ", startingAt: 0) + lines[0] + "\n"
       for more in lines.dropFirst() { s += String(repeating: " ", count: 2 + width) + more + "\n" }
     }

@@ -214,8 +214,16 @@ import Testing
     #expect(r.stdout.contains("usage: cache-stress"))
     for flag in ["--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
                  "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
-                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every"] {
+                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every",
+                 "--report", "--version"] {
       #expect(r.stdout.contains(flag), "help lacks \(flag)")
+    }
+    // Every option line states its default (the switches --help and --version aside).
+    let options = r.stdout.split(separator: "\n").filter { $0.hasPrefix("  --") && !$0.hasPrefix("  --help") && !$0.hasPrefix("  --version") }
+    #expect(options.count >= 20)
+    for line in options {
+      let entry = r.stdout.components(separatedBy: line)[1].components(separatedBy: "\n  --")[0]
+      #expect((line + entry).contains("(default: "), "no default in: \(line)")
     }
     #expect(!r.stdout.contains("--worker-id"), "internal flags stay hidden")
     #expect(r.stderr.isEmpty)
