@@ -51,19 +51,18 @@ final class Coordinator: @unchecked Sendable {
     }
     do {
       let report = try runMeasured()
-      if let file = o.reportPath {
-        do {
-          try HTMLReport(report).write(to: file)
-        } catch {
-          failures.append("cannot write the report to \(file): \(error)")
-          FileHandle.standardError.write(Data("error: cannot write the report to \(file): \(error)\n".utf8))
-          return 1
-        }
-      }
       if o.json {
         print(report.json())
       } else {
         print(report.table(), terminator: "")
+      }
+      if let file = o.reportPath {
+        do {
+          try HTMLReport(report).write(to: file)
+        } catch {
+          FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(error)\n".utf8))
+          return 1
+        }
       }
       let reasons = report.failureReasons
       if reasons.isEmpty { return 0 }

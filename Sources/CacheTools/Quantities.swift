@@ -14,6 +14,8 @@ public struct QuantityError: Error, Equatable, CustomStringConvertible {
   public init(_ description: String) { self.description = description }
 }
 
+/// Sizes in bytes, as both tools read them: a number and an optional unit that is a
+/// power of 1024.
 public enum ByteSize {
   /// The accepted units, as error messages and help texts name them.
   public static let units = "B, K or KiB, M or MiB, G or GiB, T or TiB, all powers of 1024"
@@ -54,7 +56,7 @@ public enum ByteSize {
     for _ in 0..<power { scale *= 1024 }
     let bytes = (value * scale).rounded()
     guard bytes <= Double(maximum) else {
-      throw QuantityError("'\(text.trimmed)' is too large (at most 1024TiB)")
+      throw QuantityError("'\(text.trimmed)' is too large (at most 2^60 bytes)")
     }
     return Int(bytes)
   }
@@ -66,6 +68,7 @@ public enum ByteSize {
   }
 }
 
+/// Durations in seconds, as both tools read them: a number and an optional unit.
 public enum DurationText {
   /// The accepted units, as error messages and help texts name them.
   public static let units = "ms, s, m, h, d; no unit means seconds"
