@@ -74,18 +74,17 @@ struct HTMLReport {
     var out: [String] = []
     let checked = o.checkEvery == 1 ? "every hit was checked whole (every byte regenerated from its header)"
       : "every hit was checked for its key, length and writer, and 1 in \(o.checkEvery) whole"
-    var freshness = "no reader saw a value older than one it had already seen from the same writer"
-    if o.trackEvery > 1 { freshness += " (tracked for 1 key in \(o.trackEvery))" }
+    var freshness = "No reader saw a value older than one it had already seen from the same writer (wrong_values 0)"
+    if o.trackEvery > 1 { freshness += "; freshness was tracked for 1 key in \(o.trackEvery)" }
     if o.valueMin < ValueFormat.trackedMinimumSize {
-      freshness += " (values under \(ValueFormat.trackedMinimumSize) bytes carry no sequence number and are not tracked)"
+      freshness += "; values under \(ValueFormat.trackedMinimumSize) bytes carry no sequence number, so their freshness was not tracked"
     }
     if r.failureReasons.isEmpty && m.getOps == 0 {
       out.append("The cache passed, but no value was read back: the run did no gets (--read-pct \(o.readPct)). "
                  + "None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
     } else if r.failureReasons.isEmpty {
       out.append("The cache passed. Of \(Fmt.grouped(m.getOps)) gets, \(Fmt.grouped(m.hits)) hit; \(checked), "
-                 + "and none was torn or of another key (corrupt_reads 0). \(freshness.prefix(1).uppercased() + freshness.dropFirst()) "
-                 + "(wrong_values 0). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
+                 + "and none was torn or of another key (corrupt_reads 0). \(freshness). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
     } else {
       var what: [String] = []
       if m.corruptReads > 0 {
@@ -102,10 +101,11 @@ struct HTMLReport {
     }
     if r.kills > 0 {
       let recoveries = max(0, r.after.recoveries - r.before.recoveries)
+      let caught = recoveries == 0 ? "No kill caught its victim holding the write lock"
+        : "\(recoveries) of them caught the victim holding the write lock, and each time the next writer took the lock "
+          + "over and repaired what the victim left"
       out.append("\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
-                 + "(marked on the timelines). \(recoveries == 0 ? "No" : "In \(recoveries)") kill\(recoveries == 1 ? "" : "s") "
-                 + "caught \(recoveries == 1 ? "its" : "the") victim holding the write lock\(recoveries == 0 ? "" : "; the next writer took the lock over and repaired what it left") "
-                 + "(recoveries \(recoveries)).")
+                 + "(marked on the timelines). \(caught) (recoveries \(recoveries)).")
     }
     return out
   }
@@ -461,7 +461,11 @@ struct LineChart {
       let x = px(m.x)
       s += "<g class=\"marker\"><title>\(esc(m.title))</title>"
       s += "<line class=\"kill\" x1=\"\(f(x))\" y1=\"\(f(y0))\" x2=\"\(f(x))\" y2=\"\(f(y1))\"/>"
-      s += "<text class=\"kill-label\" x=\"\(f(x + 3))\" y=\"\(f(y0 + 10))\">\(esc(m.label))</text></g>\n"
+      // Labels only while they fit; a crowded timeline keeps its lines and their tooltips.
+      if markers.count <= 12 {
+        s += "<text class=\"kill-label\" x=\"\(f(x + 3))\" y=\"\(f(y0 + 10))\">\(esc(m.label))</text>"
+      }
+      s += "</g>\n"
     }
     for series in series where !series.points.isEmpty {
       var pts: [(Double, Double)] = []
