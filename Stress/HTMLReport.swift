@@ -102,8 +102,8 @@ struct HTMLReport {
     if r.kills > 0 {
       let recoveries = max(0, r.after.recoveries - r.before.recoveries)
       let caught = recoveries == 0 ? "No kill caught its victim holding the write lock"
-        : "\(recoveries) of them caught the victim holding the write lock, and each time the next writer took the lock "
-          + "over and repaired what the victim left"
+        : "\(recoveries) of them caught the victim holding the write lock, and \(recoveries == 1 ? "" : "each time ")"
+          + "the next writer took the lock over and repaired what the victim left"
       out.append("\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
                  + "(marked on the timelines). \(caught) (recoveries \(recoveries)).")
     }
@@ -457,13 +457,14 @@ struct LineChart {
     if let emptyText {
       s += "<text class=\"empty\" x=\"\(f((x0 + x1) / 2))\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\">\(esc(emptyText))</text>\n"
     }
-    for m in markers {
+    for (i, m) in markers.enumerated() {
       let x = px(m.x)
+      let labelY = y0 + 10 + 12 * Double(i % 3)  // staggered, so that close kills' labels do not overlap
       s += "<g class=\"marker\"><title>\(esc(m.title))</title>"
       s += "<line class=\"kill\" x1=\"\(f(x))\" y1=\"\(f(y0))\" x2=\"\(f(x))\" y2=\"\(f(y1))\"/>"
       // Labels only while they fit; a crowded timeline keeps its lines and their tooltips.
       if markers.count <= 12 {
-        s += "<text class=\"kill-label\" x=\"\(f(x + 3))\" y=\"\(f(y0 + 10))\">\(esc(m.label))</text>"
+        s += "<text class=\"kill-label\" x=\"\(f(x + 3))\" y=\"\(f(labelY))\">\(esc(m.label))</text>"
       }
       s += "</g>\n"
     }
