@@ -7,7 +7,8 @@ import Foundation
 //   Options.swift (flag table, parsing, usage), Coordinator.swift (processes, chaos,
 //   progress, merge, verify), Worker.swift (the timed loop), ValueFormat.swift (what a
 //   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
-//   Histogram.swift (latencies), ControlFiles.swift (how processes talk), Report.swift.
+//   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
+//   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page).
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
