@@ -13,8 +13,10 @@ let package = Package(
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
-    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache"], path: "Sources/mapped-cache"),
-    .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
+    // What both tools share: the size and duration parsers and the --version line.
+    .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
+    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "CacheTools"], path: "Sources/mapped-cache"),
+    .executableTarget(name: "cache-stress", dependencies: ["MappedCache", "CacheTools"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
@@ -23,7 +25,7 @@ let package = Package(
                       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
-      dependencies: ["MappedCache", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
+      dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
       path: "Tests/MappedCacheTests"),
   ]
 )
