@@ -102,7 +102,7 @@ import Testing
     let ks = keys(home: n - 2, count: 3, in: e, tag: "shift")  // slots n-2, n-1, 0
     for k in ks { try c.setObject(value(k), forKey: k) }
     #expect(ks.map { slotOf($0, e) } == [n - 2, n - 1, 0])
-    // removeSlot(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
+    // SlotIndex.remove(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
     e.memory.header(.shiftSeq).add(1, .relaxed)
     try e.withWriteLock { held in e.index.copy(from: n - 1, to: n - 2, held) }
     e.memory.header(.entries).store(2, .relaxed)

@@ -54,7 +54,9 @@ struct Checker {
       let intent = counters.value(.intent)
       let moved = intent >= Format.intentMoveBase ? Int(truncatingIfNeeded: intent &- Format.intentMoveBase) : nil
       let slots = checkSlots(&r, logs: logStates, movedSlot: moved, checksums: checksums)
-      for i in slots.finishMove {
+      // A moved slot that also failed its checks is only emptied (below): making it even
+      // first would show readers, for a moment, an entry repair has rejected.
+      for i in slots.finishMove where !slots.drop.contains(i) {
         index.finishSequence(i, held)
         r.repaired += 1
       }

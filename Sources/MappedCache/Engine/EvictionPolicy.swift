@@ -4,15 +4,20 @@
 /// write lock (each function takes its witness).
 ///
 /// To make room for `n` bytes in log L (`makeRoom`):
-///  1. While L lacks `n` bytes (plus, for main, a reserve of two largest records), or
-///     the table is at its entry limit, or the cost limit would be passed, take the
-///     record at the tail of L (of small first, for entry and cost limits):
+///  1. While L lacks `n` bytes (plus, for main, its reserve: `Layout.mainReserve`, room
+///     for second chances), or the table is at its entry limit, or the cost limit would
+///     be passed, take the record at the tail of L (for the entry and cost limits, of
+///     small while it holds at least a tenth of the live log bytes, else of main):
 ///  2. a pad, or a record no slot points to (overwritten or removed): skip it;
 ///  3. an expired entry: remove it (an expiration);
-///  4. small-log entry referenced since insertion, or while main still has free room:
-///     copy it to main's head, point its slot there, clear its bit (a promotion);
-///  5. small-log entry not referenced: remember its hash in the ghost table, remove it
-///     (an eviction); a later insert of a remembered key goes straight to main;
+///  4. small-log entry referenced since insertion, or any small-log entry while the cache
+///     is still filling (main has room and the entry and cost limits are slack), or an
+///     unread one that displaces an unearned entry at main's tail (one that reached main
+///     unread while the cache filled, and was not read since): copy it to main's head,
+///     point its slot there, clear its bit (a promotion; promoted unread, it is marked
+///     unearned);
+///  5. any other small-log entry: remember its hash in the ghost table, remove it (an
+///     eviction); a later insert of a remembered key goes straight to main;
 ///  6. main-log entry referenced since the hand last passed: copy it to main's head and
 ///     clear its bit (a second chance, while the call's budget lasts: see
 ///     `EvictionBudget`); otherwise remove it (an eviction);

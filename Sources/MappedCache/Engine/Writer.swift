@@ -62,8 +62,9 @@ struct Writer {
   }
 
   /// Stores one entry: the write protocol, steps 2–6 (see the type's comment). `now` is
-  /// the expiry clock, or 0 to read it only if needed (an entry with an expiry to
-  /// judge, or eviction): an overwrite in place reads no clock.
+  /// the expiry clock, or 0 to read it when first needed: for an old entry with an
+  /// expiry, and for step 3 (eviction judges expiry), which every store that reaches it
+  /// runs; only the in-place rewrite of an inline entry reads no clock.
   func store(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
              condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held) throws -> SetOutcome {
     var clock = now

@@ -81,13 +81,13 @@ enum Format {
     static let lockWord = 256
     /// `intent`: 0 while no change is under way, `Format.intentChange` while the lock's
     /// holder changes the file, `intentMoveBase + i` while that change points slot `i`
-    /// at a moved copy of its record (`moveSlot`). Found nonzero by the next holder: the
+    /// at a moved copy of its record (`SlotIndex.move`). Found nonzero by the next holder: the
     /// last one died mid-change, and the next one repairs (keeping slot `i`'s entry).
     static let intent = 264, entries = 272, liveBytes = 280, casCounter = 288, sets = 296
 
     // Line 5: the logs (changed by appends and eviction) and the sweeper.
     static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
-    static let sweepHand = 352, recordBytes = 360
+    static let sweepHand = 352  // 360..367: reserved, unused
 
     static let shiftSeq = 448
 
