@@ -63,11 +63,20 @@ enum CommandTable {
                    help: "Refresh every SECONDS with rates per second, until interrupted."),
         OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
         OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
+        OptionSpec(name: "--serve", value: "ADDRESS",
+                   help: "Serve the Prometheus format at http://ADDRESS/metrics until interrupted "
+                     + "(HOST:PORT, [IPV6]:PORT or :PORT for 127.0.0.1; port 0 picks a free one)."),
       ],
       discussion: """
         Counters are summed over every process that has used the file. Probe lengths are
         read from the index without the lock. Tombstones are always 0: removals use
         backward-shift deletion, which leaves none.
+
+        With --serve, each scrape of /metrics reads the figures afresh, lock-free; / shows
+        a short page. Only GET and HEAD are served. The default host is loopback: listen
+        on 0.0.0.0:PORT or [::]:PORT to let other hosts scrape (there is no TLS or
+        authentication; put it behind a firewall or a proxy). SIGINT and SIGTERM stop it
+        (exit 0).
         """,
       run: StatsCommand.run),
     CommandSpec(
