@@ -349,6 +349,7 @@ final class HTTPServer {
     case 408: return "Request Timeout"
     case 431: return "Request Header Fields Too Large"
     case 500: return "Internal Server Error"
+    case 503: return "Service Unavailable"
     case 505: return "HTTP Version Not Supported"
     default: return "Status"
     }

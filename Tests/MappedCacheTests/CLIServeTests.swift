@@ -261,9 +261,17 @@ import Testing
     // HTTP/1.0 needs no Host header.
     #expect(try Self.exchange(server.port, "GET /metrics HTTP/1.0\r\n\r\n").status == 200)
 
+    // A file removed and created again is followed; while the path holds none, 503.
+    #expect(cache.statistics.entries == 8)  // the server left the file as it was
+    unlink(path)
+    let gone = try Self.get(server.port, "/metrics")
+    #expect(gone.status == 503 && gone.body.contains("no longer exists"), "\(gone.status) \(gone.body)")
+    let again = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
+    try again.setObject([1, 2], forKey: "only")
+    let renewed = try Self.parsePrometheus(try Self.get(server.port, "/metrics").body, path: path)
+    #expect(renewed["mappedcache_entries"] == 1 && renewed["mappedcache_capacity_bytes"] == Double(2 << 20))
+
     #expect(server.stop(SIGTERM), "SIGTERM stops the server with exit 0")
-    // The server never opened the file for writing: no process registered, the file unchanged.
-    #expect(cache.statistics.entries == 8)
   }
 
   @Test func malformedRequestsGetClearAnswersAndServingGoesOn() throws {

@@ -91,7 +91,7 @@ import Testing
       }
     }
     let stats = try Self.cli(["stats", "--help"])
-    for flag in ["--json", "--watch SECONDS", "--prometheus"] { #expect(stats.text.contains(flag)) }
+    for flag in ["--json", "--watch SECONDS", "--prometheus", "--serve ADDRESS"] { #expect(stats.text.contains(flag)) }
     let set = try Self.cli(["set", "-h"])
     #expect(set.text.contains("USAGE: mapped-cache set PATH KEY [VALUE|-] [--ttl SECONDS]"))
   }
