@@ -49,7 +49,11 @@ enum CommandTable {
         OptionSpec(name: "--type", value: "NAME",
                    help: "Value type to record (bytes, string, int64, ...); default untyped."),
       ],
-      discussion: "Fails (exit 3) when PATH already exists and is not empty.",
+      discussion: """
+        Fails (exit 3) when PATH already exists and is not empty, unless it holds a
+        creation that a process left unfinished (killed before it was done): that one is
+        created afresh, as any other command or SharedCache(path:) would do.
+        """,
       run: CreateCommand.run),
     CommandSpec(
       name: "info", summary: "Show the file's layout: format version, capacity, slots, limits, value type, created.",

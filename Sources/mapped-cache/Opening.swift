@@ -29,10 +29,54 @@ enum Opening {
       return try CacheFile(path: path, readOnly: readOnly, policy: policy)
     } catch {
       if case .corrupted(_, let why) = error {
+        if creationWasInterrupted(path) {
+          // What `SharedCache(path:)` would do: lay the file out again, then carry on.
+          try takeOverInterruptedCreation(path)
+          do { return try CacheFile(path: path, readOnly: readOnly, policy: policy) } catch { throw CLIFailure(error) }
+        }
         // Opening checks only the header: a damaged header is beyond `verify --repair`.
         throw .invalidCache("\(path) has a damaged header (\(why)); it cannot be repaired: remove the file and create it again")
       }
+      if case .notACacheFile = error, stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size == 0 {
+        throw .invalidCache("\(path) is empty, not a cache yet (a process creating it may have stopped before "
+                            + "writing anything); make it one with '\(Usage.tool) create \(path)'")
+      }
       throw CLIFailure(error)
+    }
+  }
+
+  /// The first bytes of a file whose creation never finished (the library's
+  /// initialising marker, written before anything else and replaced by the magic last):
+  /// its creator died, and the next process that opens it for writing lays it out again.
+  static let creationMarker = Array("MCCINIT0".utf8)
+
+  /// Whether `path` starts with `creationMarker` (read without locking; the library
+  /// decides again under the creation lock).
+  static func creationWasInterrupted(_ path: String) -> Bool {
+    let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var first = [UInt8](repeating: 0, count: creationMarker.count)
+    let n = first.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+    return n == creationMarker.count && first == creationMarker
+  }
+
+  /// Redoes a creation that a process left unfinished, with the default options, as the
+  /// library does when it opens such a file; says so on standard error. The library
+  /// holds the creation lock while it checks and redoes it, so a creator that is still
+  /// alive finishes first and its cache is kept.
+  static func takeOverInterruptedCreation(_ path: String) throws(CLIFailure) {
+    do {
+      let file = try CacheFile(creating: path)
+      if file.wasCreated {
+        Output.err("note: \(path) had been left half-created by a process that stopped before finishing "
+                   + "(so it held no entries); created it afresh with the default options "
+                   + "(\(Units.bytes(file.info.capacity)); '\(Usage.tool) create' chooses others)")
+      }
+    } catch {
+      throw .invalidCache("\(path) was left half-created by a process that stopped before finishing, and cannot "
+                          + "be created afresh here (\(error)); it holds no entries: run '\(Usage.tool) create "
+                          + "\(path)' as a user who can write it")
     }
   }
 

@@ -14,12 +14,15 @@ enum CreateCommand {
     let typeName = inv.value("--type") ?? ""
     if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }
 
-    // Refuse to touch anything already there (a cache or not): create makes new files only.
+    // Refuse to touch anything already there (a cache or not): create makes new files
+    // only, or finishes the creation of one whose creator stopped before it was done.
     var st = stat()
     let existed = lstat(path, &st) == 0
+    var interrupted = false
     if existed {
       if (st.st_mode & S_IFMT) == S_IFDIR { throw CLIFailure.failed("\(path) is a directory") }
-      if (st.st_mode & S_IFMT) != S_IFREG || st.st_size != 0 {
+      interrupted = (st.st_mode & S_IFMT) == S_IFREG && st.st_size != 0 && Opening.creationWasInterrupted(path)
+      if (st.st_mode & S_IFMT) != S_IFREG || (st.st_size != 0 && !interrupted) {
         throw CLIFailure.failed("\(path) already exists; remove it first to create a new cache there")
       }
     }
@@ -38,7 +41,8 @@ enum CreateCommand {
     let i = file.info
     Output.line("created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
                 + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
-                + "values up to \(Units.bytes(i.maxValueSize))")
+                + "values up to \(Units.bytes(i.maxValueSize))"
+                + (interrupted ? " (in place of a creation that a process had left unfinished)" : ""))
     return ExitCode.ok
   }
 }
