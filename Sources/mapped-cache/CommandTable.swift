@@ -45,7 +45,10 @@ enum CommandTable {
                    help: "Largest value (lowered when the cache is too small to hold it)."),
         OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
                    help: "Expected key+value size, used to size the index."),
-        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600", help: "Permission bits (octal), before the umask."),
+        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600",
+                   help: "Permission bits (octal), before the umask (with --group: exactly, 0660 unless given)."),
+        OptionSpec(name: "--group", value: "NAME",
+                   help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
         OptionSpec(name: "--type", value: "NAME",
                    help: "Value type to record (bytes, string, int64, ...); default untyped."),
       ],
@@ -53,6 +56,11 @@ enum CommandTable {
         Fails (exit 3) when PATH already exists and is not empty, unless it holds a
         creation that a process left unfinished (killed before it was done): that one is
         created afresh, as any other command or SharedCache(path:) would do.
+
+        To share a cache between users, put them in one group and create the file with
+        --group NAME (mode 0660 by default then): processes open it with
+        OpenPolicy.sharedWithGroup("NAME"), and this tool's writing commands accept a
+        file of any group you belong to. Files that others may write are always refused.
         """,
       run: CreateCommand.run),
     CommandSpec(

@@ -29,20 +29,25 @@ enum CacheFileOpener {
   static func open(path: String, options: CacheOptions, policy: OpenPolicy,
                    typeFingerprint: UInt64, typeName: String) throws(CacheError) -> Opened {
     try refuseSymlink(path)
+    let group = try policy.sharedGroup.map { name throws(CacheError) in try SharedGroup(name) }
     if !policy.readOnly && policy.create && Sys.lstatIfPresent(path) == nil {
       // About to create: refuse bad creation options before a file exists, so a refused
       // creation leaves nothing behind. (An existing cache opens with its own parameters.)
       _ = try Layout(options: options)
+      if let group, !group.callerMayGiveFiles {
+        throw .unsafeFile(path: path, reason: "it would be shared with group \(group.name), and only its members "
+                            + "(or root) may give a file to a group")
+      }
     }
     let (fd, writable) = try openDescriptor(path, policy: policy, mode: options.mode)
     var keepFD = false
     defer { if !keepFD { Sys.close(fd) } }
-    try checkOwnershipAndMode(fd, path: path, policy: policy)
+    try checkOwnershipAndMode(fd, path: path, policy: policy, group: group)
 
     try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
     defer { _ = try? Sys.flock(fd, LOCK_UN) }
     let created = try createOrTakeOver(fd, path: path, canCreate: writable && policy.create, options: options,
-                                       typeFingerprint: typeFingerprint, typeName: typeName)
+                                       group: group, typeFingerprint: typeFingerprint, typeName: typeName)
     let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     let (header, layout) = try readHeader(fd, path: path, fileSize: Int(st.st_size),
                                           typeFingerprint: typeFingerprint, typeName: typeName)
@@ -87,15 +92,27 @@ enum CacheFileOpener {
   }
 
   /// Step 3. Files of other users, and files that others may write, could have been
-  /// planted or be changed under us by someone this process does not trust.
-  private static func checkOwnershipAndMode(_ fd: Int32, path: String, policy: OpenPolicy) throws(CacheError) {
+  /// planted or be changed under us by someone this process does not trust. A file of
+  /// the policy's shared group may be another user's and writable by the group (see
+  /// `OpenPolicy.sharedGroup`); nothing makes an others-writable file acceptable but
+  /// `allowGroupOrWorldWritable`.
+  private static func checkOwnershipAndMode(_ fd: Int32, path: String, policy: OpenPolicy,
+                                            group: SharedGroup?) throws(CacheError) {
     let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     guard (st.st_mode & S_IFMT) == S_IFREG else { throw .notACacheFile(path: path) }
-    if !policy.allowOtherOwner, st.st_uid != geteuid() {
-      throw .unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user")
+    let shared = group.map { st.st_gid == $0.id } ?? false
+    let mode = String(st.st_mode & 0o777, radix: 8)
+    if !policy.allowOtherOwner, !shared, st.st_uid != geteuid() {
+      let hint = group.map { "; it belongs to gid \(st.st_gid), not to the shared group \($0.name)" } ?? ""
+      throw .unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user\(hint)")
     }
-    if !policy.allowGroupOrWorldWritable, st.st_mode & 0o022 != 0 {
-      throw .unsafeFile(path: path, reason: "group or others can write it (mode \(String(st.st_mode & 0o777, radix: 8)))")
+    if !policy.allowGroupOrWorldWritable {
+      if st.st_mode & 0o002 != 0 { throw .unsafeFile(path: path, reason: "others can write it (mode \(mode))") }
+      if st.st_mode & 0o020 != 0, !shared {
+        let hint = group.map { ", and it belongs to gid \(st.st_gid), not to the shared group \($0.name)" }
+          ?? " (OpenPolicy.sharedWithGroup trusts one group)"
+        throw .unsafeFile(path: path, reason: "its group can write it (mode \(mode))\(hint)")
+      }
     }
   }
 
@@ -103,7 +120,8 @@ enum CacheFileOpener {
   /// interrupted (it starts with the initialising marker) is laid out again. Returns
   /// whether this call made the cache. Without `canCreate`, both are refused.
   private static func createOrTakeOver(_ fd: Int32, path: String, canCreate: Bool, options: CacheOptions,
-                                       typeFingerprint: UInt64, typeName: String) throws(CacheError) -> Bool {
+                                       group: SharedGroup?, typeFingerprint: UInt64,
+                                       typeName: String) throws(CacheError) -> Bool {
     let size = Int(try system { () throws(SystemError) in try Sys.fstat(fd) }.st_size)
     let wasEmpty: Bool
     if size == 0 {
@@ -117,9 +135,26 @@ enum CacheFileOpener {
       guard canCreate else { throw .corrupted(path: path, reason: "its creation was interrupted") }
       wasEmpty = false
     }
+    if let group { try give(fd, path: path, to: group, mode: options.mode) }
     try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
                    typeName: typeName, wasEmpty: wasEmpty)
     return true
+  }
+
+  /// Before laying a file out under a shared-group policy: the file goes to the group,
+  /// with the group's bits of `mode` (read and write when it gives none) and never
+  /// write for others, set exactly (no umask). Only for a file this user owns: one of
+  /// another user's, being taken over, keeps the owner's choice.
+  private static func give(_ fd: Int32, path: String, to group: SharedGroup, mode: UInt32) throws(CacheError) {
+    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    guard st.st_uid == geteuid() else { return }
+    var bits = mode_t(mode & 0o777)
+    if bits & 0o070 == 0 { bits |= 0o060 }
+    bits &= ~0o002
+    if st.st_gid != group.id, fchown(fd, uid_t.max, group.id) != 0 {
+      throw .unsafeFile(path: path, reason: "it cannot be given to group \(group.name) (\(String(cString: strerror(errno))))")
+    }
+    if fchmod(fd, bits) != 0 { throw .system(SystemError(errno: errno, operation: "fchmod")) }
   }
 
   /// Step 5: the header must be a finished one of this format whose fields agree with
@@ -197,6 +232,41 @@ enum CacheFileOpener {
       (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: half - 8)
       pauseForTest(at: "header")
       (base + half).copyMemory(from: img.baseAddress! + half, byteCount: img.count - half)
+    }
+  }
+
+  // MARK: Groups
+
+  /// The group of `OpenPolicy.sharedGroup`, resolved once per open.
+  struct SharedGroup {
+    var name: String
+    var id: gid_t
+
+    /// Looks the group up by name (then, for digits only, as a numeric ID).
+    init(_ name: String) throws(CacheError) {
+      self.name = name
+      var entry = group()
+      var found: UnsafeMutablePointer<group>? = nil
+      var buffer = [CChar](repeating: 0, count: 16 << 10)
+      let rc = buffer.withUnsafeMutableBufferPointer { getgrnam_r(name, &entry, $0.baseAddress, $0.count, &found) }
+      if rc == 0, found != nil {
+        id = entry.gr_gid
+      } else if !name.isEmpty, name.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let n = gid_t(name) {
+        id = n
+      } else {
+        throw .invalidArgument("there is no group named '\(name)' (OpenPolicy.sharedGroup)")
+      }
+    }
+
+    /// Root, or a member of the group (as effective or supplementary group): those
+    /// whom the kernel lets give a file to it.
+    var callerMayGiveFiles: Bool {
+      if geteuid() == 0 || getegid() == id { return true }
+      let count = getgroups(0, nil)
+      guard count > 0 else { return false }
+      var groups = [gid_t](repeating: 0, count: Int(count))
+      let n = getgroups(count, &groups)
+      return n > 0 && groups.prefix(Int(n)).contains(id)
     }
   }
 
