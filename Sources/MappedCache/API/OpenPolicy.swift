@@ -37,6 +37,7 @@ public struct OpenPolicy: Sendable, Equatable {
   /// group is `CacheError.invalidArgument`.
   public var sharedGroup: String? = nil
 
+  /// A policy; the defaults are the safe choices (see each property).
   public init(allowOtherOwner: Bool = false, allowGroupOrWorldWritable: Bool = false,
               readOnly: Bool = false, create: Bool = true, verifyChecksumsOnRead: Bool = false,
               sharedGroup: String? = nil) {

@@ -19,6 +19,7 @@ public struct ComputeOptions: Sendable, Equatable {
   /// Longest pause between two looks while waiting (backoff starts at 1 ms).
   public var maxPollInterval: TimeInterval
 
+  /// Options for get-or-compute; see each property.
   public init(waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
               maxPollInterval: TimeInterval = 0.02) {
     self.waitTimeout = waitTimeout
