@@ -104,6 +104,9 @@ final class HTTPServer {
   let address: ListenAddress
   private let routes: (Request) -> Response?
   private var connections: [Connection] = []
+  /// Set when `accept` ran out of descriptors: the listener is left out of `poll` until
+  /// then, instead of waking it at once again and again while none is free.
+  private var acceptPausedUntil = 0.0
 
   /// Binds and listens on `address`; `routes` answers GET and HEAD requests (nil: 404).
   init(address: ListenAddress, routes: @escaping (Request) -> Response?) throws(CLIFailure) {
@@ -160,11 +163,11 @@ final class HTTPServer {
   /// after a signal interrupts `poll`.
   func run(until stop: () -> Bool) throws(CLIFailure) {
     while !stop() {
-      var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+      var now = Self.now()
+      var fds = [pollfd(fd: now < acceptPausedUntil ? -1 : listener, events: Int16(POLLIN), revents: 0)]
       for c in connections {
         fds.append(pollfd(fd: c.fd, events: Int16(c.phase == .writing ? POLLOUT : POLLIN), revents: 0))
       }
-      var now = Self.now()
       let soonest = connections.map(\.deadline).min() ?? now + 0.2
       let timeout = Int32(max(0, min(0.2, soonest - now)) * 1000) + 1
       let n = poll(&fds, nfds_t(fds.count), timeout)
@@ -187,7 +190,11 @@ final class HTTPServer {
   private func acceptNew(now: Double) {
     while true {
       let fd = accept(listener, nil, nil)
-      if fd < 0 { return }  // EAGAIN: no more waiting; anything else (EMFILE, ECONNABORTED): try at the next poll
+      if fd < 0 {
+        // EAGAIN: no more waiting. Out of descriptors: wait for some to close.
+        if errno == EMFILE || errno == ENFILE { acceptPausedUntil = now + 0.1 }
+        return
+      }
       // (Glibc's module does not export accept4.) The tool never execs, so close-on-exec can come second.
       _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
       guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
