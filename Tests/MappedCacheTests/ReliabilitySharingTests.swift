@@ -7,7 +7,7 @@ import Testing
 /// user, made for the test with groupadd/useradd and run with setpriv): `mapped-cache
 /// create --group` and `OpenPolicy.sharedWithGroup`, and what stays refused (a user
 /// outside the group, a file others may write, a file of another group). Needs root;
-/// skipped with a reason otherwise.
+/// skipped with a reason otherwise (the policy's own test runs as any user).
 @Suite(.serialized) struct ReliabilitySharingTests {
   /// Temporary accounts: a group and three users (two members, one not), removed at the end.
   final class Accounts {
@@ -52,6 +52,40 @@ import Testing
   }
 
   static let tool = Support.binary("mapped-cache")
+
+  /// The policy alone, as any user: a group-writable file of the named group opens, one
+  /// of another group or writable by others does not, an unknown group is an error.
+  @Test func sharedGroupPolicyAcceptsOnlyThatGroup() throws {
+    let path = Support.tempPath("grp-policy")
+    defer { Support.cleanup(path) }
+    do { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).setObject([1], forKey: "k") }
+    #expect(chmod(path, 0o660) == 0)
+    var st = stat()
+    #expect(stat(path, &st) == 0)
+    let own = try #require(getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) }, "the file's group has a name")
+    func refusal(_ policy: OpenPolicy) -> String? {
+      do { _ = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: policy); return nil } catch {
+        if case CacheError.unsafeFile(_, let why) = error { return why }
+        return "\(error)"
+      }
+    }
+    #expect(refusal(OpenPolicy())?.contains("its group can write it") == true)
+    #expect(refusal(.sharedWithGroup(own)) == nil)
+    #expect(try SharedCache<[UInt8]>(path: path, policy: .sharedWithGroup(own)).object(forKey: "k") == [1])
+    #expect(refusal(.sharedWithGroup("\(st.st_gid)")) == nil, "a numeric group ID names the group too")
+    // Another group that exists (nogroup, or whichever group 65534 is).
+    if let other = getgrgid(65534).map({ String(cString: $0.pointee.gr_name) }), st.st_gid != 65534 {
+      #expect(refusal(.sharedWithGroup(other))?.contains("not to the shared group \(other)") == true)
+    }
+    let unknown = "no-such-group-\(getpid())"
+    #expect(throws: CacheError.invalidArgument("there is no group named '\(unknown)' (OpenPolicy.sharedGroup)")) {
+      _ = try SharedCache<[UInt8]>(path: path, policy: .sharedWithGroup(unknown))
+    }
+    #expect(chmod(path, 0o662) == 0)
+    #expect(refusal(.sharedWithGroup(own))?.contains("others can write it") == true)
+    #expect(chmod(path, 0o600) == 0)
+    #expect(refusal(.sharedWithGroup(own)) == nil, "a private file of this user opens as before")
+  }
 
   @Test func twoUsersOfOneGroupShareACache() throws {
     guard let accounts = Accounts() else {
