@@ -159,7 +159,8 @@ public final class CacheFile: @unchecked Sendable {
 
   /// The value stored under `key` and what the read learned about it; nil when missing
   /// or expired (or, with `allowingExpired`, only when missing). Reads count towards
-  /// the hit and miss statistics only with `countingStatistics`.
+  /// the hit and miss statistics only with `countingStatistics`. Lock-free.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
   public func get(_ key: [UInt8], allowingExpired: Bool = false,
                   countingStatistics: Bool = false) throws(CacheError) -> (value: [UInt8], info: EntryInfo)? {
     if key.isEmpty { throw .emptyKey }
@@ -172,7 +173,9 @@ public final class CacheFile: @unchecked Sendable {
   }
 
   /// Stores `value` under `key`, expiring `ttl` seconds from now (nil: never).
-  /// Returns the entry's new version.
+  /// Returns the entry's new version. Holds the write lock for this one entry.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/valueTooLarge(size:limit:)``;
+  ///   ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func set(_ key: [UInt8], _ value: [UInt8], ttl: TimeInterval? = nil) throws -> UInt64 {
     let expiry = (ttl.map { CacheExpiry.seconds($0) } ?? .never).milliseconds(now: Sys.wallClockMilliseconds())
@@ -186,6 +189,7 @@ public final class CacheFile: @unchecked Sendable {
   }
 
   /// Removes `key`; false when it was not present.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func delete(_ key: [UInt8]) throws -> Bool {
     try key.withUnsafeBytes { try engine.remove($0) }

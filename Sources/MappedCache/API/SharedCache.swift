@@ -183,6 +183,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// The value for `key`; with `allowingExpired`, an expired entry still present is
   /// returned too (serve stale while refreshing).
+  /// - Throws: as ``object(forKey:)`` does.
   @inlinable
   public func object(forKey key: String, allowingExpired: Bool) throws -> Value? {
     var result: Value? = nil
@@ -210,7 +211,8 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return result
   }
 
-  /// The value and its version (for `setObject(_:forKey:ifVersion:)`).
+  /// The value and its version (for `setObject(_:forKey:ifVersion:)`); nil when missing
+  /// or expired. Lock-free, like ``object(forKey:)``, and throws as it does.
   public func objectWithVersion(forKey key: String) throws -> (value: Value, version: UInt64)? {
     try withKey(key) { k in
       try engine.checkKey(k)
@@ -220,6 +222,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// Hands the stored bytes of `key` to `body` without allocating; nil when missing.
   /// The buffer is a private copy, valid only during `body`.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key, and whatever `body` throws.
   @inlinable
   public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
     var result: R? = nil
@@ -234,6 +237,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// allocation, no closure and one copy (from the file straight into `buffer`).
   /// Returns the value's length, or nil when missing or expired. When the length is
   /// larger than `buffer.count`, nothing is copied: call again with a buffer that large.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
   @inlinable
   public func copyBytes(forKey key: String, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
     try withKey(key) { try copyBytes(forKey: $0, into: buffer) }
@@ -248,7 +252,8 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return n < 0 ? nil : n
   }
 
-  /// When `key` expires: nil when missing, `.never`, or `.date`.
+  /// When `key` expires: nil when missing, `.never`, or `.date`. Lock-free.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
   public func expiry(forKey key: String) throws -> CacheExpiry? {
     try withKey(key) { k in
       try engine.checkKey(k)
@@ -258,7 +263,8 @@ public final class SharedCache<Value>: @unchecked Sendable {
     }
   }
 
-  /// Whether a live entry exists for `key`.
+  /// Whether a live entry exists for `key`. Lock-free; does not count as a hit or a miss.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
   public func containsObject(forKey key: String) throws -> Bool {
     try withKey(key) { k in
       try engine.checkKey(k)
@@ -290,21 +296,28 @@ public final class SharedCache<Value>: @unchecked Sendable {
     _ = try store(value, key, expires, .always)
   }
 
-  /// Stores only if `key` has no live entry; false when it had one.
+  /// Stores only if `key` has no live entry; false when it had one. The check and the
+  /// store happen under one hold of the write lock, so of several processes adding one
+  /// key at once exactly one succeeds.
+  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
   @discardableResult
   public func add(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
     if case .stored = try store(value, key, expires, .ifAbsent) { return true }
     return false
   }
 
-  /// Stores only if `key` has a live entry; false when it had none.
+  /// Stores only if `key` has a live entry; false when it had none (checked and stored
+  /// under one hold of the write lock).
+  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
   @discardableResult
   public func replace(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
     if case .stored = try store(value, key, expires, .ifPresent) { return true }
     return false
   }
 
-  /// Compare-and-swap: stores only if the entry's version is still `version`.
+  /// Compare-and-swap: stores only if the entry's version is still `version` (from
+  /// ``objectWithVersion(forKey:)``); false when another write came first, or the entry is gone.
+  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
   @discardableResult
   public func setObject(_ value: Value, forKey key: String, ifVersion version: UInt64,
                         expires: CacheExpiry? = nil) throws -> Bool {
@@ -329,14 +342,17 @@ public final class SharedCache<Value>: @unchecked Sendable {
     return outcome
   }
 
-  /// Changes when `key` expires, keeping its value; false when it is missing.
+  /// Changes when `key` expires, keeping its value; false when it is missing. Takes the
+  /// write lock for the one entry.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func touch(_ key: String, expires: CacheExpiry) throws -> Bool {
     let ms = expires.milliseconds(now: Sys.wallClockMilliseconds())
     return try withKey(key) { try engine.touch($0, expiry: ms) }
   }
 
-  /// Removes `key`; false when it was not present.
+  /// Removes `key`; false when it was not present. Takes the write lock for the one entry.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func removeObject(forKey key: String) throws -> Bool {
     try withKey(key) { try engine.remove($0) }
@@ -378,7 +394,9 @@ public final class SharedCache<Value>: @unchecked Sendable {
     set { try? engine.setLimits(count: nil, cost: newValue) }
   }
 
-  /// Sets both limits, reporting errors.
+  /// Sets both limits (nil leaves one as it is; 0 or less means none), reporting errors;
+  /// evicts down to them at once, under the write lock.
+  /// - Throws: ``CacheError/readOnly(path:)`` on a read-only handle.
   public func setLimits(count: Int? = nil, cost: Int? = nil) throws {
     try engine.setLimits(count: count, cost: cost)
   }
