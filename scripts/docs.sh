@@ -55,7 +55,7 @@ rm -rf "$out"
   --fallback-bundle-identifier mappedcache.MappedCache \
   --fallback-default-module-kind "Framework" >"$log" 2>&1 || { cat "$log" >&2; echo "docs.sh: docc failed" >&2; exit 1; }
 if grep -Eq "warning:|error:" "$log"; then
-  grep -E -A3 "warning:|error:" "$log" >&2
+  cat "$log" >&2
   echo "docs.sh: docc reported $(grep -Ec 'warning:|error:' "$log") problem(s) (missing or broken links among them)" >&2
   exit 1
 fi

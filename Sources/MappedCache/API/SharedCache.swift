@@ -299,7 +299,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Stores only if `key` has no live entry; false when it had one. The check and the
   /// store happen under one hold of the write lock, so of several processes adding one
   /// key at once exactly one succeeds.
-  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
+  /// - Throws: as ``setObject(_:forKey:expires:)-(_,String,_)`` does.
   @discardableResult
   public func add(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
     if case .stored = try store(value, key, expires, .ifAbsent) { return true }
@@ -308,7 +308,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// Stores only if `key` has a live entry; false when it had none (checked and stored
   /// under one hold of the write lock).
-  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
+  /// - Throws: as ``setObject(_:forKey:expires:)-(_,String,_)`` does.
   @discardableResult
   public func replace(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws -> Bool {
     if case .stored = try store(value, key, expires, .ifPresent) { return true }
@@ -317,7 +317,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   /// Compare-and-swap: stores only if the entry's version is still `version` (from
   /// ``objectWithVersion(forKey:)``); false when another write came first, or the entry is gone.
-  /// - Throws: as ``setObject(_:forKey:expires:)`` does.
+  /// - Throws: as ``setObject(_:forKey:expires:)-(_,String,_)`` does.
   @discardableResult
   public func setObject(_ value: Value, forKey key: String, ifVersion version: UInt64,
                         expires: CacheExpiry? = nil) throws -> Bool {
