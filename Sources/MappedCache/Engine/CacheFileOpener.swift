@@ -66,9 +66,9 @@ enum CacheFileOpener {
     }
   }
 
-  /// Step 2. Returns the descriptor and whether it is open for writing: a file this
-  /// user may read but not write (permissions, a read-only file system) opens read-only
-  /// unless the policy asked for a writable one to be created.
+  /// Step 2. Returns the descriptor and whether it is open for writing: an existing file
+  /// this user may read but not write (its permissions, a read-only file system) opens
+  /// read-only, and the handle then refuses writes with `CacheError.readOnly`.
   private static func openDescriptor(_ path: String, policy: OpenPolicy,
                                      mode: UInt32) throws(CacheError) -> (fd: Int32, writable: Bool) {
     let writable = !policy.readOnly
