@@ -46,7 +46,7 @@ enum CommandTable {
         OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
                    help: "Expected key+value size, used to size the index."),
         OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600",
-                   help: "Permission bits (octal), before the umask (with --group: exactly, 0660 unless given)."),
+                   help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
         OptionSpec(name: "--group", value: "NAME",
                    help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
         OptionSpec(name: "--type", value: "NAME",
@@ -76,8 +76,7 @@ enum CommandTable {
         OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
         OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
         OptionSpec(name: "--serve", value: "ADDRESS",
-                   help: "Serve the Prometheus format at http://ADDRESS/metrics until interrupted "
-                     + "(HOST:PORT, [IPV6]:PORT or :PORT for 127.0.0.1; port 0 picks a free one)."),
+                   help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
       ],
       discussion: """
         Counters are summed over every process that has used the file. Probe lengths are
@@ -85,10 +84,10 @@ enum CommandTable {
         backward-shift deletion, which leaves none.
 
         With --serve, each scrape of /metrics reads the figures afresh, lock-free; / shows
-        a short page. Only GET and HEAD are served. The default host is loopback: listen
-        on 0.0.0.0:PORT or [::]:PORT to let other hosts scrape (there is no TLS or
-        authentication; put it behind a firewall or a proxy). SIGINT and SIGTERM stop it
-        (exit 0).
+        a short page. Only GET and HEAD are served. :PORT means 127.0.0.1 (loopback);
+        listen on 0.0.0.0:PORT or [::]:PORT to let other hosts scrape (there is no TLS or
+        authentication: keep it behind a firewall or a proxy). Port 0 picks a free port,
+        printed on the first line. SIGINT and SIGTERM stop it (exit 0).
         """,
       run: StatsCommand.run),
     CommandSpec(
