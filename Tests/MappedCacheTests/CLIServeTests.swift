@@ -366,6 +366,15 @@ import Testing
     let timedOut = try Self.parseReply(stalled.receiveAll())
     #expect(timedOut.status == 408)
     try servesMetrics("the timeout")
+
+    // More stalled clients than the server keeps (64): the oldest are dropped, scrapes go on.
+    let crowd = try (0..<80).map { _ in
+      let c = try Connection(port: port)
+      c.send("GET /metrics HTTP/1.1\r\n")
+      return c
+    }
+    try servesMetrics("80 stalled clients")
+    #expect(crowd[0].receiveAll().isEmpty, "the oldest stalled client was closed without an answer")
     #expect(server.stop(SIGINT), "SIGINT stops the server with exit 0")
   }
 
