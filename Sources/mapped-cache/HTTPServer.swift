@@ -245,7 +245,9 @@ final class HTTPServer {
               head: false, now: now)
       return true
     case .writing:
-      if c.deadline <= now && events & Int16(POLLOUT) == 0 { return false }
+      // A client that takes longer than the deadline to read its answer loses it, however
+      // little it reads at a time.
+      if c.deadline <= now { return false }
       if events & Int16(POLLERR | POLLHUP) != 0 && events & Int16(POLLOUT) == 0 { return false }
       let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress! + c.sent, $0.count - c.sent, Int32(MSG_NOSIGNAL)) }
       if n < 0 { return errno == EAGAIN || errno == EINTR }
