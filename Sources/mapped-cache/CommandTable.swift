@@ -47,11 +47,23 @@ enum CommandTable {
                    help: "Largest value (lowered when the cache is too small to hold it)."),
         OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
                    help: "Expected key+value size, used to size the index."),
-        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600", help: "Permission bits (octal), before the umask."),
+        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600",
+                   help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
+        OptionSpec(name: "--group", value: "NAME",
+                   help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
         OptionSpec(name: "--type", value: "NAME",
                    help: "Value type to record (bytes, string, int64, ...); default untyped."),
       ],
-      discussion: "Fails (exit 3) when PATH already exists and is not empty.",
+      discussion: """
+        Fails (exit 3) when PATH already exists and is not empty, unless it holds a
+        creation that a process left unfinished (killed before it was done): that one is
+        created afresh, as any other command or SharedCache(path:) would do.
+
+        To share a cache between users, put them in one group and create the file with
+        --group NAME (mode 0660 by default then): processes open it with
+        OpenPolicy.sharedWithGroup("NAME"), and this tool's writing commands accept a
+        file of any group you belong to. Files that others may write are always refused.
+        """,
       run: CreateCommand.run),
     CommandSpec(
       name: "info", summary: "Show the file's layout: format version, capacity, slots, limits, value type, created.",
@@ -65,11 +77,19 @@ enum CommandTable {
                    help: "Refresh every SECONDS with rates per second, until interrupted."),
         OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
         OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
+        OptionSpec(name: "--serve", value: "ADDRESS",
+                   help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
       ],
       discussion: """
         Counters are summed over every process that has used the file. Probe lengths are
         read from the index without the lock. Tombstones are always 0: removals use
         backward-shift deletion, which leaves none.
+
+        With --serve, each scrape of /metrics reads the figures afresh, lock-free; / shows
+        a short page. Only GET and HEAD are served. :PORT means 127.0.0.1 (loopback);
+        listen on 0.0.0.0:PORT or [::]:PORT to let other hosts scrape (there is no TLS or
+        authentication: keep it behind a firewall or a proxy). Port 0 picks a free port,
+        printed on the first line. SIGINT and SIGTERM stop it (exit 0).
         """,
       run: StatsCommand.run),
     CommandSpec(

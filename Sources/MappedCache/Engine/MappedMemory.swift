@@ -139,16 +139,25 @@ struct MappedMemory {
     SharedWord32(address: (base + Format.H.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
-  /// Writes a new file's header: zeroes `zeroing` bytes from the start (everything but the
-  /// logs, when an interrupted creation is redone), copies `image` after its first word,
-  /// then publishes `magic` in the first word last, with release ordering, so that a
-  /// process that reads the magic also sees every header byte written before it.
+  /// Writes a new file's header after its first word, which holds the creation marker
+  /// until `publishMagic` replaces it: zeroes bytes 8 ..< `zeroing` first (everything but
+  /// the logs, when an interrupted creation is redone), then copies `image` from byte 8
+  /// on, in two halves with `midway` between them (a test hook).
   /// Precondition: `base` maps at least `max(zeroing, image.count)` writable bytes.
-  static func writeHeader(_ base: UnsafeMutableRawPointer, image: [UInt8], zeroing: Int, magic: UInt64) {
-    if zeroing > 0 { memset(base, 0, zeroing) }
+  static func writeHeader(_ base: UnsafeMutableRawPointer, image: [UInt8], zeroing: Int, midway: () -> Void) {
+    if zeroing > 8 { memset(base + 8, 0, zeroing - 8) }
+    let half = image.count / 2
     image.withUnsafeBytes { img in
-      if img.count > 8 { (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: img.count - 8) }
+      guard img.count > 8 else { return }
+      (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: max(0, half - 8))
+      midway()
+      (base + max(8, half)).copyMemory(from: img.baseAddress! + max(8, half), byteCount: img.count - max(8, half))
     }
+  }
+
+  /// Writes the final magic number in a new file's first word last, with release
+  /// ordering, so that a process that reads it also sees every header byte written before.
+  static func publishMagic(_ base: UnsafeMutableRawPointer, _ magic: UInt64) {
     base.assumingMemoryBound(to: Atomic<UInt64>.self).pointee.store(magic, ordering: .releasing)
   }
 

@@ -185,6 +185,44 @@ enum Sys {
   /// The effective user id. The corresponding C function is `geteuid`.
   static func effectiveUserID() -> uid_t { geteuid() }
 
+  /// The effective group id. The corresponding C function is `getegid`.
+  static func effectiveGroupID() -> gid_t { getegid() }
+
+  /// The caller's supplementary groups. The corresponding C function is `getgroups`.
+  static func supplementaryGroups() -> [gid_t] {
+    let count = getgroups(0, nil)
+    guard count > 0 else { return [] }
+    var groups = [gid_t](repeating: 0, count: Int(count))
+    let n = getgroups(count, &groups)
+    return n > 0 ? Array(groups.prefix(Int(n))) : []
+  }
+
+  /// The id of the group called `name`, or nil when there is none. The corresponding C
+  /// function is `getgrnam_r`.
+  static func groupID(named name: String) -> gid_t? {
+    var entry = group()
+    var found: UnsafeMutablePointer<group>? = nil
+    var buffer = [CChar](repeating: 0, count: 16 << 10)
+    let rc = buffer.withUnsafeMutableBufferPointer { getgrnam_r(name, &entry, $0.baseAddress, $0.count, &found) }
+    return rc == 0 && found != nil ? entry.gr_gid : nil
+  }
+
+  /// Gives the file to group `gid` (its owner unchanged). The corresponding C function is `fchown`.
+  static func changeGroup(_ fd: Int32, to gid: gid_t) throws(SystemError) {
+    if retrying({ fchown(fd, uid_t.max, gid) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchown") }
+  }
+
+  /// Sets the file's permission bits exactly (no umask). The corresponding C function is `fchmod`.
+  static func changeMode(_ fd: Int32, to mode: mode_t) throws(SystemError) {
+    if retrying({ fchmod(fd, mode) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchmod") }
+  }
+
+  /// The environment variable `name`, or nil. The corresponding C function is `getenv`.
+  static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
+  /// Stops this process (SIGSTOP), for test hooks. The corresponding C function is `raise`.
+  static func stopSelf() { _ = raise(SIGSTOP) }
+
   /// Wall-clock milliseconds since 1970 (`CLOCK_REALTIME`, from the vDSO: no system
   /// call). Used to compute expiry times and timestamps.
   @inline(__always)
