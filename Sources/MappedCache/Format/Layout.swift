@@ -206,8 +206,12 @@ public struct CacheOptions: Sendable, Equatable {
   /// average is at most 208 bytes, none otherwise. 0 turns inlining off.
   public var inlineEntrySize: Int? = nil
 
+  /// The defaults: 64 MiB, keys up to 250 bytes, values up to 1 MiB, an average entry of
+  /// 320 bytes, mode 0600, 256 processes, inline slots chosen from the average.
   public init() {}
 
+  /// The defaults with a capacity of `capacity` bytes (1 MiB to 64 TiB; checked when the
+  /// file is created).
   public init(capacity: Int) { self.capacity = capacity }
 }
 
