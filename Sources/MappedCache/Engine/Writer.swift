@@ -94,17 +94,10 @@ struct Writer {
       throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
     }
 
-    // 3. Make room in the destination log: main for an entry already there, a record
-    // too large for small, or a key the ghost table remembers; small otherwise.
-    var dest = LogID.small
-    var oldBytes = 0
-    if case .found(_, let e) = found {
-      oldBytes = e.liveBytes
-      if logs.id(containing: e.loc) == .main { dest = .main }
-    }
-    let isNew: Bool
-    if case .empty = found { isNew = true } else { isNew = false }
-    if w.recordSize > logs.smallSize / 4 || (isNew && policy.ghost.recall(w.hash, held)) { dest = .main }
+    // 3. Make room in the destination log.
+    let isNew: Bool, oldBytes: Int
+    if case .found(_, let e) = found { (isNew, oldBytes) = (false, e.liveBytes) } else { (isNew, oldBytes) = (true, 0) }
+    let dest = destination(of: found, w, held)
     let liveDelta = key.count + value.count - oldBytes
     if try policy.makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: liveDelta, now: currentTime(), held) {
       found = index.find(key, hash: w.hash, held)  // eviction may have shifted slots
@@ -124,18 +117,35 @@ struct Writer {
     case .empty(let i): (slot, oldBytesHere) = (i, -1)
     case .full: throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
     }
-    let meta = w.expiry | (index.meta(at: slot) & Format.referencedBit)
-    if w.inline {
-      index.publishInline(slot, hash: w.hash, loc: loc, meta: meta, key: key, value: value, sum: w.sum, cas: cas, held)
-    } else {
-      index.publish(slot, hash: w.hash, loc: loc, meta: meta, held)
-    }
+    publish(slot, key, value, w, loc: loc, cas: cas, held)
 
     // 6. Counts (a writer killed before them leaves counts that repair recounts).
     counters.changeLiveBytes(adding: key.count + value.count, removing: max(0, oldBytesHere), held)
     if oldBytesHere < 0 { counters.bump(.entries, held) }
     counters.bump(.sets, held)
     return .stored(version: cas)
+  }
+
+  /// Step 3's choice of log: main for an entry already there, a record too large for the
+  /// small log, or a new key the ghost table remembers (and forgets); small otherwise.
+  private func destination(of found: SlotIndex.Find, _ w: PreparedWrite, _ held: borrowing WriteLock.Held) -> LogID {
+    if case .found(_, let e) = found, logs.id(containing: e.loc) == .main { return .main }
+    if w.recordSize > logs.smallSize / 4 { return .main }
+    if case .empty = found, policy.ghost.recall(w.hash, held) { return .main }
+    return .small
+  }
+
+  /// Step 5: points slot `slot` at the record just written at `loc` (inline entries also
+  /// carry their key and value in the slot), keeping an old entry's reference bit.
+  @inline(__always)
+  private func publish(_ slot: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+                       _ w: PreparedWrite, loc: Int, cas: UInt64, _ held: borrowing WriteLock.Held) {
+    let meta = w.expiry | (index.meta(at: slot) & Format.referencedBit)
+    if w.inline {
+      index.publishInline(slot, hash: w.hash, loc: loc, meta: meta, key: key, value: value, sum: w.sum, cas: cas, held)
+    } else {
+      index.publish(slot, hash: w.hash, loc: loc, meta: meta, held)
+    }
   }
 
   /// The outcome that refuses a conditional store, given the live entry (nil: absent or
