@@ -288,3 +288,43 @@ private final class Scratch {
     s.expectConsistent()
   }
 }
+
+/// Sequence words that damage left odd (found by coverage-guided fuzzing of the file):
+/// writes must not invert their parity, and verify must see and repair them.
+@Suite struct SequenceParityTests {
+  /// A slot whose `seq` a stray store made odd (no writer died: the intent record is
+  /// clear, so nothing repairs first): the next write leaves it even and readable, and a
+  /// read during that write would have seen it odd, never even with the value half written.
+  @Test func aWriteOverADamagedOddSlotLeavesItEvenAndReadable() throws {
+    let s = try Scratch("par-slot")
+    try s.cache.setObject([1, 1, 1], forKey: "a")
+    let i = try #require(try s.slot(of: "a"))
+    s.engine.memory.seq(i).add(1, .relaxed)
+    #expect(try s.cache.object(forKey: "a") == nil, "an odd slot reads as a (busy) miss")
+    try s.cache.setObject([2, 2, 2], forKey: "a")
+    #expect(s.engine.memory.seq(i).load(.relaxed) & 1 == 0)
+    #expect(try s.cache.object(forKey: "a") == [2, 2, 2])
+    s.expectConsistent()
+  }
+
+  /// An odd shift sequence left by damage makes every miss wait; verify reports it, its
+  /// repair makes it even, and so does the next removal.
+  @Test func aDamagedOddShiftSequenceIsReportedAndRepaired() throws {
+    let s = try Scratch("par-shift")
+    try s.cache.setObject([1], forKey: "a")
+    try s.cache.setObject([2], forKey: "b")
+    let shift = s.engine.memory.header(.shiftSeq)
+    shift.store(1, .relaxed)
+    let report = try s.cache.verify()
+    #expect(!report.ok && report.problems.contains { $0.contains("shift sequence") })
+    let repaired = try s.cache.verify(repair: true)
+    #expect(repaired.repaired >= 1)
+    #expect(shift.load(.relaxed) & 1 == 0)
+    #expect(try s.cache.verify().ok)
+    shift.store(shift.load(.relaxed) | 1, .relaxed)
+    #expect(try s.cache.removeObject(forKey: "a"))
+    #expect(shift.load(.relaxed) & 1 == 0, "a removal's bracket ends even whatever it started from")
+    #expect(try s.cache.object(forKey: "b") == [2])
+    #expect(try s.cache.verify().ok)
+  }
+}

@@ -4,6 +4,7 @@
 /// (entries are a cache's to lose; the file must stay usable). Both run the same steps,
 /// in this order, each named for what it checks:
 ///
+///  0. `checkShift`: the shift sequence is even (readers wait on every miss while odd);
 ///  1. `checkLogs`: each log's head and tail, and its record chain from tail to head
 ///     (repair forgets a broken log: its slots then fail step 2 and are dropped);
 ///  2. `checkSlots`: each slot's seq (even, or odd inside a move, whose entry is kept),
@@ -28,6 +29,7 @@ struct Checker {
   /// Checks without changing anything.
   func inspect(checksums: Bool) -> VerifyReport {
     var r = VerifyReport()
+    checkShift(&r)
     let logStates = checkLogs(&r).states
     _ = checkSlots(&r, logs: logStates, movedSlot: nil, checksums: checksums)
     _ = checkReachability(&r)
@@ -47,7 +49,7 @@ struct Checker {
       r.repaired += 1
     }
     // 2–3: slots change, so readers must re-check their misses meanwhile.
-    index.finishShift(held)
+    if checkShift(&r) { r.repaired += 1 }  // `shifting` leaves it even
     index.shifting(held) {
       // A slot a dead writer left odd inside a move names a whole copy of its entry
       // either way (`SlotIndex.move`): it is kept, then checked like any other.
@@ -89,6 +91,16 @@ struct Checker {
     } else if r.problems.count == Self.maxProblems {
       r.problems.append("…")
     }
+  }
+
+  /// Whether the shift sequence is odd. Under the lock nobody is shifting, so odd means
+  /// damage (or a dead remover, whose repair this is): every reader's miss would wait on
+  /// it. Without the lock a removal may be under way; `verify` then checks again under it.
+  @discardableResult
+  private func checkShift(_ r: inout VerifyReport) -> Bool {
+    guard index.isShifting else { return false }
+    problem(&r, "the shift sequence is odd (a removal left unfinished)")
+    return true
   }
 
   /// Step 1: each log's positions and record chain. Returns every log's state and the

@@ -188,14 +188,16 @@ struct SlotIndex {
 
   /// The seqlock write bracket for slot `i`: `seq` odd, release fence, the stores in
   /// `body`, `seq` even with release ordering. Every store into a slot is made in one.
+  /// Parity-safe: the odd value is the stored one with its low bit set, so a word that
+  /// damage left odd is odd during the write and even after it, never the reverse.
   @inline(__always)
   private func seqlockWrite(_ i: Int, _ body: () -> Void) {
     let seq = memory.seq(i)
-    let s = seq.load(.relaxed)
-    seq.store(s &+ 1, .relaxed)
+    let odd = seq.load(.relaxed) | 1
+    seq.store(odd, .relaxed)
     atomicMemoryFence(ordering: .releasing)
     body()
-    seq.store(s &+ 2, .releasing)
+    seq.store(odd &+ 1, .releasing)
   }
 
   @inline(__always)
@@ -300,20 +302,21 @@ struct SlotIndex {
 
   /// Brackets a change that moves entries between slots for readers: the shift sequence
   /// is odd meanwhile, so a reader that missed re-checks.
+  /// Parity-safe as `seqlockWrite` is: a shift sequence that damage left odd (readers
+  /// then wait on every miss) is odd during the change and even after it.
   @inline(__always)
   func shifting<R>(_ held: borrowing WriteLock.Held, _ body: () throws -> R) rethrows -> R {
     let shift = memory.header(.shiftSeq)
-    shift.add(1, .relaxed)
+    let odd = shift.load(.relaxed) | 1
+    shift.store(odd, .relaxed)
     atomicMemoryFence(ordering: .releasing)
-    defer { shift.add(1, .releasing) }
+    defer { shift.store(odd &+ 1, .releasing) }
     return try body()
   }
 
-  /// Makes the shift sequence even if a dead writer left it odd (repair).
-  func finishShift(_ held: borrowing WriteLock.Held) {
-    let shift = memory.header(.shiftSeq)
-    if shift.load(.relaxed) & 1 != 0 { shift.add(1, .relaxed) }
-  }
+  /// Whether the shift sequence is odd: a removal is moving entries, or (seen under the
+  /// lock) damage left it so.
+  var isShifting: Bool { memory.header(.shiftSeq).load(.relaxed) & 1 != 0 }
 
   /// Removes slot `i`'s entry, updating the entry and byte counts, by backward shift
   /// (`shiftClear`), inside the shift sequence's bracket.
