@@ -40,8 +40,9 @@ struct Reader {
   /// or dead writer left odd) before answering "miss". Bounded: never a hang.
   ///
   /// First 2,048 pauses (tens of microseconds: a running writer finishes a slot in far
-  /// less). Then the reader asks whether the lock's holder is a dead process (its
-  /// witness, as a waiting writer does): a dead writer never finishes the slot, which
+  /// less). Then the reader asks whether any live writer can finish it (`Liveness`: the
+  /// lock's holder is alive, by its witness, as a waiting writer asks): a dead writer
+  /// never finishes the slot, nor does anyone when the lock is free (damage), and it
   /// stays odd until the next write repairs it, so the reader looks once more and
   /// answers "miss" (a few tens of microseconds per read, not milliseconds). A live
   /// writer descheduled mid-write (an oversubscribed CPU) needs the reader to give up
@@ -69,7 +70,7 @@ struct Reader {
   /// `backoff` past its spins: off the read path's straight line.
   @inline(never)
   func backoffSlowly(_ attempts: inout Int) -> Bool {
-    if attempts == Self.readSpins + 1 && liveness.lastHolderDiedMidChange() {
+    if attempts == Self.readSpins + 1 && liveness.noWriterCanFinish() {
       // One more look (a writer that took over may have repaired the slot by now),
       // and the next call gives up.
       attempts = Self.readSpins + Self.readYields + Self.readSleeps

@@ -211,14 +211,17 @@ struct Liveness {
   let fd: Int32
   let asker: WriteLock.Asker
 
-  /// Whether the last holder died mid-change and nobody has repaired yet: the word names
-  /// a process that is gone, or it is free while the intent record is still set (a
-  /// holder clears the record before it releases the word; a process that registers
-  /// into a dead holder's table entry releases the word it left). Asked by a reader
-  /// whose slot stays odd (`Reader.backoff`): a dead writer never finishes it.
-  func lastHolderDiedMidChange() -> Bool {
+  /// Whether no live writer can finish what a reader is waiting for (a slot, or the
+  /// shift sequence, that stays odd): the lock word names a process that is gone, or it is
+  /// free. Writers change slots only while they hold the word, so a free word means the
+  /// odd word was left by a holder that died mid-change (its intent record is then still
+  /// set: a holder clears the record before it releases the word, and a process that
+  /// registers into a dead holder's table entry releases the word it left), or by damage.
+  /// Asked by a reader whose wait has passed its spins (`Reader.backoff`), which then
+  /// looks once more (a writer may have just finished) and answers "miss".
+  func noWriterCanFinish() -> Bool {
     let cur = memory.lockWord.load(.relaxed)
-    if cur & Format.Lock.ownerMask == 0 { return memory.header(.intent).load(.relaxed) != 0 }
+    if cur & Format.Lock.ownerMask == 0 { return true }
     return holderIsDead(cur)
   }
 
