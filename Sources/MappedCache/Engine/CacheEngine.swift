@@ -183,8 +183,16 @@ final class CacheEngine: @unchecked Sendable {
     return try withWriteLock(checkingLogs: false) { held in
       if condition == .always, w.inline, let outcome = writer.overwriteInPlace(key, value, w, held) { return outcome }
       repairIfLogsDamaged(held)
-      return try writer.store(key, value, w, condition: condition, held)
+      return try store(key, value, w, condition: condition, held)
     }
+  }
+
+  /// The write protocol (`Writer.store`), out of line: `set`'s in-place path stays short,
+  /// and the layers are reached through this object rather than copied to the stack.
+  @inline(never)
+  func store(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+             condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held) throws -> SetOutcome {
+    try writer.store(key, value, w, condition: condition, now: now, held)
   }
 
   /// Stores prepared entries under one hold of the lock (`SharedCache.setObjects`).
@@ -193,7 +201,7 @@ final class CacheEngine: @unchecked Sendable {
       let now = Sys.expiryClockMilliseconds()
       for item in batch {
         _ = try item.key.withUnsafeBytes { k in
-          try item.value.withUnsafeBytes { v in try writer.store(k, v, item.write, condition: .always, now: now, held) }
+          try item.value.withUnsafeBytes { v in try store(k, v, item.write, condition: .always, now: now, held) }
         }
       }
     }

@@ -65,7 +65,7 @@ struct Writer {
   /// the expiry clock, or 0 to read it when first needed: for an old entry with an
   /// expiry, and for step 3 (eviction judges expiry), which every store that reaches it
   /// runs; only the in-place rewrite of an inline entry reads no clock.
-  @inline(never)  // the general path: kept out of `set`'s in-place one
+  @inline(__always)
   func store(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
              condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held) throws -> SetOutcome {
     var clock = now
