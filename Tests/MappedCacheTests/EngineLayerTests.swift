@@ -158,7 +158,7 @@ private final class Scratch {
       // Fill all but 16 bytes before the end, then ask for 64.
       let first = logs.reserve(.small, room - 16, held)
       #expect(first == start.offset(start.head))
-      s.engine.memory.writePad(at: first, size: room - 16)
+      s.engine.memory.writePad(at: first, size: room - 16, held)
       logs.commit(.small, room - 16, held)
       logs.advanceTail(.small, room - 16, held)  // drop it again: the log has room
       let at = logs.reserve(.small, 64, held)
@@ -167,7 +167,7 @@ private final class Scratch {
       #expect(after.head == start.head + UInt64(room), "the 16-byte pad is part of the log")
       let pad = try #require(s.engine.memory.recordHeader(at: start.base + start.size - 16))
       #expect(pad.kind == Format.kindPad && pad.size == 16)
-      s.engine.memory.writePad(at: at, size: 64)
+      s.engine.memory.writePad(at: at, size: 64, held)
       logs.commit(.small, 64, held)
       let tail = logs.state(.small).tail
       #expect(tail == start.tail + UInt64(room - 16), "only advanceTail moves the tail")

@@ -234,7 +234,7 @@ struct EvictionPolicy {
   func moveToMainHead(slot i: Int, record loc: Int, size: Int, meta: UInt64, midway: () -> Void = {},
                       _ held: borrowing WriteLock.Held) {
     let to = logs.reserve(.main, size, held)
-    index.memory.moveRecord(from: loc, to: to, size: size)
+    index.memory.moveRecord(from: loc, to: to, size: size, held)
     logs.commit(.main, size, held)
     index.move(i, toRecord: to, meta: meta, midway: midway, held)
   }

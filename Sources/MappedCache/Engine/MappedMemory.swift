@@ -247,19 +247,21 @@ struct MappedMemory {
 
   /// Writes slot `i`'s inline area. Precondition: `key.count + value.count <= inlineCapacity`,
   /// and the caller is inside the slot's seqlock write.
-  func writeInline(_ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+  func writeInline(_ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
+                   _ held: borrowing WriteLock.Held) {
     precondition(key.count + value.count <= inlineCapacity, "inline entry too large")
     let p = slotsBase + i &* slotBytes
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.S.klen, as: UInt16.self)
     (p + Format.S.bytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
-    writeInlineValue(i, klen: key.count, value: value, sum: sum, cas: cas)
+    writeInlineValue(i, klen: key.count, value: value, sum: sum, cas: cas, held)
   }
 
   /// Rewrites slot `i`'s inline value, keeping its key (`klen` bytes, already there).
   /// Precondition: `klen + value.count <= inlineCapacity`, and the caller is inside the
   /// slot's seqlock write.
   @inline(__always)
-  func writeInlineValue(_ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64) {
+  func writeInlineValue(_ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
+                        _ held: borrowing WriteLock.Held) {
     precondition(klen + value.count <= inlineCapacity, "inline entry too large")
     let p = slotsBase + i &* slotBytes
     p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
@@ -269,7 +271,7 @@ struct MappedMemory {
   }
 
   /// Copies slot `from`'s inline area to slot `to` (inside `to`'s seqlock write).
-  func copyInlineArea(from: Int, to: Int) {
+  func copyInlineArea(from: Int, to: Int, _ held: borrowing WriteLock.Held) {
     guard slotBytes > Format.slotHeaderBytes else { return }
     (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
       .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes,
@@ -368,12 +370,13 @@ struct MappedMemory {
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
+  // Every store into the mapping but the atomic words' takes the lock's witness.
 
   /// Writes an entry record at `loc` (with `headerOnly`, the header alone: key and value go
   /// inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no slot
   /// refers to it; `size` is the record's size for these lengths.
   func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-                   headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64) {
+                   headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64, _ held: borrowing WriteLock.Held) {
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
@@ -394,13 +397,13 @@ struct MappedMemory {
   }
 
   /// Copies a checked record to `to` (which has room, in a log, unreferenced).
-  func moveRecord(from: Int, to: Int, size: Int) {
+  func moveRecord(from: Int, to: Int, size: Int, _ held: borrowing WriteLock.Held) {
     precondition(logEnd(containing: to).map { to + size <= $0 } ?? false, "record outside the log")
     (base + to).copyMemory(from: base + from, byteCount: size)
   }
 
   /// Writes a pad record covering `loc ..< loc+size` (size ≥ 8, multiple of 8).
-  func writePad(at loc: Int, size: Int) {
+  func writePad(at loc: Int, size: Int, _ held: borrowing WriteLock.Held) {
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "pad outside the log")
     (base + loc).storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     (base + loc).storeBytes(of: Format.kindPad, toByteOffset: Format.R.kind, as: UInt16.self)

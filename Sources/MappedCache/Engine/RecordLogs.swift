@@ -81,7 +81,7 @@ struct RecordLogs {
     precondition(log.need(size) <= log.free, "log has no room")
     let contiguous = log.size - Int(log.head % UInt64(log.size))
     if contiguous < size {
-      memory.writePad(at: log.offset(log.head), size: contiguous)
+      memory.writePad(at: log.offset(log.head), size: contiguous, held)
       log.head &+= UInt64(contiguous)
       memory.header(words(id).head).store(log.head, .releasing)
     }

@@ -218,7 +218,7 @@ struct SlotIndex {
                      value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64, _ held: borrowing WriteLock.Held) {
     seqlockWrite(i) {
       storeWords(i, hash: hash, loc: loc, meta: meta | Format.inlineBit)
-      memory.writeInline(i, key: key, value: value, sum: sum, cas: cas)
+      memory.writeInline(i, key: key, value: value, sum: sum, cas: cas, held)
     }
   }
 
@@ -229,7 +229,7 @@ struct SlotIndex {
                           cas: UInt64, _ held: borrowing WriteLock.Held) {
     seqlockWrite(i) {
       memory.meta(i).store(meta | Format.inlineBit, .relaxed)
-      memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas)
+      memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas, held)
     }
   }
 
@@ -265,7 +265,7 @@ struct SlotIndex {
   func copy(from: Int, to: Int, _ held: borrowing WriteLock.Held) {
     seqlockWrite(to) {
       storeWords(to, hash: hash(at: from), loc: loc(at: from), meta: meta(at: from))
-      memory.copyInlineArea(from: from, to: to)
+      memory.copyInlineArea(from: from, to: to, held)
     }
   }
 

@@ -108,7 +108,7 @@ struct Writer {
     let loc = logs.reserve(dest, w.recordSize, held)
     let cas = counters.nextVersion(held)
     index.memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, headerOnly: w.inline,
-                             sum: w.sum, hash: w.hash, cas: cas)
+                             sum: w.sum, hash: w.hash, cas: cas, held)
     logs.commit(dest, w.recordSize, held)
 
     // 5. Publish: one seqlock write of the slot.
