@@ -122,27 +122,15 @@ final class HTTPServer {
       sa.sin6_family = sa_family_t(AF_INET6)
       sa.sin6_port = address.port.bigEndian
       _ = inet_pton(AF_INET6, address.host, &sa.sin6_addr)
-      rc = withUnsafePointer(to: &sa) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-      }
-      if rc == 0 {
-        var len = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        bound.port = UInt16(bigEndian: sa.sin6_port)
-      }
+      rc = Self.bind(fd, &sa)
+      if rc == 0 { bound.port = UInt16(bigEndian: sa.sin6_port) }
     } else {
       var sa = sockaddr_in()
       sa.sin_family = sa_family_t(AF_INET)
       sa.sin_port = address.port.bigEndian
       _ = inet_pton(AF_INET, address.host, &sa.sin_addr)
-      rc = withUnsafePointer(to: &sa) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-      }
-      if rc == 0 {
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        bound.port = UInt16(bigEndian: sa.sin_port)
-      }
+      rc = Self.bind(fd, &sa)
+      if rc == 0 { bound.port = UInt16(bigEndian: sa.sin_port) }
     }
     if rc != 0 || listen(fd, 128) != 0 {
       let why = Self.errorText()
@@ -368,6 +356,20 @@ final class HTTPServer {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+  }
+
+  /// Binds `fd` to `sa` (a `sockaddr_in` or `sockaddr_in6`), then reads the address back
+  /// into `sa`, so that a port-0 request learns the port it got. Returns `bind`'s result.
+  private static func bind<A>(_ fd: Int32, _ sa: inout A) -> Int32 {
+    let size = socklen_t(MemoryLayout<A>.size)
+    let rc = withUnsafePointer(to: &sa) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, size) }
+    }
+    if rc == 0 {
+      var len = size
+      _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+    }
+    return rc
   }
 
   private static func errorText() -> String { String(cString: strerror(errno)) }
