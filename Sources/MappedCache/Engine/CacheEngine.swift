@@ -383,8 +383,9 @@ final class CacheEngine: @unchecked Sendable {
   @usableFromInline
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     let hash = KeyHash.key(key)
+    guard reader.isPlain else { return copyValueSlowly(key, hash: hash, fast: Reader.fastUnsure, into: buffer) }
     var expiry: UInt64 = 0, version: UInt64 = 0
-    let fast = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version)
+    let fast = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version, plain: true)
     if fast >= 0 {
       reader.countHit()
       return fast

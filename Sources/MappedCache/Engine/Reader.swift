@@ -19,6 +19,10 @@ struct Reader {
   let checksumOnRead: Bool
   /// Whether the mapping is writable (only then are reference bits set).
   let writable: Bool
+  /// Writable, and reading without checksums: the common handle, whose short path
+  /// (`probeInline(plain: true)`) reads neither flag again.
+  @inline(__always) var isPlain: Bool { writable && !checksumOnRead }
+
   /// Asked when a slot stays odd past the spins: is its writer dead?
   let liveness: Liveness
 
@@ -214,9 +218,12 @@ struct Reader {
   /// path against the shift sequence) or to this key's entry in a later slot, itself
   /// checked by its own sequence: a whole value of this key either way. A slot with the
   /// same hash but another key (a 64-bit hash collision) is left to the general path.
+  ///
+  /// With `plain` (a constant at its call site) the caller has checked that this handle
+  /// is writable and reads without checksums (`isPlain`), and the flags are not read again.
   @inline(__always)
   func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-                   expiry: inout UInt64, version: inout UInt64) -> Int {
+                   expiry: inout UInt64, version: inout UInt64, plain: Bool = false) -> Int {
     var i = index.home(hash)
     var probes = 0
     while true {
@@ -239,11 +246,11 @@ struct Reader {
     let e = found.0, meta = found.meta
     let exp = meta & Format.expiryMask
     if exp != 0 && exp <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
-    if checksumOnRead,
+    if !plain && checksumOnRead,
        KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum {
       return Self.fastUnsure
     }
-    if meta & Format.referencedBit == 0 && writable { index.markReferenced(i) }
+    if meta & Format.referencedBit == 0 && (plain || writable) { index.markReferenced(i) }
     expiry = exp
     version = e.cas
     return e.vlen
