@@ -6,6 +6,7 @@ let package = Package(
   platforms: [.macOS(.v15)],
   products: [
     .library(name: "MappedCache", targets: ["MappedCache"]),
+    .library(name: "MappedCacheRedis", targets: ["MappedCacheRedis"]),
     .executable(name: "mapped-cache", targets: ["mapped-cache"]),
     .executable(name: "cache-stress", targets: ["cache-stress"]),
   ],
@@ -13,17 +14,23 @@ let package = Package(
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
+    // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
+    .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
     .executableTarget(name: "mapped-cache", dependencies: ["MappedCache"], path: "Sources/mapped-cache"),
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "AllocCounter", "CheckedValues"],
+    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues"],
                       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
       dependencies: ["MappedCache", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
       path: "Tests/MappedCacheTests"),
+    .testTarget(
+      name: "MappedCacheRedisTests",
+      dependencies: ["MappedCache", "MappedCacheRedis", "mc-test-helper"],
+      path: "Tests/MappedCacheRedisTests"),
   ]
 )

@@ -1,0 +1,188 @@
+import Foundation
+import Glibc
+import MappedCache
+import Synchronization
+
+/// How a `RedisClient` connects, waits and retries.
+public struct RedisOptions: Sendable, Equatable {
+  /// Longest wait for a connection (and its handshake), reconnect attempts included, in seconds.
+  public var connectTimeout: Double
+  /// Longest wait for the replies of one request (or pipeline), in seconds.
+  public var commandTimeout: Double
+  /// How many times a command refused with `-LOADING`, `-BUSY`, `-TRYAGAIN` or
+  /// `-CLUSTERDOWN` is sent again (after a jittered backoff) before the error is returned.
+  public var maxRetries: Int
+  /// First and longest pause between reconnect attempts or retries, in seconds (full
+  /// jitter: each pause is uniform in 0 ... min(cap, base·2^attempt)).
+  public var backoffBase: Double
+  public var backoffCap: Double
+  /// Ask for RESP3 with `HELLO 3` (falls back to RESP2 when the server refuses).
+  public var useRESP3: Bool
+  /// `CLIENT SETNAME` for the connection (shown by `CLIENT LIST`).
+  public var clientName: String?
+  /// What a reply may hold; `maxBulkLength` should be at least the largest value.
+  public var limits: RESPLimits
+
+  public init(connectTimeout: Double = 1, commandTimeout: Double = 1, maxRetries: Int = 5,
+              backoffBase: Double = 0.005, backoffCap: Double = 0.5, useRESP3: Bool = true,
+              clientName: String? = nil, limits: RESPLimits = RESPLimits()) {
+    self.connectTimeout = connectTimeout
+    self.commandTimeout = commandTimeout
+    self.maxRetries = maxRetries
+    self.backoffBase = backoffBase
+    self.backoffCap = backoffCap
+    self.useRESP3 = useRESP3
+    self.clientName = clientName
+    self.limits = limits
+  }
+}
+
+/// A Redis client: RESP3 (RESP2 fallback) over TCP or a unix socket, pipelining,
+/// AUTH, SELECT, timeouts, reconnect with capped jittered backoff, and retries of the
+/// replies that mean "not now" (`-LOADING`, `-BUSY`, `-TRYAGAIN`, `-CLUSTERDOWN`).
+///
+/// Thread-safe: requests from several threads are serialised on one connection (each
+/// request or pipeline holds it for its round trip). The connection is opened on first
+/// use and again after any failure. A request whose connection broke after it was sent
+/// is sent again once on a new connection only when marked `idempotent` (the default for
+/// the reads and plain writes the caches make); otherwise the error is thrown.
+///
+/// ```swift
+/// let r = try RedisClient(url: "redis://127.0.0.1:6379/0")
+/// try r.call("SET", "k", "v")
+/// let v = try r.call("GET", "k").string      // "v"
+/// ```
+public final class RedisClient: @unchecked Sendable {
+  public let endpoint: RedisEndpoint
+  public let options: RedisOptions
+  private let lock = NSLock()
+  private var connection: RedisConnection?
+  private var failures = 0
+  private var rng = SystemRandomNumberGenerator()
+  /// Called (on the requesting thread, the lock held) with every push received.
+  private let pushHandler: (@Sendable (RESPValue) -> Void)?
+  private let counters = Counters()
+
+  final class Counters: Sendable {
+    let connects = Atomic<Int>(0)
+    let retries = Atomic<Int>(0)
+  }
+
+  public init(endpoint: RedisEndpoint, options: RedisOptions = RedisOptions(),
+              pushHandler: (@Sendable (RESPValue) -> Void)? = nil) {
+    self.endpoint = endpoint
+    self.options = options
+    self.pushHandler = pushHandler
+  }
+
+  public convenience init(url: String, options: RedisOptions = RedisOptions(),
+                          pushHandler: (@Sendable (RESPValue) -> Void)? = nil) throws {
+    self.init(endpoint: try RedisEndpoint(url: url), options: options, pushHandler: pushHandler)
+  }
+
+  /// Connections opened so far (1 + reconnects).
+  public var connectCount: Int { counters.connects.load(ordering: .relaxed) }
+  /// Commands sent again after a "not now" reply.
+  public var retryCount: Int { counters.retries.load(ordering: .relaxed) }
+
+  /// Whether the current connection speaks RESP3 (false before the first request).
+  public var isRESP3: Bool { lock.withLock { connection?.resp3 ?? false } }
+
+  /// Closes the connection (the next request opens a new one).
+  public func disconnect() {
+    lock.withLock {
+      connection?.close()
+      connection = nil
+    }
+  }
+
+  // MARK: Requests
+
+  /// Sends one command and returns its reply; an error reply is thrown as `.remoteError`.
+  @discardableResult
+  public func call(_ args: String..., idempotent: Bool = true) throws -> RESPValue {
+    try call(args.map { Array($0.utf8) }, idempotent: idempotent)
+  }
+
+  /// Sends one command given as byte strings; an error reply is thrown as `.remoteError`.
+  @discardableResult
+  public func call(_ args: [[UInt8]], idempotent: Bool = true) throws -> RESPValue {
+    let r = try pipeline([args], idempotent: idempotent)[0]
+    if let msg = r.errorMessage { throw CacheError.remoteError(endpoint: endpoint.description, message: msg) }
+    return r
+  }
+
+  /// Sends the commands in one write and returns one reply per command, in order (error
+  /// replies as values, for the caller to look at one by one). A pipeline in which some
+  /// reply is a "not now" error is sent again whole after a backoff (at most
+  /// `maxRetries` times), so use it for commands that may be repeated.
+  public func pipeline(_ commands: [[[UInt8]]], idempotent: Bool = true) throws -> [RESPValue] {
+    guard !commands.isEmpty else { return [] }
+    lock.lock()
+    defer { lock.unlock() }
+    var attempt = 0
+    var resent = false
+    while true {
+      let c = try connected()
+      let replies: [RESPValue]
+      do {
+        replies = try c.roundTrip(commands)
+      } catch let e as CacheError {
+        connection = nil
+        if case .remoteUnavailable = e, idempotent, !resent {
+          resent = true
+          continue
+        }
+        throw e
+      }
+      guard attempt < options.maxRetries, replies.contains(where: { Self.isRetryable($0) }) else { return replies }
+      attempt += 1
+      counters.retries.add(1, ordering: .relaxed)
+      Clock.sleep(nanoseconds: backoff(attempt))
+    }
+  }
+
+  /// Whether a reply is an error that means "not now, try again".
+  static func isRetryable(_ r: RESPValue) -> Bool {
+    guard let m = r.errorMessage else { return false }
+    return m.hasPrefix("LOADING") || m.hasPrefix("BUSY") || m.hasPrefix("TRYAGAIN") || m.hasPrefix("CLUSTERDOWN")
+  }
+
+  /// A pause of full jitter: uniform in 0 ... min(cap, base·2^attempt), in nanoseconds.
+  private func backoff(_ attempt: Int) -> UInt64 {
+    let ceiling = min(options.backoffCap, options.backoffBase * Double(1 << min(attempt, 20)))
+    return UInt64(Double.random(in: 0...max(ceiling, 1e-6), using: &rng) * 1e9)
+  }
+
+  /// The open connection, opening one (with backoff between attempts) if needed. Lock held.
+  private func connected() throws -> RedisConnection {
+    if let c = connection, c.isOpen { return c }
+    connection = nil
+    let deadline = Clock.nanoseconds() &+ UInt64(max(0.001, options.connectTimeout) * 1e9)
+    while true {
+      // Later attempts of a long outage wait longer (the count persists across requests).
+      if failures > 0 {
+        let now = Clock.nanoseconds()
+        guard now < deadline else {
+          throw CacheError.remoteUnavailable(endpoint: endpoint.description,
+                                             reason: "no connection within the connect timeout (\(failures) attempts failed)")
+        }
+        Clock.sleep(nanoseconds: min(backoff(failures), (deadline - now) / 2))
+      }
+      do {
+        let handler = pushHandler
+        let c = try RedisConnection.open(endpoint, options, pushHandler: handler.map { h in { h($0) } })
+        connection = c
+        failures = 0
+        counters.connects.add(1, ordering: .relaxed)
+        return c
+      } catch let e as CacheError {
+        failures += 1
+        // A refused login or a bad reply will not mend by retrying.
+        if case .remoteError = e { throw e }
+        if case .protocolViolation = e { throw e }
+        if Clock.nanoseconds() >= deadline { throw e }
+      }
+    }
+  }
+}
