@@ -1,0 +1,88 @@
+@_spi(Tiers) import MappedCache
+
+/// What a near cache keeps in its file: the tier words of the header and the frame around
+/// every entry's value.
+///
+/// Tier words (16 × 64 bits in the file's header, shared by every process of the host,
+/// 0 in a new file):
+///
+///     0  identity   fingerprint of the value type and the key prefix (claimed by CAS)
+///     1  epoch      the tracking session the entries belong to; bumped by the holder
+///                   on every new session (a reconnect, a takeover) and on a flush.
+///                   An entry stamped with another epoch is a miss (dropped lazily).
+///     2  fence      node 0: CLOCK_MONOTONIC ms at which the holder sent the last PING
+///                   whose reply it has read (every push before that reply applied)
+///     3  holder     pid of the process holding the role (0: none, or resigned)
+///     4  received   invalidated keys received      5  applied   keys removed by them
+///     6  flushes    null invalidations (FLUSHALL)  7  sessions  tracking sessions started
+///     8  stale      stale serves (serveStale)      9  fenced    fence misses
+///    10  epochMiss  entries dropped for an old epoch
+///    11  fetches    remote fetches                12  fetchNs  their total latency
+///    13  holders    times a process took the role
+///    14-15          reserved (per-node fences of a cluster, issue 18)
+///
+/// Frame of an entry (little-endian):
+///
+///     [ header: UInt64 = epoch << 8 | tag ][ payload ]
+///     tag 1 value:    payload = the value's bytes (as `SharedCache<Value>` stores them)
+///     tag 2 pending:  payload = pid (UInt32) + token (UInt64): a fill in flight
+///     tag 3 absent:   no payload: Redis has no such key (negative caching, opt-in)
+enum NearLayout {
+  static let identity = 0, epoch = 1, fence = 2, holder = 3
+  static let received = 4, applied = 5, flushes = 6, sessions = 7
+  static let staleServes = 8, fenceMisses = 9, epochMisses = 10
+  static let fetches = 11, fetchNanoseconds = 12, holders = 13
+
+  static let headerSize = 8
+  static let tagValue: UInt8 = 1, tagPending: UInt8 = 2, tagAbsent: UInt8 = 3
+  static let epochMask: UInt64 = (1 << 56) - 1
+
+  static func header(tag: UInt8, epoch: UInt64) -> UInt64 { (epoch & epochMask) << 8 | UInt64(tag) }
+
+  static func frame(tag: UInt8, epoch: UInt64, payload: UnsafeRawBufferPointer? = nil) -> [UInt8] {
+    var out = [UInt8]()
+    out.reserveCapacity(headerSize + (payload?.count ?? 0))
+    withUnsafeBytes(of: header(tag: tag, epoch: epoch).littleEndian) { out.append(contentsOf: $0) }
+    if let payload { out.append(contentsOf: payload) }
+    return out
+  }
+
+  static func pending(epoch: UInt64, pid: Int32, token: UInt64) -> [UInt8] {
+    var out = frame(tag: tagPending, epoch: epoch)
+    withUnsafeBytes(of: UInt32(bitPattern: pid).littleEndian) { out.append(contentsOf: $0) }
+    withUnsafeBytes(of: token.littleEndian) { out.append(contentsOf: $0) }
+    return out
+  }
+
+  /// The tag and epoch of a frame; nil when it is too short to be one.
+  @inline(__always)
+  static func parse(_ b: UnsafeRawBufferPointer) -> (tag: UInt8, epoch: UInt64)? {
+    guard b.count >= headerSize else { return nil }
+    let h = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+    return (UInt8(truncatingIfNeeded: h), h >> 8)
+  }
+
+  /// The pid of a pending frame's filler.
+  static func pendingPID(_ b: [UInt8]) -> Int32? {
+    guard b.count >= headerSize + 12 else { return nil }
+    return b.withUnsafeBytes { Int32(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: headerSize, as: UInt32.self))) }
+  }
+
+  /// Adds `n` to counter word `i` (a CAS loop; counters are only touched off the hit path).
+  static func add(_ cache: SharedCache<[UInt8]>, _ i: Int, _ n: UInt64) {
+    guard n > 0, cache.isWritable else { return }
+    for _ in 0..<64 {
+      guard let w = try? cache.tierWord(i) else { return }
+      if (try? cache.compareExchangeTierWord(i, expected: w, desired: w &+ n)) == true { return }
+    }
+  }
+
+  /// Moves the epoch on (never to 0): every entry stamped before becomes a miss.
+  static func bumpEpoch(_ cache: SharedCache<[UInt8]>) {
+    for _ in 0..<1000 {
+      guard let e = try? cache.tierWord(epoch) else { return }
+      let next = (e &+ 1) & epochMask
+      if (try? cache.compareExchangeTierWord(epoch, expected: e, desired: next == 0 ? 1 : next)) == true { return }
+    }
+  }
+}
