@@ -182,7 +182,6 @@ final class NearCacheHolder: @unchecked Sendable {
       NearLayout.add(local, NearLayout.flushes, 1)
     }
     guard !keys.isEmpty else { return }
-    NearLayout.add(local, NearLayout.received, UInt64(keys.count))
     // Keys the file cannot hold are not in it; the rest go in one batch (one by one if
     // the batch is refused, so that one bad key cannot keep the others).
     let maxKey = local.maxKeySize
@@ -191,6 +190,8 @@ final class NearCacheHolder: @unchecked Sendable {
     do { removed = try local.removeObjects(forKeys: keys) } catch {
       for k in keys where (try? local.removeObject(forKey: k)) == true { removed += 1 }
     }
+    // Counted once applied, so that a reader who sees the count sees the removals.
+    NearLayout.add(local, NearLayout.received, UInt64(keys.count))
     NearLayout.add(local, NearLayout.applied, UInt64(removed))
     afterApply?(keys)
   }

@@ -1,0 +1,127 @@
+import Foundation
+import Glibc
+import MappedCache
+import MappedCacheRedis
+
+/// `mc-test-helper near-bench URL [READS] [WRITES]` (release build): near-cache hit reads
+/// against plain `SharedCache` reads of the same keys and values, a direct Redis GET, a
+/// 90 % hit-ratio mix, and the staleness of writes through one host read on three others.
+enum NearBench {
+  static func now() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  static func percentile(_ xs: [Double], _ p: Double) -> Double {
+    guard !xs.isEmpty else { return .nan }
+    let s = xs.sorted()
+    return s[min(s.count - 1, Int(Double(s.count - 1) * p))]
+  }
+
+  static func run(_ args: [String]) throws -> Int32 {
+    guard let url = args.first else { return 64 }
+    let reads = args.count > 1 ? Int(args[1]) ?? 2_000_000 : 2_000_000
+    let writes = args.count > 2 ? Int(args[2]) ?? 500 : 500
+    let tag = "\(getpid())"
+    let dir = "/dev/shm"
+    var paths: [String] = []
+    defer { for p in paths { unlink(p); unlink(p + ".holder") } }
+    func path(_ name: String) -> String {
+      let p = "\(dir)/mc-nearbench-\(tag)-\(name).mcache"
+      paths.append(p)
+      return p
+    }
+    let prefix = "nb\(tag):"
+    let keys = (0..<1000).map { "user:\($0)" }
+    let value = String(repeating: "v", count: 40)
+    let raw = try RedisClient(url: url)
+
+    // 1. Hit reads: plain SharedCache against NearCache, same keys, same values.
+    let plain = try SharedCache<String>(path: path("plain"), capacity: 16 << 20)
+    for k in keys { try plain.setObject(value, forKey: k) }
+    let remote = try RedisCache<String>(url: url, keyPrefix: prefix)
+    let near = try NearCache<String>(path: path("near"), remote: remote, maxStaleness: .milliseconds(500),
+                                     options: NearCacheOptions(capacity: 16 << 20))
+    _ = try raw.pipeline(keys.map { [Array("SET".utf8), Array((prefix + $0).utf8), Array(value.utf8)] })
+    while !near.statistics.fenceFresh { usleep(1000) }
+    usleep(50_000)  // the SETs' own invalidations arrive before the warm-up fills
+    for k in keys { _ = try near.object(forKey: k) }
+    func timeReads(_ body: (String) throws -> String?) rethrows -> Double {
+      var sink = 0
+      let t0 = now()
+      for i in 0..<reads { sink &+= try body(keys[i % keys.count])?.utf8.count ?? 0 }
+      let dt = Double(now() - t0) / Double(reads)
+      if sink == 42 { print("") }
+      return dt
+    }
+    // Interleaved rounds, best of three each, so that neither side gets the quiet moments.
+    let fetchesBefore = near.statistics.remoteFetches
+    var plainNs = Double.infinity, nearNs = Double.infinity
+    for _ in 0..<3 {
+      plainNs = min(plainNs, try timeReads { try plain.object(forKey: $0) })
+      nearNs = min(nearNs, try timeReads { try near.object(forKey: $0) })
+    }
+    let fetchesAfter = near.statistics.remoteFetches
+    print(String(format: "hit reads: SharedCache %.1f ns, NearCache %.1f ns (%.2fx of plain; %d remote fetches during the timed reads)",
+                 plainNs, nearNs, plainNs / nearNs, Int(fetchesAfter - fetchesBefore)))
+
+    // 2. A direct GET per client.
+    let getCount = 20_000
+    var t0 = now()
+    for i in 0..<getCount { _ = try remote.object(forKey: keys[i % keys.count]) }
+    let getNs = Double(now() - t0) / Double(getCount)
+    print(String(format: "direct Redis GET: %.1f µs (%.0f reads/s per client); NearCache hit: %.0fx faster",
+                 getNs / 1000, 1e9 / getNs, getNs / nearNs))
+
+    // 3. A 90 % hit ratio: one read in ten is a key this host has never read.
+    let mixReads = 100_000
+    let cold = (0..<(mixReads / 10)).map { "cold:\($0)" }
+    for chunk in stride(from: 0, to: cold.count, by: 1000) {
+      _ = try raw.pipeline(cold[chunk..<min(cold.count, chunk + 1000)].map {
+        [Array("SET".utf8), Array((prefix + $0).utf8), Array(value.utf8)]
+      })
+    }
+    usleep(100_000)
+    t0 = now()
+    var c = 0
+    for i in 0..<mixReads {
+      if i % 10 == 9 { _ = try near.object(forKey: cold[c]); c += 1 } else { _ = try near.object(forKey: keys[i % keys.count]) }
+    }
+    let mixNs = Double(now() - t0) / Double(mixReads)
+    print(String(format: "90%% hit mix: %.2f µs per read (%.1fx a direct GET)", mixNs / 1000, getNs / mixNs))
+
+    // 4. Staleness: writes through host 0, reads on hosts 1-3 (separate files, each with its holder).
+    let hosts = try (0..<4).map { i in
+      try NearCache<String>(path: path("host\(i)"), remote: RedisCache<String>(url: url, keyPrefix: prefix),
+                            maxStaleness: .milliseconds(500), options: NearCacheOptions(capacity: 4 << 20))
+    }
+    for h in hosts { while !h.statistics.fenceFresh { usleep(1000) } }
+    let key = "stale-probe"
+    try hosts[0].setObject("0", forKey: key)
+    usleep(50_000)
+    var staleness: [Double] = []
+    var checked = 0
+    for w in 1...writes {
+      let v = String(w)
+      try hosts[0].setObject(v, forKey: key)
+      let ack = now()
+      var pending = Set(1..<hosts.count)
+      while !pending.isEmpty {
+        for h in pending {
+          checked += 1
+          if try hosts[h].object(forKey: key) == v { pending.remove(h) }
+        }
+        if now() - ack > 2_000_000_000 { break }
+      }
+      staleness.append(Double(now() - ack) / 1000)
+      usleep(2000)
+    }
+    print(String(format: "staleness over %d writes (host 0 writes, hosts 1-3 read; %d reads checked): p50 %.0f µs, p99 %.0f µs, max %.0f µs",
+                 writes, checked, percentile(staleness, 0.5), percentile(staleness, 0.99), staleness.max() ?? .nan))
+    for h in hosts { h.close() }
+    near.close()
+    _ = try? remote.removeAllKeys()
+    return 0
+  }
+}
