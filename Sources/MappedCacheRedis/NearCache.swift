@@ -125,7 +125,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   public let maxStaleness: Duration
   public let options: NearCacheOptions
   let codec = TierCodec<Value>()
-  let maxStalenessMs: UInt64
+  @usableFromInline let maxStalenessMs: UInt64
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
 
@@ -184,58 +184,53 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   // MARK: Freshness
 
   /// Whether the holder's last confirmed heartbeat is recent enough to trust the file.
-  @inline(__always)
-  func fenceFresh() -> Bool {
-    let f = (try? local.tierWord(NearLayout.fence)) ?? 0
-    let now = Clock.coarseMilliseconds()
-    // The coarse clock lags the holder's precise one by up to a tick: a fence slightly
-    // ahead is fresh; one far ahead comes from before a reboot.
-    if f >= now { return f != 0 && f - now < 1000 }
-    return now - f <= maxStalenessMs
-  }
+  func fenceFresh() -> Bool { nearFenceFresh(local, maxStalenessMs) }
 
   @inline(__always)
   var currentEpoch: UInt64 { ((try? local.tierWord(NearLayout.epoch)) ?? 0) & NearLayout.epochMask }
 
   // MARK: Reading
 
-  private enum Look { case hit, absent, miss, large(Int) }
-
   /// The value for `key`: from the file when it holds a fresh entry, otherwise from
   /// Redis (back-filling the file); nil when Redis has none.
+  ///
+  /// Inlinable, so that the hit path is specialized for `Value` in the caller as
+  /// `SharedCache.object(forKey:)` is: one copy from the file to the stack, one call that
+  /// checks the entry's epoch and the fence, the decode.
+  @inlinable
   public func object(forKey key: String) throws -> Value? {
     var result: Value? = nil
-    let look: Look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
-      guard let n = try local.copyBytes(forKey: key, into: buffer) else { return .miss }
-      if n > 256 { return .large(n) }
+    // 1: hit, 2: absent (a cached miss), 0: not servable, n > 256: a larger entry.
+    let look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
+      guard let n = try local.copyBytes(forKey: key, into: buffer) else { return 0 }
+      if n > 256 { return n }
       return try judge(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key, &result)
     }
     switch look {
-    case .hit: return result
-    case .absent: return nil
-    case .miss: return try fill(key)
-    case .large:
-      let l = try local.withBytes(forKey: key) { try judge($0, key, &result) } ?? .miss
-      switch l {
-      case .hit: return result
-      case .absent: return nil
+    case 1: return result
+    case 2: return nil
+    case 0: return try fill(key)
+    default:
+      switch try local.withBytes(forKey: key, { try judge($0, key, &result) }) ?? 0 {
+      case 1: return result
+      case 2: return nil
       default: return try fill(key)
       }
     }
   }
 
-  /// Whether a stored frame can be served (decoding it into `result`).
-  @inline(__always)
-  private func judge(_ b: UnsafeRawBufferPointer, _ key: String, _ result: inout Value?) throws -> Look {
-    guard let (tag, epoch) = NearLayout.parse(b), tag == NearLayout.tagValue || tag == NearLayout.tagAbsent,
-          epoch == currentEpoch else { return .miss }
-    if !fenceFresh() {
-      guard options.serveStale else { return .miss }
-      NearLayout.add(local, NearLayout.staleServes, 1)
-    }
-    if tag == NearLayout.tagAbsent { return .absent }
-    result = try codec.decode(UnsafeRawBufferPointer(rebasing: b[NearLayout.headerSize...]), forKey: key)
-    return .hit
+  /// Whether a stored frame can be served (1, decoding it into `result`; 2 for a cached
+  /// miss; 0 otherwise).
+  @inlinable @inline(__always)
+  func judge(_ b: UnsafeRawBufferPointer, _ key: String, _ result: inout Value?) throws -> Int {
+    guard b.count >= 8 else { return 0 }
+    let header = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+    let tag = header & 0xff
+    guard tag == 1 || tag == 3, nearEntryServable(local, header: header, maxStalenessMs: maxStalenessMs,
+                                                  serveStale: options.serveStale) else { return 0 }
+    if tag == 3 { return 2 }
+    result = try NearValueCodec<Value>.decode(UnsafeRawBufferPointer(rebasing: b[8...]), forKey: key)
+    return 1
   }
 
   /// The value for `key` and when it expires (the file's entry when fresh, else Redis's).
@@ -347,7 +342,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     _ = try? local.setObject(claim.bytes, forKey: key, ifVersion: claim.version, expires: .date(Date(timeIntervalSince1970: 0)))
   }
 
-  private func fill(_ key: String) throws -> Value? {
+  @usableFromInline
+  func fill(_ key: String) throws -> Value? {
     let deadline = Clock.nanoseconds() &+ UInt64(options.fillTimeout * 1e9)
     var pause: UInt64 = 100_000
     for _ in 0..<10_000 {
@@ -443,9 +439,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// The file's fresh entry for `key`, if any (no remote call).
   public func object(forKeyLocally key: String) throws -> Value? {
     var result: Value? = nil
-    let look = try local.withBytes(forKey: key) { try judge($0, key, &result) } ?? .miss
-    if case .hit = look { return result }
-    return nil
+    return try local.withBytes(forKey: key) { try judge($0, key, &result) } == 1 ? result : nil
   }
 
   // MARK: Writing
@@ -496,3 +490,43 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 }
 
 extension NearCache: Cache {}
+
+/// Whether the fence of `local` is younger than `maxStalenessMs`.
+func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {
+  let f = (try? local.tierWord(NearLayout.fence)) ?? 0
+  let now = Clock.coarseMilliseconds()
+  // The coarse clock lags the holder's precise one by up to a tick: a fence slightly
+  // ahead is fresh; one far ahead comes from before a reboot.
+  if f >= now { return f != 0 && f - now < 1000 }
+  return now - f <= maxStalenessMs
+}
+
+/// The read path's check, out of line and not generic: the entry's epoch is the file's,
+/// and the fence is fresh (or `serveStale`, counted).
+@usableFromInline
+func nearEntryServable(_ local: SharedCache<[UInt8]>, header: UInt64, maxStalenessMs: UInt64, serveStale: Bool) -> Bool {
+  let epoch = ((try? local.tierWord(NearLayout.epoch)) ?? 0) & NearLayout.epochMask
+  guard header >> 8 == epoch else { return false }
+  if nearFenceFresh(local, maxStalenessMs) { return true }
+  guard serveStale else { return false }
+  NearLayout.add(local, NearLayout.staleServes, 1)
+  return true
+}
+
+/// The value codec of `SharedCache<Value>` (a `CacheValueEncodable` type's own bytes,
+/// else the binary Codable format), inlinable so that it specializes in the caller; the
+/// same choice and the same bytes as `TierCodec`, which tests check.
+@usableFromInline
+enum NearValueCodec<Value: Codable> {
+  @inlinable @inline(__always)
+  static func decode(_ b: UnsafeRawBufferPointer, forKey key: String) throws -> Value {
+    do {
+      if Value.self == String.self { return try String(cacheBytes: b) as! Value }
+      if Value.self == [UInt8].self { return [UInt8](b) as! Value }
+      if let t = Value.self as? any CacheValueEncodable.Type { return try t.init(cacheBytes: b) as! Value }
+      return try BinaryCoding.decode(Value.self, from: [UInt8](b))
+    } catch {
+      throw CacheError.decodingFailed(key: key, reason: "\(error)")
+    }
+  }
+}

@@ -199,6 +199,33 @@ struct NearCacheInProcessTests {
     #expect(v == "computed-offline" && !fromCache)
   }
 
+  @Test func badValuesFailForTheirKeyOnlyAndMissesCanBeCached() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let b = try makeHost(server, options: NearCacheOptions(capacity: 4 << 20, cacheMisses: 30))
+    defer { dispose(b) }
+    #expect(waitReady(b))
+    let raw = server.client()
+    // A String cache stores UTF-8; invalid bytes are a decodingFailed for that key.
+    _ = try raw.call([Array("SET".utf8), Array("t:bad".utf8), [0xff, 0xfe]])
+    _ = try raw.call("SET", "t:good", "fine")
+    #expect(eventually(2) { b.statistics.invalidationsReceived >= 2 })
+    for _ in 0..<2 {
+      #expect(performing: { try b.object(forKey: "bad") }, throws: { e in
+        if case CacheError.decodingFailed(let k, _) = e { return k == "bad" }
+        return false
+      })
+    }
+    #expect(try !b.local.containsObject(forKey: "bad"))          // its placeholder was released
+    #expect(try b.object(forKey: "good") == "fine")
+    // A miss is remembered (one fetch), until a write of the key invalidates it.
+    let f0 = b.statistics.remoteFetches
+    for _ in 0..<5 { #expect(try b.object(forKey: "nothing") == nil) }
+    #expect(b.statistics.remoteFetches == f0 + 1)
+    _ = try raw.call("SET", "t:nothing", "now")
+    #expect(eventually(2) { (try? b.object(forKey: "nothing")) == .some("now") })
+  }
+
   @Test func aFileOfAnotherTypeOrPrefixIsRefused() throws {
     let server = try RedisServer()
     defer { server.stop() }

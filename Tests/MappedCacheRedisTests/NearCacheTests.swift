@@ -92,4 +92,20 @@ struct RedisCacheTests {
       return false
     })
   }
+
+  @Test func theInlinableReadCodecDecodesWhatTierCodecEncodes() throws {
+    func same<T: Codable & Equatable>(_ v: T) throws {
+      let bytes = try TierCodec<T>().encode(v)
+      let back = try bytes.withUnsafeBytes { try NearValueCodec<T>.decode($0, forKey: "k") }
+      #expect(back == v)
+      #expect(try bytes.withUnsafeBytes { try TierCodec<T>().decode($0, forKey: "k") } == back)
+    }
+    try same("héllo")
+    try same([UInt8]([0, 1, 255]))
+    try same(-42)
+    try same(3.5)
+    try same(User(id: 3, name: "Cy"))
+    try same(["a": [1, 2]])
+    #expect(throws: CacheError.self) { try [UInt8]([1, 2, 3]).withUnsafeBytes { try NearValueCodec<Int>.decode($0, forKey: "k") } }
+  }
 }
