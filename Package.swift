@@ -16,7 +16,7 @@ let package = Package(
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
     .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
-    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache"], path: "Sources/mapped-cache"),
+    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "MappedCacheRedis"], path: "Sources/mapped-cache"),
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
@@ -30,7 +30,7 @@ let package = Package(
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",
-      dependencies: ["MappedCache", "MappedCacheRedis", "mc-test-helper"],
+      dependencies: ["MappedCache", "MappedCacheRedis", "mc-test-helper", "mapped-cache"],
       path: "Tests/MappedCacheRedisTests"),
   ]
 )

@@ -146,17 +146,11 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.options = options
     self.maxStalenessMs = UInt64(ms)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
-    // One file, one value type and prefix.
-    let identity = Self.identity(codec.typeName, remote.keyPrefix)
-    let found = try local.tierWord(NearLayout.identity)
-    if found == 0 && local.isWritable {
-      _ = try local.compareExchangeTierWord(NearLayout.identity, expected: 0, desired: identity)
-    }
-    let now = try local.tierWord(NearLayout.identity)
-    guard now == identity else {
-      throw CacheError.typeMismatch(path: path, expected: "a near cache of \(codec.typeName) under \"\(remote.keyPrefix)\"",
-                                    found: "a near cache of another value type or key prefix")
-    }
+    // One file, one value type and one prefix.
+    try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
+                         expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
+    try NearLayout.claim(local, NearLayout.prefixIdentity, NearLayout.fingerprint(remote.keyPrefix),
+                         expected: "a near cache of keys under \"\(remote.keyPrefix)\"", other: "a near cache of another key prefix")
     if options.standsForHolder && local.isWritable {
       let h = NearCacheHolder(local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
                               prefix: remote.keyPrefix, options: options)
@@ -172,14 +166,6 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// Stops standing for the invalidation role (resigning it if held). Reads and writes
   /// still work; another process takes the role.
   public func close() { holder?.stop() }
-
-  static func identity(_ typeName: String, _ prefix: String) -> UInt64 {
-    var h: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-    for b in Array(typeName.utf8) + [0] + Array(prefix.utf8) {
-      h = (h ^ UInt64(b)) &* 0x100_0000_01b3
-    }
-    return h | 1
-  }
 
   // MARK: Freshness
 
@@ -470,22 +456,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   // MARK: Figures
 
   public var statistics: NearCacheStatistics {
-    func w(_ i: Int) -> UInt64 { (try? local.tierWord(i)) ?? 0 }
-    let pid = Int32(truncatingIfNeeded: w(NearLayout.holder))
-    let fence = w(NearLayout.fence)
-    let now = Clock.milliseconds()
-    let fetches = w(NearLayout.fetches)
-    let sessions = w(NearLayout.sessions), holders = w(NearLayout.holders)
-    return NearCacheStatistics(
-      holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && Self.isAlive(pid), isHolder: holder?.isHolding ?? false,
-      heartbeatAgeMilliseconds: [fence == 0 ? nil : now &- min(now, fence)], fenceFresh: fenceFresh(),
-      epoch: w(NearLayout.epoch), invalidationsReceived: w(NearLayout.received), invalidationsApplied: w(NearLayout.applied),
-      flushes: w(NearLayout.flushes), reconnects: sessions &- min(sessions, holders), holderChanges: holders,
-      staleServes: w(NearLayout.staleServes), fenceMisses: w(NearLayout.fenceMisses), epochMisses: w(NearLayout.epochMisses),
-      remoteFetches: fetches,
-      remoteFetchMeanMicroseconds: fetches == 0 ? 0 : Double(w(NearLayout.fetchNanoseconds)) / Double(fetches) / 1000,
-      remoteFetchMaxMicroseconds: Double(fetchMaxNs.load(ordering: .relaxed)) / 1000,
-      local: local.statistics)
+    NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder?.isHolding ?? false,
+                          fetchMaxNs: fetchMaxNs.load(ordering: .relaxed))
   }
 }
 

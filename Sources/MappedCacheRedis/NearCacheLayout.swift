@@ -1,3 +1,4 @@
+import Glibc
 @_spi(Tiers) import MappedCache
 
 /// What a near cache keeps in its file: the tier words of the header and the frame around
@@ -6,7 +7,7 @@
 /// Tier words (16 × 64 bits in the file's header, shared by every process of the host,
 /// 0 in a new file):
 ///
-///     0  identity   fingerprint of the value type and the key prefix (claimed by CAS)
+///     0  identity   fingerprint of the value type (claimed by CAS; agents leave it)
 ///     1  epoch      the tracking session the entries belong to; bumped by the holder
 ///                   on every new session (a reconnect, a takeover) and on a flush.
 ///                   An entry stamped with another epoch is a miss (dropped lazily).
@@ -19,7 +20,8 @@
 ///    10  epochMiss  entries dropped for an old epoch
 ///    11  fetches    remote fetches                12  fetchNs  their total latency
 ///    13  holders    times a process took the role
-///    14-15          reserved (per-node fences of a cluster, issue 18)
+///    14  prefix     fingerprint of the key prefix the holder tracks (claimed by CAS)
+///    15             reserved (per-node fences of a cluster, issue 18, need more words)
 ///
 /// Frame of an entry (little-endian):
 ///
@@ -31,7 +33,7 @@ enum NearLayout {
   static let identity = 0, epoch = 1, fence = 2, holder = 3
   static let received = 4, applied = 5, flushes = 6, sessions = 7
   static let staleServes = 8, fenceMisses = 9, epochMisses = 10
-  static let fetches = 11, fetchNanoseconds = 12, holders = 13
+  static let fetches = 11, fetchNanoseconds = 12, holders = 13, prefixIdentity = 14
 
   static let headerSize = 8
   static let tagValue: UInt8 = 1, tagPending: UInt8 = 2, tagAbsent: UInt8 = 3
@@ -84,5 +86,44 @@ enum NearLayout {
       let next = (e &+ 1) & epochMask
       if (try? cache.compareExchangeTierWord(epoch, expected: e, desired: next == 0 ? 1 : next)) == true { return }
     }
+  }
+
+  /// FNV-1a of `text`, never 0 (0 is "unclaimed").
+  static func fingerprint(_ text: String) -> UInt64 {
+    var h: UInt64 = 0xcbf2_9ce4_8422_2325
+    for b in text.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+    return h | 1
+  }
+
+  /// Claims tier word `index` for `value` when unclaimed; throws `.typeMismatch` when
+  /// another value holds it.
+  static func claim(_ cache: SharedCache<[UInt8]>, _ index: Int, _ value: UInt64, expected: String, other: String) throws {
+    if try cache.tierWord(index) == 0 && cache.isWritable {
+      _ = try cache.compareExchangeTierWord(index, expected: 0, desired: value)
+    }
+    guard try cache.tierWord(index) == value else {
+      throw CacheError.typeMismatch(path: cache.path, expected: expected, found: other)
+    }
+  }
+
+  /// The figures of a near-cache file (`isHolder`, `fetchMax` are the caller's).
+  static func statistics(_ local: SharedCache<[UInt8]>, maxStalenessMs: UInt64, isHolder: Bool,
+                         fetchMaxNs: UInt64) -> NearCacheStatistics {
+    func w(_ i: Int) -> UInt64 { (try? local.tierWord(i)) ?? 0 }
+    let pid = Int32(truncatingIfNeeded: w(holder))
+    let f = w(fence)
+    let now = Clock.milliseconds()
+    let n = w(fetches)
+    let s = w(sessions), h = w(holders)
+    return NearCacheStatistics(
+      holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM), isHolder: isHolder,
+      heartbeatAgeMilliseconds: [f == 0 ? nil : now &- min(now, f)], fenceFresh: nearFenceFresh(local, maxStalenessMs),
+      epoch: w(epoch), invalidationsReceived: w(received), invalidationsApplied: w(applied),
+      flushes: w(flushes), reconnects: s &- min(s, h), holderChanges: h,
+      staleServes: w(staleServes), fenceMisses: w(fenceMisses), epochMisses: w(epochMisses),
+      remoteFetches: n,
+      remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(fetchNanoseconds)) / Double(n) / 1000,
+      remoteFetchMaxMicroseconds: Double(fetchMaxNs) / 1000,
+      local: local.statistics)
   }
 }

@@ -17,11 +17,13 @@ enum Helper {
     return dir + "/mc-test-helper"
   }()
 
-  static func spawn(_ args: [String]) throws -> Process {
+  static var tool: String { (binary as NSString).deletingLastPathComponent + "/mapped-cache" }
+
+  static func spawn(_ args: [String], binary: String = Helper.binary, output: Pipe? = nil) throws -> Process {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: binary)
     p.arguments = args
-    p.standardOutput = FileHandle.nullDevice
+    p.standardOutput = output ?? FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
     p.standardInput = FileHandle.nullDevice
     try p.run()
@@ -139,5 +141,46 @@ struct NearCacheProcessTests {
     #expect(afterKill <= 0.3 + 0.05, "served the old value \(afterKill) s after the write")
     #expect(eventually(3) { observers[0].statistics.holderPID != dying && observers[0].statistics.fenceFresh })
     for o in observers { o.close() }
+  }
+
+  @Test func theAgentSidecarHoldsTheRoleAndStatsShowIt() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let path = "/dev/shm/mcredis-agent-\(getpid()).mcache"
+    defer { unlink(path); unlink(path + ".holder") }
+    let agent = try Helper.spawn(["agent", path, "--redis", server.unixURL, "--prefix", "a:"], binary: Helper.tool)
+    defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL); agent.waitUntilExit() } }
+    #expect(eventually(10) { NearCacheStatistics.read(path: path)?.holderPID == agent.processIdentifier })
+    #expect(eventually(3) { NearCacheStatistics.read(path: path)?.fenceFresh == true })
+    #expect(eventually(3) { (try? trackingClients(server).count) == 1 })
+    // Workers that do not stand for the role rely on the agent's invalidations.
+    let remote = try RedisCache<String>(url: server.url, keyPrefix: "a:")
+    let worker = try NearCache<String>(path: path, remote: remote, maxStaleness: .milliseconds(500),
+                                       options: NearCacheOptions(standsForHolder: false))
+    _ = try server.client().call("SET", "a:k", "1")
+    #expect(eventually(2) { worker.statistics.invalidationsReceived >= 1 })
+    #expect(try worker.object(forKey: "k") == "1")
+    _ = try server.client().call("SET", "a:k", "2")
+    #expect(eventually(2) { (try? worker.object(forKey: "k")) == "2" })
+    // `mapped-cache stats` shows the tier's figures (JSON and Prometheus).
+    let out = Pipe()
+    let stats = try Helper.spawn(["stats", path, "--json"], binary: Helper.tool, output: out)
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    stats.waitUntilExit()
+    let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+    let near = json?["near_cache"] as? [String: Any]
+    #expect(near?["holder_pid"] as? Int == Int(agent.processIdentifier))
+    #expect((near?["invalidations_received"] as? Int ?? 0) >= 2)
+    let prom = Pipe()
+    let p2 = try Helper.spawn(["stats", path, "--prometheus"], binary: Helper.tool, output: prom)
+    let text = String(decoding: prom.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p2.waitUntilExit()
+    #expect(text.contains("mappedcache_near_holder_pid{path=\"\(path)\"} \(agent.processIdentifier)"))
+    // SIGTERM: the agent resigns cleanly.
+    kill(agent.processIdentifier, SIGTERM)
+    agent.waitUntilExit()
+    #expect(agent.terminationStatus == 0)
+    #expect(NearCacheStatistics.read(path: path)?.holderPID == nil)
+    worker.close()
   }
 }
