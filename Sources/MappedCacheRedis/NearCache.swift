@@ -246,14 +246,16 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   /// One look at `key`'s entry on the way to a fill: a usable entry, our placeholder put
   /// in place, a wait for another process's fill, or a fetch that stores nothing.
-  func step(_ key: String, deadline: UInt64) throws -> Step {
+  func step(_ key: String, deadline: UInt64, life: Double? = nil) throws -> Step {
     guard fenceFresh() else {
       NearLayout.add(local, NearLayout.fenceMisses, 1)
       return .bypass
     }
     let epoch = currentEpoch
     let placeholder = NearLayout.pending(epoch: epoch, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
-    let life = CacheExpiry.seconds(options.fillTimeout)
+    // The placeholder outlives its owner's fetch (or compute) with a margin; a dead
+    // owner's expires by itself.
+    let life = CacheExpiry.seconds(life ?? options.fillTimeout)
     if let (bytes, version) = try local.objectWithVersion(forKey: key) {
       if let (tag, e) = bytes.withUnsafeBytes({ NearLayout.parse($0) }) {
         if e == epoch {
@@ -374,10 +376,11 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   public func object(forKey key: String, expires: CacheExpiry? = nil, options computeOptions: ComputeOptions = ComputeOptions(),
                      orCompute compute: () async throws -> Value) async throws -> (value: Value, fromCache: Bool) {
     if let v = try object(forKeyLocally: key) { return (v, true) }
-    let deadline = Clock.nanoseconds() &+ UInt64(max(options.fillTimeout, computeOptions.waitTimeout) * 1e9)
+    let wait = max(options.fillTimeout, computeOptions.waitTimeout)
+    let deadline = Clock.nanoseconds() &+ UInt64(wait * 1e9)
     var pause: UInt64 = 100_000
     for _ in 0..<100_000 {
-      switch try step(key, deadline: deadline) {
+      switch try step(key, deadline: deadline, life: wait) {
       case .found(let v?): return (v, true)
       case .found(nil), .bypass:
         let fetched: ([UInt8], CacheExpiry)?

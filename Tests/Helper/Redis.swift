@@ -22,4 +22,5 @@ let redisCommands: [String: HelperCommand] = [
     return 0
   },
   "near-bench": { args in try NearBench.run(args) },
+  "near-stale-check": { args in try NearBench.staleCheck(args) },
 ]

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import MappedCacheRedis
+import Synchronization
 
 /// `mc-test-helper near-bench URL [READS] [WRITES]` (release build): near-cache hit reads
 /// against plain `SharedCache` reads of the same keys and values, a direct Redis GET, a
@@ -125,4 +126,112 @@ enum NearBench {
     _ = try? remote.removeAllKeys()
     return 0
   }
+
+  /// `mc-test-helper near-stale-check URL [SECONDS] [FAULT_EVERY_MS]`: writes through
+  /// host 0 every millisecond, reads on hosts 1-3 (whose holders are `mapped-cache agent`
+  /// processes), and every FAULT_EVERY_MS SIGKILLs a host's agent (restarting it) or
+  /// CLIENT KILLs its tracking connection. Every read is checked: a value whose successor
+  /// was acknowledged more than maxStaleness (200 ms) + 50 ms before the read began is a
+  /// violation.
+  static func staleCheck(_ args: [String]) throws -> Int32 {
+    guard let url = args.first else { return 64 }
+    let seconds = args.count > 1 ? Double(args[1]) ?? 10 : 10
+    let faultEveryMs = args.count > 2 ? Int(args[2]) ?? 300 : 300
+    let boundNs: UInt64 = 250_000_000
+    let tag = "\(getpid())"
+    let prefix = "sc\(tag):"
+    let paths = (0..<4).map { "/dev/shm/mc-stalecheck-\(tag)-\($0).mcache" }
+    let tool = ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent("mapped-cache")
+    var agents: [Int: Process] = [:]
+    func spawnAgent(_ h: Int) throws {
+      let p = Process()
+      p.executableURL = URL(fileURLWithPath: tool)
+      p.arguments = ["agent", paths[h], "--redis", url, "--prefix", prefix, "--max-staleness", "0.2", "--capacity", "4MiB"]
+      p.standardOutput = FileHandle.nullDevice
+      p.standardError = FileHandle.nullDevice
+      try p.run()
+      agents[h] = p
+    }
+    defer {
+      for (_, p) in agents where p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+      for p in paths { unlink(p); unlink(p + ".holder") }
+    }
+    for h in 1...3 { try spawnAgent(h) }
+    usleep(300_000)
+    let options = NearCacheOptions(capacity: 4 << 20, standsForHolder: false)
+    let hosts = try paths.map {
+      try NearCache<String>(path: $0, remote: RedisCache<String>(url: url, keyPrefix: prefix,
+                                                                  options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3)),
+                            maxStaleness: .milliseconds(200), options: options)
+    }
+    for h in hosts[1...] { while !h.statistics.fenceFresh { usleep(1000) } }
+    let capacity = Int(seconds * 2000) + 10_000
+    let acks = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: capacity)
+    for i in 0..<capacity { (acks + i).initialize(to: Atomic<UInt64>(0)) }
+    defer { acks.deallocate() }
+    func ack(_ i: Int) -> UInt64 { (acks + i).pointee.load(ordering: .acquiring) }
+    let end = now() + UInt64(seconds * 1e9)
+    let writer = hosts[0]
+    try writer.setObject("0", forKey: "probe")
+    acks.pointee.store(now(), ordering: .releasing)
+    let writerDone = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) let acksShared = acks
+    Thread.detachNewThread {
+      var seq = 1
+      while now() < end && seq < capacity - 1 {
+        if (try? writer.setObject(String(seq), forKey: "probe")) != nil {
+          (acksShared + seq).pointee.store(now(), ordering: .releasing)
+          seq += 1
+        }
+        usleep(1000)
+      }
+      writerDone.signal()
+    }
+    var checked = 0, violations = 0, errors = 0, faults = 0
+    var worstNs: UInt64 = 0
+    var nextFault = now() + UInt64(faultEveryMs) * 1_000_000
+    let raw = try RedisClient(url: url)
+    while now() < end {
+      for h in 1...3 {
+        let t = now()
+        guard let s = try? hosts[h].object(forKey: "probe"), let v = Int(s) else { errors += 1; continue }
+        checked += 1
+        let successor = v + 1 < capacity ? ack(v + 1) : 0
+        if successor != 0 && t > successor {
+          worstNs = max(worstNs, t - successor)
+          if t - successor > boundNs { violations += 1 }
+        }
+      }
+      if now() >= nextFault {
+        let h = 1 + faults % 3
+        if faults % 2 == 0, let p = agents[h] {
+          kill(p.processIdentifier, SIGKILL)
+          p.waitUntilExit()
+          try spawnAgent(h)
+        } else if let pid = hosts[h].statistics.holderPID {
+          _ = try? raw.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes", "ID",
+                            String(clientID(raw, name: "mc-near-holder-\(pid)") ?? 0))
+        }
+        faults += 1
+        nextFault = now() + UInt64(faultEveryMs) * 1_000_000
+      }
+    }
+    writerDone.wait()
+    let st = hosts[1].statistics
+    print(String(format: "stale check: %d reads checked on 3 hosts, %d violations of maxStaleness 200 ms + 50 ms, worst lateness %.1f ms; %d faults (agent SIGKILL / CLIENT KILL); %d reads failed; host 1: %llu holder changes, %llu reconnects, %llu fence misses",
+                 checked, violations, Double(worstNs) / 1e6, faults, errors, st.holderChanges, st.reconnects, st.fenceMisses))
+    for h in hosts { h.close() }
+    _ = try? hosts[0].remote.removeAllKeys()
+    return violations == 0 ? 0 : 1
+  }
+
+  /// The id of the client called `name` in CLIENT LIST.
+  static func clientID(_ c: RedisClient, name: String) -> Int? {
+    guard let list = try? c.call("CLIENT", "LIST").string else { return nil }
+    for line in list.split(separator: "\n") where line.contains("name=\(name) ") {
+      for f in line.split(separator: " ") where f.hasPrefix("id=") { return Int(f.dropFirst(3)) }
+    }
+    return nil
+  }
 }
+

@@ -129,7 +129,8 @@ final class FaultProxy: @unchecked Sendable {
       guard poll(&p, 1, 10) > 0 else { continue }
       let n = buf.withUnsafeMutableBytes { recv(a, $0.baseAddress, $0.count, 0) }
       guard n > 0 else { return }
-      switch mode {
+      // The mode as of now, not as of before the wait: a fault starts at once.
+      switch state.withLock({ $0.mode }) {
       case .pass: guard sendAll(b, Array(buf[0..<n])) else { return }
       case .delay(let ms):
         usleep(UInt32(ms * 1000))

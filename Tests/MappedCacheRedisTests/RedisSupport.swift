@@ -26,7 +26,7 @@ final class RedisServer: @unchecked Sendable {
     return true
   }
 
-  let port: UInt16
+  private(set) var port: UInt16
   let dir: String
   var socketPath: String { dir + "/redis.sock" }
   private var process: Process?
@@ -41,7 +41,16 @@ final class RedisServer: @unchecked Sendable {
     dir = NSTemporaryDirectory() + "mc-redis-\(getpid())-\(UUID().uuidString.prefix(8))"
     extraArgs = args
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try start()
+    // A free port can be taken by another test (or another user of the machine) between
+    // the probe and redis-server's bind: then try another one.
+    for attempt in 0..<8 {
+      do {
+        try start()
+        return
+      } catch CacheError.invalidArgument(let why) where why.hasPrefix("port taken") && port == nil && attempt < 7 {
+        self.port = try Self.freePort()
+      }
+    }
   }
 
   /// Starts (or restarts, with an empty dataset) the server and waits until it answers.
@@ -57,8 +66,17 @@ final class RedisServer: @unchecked Sendable {
     process = p
     let c = RedisClient(endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)),
                         options: RedisOptions(connectTimeout: 0.2))
-    for _ in 0..<500 {
-      if (try? c.call("PING")) != nil { return }
+    for _ in 0..<1000 {
+      if let info = try? c.call("INFO", "server").string {
+        // The server that answers must be ours: another one may own the port.
+        if info.contains("process_id:\(p.processIdentifier)\r") { return }
+        kill()
+        throw CacheError.invalidArgument("port taken: \(port) is another server's")
+      }
+      if !p.isRunning {
+        process = nil
+        throw CacheError.invalidArgument("port taken: redis-server could not listen on \(port)")
+      }
       usleep(10_000)
     }
     throw CacheError.timedOut(operation: "redis-server on port \(port) did not start")
@@ -87,7 +105,17 @@ final class RedisServer: @unchecked Sendable {
 
   /// A port nobody listens on now (bound to port 0, then closed; a collision with a port
   /// taken meanwhile fails `start`, which the caller may retry).
+  private static let handedOut = Mutex<Set<UInt16>>([])
+
   static func freePort() throws -> UInt16 {
+    for _ in 0..<100 {
+      let p = try probePort()
+      if handedOut.withLock({ $0.insert(p).inserted }) { return p }
+    }
+    return try probePort()
+  }
+
+  private static func probePort() throws -> UInt16 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw CacheError.invalidArgument("socket failed") }
     defer { close(fd) }
