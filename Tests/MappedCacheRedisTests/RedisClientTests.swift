@@ -175,7 +175,7 @@ struct RedisClientTests {
     _ = try tracked.call("CLIENT", "TRACKING", "ON")
     _ = try tracked.call("GET", "watched")
     _ = try c.call("SET", "watched", "new")
-    let arrived = try eventually(2) {
+    let arrived = try eventually(10) {
       _ = try tracked.call("PING")  // the push arrives before (or with) this reply
       return !pushes.withLock { $0 }.isEmpty
     }
