@@ -99,13 +99,20 @@ public struct RESPLimits: Sendable, Equatable {
   public var maxBulkLength: Int
   /// Longest header or simple line (`+…`, `-…`, `:…`, lengths), in bytes.
   public var maxLineLength: Int
+  /// Most values (scalars and aggregates, at any depth) in one reply: without it, nested
+  /// aggregates within the other limits could still grow without bound.
+  public var maxReplyElements: Int
+  /// Most bytes in one reply (raised to at least `maxBulkLength` + 64 KiB).
+  public var maxReplyBytes: Int
 
   public init(maxDepth: Int = 32, maxAggregateCount: Int = 1 << 20, maxBulkLength: Int = 64 << 20,
-              maxLineLength: Int = 64 << 10) {
+              maxLineLength: Int = 64 << 10, maxReplyElements: Int = 4 << 20, maxReplyBytes: Int = 256 << 20) {
     self.maxDepth = maxDepth
     self.maxAggregateCount = maxAggregateCount
     self.maxBulkLength = maxBulkLength
     self.maxLineLength = maxLineLength
+    self.maxReplyElements = maxReplyElements
+    self.maxReplyBytes = max(maxReplyBytes, maxBulkLength + (64 << 10))
   }
 }
 
@@ -132,6 +139,9 @@ public struct RESPParser: Sendable {
   private var start = 0
   private var stack: [Frame] = []
   private var failure: CacheError?
+  /// Values and bytes consumed so far by the reply being parsed.
+  private var replyElements = 0
+  private var replyBytes = 0
 
   private enum Kind: Sendable { case array, set, push, map, attribute }
 
@@ -196,7 +206,20 @@ public struct RESPParser: Sendable {
 
   private mutating func parseNext() throws -> RESPValue? {
     while true {
+      let before = start
       guard let scalarOrOpen = try parseOne() else { return nil }
+      replyElements += 1
+      replyBytes += start - before
+      guard replyElements <= limits.maxReplyElements else {
+        throw violation("a reply of more than \(limits.maxReplyElements) values")
+      }
+      guard replyBytes <= limits.maxReplyBytes else {
+        throw violation("a reply of more than \(limits.maxReplyBytes) bytes")
+      }
+      if stack.isEmpty && scalarOrOpen != nil {
+        replyElements = 0
+        replyBytes = 0
+      }
       guard var value = scalarOrOpen else { continue }  // an aggregate was opened
       // Close every aggregate this value completes.
       while var top = stack.popLast() {
@@ -207,7 +230,11 @@ public struct RESPParser: Sendable {
           break
         }
         value = Self.close(top)
-        if stack.isEmpty { return value }
+        if stack.isEmpty {
+          replyElements = 0
+          replyBytes = 0
+          return value
+        }
       }
       if stack.isEmpty { return value }
     }

@@ -135,7 +135,9 @@ public final class RedisClient: @unchecked Sendable {
         }
         throw e
       }
-      guard attempt < options.maxRetries, replies.contains(where: { Self.isRetryable($0) }) else { return replies }
+      // Sent again whole: only if it may be repeated, or if nothing in it was executed.
+      guard attempt < options.maxRetries, replies.contains(where: { Self.isRetryable($0) }),
+            idempotent || replies.allSatisfy({ Self.isRetryable($0) }) else { return replies }
       attempt += 1
       counters.retries.add(1, ordering: .relaxed)
       Clock.sleep(nanoseconds: backoff(attempt))

@@ -178,6 +178,16 @@ struct SeededRandom: RandomNumberGenerator {
     violation("+a\nb\r\n", contains: "LF without CR")
     violation("$?\r\n", contains: "streamed")
     violation("*2\r\n:1\r\n", contains: "ends inside")
+    // Nested aggregates within the per-aggregate limits still meet the per-reply ones.
+    let perReply = RESPLimits(maxAggregateCount: 100, maxBulkLength: 100, maxReplyElements: 50, maxReplyBytes: 0)
+    violation("*10\r\n" + String(repeating: "*10\r\n" + String(repeating: ":1\r\n", count: 10), count: 10), perReply,
+              contains: "more than 50 values")
+    let bytesLimit = RESPLimits(maxAggregateCount: 100, maxBulkLength: 100, maxReplyElements: 1 << 20, maxReplyBytes: 0)
+    let bulks = String(repeating: "$100\r\n" + String(repeating: "x", count: 100) + "\r\n", count: 100)
+    violation("*100\r\n" + String(repeating: "*100\r\n" + bulks, count: 100), bytesLimit,
+              contains: "more than \(bytesLimit.maxReplyBytes) bytes")
+    // ...and count one reply at a time.
+    #expect(try RESPParser.parseAll(Array(String(repeating: "*3\r\n:1\r\n:2\r\n:3\r\n", count: 100).utf8), limits: perReply).count == 100)
     // A poisoned parser keeps failing.
     var p = RESPParser()
     p.append(Array("?\r\n+OK\r\n".utf8))
