@@ -86,7 +86,8 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
       invalidations: \(invalidationsReceived) received, \(invalidationsApplied) applied; flushes: \(flushes)
       reconnects: \(reconnects); holder changes: \(holderChanges)
       stale serves: \(staleServes); fence misses: \(fenceMisses); epoch misses: \(epochMisses)
-      remote fetches: \(remoteFetches), mean \(String(format: "%.1f", remoteFetchMeanMicroseconds)) µs, max here \(String(format: "%.1f", remoteFetchMaxMicroseconds)) µs
+      remote fetches: \(remoteFetches), mean \(String(format: "%.1f", remoteFetchMeanMicroseconds)) µs, \
+      max here \(String(format: "%.1f", remoteFetchMaxMicroseconds)) µs
       """
   }
 }
@@ -139,7 +140,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     let (s, atto) = maxStaleness.components
     let ms = Double(s) * 1000 + Double(atto) / 1e15
     guard ms >= options.heartbeatInterval * 2000 else {
-      throw CacheError.invalidArgument("maxStaleness (\(ms) ms) must be at least twice the heartbeat interval (\(options.heartbeatInterval * 1000) ms)")
+      throw CacheError.invalidArgument(
+        "maxStaleness (\(ms) ms) must be at least twice the heartbeat interval (\(options.heartbeatInterval * 1000) ms)")
     }
     self.remote = remote
     self.maxStaleness = maxStaleness
@@ -150,7 +152,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
                          expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
     try NearLayout.claim(local, NearLayout.prefixIdentity, NearLayout.fingerprint(remote.keyPrefix),
-                         expected: "a near cache of keys under \"\(remote.keyPrefix)\"", other: "a near cache of another key prefix")
+                         expected: "a near cache of keys under \"\(remote.keyPrefix)\"",
+                         other: "a near cache of another key prefix")
     if options.standsForHolder && local.isWritable {
       let h = NearCacheHolder(local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
                               prefix: remote.keyPrefix, options: options)
@@ -261,7 +264,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         if e == epoch {
           switch tag {
           case NearLayout.tagValue:
-            return .found(try bytes.withUnsafeBytes { try codec.decode(UnsafeRawBufferPointer(rebasing: $0[NearLayout.headerSize...]), forKey: key) })
+            return .found(try bytes.withUnsafeBytes {
+              try codec.decode(UnsafeRawBufferPointer(rebasing: $0[NearLayout.headerSize...]), forKey: key)
+            })
           case NearLayout.tagAbsent:
             return .found(nil)
           case NearLayout.tagPending:

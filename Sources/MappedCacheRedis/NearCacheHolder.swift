@@ -127,7 +127,8 @@ final class NearCacheHolder: @unchecked Sendable {
     let c = try RedisConnection.open(endpoint, ro, pushHandler: { pushes.append($0) })
     defer { c.close() }
     guard c.resp3 else {
-      throw CacheError.remoteError(endpoint: endpoint.description, message: "the server does not speak RESP3, which tracking needs")
+      throw CacheError.remoteError(endpoint: endpoint.description,
+                                   message: "the server does not speak RESP3, which tracking needs")
     }
     var tracking: [[UInt8]] = ["CLIENT", "TRACKING", "ON", "BCAST"].map { Array($0.utf8) }
     if !prefix.isEmpty { tracking += [Array("PREFIX".utf8), prefix] }

@@ -67,7 +67,9 @@ enum NearLayout {
   /// The pid of a pending frame's filler.
   static func pendingPID(_ b: [UInt8]) -> Int32? {
     guard b.count >= headerSize + 12 else { return nil }
-    return b.withUnsafeBytes { Int32(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: headerSize, as: UInt32.self))) }
+    return b.withUnsafeBytes {
+      Int32(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: headerSize, as: UInt32.self)))
+    }
   }
 
   /// Adds `n` to counter word `i` (a CAS loop; counters are only touched off the hit path).

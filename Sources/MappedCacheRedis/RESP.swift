@@ -321,7 +321,8 @@ public struct RESPParser: Sendable {
       let pairs = type == UInt8(ascii: "%") || type == UInt8(ascii: "|")
       let limit = Int64(limits.maxAggregateCount)
       guard n <= (pairs ? limit / 2 : limit) else {
-        throw violation("an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements")
+        throw violation(
+          "an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements")
       }
       guard stack.count < limits.maxDepth else { throw violation("nesting deeper than \(limits.maxDepth)") }
       let kind: Kind

@@ -78,15 +78,18 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
   @discardableResult
   public func removeAllKeys() throws -> Int {
     guard !prefixBytes.isEmpty else {
-      throw CacheError.invalidArgument("removeAllObjects of a RedisCache without a keyPrefix would remove the whole database; give it a prefix")
+      throw CacheError.invalidArgument(
+        "removeAllObjects of a RedisCache without a keyPrefix would remove the whole database; give it a prefix")
     }
     let pattern = Self.globEscaped(prefixBytes) + [UInt8(ascii: "*")]
     var cursor: [UInt8] = [UInt8(ascii: "0")]
     var removed = 0
     repeat {
-      let r = try client.call([Array("SCAN".utf8), cursor, Array("MATCH".utf8), pattern, Array("COUNT".utf8), Array("1000".utf8)])
+      let r = try client.call([Array("SCAN".utf8), cursor, Array("MATCH".utf8), pattern,
+                               Array("COUNT".utf8), Array("1000".utf8)])
       guard let parts = r.elements, parts.count == 2, let next = parts[0].bytes, let keys = parts[1].elements else {
-        throw CacheError.protocolViolation(endpoint: client.endpoint.description, reason: "a SCAN reply that is not [cursor, keys]")
+        throw CacheError.protocolViolation(endpoint: client.endpoint.description,
+                                           reason: "a SCAN reply that is not [cursor, keys]")
       }
       let names = keys.compactMap(\.bytes)
       if !names.isEmpty {
@@ -151,7 +154,8 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     case .null: return nil
     case .bulkString(let b): return b
     default:
-      throw CacheError.protocolViolation(endpoint: client.endpoint.description, reason: "a GET reply that is not a bulk string or null")
+      throw CacheError.protocolViolation(endpoint: client.endpoint.description,
+                                         reason: "a GET reply that is not a bulk string or null")
     }
   }
 

@@ -143,7 +143,8 @@ final class RedisConnection {
       var list: UnsafeMutablePointer<addrinfo>? = nil
       let gai = getaddrinfo(host, String(port), &hints, &list)
       guard gai == 0, let first = list else {
-        throw CacheError.remoteUnavailable(endpoint: name, reason: "cannot resolve \(host): \(String(cString: gai_strerror(gai)))")
+        throw CacheError.remoteUnavailable(endpoint: name,
+                                           reason: "cannot resolve \(host): \(String(cString: gai_strerror(gai)))")
       }
       defer { freeaddrinfo(list) }
       var lastError: Error = CacheError.remoteUnavailable(endpoint: name, reason: "no address")

@@ -232,6 +232,30 @@ struct NearCacheInProcessTests {
     #expect(eventually(10) { (try? b.object(forKey: "nothing")) == .some("now") })
   }
 
+  @Test func aReplyPastTheLimitsIsAProtocolViolationAndLeavesTheFileWhole() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let path = "/dev/shm/mcredis-limits-\(getpid()).mcache"
+    defer { unlink(path); unlink(path + ".holder") }
+    let remote = try RedisCache<String>(url: server.url, keyPrefix: "t:",
+                                        options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))
+    let b = try NearCache<String>(path: path, remote: remote, maxStaleness: .seconds(3),
+                                  options: NearCacheOptions(capacity: 4 << 20))
+    defer { b.close() }
+    #expect(eventually(20) { b.statistics.fenceFresh })
+    let raw = server.client()
+    _ = try raw.call("SET", "t:huge", String(repeating: "x", count: 5000))
+    _ = try raw.call("SET", "t:small", "ok")
+    #expect(eventually(10) { b.statistics.invalidationsReceived >= 2 })
+    #expect(performing: { try b.object(forKey: "huge") }, throws: { e in
+      if case CacheError.protocolViolation(_, let why) = e { return why.contains("exceeds the limit") }
+      return false
+    })
+    #expect(try !b.local.containsObject(forKey: "huge"))       // the placeholder is gone
+    #expect(try b.object(forKey: "small") == "ok")             // the next request, on a new connection
+    #expect(try b.local.verify().ok)
+  }
+
   @Test func aFileOfAnotherTypeOrPrefixIsRefused() throws {
     let server = try RedisServer()
     defer { server.stop() }
