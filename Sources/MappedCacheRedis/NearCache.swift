@@ -190,10 +190,15 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   public func object(forKey key: String) throws -> Value? {
     var result: Value? = nil
     // 1: hit, 2: absent (a cached miss), 0: not servable, n > 256: a larger entry.
-    let look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
-      guard let n = try local.copyBytes(forKey: key, into: buffer) else { return 0 }
-      if n > 256 { return n }
-      return try judge(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key, &result)
+    let look: Int
+    do {
+      look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
+        guard let n = try local.copyBytes(forKey: key, into: buffer) else { return 0 }
+        if n > 256 { return n }
+        return try judge(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key, &result)
+      }
+    } catch CacheError.keyTooLarge {
+      return try remoteOnly(key)  // a key the file cannot hold is read from Redis every time
     }
     switch look {
     case 1: return result
@@ -367,6 +372,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     return try fetchDecoded(key)
   }
 
+  @usableFromInline
+  func remoteOnly(_ key: String) throws -> Value? { try fetchDecoded(key) }
+
   private func fetchDecoded(_ key: String) throws -> Value? {
     guard let (bytes, _) = try fetch(key) else { return nil }
     return try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }
@@ -443,14 +451,19 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// invalidation reaches their holder.
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
     try remote.setObject(value, forKey: key, expires: expires)
-    _ = try local.removeObject(forKey: key)
+    try removeLocally(key)
+  }
+
+  /// Removes `key` from the file (a key too long for it cannot be there).
+  private func removeLocally(_ key: String) throws {
+    do { _ = try local.removeObject(forKey: key) } catch CacheError.keyTooLarge {}
   }
 
   /// Removes `key` from Redis, then from the file; false when Redis had no such key.
   @discardableResult
   public func removeObject(forKey key: String) throws -> Bool {
     let had = try remote.removeObject(forKey: key)
-    _ = try local.removeObject(forKey: key)
+    try removeLocally(key)
     return had
   }
 

@@ -254,6 +254,12 @@ struct NearCacheInProcessTests {
     #expect(try !b.local.containsObject(forKey: "huge"))       // the placeholder is gone
     #expect(try b.object(forKey: "small") == "ok")             // the next request, on a new connection
     #expect(try b.local.verify().ok)
+    // A key longer than the file's key limit goes to Redis every time.
+    let long = String(repeating: "k", count: b.local.maxKeySize + 1)
+    try b.setObject("far", forKey: long)
+    #expect(try b.object(forKey: long) == "far")
+    #expect(try b.removeObject(forKey: long))
+    #expect(try b.object(forKey: long) == nil)
   }
 
   @Test func aFileOfAnotherTypeOrPrefixIsRefused() throws {
