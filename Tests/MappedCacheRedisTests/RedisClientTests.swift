@@ -166,6 +166,27 @@ struct RedisClientTests {
     #expect(try c.call("PING") == .simpleString("PONG"))
   }
 
+  @Test func threadsShareAPoolOfConnectionsAndEachGetsItsOwnReplies() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let c = server.client(RedisOptions(poolSize: 3))
+    let wrong = Atomic<Int>(0)
+    DispatchQueue.concurrentPerform(iterations: 8) { t in
+      for i in 1...200 {
+        // Each thread's counter: a reply that went to another thread would be off.
+        guard case .integer(let n)? = try? c.call("INCR", "ctr\(t)"), n == i else {
+          wrong.add(1, ordering: .relaxed)
+          continue
+        }
+      }
+    }
+    #expect(wrong.load(ordering: .relaxed) == 0)
+    #expect(c.connectCount >= 1 && c.connectCount <= 3)
+    c.disconnect()
+    #expect(try c.call("GET", "ctr7").string == "200")
+    #expect(c.connectCount <= 4)
+  }
+
   @Test func pushesReachTheHandlerBetweenReplies() throws {
     let server = try RedisServer()
     defer { server.stop() }
