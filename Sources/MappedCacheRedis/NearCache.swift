@@ -127,6 +127,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   public let options: NearCacheOptions
   let codec = TierCodec<Value>()
   @usableFromInline let maxStalenessMs: UInt64
+  /// The file's key limit (read once).
+  @usableFromInline let maxKeySize: Int
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
 
@@ -148,6 +150,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.options = options
     self.maxStalenessMs = UInt64(ms)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
+    maxKeySize = local.maxKeySize
     // One file, one value type and one prefix.
     try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
                          expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
@@ -188,17 +191,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// checks the entry's epoch and the fence, the decode.
   @inlinable
   public func object(forKey key: String) throws -> Value? {
+    // A key the file cannot hold is read from Redis every time.
+    if key.utf8.count > maxKeySize { return try remoteOnly(key) }
     var result: Value? = nil
     // 1: hit, 2: absent (a cached miss), 0: not servable, n > 256: a larger entry.
-    let look: Int
-    do {
-      look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
-        guard let n = try local.copyBytes(forKey: key, into: buffer) else { return 0 }
-        if n > 256 { return n }
-        return try judge(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key, &result)
-      }
-    } catch CacheError.keyTooLarge {
-      return try remoteOnly(key)  // a key the file cannot hold is read from Redis every time
+    let look = try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer -> Int in
+      guard let n = try local.copyBytes(forKey: key, into: buffer) else { return 0 }
+      if n > 256 { return n }
+      return try judge(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key, &result)
     }
     switch look {
     case 1: return result

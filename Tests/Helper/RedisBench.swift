@@ -56,10 +56,10 @@ enum NearBench {
       if sink == 42 { print("") }
       return dt
     }
-    // Interleaved rounds, best of three each, so that neither side gets the quiet moments.
+    // Interleaved rounds, best of seven each, so that neither side gets the quiet moments.
     let fetchesBefore = near.statistics.remoteFetches
     var plainNs = Double.infinity, nearNs = Double.infinity
-    for _ in 0..<3 {
+    for _ in 0..<7 {
       plainNs = min(plainNs, try timeReads { try plain.object(forKey: $0) })
       nearNs = min(nearNs, try timeReads { try near.object(forKey: $0) })
     }
