@@ -129,6 +129,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   @usableFromInline let maxStalenessMs: UInt64
   /// The file's key limit (read once).
   @usableFromInline let maxKeySize: Int
+  /// The session word (epoch and fence) in the mapping: loaded inline on every hit. Valid
+  /// while `local` lives, which is as long as this near cache.
+  @usableFromInline let sessionWord: UnsafePointer<Atomic<UInt64>>
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
 
@@ -151,6 +154,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.maxStalenessMs = UInt64(ms)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     maxKeySize = local.maxKeySize
+    sessionWord = try local.tierWordAddress(NearLayout.epoch)
     // One file, one value type and one prefix.
     try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
                          expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
@@ -179,7 +183,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   func fenceFresh() -> Bool { nearFenceFresh(local, maxStalenessMs) }
 
   @inline(__always)
-  var currentEpoch: UInt64 { ((try? local.tierWord(NearLayout.epoch)) ?? 0) & NearLayout.epochMask }
+  var currentEpoch: UInt64 { NearLayout.currentEpoch(local) }
 
   // MARK: Reading
 
@@ -220,8 +224,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     guard b.count >= 8 else { return 0 }
     let header = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
     let tag = header & 0xff
-    guard tag == 1 || tag == 3, nearEntryServable(local, header: header, maxStalenessMs: maxStalenessMs,
-                                                  serveStale: options.serveStale) else { return 0 }
+    guard tag == 1 || tag == 3 else { return 0 }
+    // The entry's epoch is the file's, and the fence is fresh (or serveStale, counted).
+    let session = sessionWord.pointee.load(ordering: .acquiring)
+    guard header >> 8 == session >> 32 else { return 0 }
+    if !nearFenceFresh(session: session, maxStalenessMs) {
+      guard options.serveStale else { return 0 }
+      countStaleServe()
+    }
     if tag == 3 { return 2 }
     result = try NearValueCodec<Value>.decode(UnsafeRawBufferPointer(rebasing: b[8...]), forKey: key)
     return 1
@@ -375,6 +385,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   @usableFromInline
   func remoteOnly(_ key: String) throws -> Value? { try fetchDecoded(key) }
 
+  @usableFromInline
+  func countStaleServe() { NearLayout.add(local, NearLayout.staleServes, 1) }
+
   private func fetchDecoded(_ key: String) throws -> Value? {
     guard let (bytes, _) = try fetch(key) else { return nil }
     return try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }
@@ -484,26 +497,19 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
 extension NearCache: Cache {}
 
-/// Whether the fence of `local` is younger than `maxStalenessMs`.
-func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {
-  let f = (try? local.tierWord(NearLayout.fence)) ?? 0
-  let now = Clock.coarseMilliseconds()
-  // The coarse clock lags the holder's precise one by up to a tick: a fence slightly
-  // ahead is fresh; one far ahead comes from before a reboot.
-  if f >= now { return f != 0 && f - now < 1000 }
-  return now - f <= maxStalenessMs
+/// Whether a session word's fence is younger than `maxStalenessMs` (modulo 2^32 ms; a
+/// fence slightly ahead is fresh: the coarse clock lags the holder's precise one by up to
+/// a tick).
+@inlinable @inline(__always)
+func nearFenceFresh(session w: UInt64, _ maxStalenessMs: UInt64) -> Bool {
+  guard w != 0 else { return false }
+  let age = UInt32(truncatingIfNeeded: Clock.coarseMilliseconds()) &- UInt32(truncatingIfNeeded: w)
+  return UInt64(age) <= maxStalenessMs || age > UInt32.max - 1000
 }
 
-/// The read path's check, out of line and not generic: the entry's epoch is the file's,
-/// and the fence is fresh (or `serveStale`, counted).
-@usableFromInline
-func nearEntryServable(_ local: SharedCache<[UInt8]>, header: UInt64, maxStalenessMs: UInt64, serveStale: Bool) -> Bool {
-  let epoch = ((try? local.tierWord(NearLayout.epoch)) ?? 0) & NearLayout.epochMask
-  guard header >> 8 == epoch else { return false }
-  if nearFenceFresh(local, maxStalenessMs) { return true }
-  guard serveStale else { return false }
-  NearLayout.add(local, NearLayout.staleServes, 1)
-  return true
+/// Whether the fence of `local` is younger than `maxStalenessMs`.
+func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {
+  nearFenceFresh(session: (try? local.tierWord(NearLayout.epoch)) ?? 0, maxStalenessMs)
 }
 
 /// The value codec of `SharedCache<Value>` (a `CacheValueEncodable` type's own bytes,

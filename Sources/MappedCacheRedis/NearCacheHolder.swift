@@ -150,7 +150,7 @@ final class NearCacheHolder: @unchecked Sendable {
       }
       apply(&pushes)
       // Every invalidation the server sent before it answered this PING is applied.
-      try? local.storeTierWord(NearLayout.fence, t0 / 1_000_000)
+      NearLayout.storeFence(local, t0 / 1_000_000)
       while !stopped.load(ordering: .acquiring) {
         let now = Clock.nanoseconds()
         guard now < t0 &+ intervalNs else { break }

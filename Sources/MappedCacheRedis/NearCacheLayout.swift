@@ -8,11 +8,14 @@ import Glibc
 /// 0 in a new file):
 ///
 ///     0  identity   fingerprint of the value type (claimed by CAS; agents leave it)
-///     1  epoch      the tracking session the entries belong to; bumped by the holder
-///                   on every new session (a reconnect, a takeover) and on a flush.
-///                   An entry stamped with another epoch is a miss (dropped lazily).
-///     2  fence      node 0: CLOCK_MONOTONIC ms at which the holder sent the last PING
-///                   whose reply it has read (every push before that reply applied)
+///     1  session    epoch << 32 | fence mod 2^32, the one word a read loads:
+///                   epoch: the tracking session the entries belong to, bumped by the
+///                   holder on every new session (a reconnect, a takeover) and on a
+///                   flush; an entry stamped with another epoch is a miss (dropped
+///                   lazily). fence: node 0's CLOCK_MONOTONIC ms at which the holder
+///                   sent the last PING whose reply it has read (every push before that
+///                   reply applied); compared modulo 2^32 ms (49 days)
+///     2  fence      the same fence in full (figures only)
 ///     3  holder     pid of the process holding the role (0: none, or resigned)
 ///     4  received   invalidated keys received      5  applied   keys removed by them
 ///     6  flushes    null invalidations (FLUSHALL)  7  sessions  tracking sessions started
@@ -37,7 +40,7 @@ enum NearLayout {
 
   static let headerSize = 8
   static let tagValue: UInt8 = 1, tagPending: UInt8 = 2, tagAbsent: UInt8 = 3
-  static let epochMask: UInt64 = (1 << 56) - 1
+  static let epochMask: UInt64 = (1 << 32) - 1
 
   static func header(tag: UInt8, epoch: UInt64) -> UInt64 { (epoch & epochMask) << 8 | UInt64(tag) }
 
@@ -81,12 +84,27 @@ enum NearLayout {
     }
   }
 
+  /// The current epoch (the high half of the session word).
+  static func currentEpoch(_ cache: SharedCache<[UInt8]>) -> UInt64 { ((try? cache.tierWord(epoch)) ?? 0) >> 32 }
+
   /// Moves the epoch on (never to 0): every entry stamped before becomes a miss.
   static func bumpEpoch(_ cache: SharedCache<[UInt8]>) {
     for _ in 0..<1000 {
-      guard let e = try? cache.tierWord(epoch) else { return }
-      let next = (e &+ 1) & epochMask
-      if (try? cache.compareExchangeTierWord(epoch, expected: e, desired: next == 0 ? 1 : next)) == true { return }
+      guard let w = try? cache.tierWord(epoch) else { return }
+      var next = ((w >> 32) &+ 1) & epochMask
+      if next == 0 { next = 1 }
+      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: next << 32 | (w & 0xffff_ffff))) == true { return }
+    }
+  }
+
+  /// Records a confirmed heartbeat sent at `ms` (CLOCK_MONOTONIC) in both fence words.
+  static func storeFence(_ cache: SharedCache<[UInt8]>, _ ms: UInt64) {
+    try? cache.storeTierWord(fence, ms)
+    for _ in 0..<1000 {
+      guard let w = try? cache.tierWord(epoch) else { return }
+      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: (w & ~0xffff_ffff) | (ms & 0xffff_ffff))) == true {
+        return
+      }
     }
   }
 
@@ -120,7 +138,7 @@ enum NearLayout {
     return NearCacheStatistics(
       holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM), isHolder: isHolder,
       heartbeatAgeMilliseconds: [f == 0 ? nil : now &- min(now, f)], fenceFresh: nearFenceFresh(local, maxStalenessMs),
-      epoch: w(epoch), invalidationsReceived: w(received), invalidationsApplied: w(applied),
+      epoch: w(epoch) >> 32, invalidationsReceived: w(received), invalidationsApplied: w(applied),
       flushes: w(flushes), reconnects: s &- min(s, h), holderChanges: h,
       staleServes: w(staleServes), fenceMisses: w(fenceMisses), epochMisses: w(epochMisses),
       remoteFetches: n,

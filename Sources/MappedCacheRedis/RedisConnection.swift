@@ -2,6 +2,7 @@ import Glibc
 import MappedCache
 
 /// Monotonic clocks of this host (shared by every process: the near cache's fence).
+@usableFromInline
 enum Clock {
   /// CLOCK_MONOTONIC in nanoseconds.
   static func nanoseconds() -> UInt64 {
@@ -15,7 +16,7 @@ enum Clock {
 
   /// CLOCK_MONOTONIC_COARSE in milliseconds: the last tick's time (vDSO, no clock read:
   /// a few ns; behind the precise clock by at most one tick, 1-10 ms).
-  @inline(__always)
+  @inlinable @inline(__always)
   static func coarseMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import MappedCache
 import MappedCacheRedis
 
 // Child-process commands for the Redis near-cache tests and benchmark (issue 17).
@@ -23,4 +24,31 @@ let redisCommands: [String: HelperCommand] = [
   },
   "near-bench": { args in try NearBench.run(args) },
   "near-stale-check": { args in try NearBench.staleCheck(args) },
+  // near-insn-loop URL near|plain N: N hit reads of one key (for callgrind: run with N
+  // and 2N; the difference over N is one read's instructions).
+  "near-insn-loop": { args in
+    guard args.count == 3, let n = Int(args[2]) else { return 64 }
+    let tag = "\(getpid())"
+    let path = "/dev/shm/mc-nearinsn-\(tag).mcache"
+    defer { unlink(path); unlink(path + ".holder") }
+    let value = String(repeating: "v", count: 40)
+    var sink = 0
+    if args[1] == "plain" {
+      let c = try SharedCache<String>(path: path, capacity: 4 << 20)
+      try c.setObject(value, forKey: "user:1")
+      for _ in 0..<n { sink &+= try c.object(forKey: "user:1")?.utf8.count ?? 0 }
+    } else {
+      let remote = try RedisCache<String>(url: args[0], keyPrefix: "ni\(tag):")
+      let near = try NearCache<String>(path: path, remote: remote, maxStaleness: .seconds(60),
+                                       options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: 1))
+      try remote.setObject(value, forKey: "user:1")
+      while !near.statistics.fenceFresh { usleep(1000) }
+      usleep(100_000)
+      _ = try near.object(forKey: "user:1")
+      for _ in 0..<n { sink &+= try near.object(forKey: "user:1")?.utf8.count ?? 0 }
+      near.close()
+    }
+    print("sink=\(sink)")
+    return 0
+  },
 ]
