@@ -287,7 +287,10 @@ final class RedisConnection {
         delivered += 1
       }
     }
+    // Pushes already buffered (read with the last reply) are delivered at once: waiting
+    // for more data first would hold them until the timeout.
     try drain()
+    if delivered > 0 { return delivered }
     var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     let n = poll(&p, 1, Int32(max(0, min(Double(Int32.max), timeout * 1000))))
     if n > 0 {

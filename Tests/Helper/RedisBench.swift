@@ -24,6 +24,7 @@ enum NearBench {
     guard let url = args.first else { return 64 }
     let reads = args.count > 1 ? Int(args[1]) ?? 2_000_000 : 2_000_000
     let writes = args.count > 2 ? Int(args[2]) ?? 500 : 500
+    let heartbeat = args.count > 3 ? (Double(args[3]) ?? 20) / 1000 : 0.02
     let tag = "\(getpid())"
     let dir = "/dev/shm"
     var paths: [String] = []
@@ -95,7 +96,8 @@ enum NearBench {
     // 4. Staleness: writes through host 0, reads on hosts 1-3 (separate files, each with its holder).
     let hosts = try (0..<4).map { i in
       try NearCache<String>(path: path("host\(i)"), remote: RedisCache<String>(url: url, keyPrefix: prefix),
-                            maxStaleness: .milliseconds(500), options: NearCacheOptions(capacity: 4 << 20))
+                            maxStaleness: .milliseconds(500),
+                            options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: heartbeat))
     }
     for h in hosts { while !h.statistics.fenceFresh { usleep(1000) } }
     let key = "stale-probe"

@@ -187,6 +187,32 @@ struct RedisClientTests {
     #expect(c.connectCount <= 4)
   }
 
+  /// A push that came in the same read as a reply, after it, is delivered by the next
+  /// wait at once, not when the wait times out (the holder would sit on an invalidation
+  /// until its next heartbeat).
+  @Test func aPushBufferedBehindAReplyIsDeliveredWithoutWaiting() throws {
+    let push = RESPValue.push([.bulkString(Array("invalidate".utf8)), .array([.bulkString(Array("k".utf8))])])
+    let fake = try FakeServer { cmd in
+      switch cmd.commandName {
+      case "HELLO": return RESPValue.map([]).encoded()
+      default: return Array("+PONG\r\n".utf8) + push.encoded()
+      }
+    }
+    defer { fake.stop() }
+    let got = Mutex<[RESPValue]>([])
+    let c = try RedisConnection.open(try RedisEndpoint(url: fake.url), RedisOptions(),
+                                     pushHandler: { p in got.withLock { $0.append(p) } })
+    #expect(c.resp3)
+    let reply = try c.roundTrip([[Array("PING".utf8)]])[0]
+    // Both may have come in one read, or the push in a later one: wait for it either way.
+    let t0 = Date()
+    var delivered = got.withLock { $0.count }
+    while delivered == 0 && Date().timeIntervalSince(t0) < 10 { delivered += try c.waitForPushes(timeout: 10) }
+    #expect(reply == .simpleString("PONG"))
+    #expect(got.withLock { $0 } == [push])
+    #expect(Date().timeIntervalSince(t0) < 5, "the push waited for the timeout")
+  }
+
   @Test func pushesReachTheHandlerBetweenReplies() throws {
     let server = try RedisServer()
     defer { server.stop() }
