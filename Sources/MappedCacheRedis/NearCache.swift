@@ -191,8 +191,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// Redis (back-filling the file); nil when Redis has none.
   ///
   /// Inlinable, so that the hit path is specialized for `Value` in the caller as
-  /// `SharedCache.object(forKey:)` is: one copy from the file to the stack, one call that
-  /// checks the entry's epoch and the fence, the decode.
+  /// `SharedCache.object(forKey:)` is: one copy from the file to the stack, one load of
+  /// the session word with a coarse clock read to check the entry's epoch and the fence,
+  /// the decode.
   @inlinable
   public func object(forKey key: String) throws -> Value? {
     // A key the file cannot hold is read from Redis every time.

@@ -42,9 +42,6 @@ final class NearCacheHolder: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
   private var thread: Thread?
 
-  /// Test hooks: called after a batch of invalidations was applied.
-  var afterApply: (@Sendable ([String]) -> Void)?
-
   init(local: SharedCache<[UInt8]>, endpoint: RedisEndpoint, redisOptions: RedisOptions, prefix: String,
        options: NearCacheOptions) {
     self.local = local
@@ -194,7 +191,6 @@ final class NearCacheHolder: @unchecked Sendable {
     // Counted once applied, so that a reader who sees the count sees the removals.
     NearLayout.add(local, NearLayout.received, UInt64(keys.count))
     NearLayout.add(local, NearLayout.applied, UInt64(removed))
-    afterApply?(keys)
   }
 
   private func bumpEpoch() { NearLayout.bumpEpoch(local) }
