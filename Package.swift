@@ -22,7 +22,10 @@ let package = Package(
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues"],
+    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests.
+    .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
+    .executableTarget(name: "mc-test-helper",
+                      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
                       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
@@ -30,7 +33,7 @@ let package = Package(
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",
-      dependencies: ["MappedCache", "MappedCacheRedis", "mc-test-helper", "mapped-cache"],
+      dependencies: ["MappedCache", "MappedCacheRedis", "RedisFaultProxy", "mc-test-helper", "mapped-cache"],
       path: "Tests/MappedCacheRedisTests"),
   ]
 )

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import MappedCacheRedis
+import RedisFaultProxy
 import Synchronization
 
 /// `mc-test-helper near-bench URL [READS] [WRITES]` (release build): near-cache hit reads
@@ -129,16 +130,26 @@ enum NearBench {
     return 0
   }
 
-  /// `mc-test-helper near-stale-check URL [SECONDS] [FAULT_EVERY_MS]`: writes through
-  /// host 0 every millisecond, reads on hosts 1-3 (whose holders are `mapped-cache agent`
-  /// processes), and every FAULT_EVERY_MS SIGKILLs a host's agent (restarting it) or
-  /// CLIENT KILLs its tracking connection. Every read is checked: a value whose successor
-  /// was acknowledged more than maxStaleness (200 ms) + 50 ms before the read began is a
-  /// violation.
+  /// `mc-test-helper near-stale-check URL [SECONDS] [FAULT_EVERY_MS] [kill|partition]`:
+  /// writes through host 0 every millisecond, reads on hosts 1-3 (whose holders are
+  /// `mapped-cache agent` processes), and every FAULT_EVERY_MS makes a fault on one host:
+  /// `kill` SIGKILLs its agent (restarting it) or CLIENT KILLs its tracking connection;
+  /// `partition` puts the host behind a proxy that black-holes, or resets, every
+  /// connection between it and Redis for 400 ms (twice maxStaleness). Every read is
+  /// checked: a value whose successor was acknowledged more than maxStaleness (200 ms) +
+  /// 50 ms before the read began is a violation.
   static func staleCheck(_ args: [String]) throws -> Int32 {
     guard let url = args.first else { return 64 }
     let seconds = args.count > 1 ? Double(args[1]) ?? 10 : 10
     let faultEveryMs = args.count > 2 ? Int(args[2]) ?? 300 : 300
+    let partition = args.count > 3 && args[3] == "partition"
+    guard case .tcp(_, let redisPort) = try RedisEndpoint(url: url).address else { return 64 }
+    // In partition mode each reader host reaches Redis through its own proxy.
+    let proxies: [Int: FaultProxy] = partition
+      ? Dictionary(uniqueKeysWithValues: try (1...3).map { ($0, try FaultProxy(to: redisPort)) }) : [:]
+    defer { for p in proxies.values { p.stop() } }
+    func hostURL(_ h: Int) -> String { proxies[h]?.url ?? url }
+    var faultEnds: [Int: UInt64] = [:]
     let boundNs: UInt64 = 250_000_000
     let tag = "\(getpid())"
     let prefix = "sc\(tag):"
@@ -148,7 +159,8 @@ enum NearBench {
     func spawnAgent(_ h: Int) throws {
       let p = Process()
       p.executableURL = URL(fileURLWithPath: tool)
-      p.arguments = ["agent", paths[h], "--redis", url, "--prefix", prefix, "--max-staleness", "0.2", "--capacity", "4MiB"]
+      p.arguments = ["agent", paths[h], "--redis", hostURL(h), "--prefix", prefix, "--max-staleness", "0.2",
+                     "--capacity", "4MiB"]
       p.standardOutput = FileHandle.nullDevice
       p.standardError = FileHandle.nullDevice
       try p.run()
@@ -161,9 +173,9 @@ enum NearBench {
     for h in 1...3 { try spawnAgent(h) }
     usleep(300_000)
     let options = NearCacheOptions(capacity: 4 << 20, standsForHolder: false)
-    let hosts = try paths.map {
-      try NearCache<String>(path: $0, remote: RedisCache<String>(url: url, keyPrefix: prefix,
-                                                                  options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3)),
+    let hosts = try paths.enumerated().map { h, path in
+      try NearCache<String>(path: path, remote: RedisCache<String>(url: hostURL(h), keyPrefix: prefix,
+                                                                    options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3)),
                             maxStaleness: .milliseconds(200), options: options)
     }
     for h in hosts[1...] { while !h.statistics.fenceFresh { usleep(1000) } }
@@ -204,9 +216,18 @@ enum NearBench {
           if t - successor > boundNs { violations += 1 }
         }
       }
+      for (h, end) in faultEnds where now() >= end {
+        proxies[h]?.mode = .pass
+        faultEnds[h] = nil
+      }
       if now() >= nextFault {
         let h = 1 + faults % 3
-        if faults % 2 == 0, let p = agents[h] {
+        if partition {
+          if faultEnds[h] == nil {
+            proxies[h]?.mode = faults % 2 == 0 ? .blackHole : .reset
+            faultEnds[h] = now() + 400_000_000
+          }
+        } else if faults % 2 == 0, let p = agents[h] {
           kill(p.processIdentifier, SIGKILL)
           p.waitUntilExit()
           try spawnAgent(h)
@@ -220,8 +241,11 @@ enum NearBench {
     }
     writerDone.wait()
     let st = hosts[1].statistics
-    print(String(format: "stale check: %d reads checked on 3 hosts, %d violations of maxStaleness 200 ms + 50 ms, worst lateness %.1f ms; %d faults (agent SIGKILL / CLIENT KILL); %d reads failed; host 1: %llu holder changes, %llu reconnects, %llu fence misses",
-                 checked, violations, Double(worstNs) / 1e6, faults, errors, st.holderChanges, st.reconnects, st.fenceMisses))
+    let kinds = partition ? "400 ms black hole / reset" : "agent SIGKILL / CLIENT KILL"
+    print("stale check: \(checked) reads checked on 3 hosts, \(violations) violations of maxStaleness 200 ms + 50 ms, "
+          + "worst lateness \(String(format: "%.1f", Double(worstNs) / 1e6)) ms; \(faults) faults (\(kinds)); "
+          + "\(errors) reads failed; host 1: \(st.holderChanges) holder changes, \(st.reconnects) reconnects, "
+          + "\(st.fenceMisses) fence misses")
     for h in hosts { h.close() }
     _ = try? hosts[0].remote.removeAllKeys()
     return violations == 0 ? 0 : 1

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 @_spi(Tiers) import MappedCache
 @testable import MappedCacheRedis
+import RedisFaultProxy
 
 // Network faults between a host and Redis, made by a proxy (black hole, reset, delay),
 // and CLIENT PAUSE: no value served later than maxStaleness + 50 ms after its overwrite.

@@ -2,23 +2,25 @@ import Foundation
 import Glibc
 import Synchronization
 
+/// (A target of its own: the Redis tests and `mc-test-helper near-stale-check` both use it.)
+///
 /// A TCP proxy on a loopback port in front of a server, for network faults between a
 /// cache and Redis: pass, delay every chunk, black-hole (hold the bytes, keep the
 /// sockets), or reset every connection (RST) and refuse new ones while in that mode.
-final class FaultProxy: @unchecked Sendable {
-  enum Mode: Equatable, Sendable {
+public final class FaultProxy: @unchecked Sendable {
+  public enum Mode: Equatable, Sendable {
     case pass
     case delay(milliseconds: Int)
     case blackHole
     case reset
   }
 
-  let port: UInt16
+  public let port: UInt16
   private let target: UInt16
   private let listener: Int32
   private let state = Mutex<(mode: Mode, stopped: Bool, sockets: Set<Int32>)>((.pass, false, []))
 
-  init(to target: UInt16) throws {
+  public init(to target: UInt16) throws {
     self.target = target
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     var one: Int32 = 1
@@ -37,9 +39,9 @@ final class FaultProxy: @unchecked Sendable {
     Thread.detachNewThread { [self] in acceptLoop() }
   }
 
-  var url: String { "redis://127.0.0.1:\(port)/0" }
+  public var url: String { "redis://127.0.0.1:\(port)/0" }
 
-  var mode: Mode {
+  public var mode: Mode {
     get { state.withLock { $0.mode } }
     set {
       let toReset: [Int32] = state.withLock { s in
@@ -50,7 +52,7 @@ final class FaultProxy: @unchecked Sendable {
     }
   }
 
-  func stop() {
+  public func stop() {
     let all: [Int32] = state.withLock { s in
       s.stopped = true
       return Array(s.sockets)
