@@ -27,6 +27,7 @@ public struct NearCacheOptions: Sendable, Equatable {
   /// fetching itself (seconds); also the lifetime of a fill's placeholder entry.
   public var fillTimeout: Double
 
+  /// Options with the defaults described above.
   public init(capacity: Int = 64 << 20, heartbeatInterval: Double = 0.02, electionInterval: Double = 0.01,
               standsForHolder: Bool = true, reconnectBackoffCap: Double = 0.5, serveStale: Bool = false,
               cacheMisses: Double? = nil, fillTimeout: Double = 2) {
@@ -54,29 +55,36 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
   public var heartbeatAgeMilliseconds: [UInt64?]
   /// Whether reads trust the file now (the heartbeat is younger than `maxStaleness`).
   public var fenceFresh: Bool
+  /// The file's epoch: tracking sessions started and flushes, counted together.
   public var epoch: UInt64
   /// Keys named by invalidations, and how many of them were in the file and removed.
   public var invalidationsReceived: UInt64
+  /// Of those, the keys that were in the file and were removed.
   public var invalidationsApplied: UInt64
   /// Null invalidations (FLUSHALL/FLUSHDB in Redis): each one dropped every entry, lazily.
   public var flushes: UInt64
   /// Tracking sessions started after the first of each holder (reconnects), and times a
   /// process took the role.
   public var reconnects: UInt64
+  /// Times a process took the role.
   public var holderChanges: UInt64
   /// Reads served from the file with a stale fence (`serveStale`), and reads that went to
   /// Redis because of it.
   public var staleServes: UInt64
+  /// Reads sent to Redis because the fence was older than `maxStaleness`.
   public var fenceMisses: UInt64
   /// Entries found stamped with an earlier epoch (treated as misses).
   public var epochMisses: UInt64
   /// Fetches from Redis (every process) and their mean latency; this process's longest.
   public var remoteFetches: UInt64
+  /// Mean latency of a fetch, over every process.
   public var remoteFetchMeanMicroseconds: Double
+  /// This process's longest fetch.
   public var remoteFetchMaxMicroseconds: Double
   /// The file's own counters.
   public var local: CacheStatistics
 
+  /// The figures as lines of text.
   public var description: String {
     let ages = heartbeatAgeMilliseconds.map { $0.map { "\($0) ms" } ?? "never" }.joined(separator: ", ")
     return """
@@ -121,9 +129,13 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
 ///
 /// The file holds framed bytes (see `NearLayout`), so open it only through `NearCache`.
 public final class NearCache<Value: Codable>: @unchecked Sendable {
+  /// The file (its entries are frames; read them through the near cache).
   public let local: SharedCache<[UInt8]>
+  /// The Redis tier behind it.
   public let remote: RedisCache<Value>
+  /// How long after the last confirmed heartbeat the file is still trusted.
   public let maxStaleness: Duration
+  /// How the file and the role are run.
   public let options: NearCacheOptions
   let codec = TierCodec<Value>()
   @usableFromInline let maxStalenessMs: UInt64
@@ -140,6 +152,10 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   var afterFetch: (@Sendable (String) -> Void)?
   var usePlaceholders = true
 
+  /// Opens (or creates) the file at `path` in front of `remote`; with
+  /// `options.standsForHolder` this process stands for the invalidation role. Throws
+  /// `.typeMismatch` when the file belongs to another value type or key prefix, and
+  /// `.invalidArgument` when `maxStaleness` is under two heartbeats.
   public init(path: String, remote: RedisCache<Value>, maxStaleness: Duration = .milliseconds(500),
               options: NearCacheOptions = NearCacheOptions(), policy: OpenPolicy = OpenPolicy()) throws {
     let (s, atto) = maxStaleness.components
@@ -173,8 +189,10 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   deinit { holder?.stop() }
 
-  /// Stops standing for the invalidation role (resigning it if held). Reads and writes
-  /// still work; another process takes the role.
+  /// Stops standing for the invalidation role (resigning it if held) and waits for the
+  /// candidate thread to end: at most a connect or command timeout when it is in the
+  /// middle of one. Reads and writes still work; another process takes the role.
+  /// `deinit` does the same.
   public func close() { holder?.stop() }
 
   // MARK: Freshness
@@ -490,6 +508,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   // MARK: Figures
 
+  /// The figures of the file and of this process, read now without a lock.
   public var statistics: NearCacheStatistics {
     NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder?.isHolding ?? false,
                           fetchMaxNs: fetchMaxNs.load(ordering: .relaxed))

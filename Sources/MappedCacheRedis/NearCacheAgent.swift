@@ -7,6 +7,7 @@ import Foundation
 /// same kernel lock: run it beside workers that also stand, or make them
 /// `standsForHolder: false`); it never reads or decodes values.
 public final class NearCacheAgent: @unchecked Sendable {
+  /// The near-cache file.
   public let local: SharedCache<[UInt8]>
   let holder: NearCacheHolder
   let maxStalenessMs: UInt64
@@ -34,6 +35,7 @@ public final class NearCacheAgent: @unchecked Sendable {
   /// Stops standing (resigning the role, if held).
   public func stop() { holder.stop() }
 
+  /// The figures of the file, and whether this agent holds the role.
   public var statistics: NearCacheStatistics {
     NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder.isHolding, fetchMaxNs: 0)
   }

@@ -6,8 +6,11 @@ import MappedCache
 
 /// One key-value pair of a RESP3 map or attribute.
 public struct RESPPair: Equatable, Sendable {
+  /// The pair's key.
   public var key: RESPValue
+  /// The pair's value.
   public var value: RESPValue
+  /// A pair of `key` and `value`.
   public init(_ key: RESPValue, _ value: RESPValue) {
     self.key = key
     self.value = value
@@ -105,6 +108,7 @@ public struct RESPLimits: Sendable, Equatable {
   /// Most bytes in one reply (raised to at least `maxBulkLength` + 64 KiB).
   public var maxReplyBytes: Int
 
+  /// Limits with the defaults shown (generous for caches; lower them for fuzzing).
   public init(maxDepth: Int = 32, maxAggregateCount: Int = 1 << 20, maxBulkLength: Int = 64 << 20,
               maxLineLength: Int = 64 << 10, maxReplyElements: Int = 4 << 20, maxReplyBytes: Int = 256 << 20) {
     self.maxDepth = maxDepth
@@ -131,6 +135,7 @@ public struct RESPLimits: Sendable, Equatable {
 /// first byte when more arrive (at most one line or one bulk, both bounded by limits).
 /// After a thrown error the parser is poisoned: every later `next()` throws the same.
 public struct RESPParser: Sendable {
+  /// What the parser accepts.
   public let limits: RESPLimits
   /// Named in errors (the server's address).
   public var endpoint: String
@@ -152,6 +157,7 @@ public struct RESPParser: Sendable {
     var items: [RESPValue]
   }
 
+  /// A parser with nothing buffered.
   public init(limits: RESPLimits = RESPLimits(), endpoint: String = "server") {
     self.limits = limits
     self.endpoint = endpoint
@@ -472,6 +478,7 @@ extension RESPValue {
     return out
   }
 
+  /// Appends the value as a server sends it to `out` (see `encoded(resp2:)`).
   public func encode(into out: inout [UInt8], resp2: Bool = false) {
     func line(_ type: Character, _ s: String) {
       out.append(contentsOf: Array(String(type).utf8))

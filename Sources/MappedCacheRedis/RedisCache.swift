@@ -12,7 +12,9 @@ import Foundation
 /// `removeAllObjects()` removes the keys of its prefix only (`SCAN MATCH prefix*` and
 /// `UNLINK` in batches), never `FLUSHALL`; with an empty prefix it refuses.
 public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
+  /// The client it sends its commands with.
   public let client: RedisClient
+  /// Put before every key in Redis (and tracked by a near cache's holder).
   public let keyPrefix: String
   /// Largest encoded value accepted by `setObject` and read back (default: the client's bulk limit).
   public let maxValueSize: Int
@@ -27,6 +29,7 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     set { defaults.withLock { _defaultExpiry = newValue } }
   }
 
+  /// A tier on `client` under `keyPrefix`.
   public init(client: RedisClient, keyPrefix: String = "", maxValueSize: Int? = nil) {
     self.client = client
     self.keyPrefix = keyPrefix
@@ -34,6 +37,7 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     self.maxValueSize = min(maxValueSize ?? client.options.limits.maxBulkLength, client.options.limits.maxBulkLength)
   }
 
+  /// A tier on a new client of the Redis at `url` (see `RedisEndpoint`).
   public convenience init(url: String, keyPrefix: String = "", options: RedisOptions = RedisOptions(),
                           maxValueSize: Int? = nil) throws {
     self.init(client: try RedisClient(url: url, options: options), keyPrefix: keyPrefix, maxValueSize: maxValueSize)
@@ -47,16 +51,20 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
 
   // MARK: Cache
 
+  /// `GET prefix+key`, decoded; nil when missing. A value that fails to decode is
+  /// `.decodingFailed` for `key`.
   public func object(forKey key: String) throws -> Value? {
     guard let bytes = try fetchBytes(forKey: key) else { return nil }
     return try decode(bytes, key)
   }
 
+  /// The value and when it expires (`GET` and `PTTL` in one round trip).
   public func objectAndExpiry(forKey key: String) throws -> (value: Value, expires: CacheExpiry)? {
     guard let (bytes, expires) = try fetchBytesAndExpiry(forKey: key) else { return nil }
     return (try decode(bytes, key), expires)
   }
 
+  /// `SET prefix+key <bytes> [PX ms]` (the expiry given, or `defaultExpiry`).
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
     let bytes = try codec.encode(value)
     try setBytes(bytes, forKey: key, expires: expires)

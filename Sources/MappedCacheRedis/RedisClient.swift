@@ -12,9 +12,10 @@ public struct RedisOptions: Sendable, Equatable {
   /// How many times a command refused with `-LOADING`, `-BUSY`, `-TRYAGAIN` or
   /// `-CLUSTERDOWN` is sent again (after a jittered backoff) before the error is returned.
   public var maxRetries: Int
-  /// First and longest pause between reconnect attempts or retries, in seconds (full
-  /// jitter: each pause is uniform in 0 ... min(cap, base·2^attempt)).
+  /// First pause between reconnect attempts or retries, in seconds (full jitter: each
+  /// pause is uniform in 0 ... min(cap, base·2^attempt)).
   public var backoffBase: Double
+  /// Longest pause between reconnect attempts or retries, in seconds.
   public var backoffCap: Double
   /// Ask for RESP3 with `HELLO 3` (falls back to RESP2 when the server refuses).
   public var useRESP3: Bool
@@ -26,6 +27,7 @@ public struct RedisOptions: Sendable, Equatable {
   /// further ones wait for a connection to come back.
   public var poolSize: Int
 
+  /// Options with the defaults shown.
   public init(connectTimeout: Double = 1, commandTimeout: Double = 1, maxRetries: Int = 5,
               backoffBase: Double = 0.005, backoffCap: Double = 0.5, useRESP3: Bool = true,
               clientName: String? = nil, limits: RESPLimits = RESPLimits(), poolSize: Int = 4) {
@@ -58,7 +60,9 @@ public struct RedisOptions: Sendable, Equatable {
 /// let v = try r.call("GET", "k").string      // "v"
 /// ```
 public final class RedisClient: @unchecked Sendable {
+  /// Where it connects.
   public let endpoint: RedisEndpoint
+  /// How it connects, waits and retries.
   public let options: RedisOptions
   /// Guards `idle`, `opened`, `failures`, `generation`, `resp3`.
   private let cond = NSCondition()
@@ -76,6 +80,8 @@ public final class RedisClient: @unchecked Sendable {
     let retries = Atomic<Int>(0)
   }
 
+  /// A client of `endpoint`; it connects on first use. `pushHandler` gets every push
+  /// (RESP3) received while waiting for a reply.
   public init(endpoint: RedisEndpoint, options: RedisOptions = RedisOptions(),
               pushHandler: (@Sendable (RESPValue) -> Void)? = nil) {
     self.endpoint = endpoint
@@ -83,6 +89,7 @@ public final class RedisClient: @unchecked Sendable {
     self.pushHandler = pushHandler
   }
 
+  /// A client of the server at `url` (see `RedisEndpoint`).
   public convenience init(url: String, options: RedisOptions = RedisOptions(),
                           pushHandler: (@Sendable (RESPValue) -> Void)? = nil) throws {
     self.init(endpoint: try RedisEndpoint(url: url), options: options, pushHandler: pushHandler)

@@ -5,18 +5,24 @@ import MappedCache
 /// `redis://[user:password@]host:port[/db]` or `unix:///path/redis.sock[?db=N]`
 /// (also `unix://user:password@/path?db=N`). Percent-escapes in user and password are decoded.
 public struct RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
+  /// A TCP host and port, or a unix socket path.
   public enum Address: Sendable, Equatable {
+    /// A host name or address, and a port.
     case tcp(host: String, port: UInt16)
+    /// The path of a unix socket.
     case unix(path: String)
   }
 
+  /// Where the server listens.
   public var address: Address
   /// ACL user for `AUTH user password` (nil: `default`, or the RESP2 one-argument `AUTH`).
   public var username: String?
+  /// The password for `AUTH` (nil: no AUTH).
   public var password: String?
   /// The database `SELECT`ed after connecting (0: none sent).
   public var database: Int
 
+  /// An endpoint from its parts.
   public init(address: Address, username: String? = nil, password: String? = nil, database: Int = 0) {
     self.address = address
     self.username = username

@@ -6,6 +6,7 @@
 public struct TierCodec<Value>: @unchecked Sendable {
   @usableFromInline let codec: ValueCodec<Value>
 
+  /// The codec `SharedCache<Value>` uses.
   public init() where Value: Codable { codec = ValueCodec<Value>.make() }
 
   /// The name the file's type fingerprint is made from ("string", "codable:Module.User", …).
