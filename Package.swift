@@ -14,10 +14,13 @@ let package = Package(
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
+    // What both tools share: the size and duration parsers and the --version line.
+    .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
     .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
-    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "MappedCacheRedis"], path: "Sources/mapped-cache"),
-    .executableTarget(name: "cache-stress", dependencies: ["MappedCache"], path: "Stress"),
+    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
+                      path: "Sources/mapped-cache"),
+    .executableTarget(name: "cache-stress", dependencies: ["MappedCache", "CacheTools"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
@@ -29,7 +32,7 @@ let package = Package(
                       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
-      dependencies: ["MappedCache", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
+      dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",

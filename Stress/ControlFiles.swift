@@ -16,6 +16,8 @@ struct WorkerResult: Codable {
   var messages: [String] = []
   var getHist: [[UInt64]] = []
   var setHist: [[UInt64]] = []
+  /// Operations per second of the run (nil in a result written before the first flush).
+  var timeline: Timeline? = nil
 }
 
 /// The run's control directory: how the coordinator and its workers talk, with files only.

@@ -16,6 +16,10 @@ final class Coordinator: @unchecked Sendable {
   private var processes: [Process?] = []
   private var incarnations: [Int] = []
   private var kills = 0
+  /// Each chaos kill: when (seconds after the start), which worker, and its pid.
+  private var killEvents: [KillEvent] = []
+  /// CLOCK_MONOTONIC nanoseconds at the measured run's start.
+  private var runStart: UInt64 = 0
   private var failures: [String] = []
   private let interruptFlag = Atomic<Bool>(false)
   private var interrupted: Bool { interruptFlag.load(ordering: .relaxed) }
@@ -40,12 +44,25 @@ final class Coordinator: @unchecked Sendable {
   func run() -> Int32 {
     installSignalHandlers()
     defer { cleanUp() }
+    // A report that cannot be written is found out before the run, not after it.
+    if let file = o.reportPath, !FileManager.default.createFile(atPath: file, contents: nil) {
+      FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(String(cString: strerror(errno)))\n".utf8))
+      return 1
+    }
     do {
       let report = try runMeasured()
       if o.json {
         print(report.json())
       } else {
         print(report.table(), terminator: "")
+      }
+      if let file = o.reportPath {
+        do {
+          try HTMLReport(report).write(to: file)
+        } catch {
+          FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(error)\n".utf8))
+          return 1
+        }
       }
       let reasons = report.failureReasons
       if reasons.isEmpty { return 0 }
@@ -91,6 +108,7 @@ final class Coordinator: @unchecked Sendable {
 
     let before = cache.statistics
     let start = monotonicNanoseconds() + 20_000_000
+    runStart = start
     let durationNs = UInt64(o.duration * 1e9)
     let end = start + durationNs
     try dir.writeGo(start: start, end: end)
@@ -158,7 +176,8 @@ final class Coordinator: @unchecked Sendable {
     return RunReport(
       options: o, merged: merged, toolErrors: UInt64(failures.count), kills: kills,
       before: before, after: after, verifyOK: verifyOK, verifyProblems: problems,
-      prefillSeconds: prefillSeconds, path: ownsFile ? nil : path)
+      prefillSeconds: prefillSeconds, path: ownsFile ? nil : path, killEvents: killEvents,
+      incarnations: incarnations)
   }
 
   // MARK: Steps
@@ -207,9 +226,11 @@ final class Coordinator: @unchecked Sendable {
     guard !running.isEmpty else { return }
     let w = running[rng.next(below: running.count)]
     guard let p = processes[w] else { return }
+    let at = Double(Int64(bitPattern: monotonicNanoseconds() &- runStart)) / 1e9
     kill(p.processIdentifier, SIGKILL)
     p.waitUntilExit()
     kills += 1
+    killEvents.append(KillEvent(seconds: at, worker: w, pid: p.processIdentifier))
     incarnations[w] += 1
     processes[w] = try spawn(w, incarnations[w])
     progress("chaos: killed worker \(w) (pid \(p.processIdentifier)), started incarnation \(incarnations[w])")
@@ -252,7 +273,7 @@ final class Coordinator: @unchecked Sendable {
   /// Sums every incarnation's latest result: survivors' final counts, and for killed
   /// incarnations what they had flushed before the kill (at most one flush interval lost).
   private func merge(_ dir: ControlDirectory) -> MergedResults {
-    var m = MergedResults()
+    var m = MergedResults(duration: o.duration, workers: o.procs)
     for w in 0..<incarnations.count {
       for inc in 0...incarnations[w] {
         guard let r = dir.readResult(w, inc) else { continue }
@@ -288,7 +309,15 @@ final class Coordinator: @unchecked Sendable {
   }
 }
 
-/// Every worker's counters and histograms, summed.
+/// A chaos kill, for the report's timeline.
+struct KillEvent {
+  var seconds: Double
+  var worker: Int
+  var pid: Int32
+}
+
+/// Every worker's counters and histograms, summed; the run's timeline; each worker's
+/// counters (all its incarnations).
 @dynamicMemberLookup
 struct MergedResults {
   var counters = Counters()
@@ -296,9 +325,18 @@ struct MergedResults {
   var messages: [String] = []
   var getHist = LatencyHistogram()
   var setHist = LatencyHistogram()
+  var timeline: Timeline
+  var perWorker: [Counters]
+
+  init(duration: Double, workers: Int) {
+    timeline = Timeline(duration: duration)
+    perWorker = Array(repeating: Counters(), count: workers)
+  }
 
   mutating func add(_ r: WorkerResult) {
     counters.add(r.counters)
+    if let t = r.timeline { timeline.merge(t) }
+    if perWorker.indices.contains(r.worker) { perWorker[r.worker].add(r.counters) }
     for m in r.messages where messages.count < 20 { messages.append("worker \(r.worker).\(r.incarnation): \(m)") }
     getHist.merge(LatencyHistogram(sparse: r.getHist))
     setHist.merge(LatencyHistogram(sparse: r.setHist))

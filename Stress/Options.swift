@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 import MappedCache
 
@@ -25,6 +26,8 @@ struct StressOptions: Sendable {
   var chaosKills = 0
   var seed: UInt64? = nil
   var json = false
+  /// Where `--report` writes its HTML page.
+  var reportPath: String? = nil
   var lock = LockChoice.word
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
@@ -33,6 +36,7 @@ struct StressOptions: Sendable {
   /// its header); every read checks its header.
   var checkEvery = 1
   var help = false
+  var version = false
 
   // Hidden: test-only and coordinator → worker.
   /// One worker writes a value whose last byte is wrong (through the normal API),
@@ -83,71 +87,80 @@ struct OptionSpec: Sendable {
 enum OptionTable {
   static let all: [OptionSpec] = [
     OptionSpec(flag: "--path", valueName: "P", defaultText: "a fresh file under /dev/shm, removed at the end",
-               help: "cache file", apply: { o, v throws(UsageError) in
+               help: "cache file to use, created if absent (an existing one keeps its capacity and is kept)", apply: { o, v throws(UsageError) in
                  guard !v.isEmpty else { throw UsageError("--path needs a file name") }
                  o.path = v
                }, passOn: { $0.path }),
     OptionSpec(flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
-               help: "cache file size, e.g. 64MiB, 1GiB, 1600KiB", apply: { o, v throws(UsageError) in
+               help: "cache file size, 1MiB to 64TiB, e.g. 64M, 1GiB, 1600KiB (powers of 1024; KB, MB, GB are refused)",
+               apply: { o, v throws(UsageError) in
                  o.capacity = try parseSize(v, flag: "--capacity")
                  guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
                    throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
                  }
                }, passOn: { "\($0.capacity)" }),
     OptionSpec(flag: "--procs", valueName: "N", defaultText: "the number of cores",
-               help: "worker processes", apply: { o, v throws(UsageError) in
+               help: "worker processes, 1 to 128", apply: { o, v throws(UsageError) in
                  o.procs = try parseInt(v, flag: "--procs", in: 1...128)
                }, passOn: { "\($0.procs)" }),
     OptionSpec(flag: "--threads", valueName: "T", defaultText: "1",
-               help: "threads per worker", apply: { o, v throws(UsageError) in
+               help: "threads per worker process, 1 to 256", apply: { o, v throws(UsageError) in
                  o.threads = try parseInt(v, flag: "--threads", in: 1...256)
                }, passOn: { "\($0.threads)" }),
-    OptionSpec(flag: "--duration", valueName: "S", defaultText: "10",
-               help: "seconds of measured run", apply: { o, v throws(UsageError) in
-                 o.duration = try parseDouble(v, flag: "--duration", min: 0.1, max: 86_400)
+    OptionSpec(flag: "--duration", valueName: "TIME", defaultText: "10s",
+               help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)",
+               apply: { o, v throws(UsageError) in
+                 o.duration = try parseDuration(v, flag: "--duration", min: 0.1, max: 86_400)
                }, passOn: { "\($0.duration)" }),
     OptionSpec(flag: "--keys", valueName: "K", defaultText: "100000",
-               help: "distinct keys", apply: { o, v throws(UsageError) in
+               help: "distinct keys, 1 to 100000000", apply: { o, v throws(UsageError) in
                  o.keys = try parseInt(v, flag: "--keys", in: 1...100_000_000)
                }, passOn: { "\($0.keys)" }),
     OptionSpec(flag: "--key-size", valueName: "B", defaultText: "12",
-               help: "bytes per key", apply: { o, v throws(UsageError) in
+               help: "bytes per key, from the digits of the largest key index to 250", apply: { o, v throws(UsageError) in
                  o.keySize = try parseInt(v, flag: "--key-size", in: 1...4096)
                }, passOn: { "\($0.keySize)" }),
     OptionSpec(flag: "--value-size", valueName: "B|MIN-MAX", defaultText: "64",
-               help: "bytes per value (at least \(ValueFormat.headerSize)); MIN-MAX: random per write",
+               help: "bytes per value, \(ValueFormat.minimumSize) to 1MiB (a unit is allowed: 4K); MIN-MAX: a random size per write. Values under \(ValueFormat.headerSize) bytes use a compact checked form; under \(ValueFormat.trackedMinimumSize) their freshness (wrong_values) is not tracked",
                apply: { o, v throws(UsageError) in
                  let parts = v.split(separator: "-", omittingEmptySubsequences: false)
-                 let limit = 1...(1 << 20)
+                 func size(_ text: Substring) throws(UsageError) -> Int {
+                   let n = try parseSize(String(text), flag: "--value-size")
+                   guard (ValueFormat.minimumSize...(1 << 20)).contains(n) else {
+                     throw UsageError("--value-size must be between \(ValueFormat.minimumSize) and 1048576 bytes (1MiB), not \(text)")
+                   }
+                   return n
+                 }
                  if parts.count == 1 {
-                   o.valueMin = try parseInt(v, flag: "--value-size", in: limit)
+                   o.valueMin = try size(parts[0])
                    o.valueMax = o.valueMin
                  } else if parts.count == 2 {
-                   o.valueMin = try parseInt(String(parts[0]), flag: "--value-size", in: limit)
-                   o.valueMax = try parseInt(String(parts[1]), flag: "--value-size", in: limit)
+                   o.valueMin = try size(parts[0])
+                   o.valueMax = try size(parts[1])
                    guard o.valueMin <= o.valueMax else { throw UsageError("--value-size \(v): MIN exceeds MAX") }
                  } else {
-                   throw UsageError("--value-size wants B or MIN-MAX, not \(v)")
+                   throw UsageError("--value-size wants B or MIN-MAX, e.g. 64 or 8-200, not \(v)")
                  }
                }, passOn: { $0.valueSizeText }),
     OptionSpec(flag: "--read-pct", valueName: "R", defaultText: "90",
-               help: "percent of operations that are gets", apply: { o, v throws(UsageError) in
+               help: "percent of operations that are gets, 0 to 100", apply: { o, v throws(UsageError) in
                  o.readPct = try parseInt(v, flag: "--read-pct", in: 0...100)
                }, passOn: { "\($0.readPct)" }),
     OptionSpec(flag: "--dist", valueName: "uniform|zipf", defaultText: "zipf",
-               help: "key distribution", apply: { o, v throws(UsageError) in
+               help: "key distribution: uniform, or zipf (a few hot keys, as in YCSB)", apply: { o, v throws(UsageError) in
                  guard let d = StressOptions.Distribution(rawValue: v) else {
                    throw UsageError("--dist must be uniform or zipf, not \(v)")
                  }
                  o.dist = d
                }, passOn: { $0.dist.rawValue }),
     OptionSpec(flag: "--zipf-theta", valueName: "X", defaultText: "0.99",
-               help: "Zipf skew, 0 < X < 1 (rank 0 hottest)", apply: { o, v throws(UsageError) in
+               help: "Zipf skew, 0.01 to 0.999 (higher: hotter hot keys)", apply: { o, v throws(UsageError) in
                  o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
                }, passOn: { "\($0.zipfTheta)" }),
-    OptionSpec(flag: "--ttl", valueName: "S", defaultText: "none",
-               help: "expiry for sets, in seconds", apply: { o, v throws(UsageError) in
-                 o.ttl = try parseDouble(v, flag: "--ttl", min: 0.001, max: 1e9)
+    OptionSpec(flag: "--ttl", valueName: "TIME", defaultText: "none: entries never expire",
+               help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)",
+               apply: { o, v throws(UsageError) in
+                 o.ttl = try parseDuration(v, flag: "--ttl", min: 0.001, max: 1e9)
                }, passOn: { $0.ttl.map { "\($0)" } }),
     OptionSpec(flag: "--read-through", valueName: nil, defaultText: "off",
                help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
@@ -156,12 +169,14 @@ enum OptionTable {
                help: "skip setting every key before the timed run",
                apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
     OptionSpec(flag: "--chaos-kills", valueName: "N", defaultText: "0",
-               help: "SIGKILL N random workers during the run and restart them", apply: { o, v throws(UsageError) in
+               help: "SIGKILL N random workers during the run (0 to 10000) and restart them", apply: { o, v throws(UsageError) in
                  o.chaosKills = try parseInt(v, flag: "--chaos-kills", in: 0...10_000)
                }, passOn: { "\($0.chaosKills)" }),
     OptionSpec(flag: "--seed", valueName: "N", defaultText: "random, printed in the report",
-               help: "for repeatable key sequences", apply: { o, v throws(UsageError) in
-                 guard let s = UInt64(v) else { throw UsageError("--seed wants an unsigned integer, not \(v)") }
+               help: "for repeatable key sequences, 0 to 18446744073709551615", apply: { o, v throws(UsageError) in
+                 guard let s = UInt64(v) else {
+                   throw UsageError("--seed wants an integer from 0 to \(UInt64.max), not \(v.isEmpty ? "nothing" : v)")
+                 }
                  o.seed = s
                }, passOn: { $0.seed.map { "\($0)" } }),
     OptionSpec(flag: "--lock", valueName: "word|flock", defaultText: "word",
@@ -172,18 +187,27 @@ enum OptionTable {
                  o.lock = l
                }, passOn: { $0.lock.rawValue }),
     OptionSpec(flag: "--track-every", valueName: "N", defaultText: "1",
-               help: "track freshness (wrong_values) for 1 key in N (a power of two), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked", apply: { o, v throws(UsageError) in
+               help: "track freshness (wrong_values) for 1 key in N (a power of two, 1 to 1048576), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked", apply: { o, v throws(UsageError) in
                  o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
                }, passOn: { "\($0.trackEvery)" }),
     OptionSpec(flag: "--check-every", valueName: "N", defaultText: "1",
-               help: "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
+               help: "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two, 1 to 1048576); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
                  o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
                }, passOn: { "\($0.checkEvery)" }),
     OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
                help: "print one JSON object instead of the table",
                apply: { o, _ in o.json = true }, passOn: { _ in nil }),
+    OptionSpec(flag: "--report", valueName: "FILE.html", defaultText: "none",
+               help: "also write the run as one self-contained HTML page (charts in inline SVG, no scripts): parameters, throughput per second with the chaos kills, latency percentiles, hit ratio over time, per-process throughput, the verdict",
+               apply: { o, v throws(UsageError) in
+                 guard !v.isEmpty else { throw UsageError("--report needs a file name") }
+                 o.reportPath = v
+               }, passOn: { _ in nil }),
     OptionSpec(flag: "--help", valueName: nil, defaultText: "",
-               help: "print this help", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+               help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+    OptionSpec(flag: "--version", valueName: nil, defaultText: "",
+               help: "print the version and the file format version", apply: { o, _ in o.version = true },
+               passOn: { _ in nil }),
 
     // Hidden.
     OptionSpec(flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
@@ -206,7 +230,7 @@ enum OptionTable {
   ]
 
   static var usageLine: String {
-    let parts = all.filter { !$0.hidden && $0.flag != "--help" }.map { spec in
+    let parts = all.filter { !$0.hidden && $0.flag != "--help" && $0.flag != "--version" }.map { spec in
       spec.valueName.map { "[\(spec.flag) \($0)]" } ?? "[\(spec.flag)]"
     }
     return "usage: cache-stress " + parts.joined(separator: " ")
@@ -225,15 +249,20 @@ enum OptionTable {
     let left = rows.map { spec in spec.valueName.map { "\(spec.flag) \($0)" } ?? spec.flag }
     let width = (left.map(\.count).max() ?? 0) + 2
     for (spec, l) in zip(rows, left) {
-      var line = "  " + l.padding(toLength: width, withPad: " ", startingAt: 0) + spec.help
-      if !spec.defaultText.isEmpty { line += " (default: \(spec.defaultText))" }
-      s += line + "\n"
+      var text = spec.help
+      // "(default:" stays with the first word of its value (a line never ends in it).
+      if !spec.defaultText.isEmpty { text += " (default:\u{1}\(spec.defaultText))" }
+      let lines = wrap(text, width: max(40, 100 - 2 - width)).map { $0.replacingOccurrences(of: "\u{1}", with: " ") }
+      s += "  " + l.padding(toLength: width, withPad: " ", startingAt: 0) + lines[0] + "\n"
+      for more in lines.dropFirst() { s += String(repeating: " ", count: 2 + width) + more + "\n" }
     }
     s += """
 
       Every value carries its key, its writer, the writer's sequence number, a tag, and bytes
-      that its header regenerates; every read is checked: corrupt_reads counts values not whole or of another key,
-      wrong_values counts values older than one the same reader saw from the same writer.
+      that its header regenerates (values under \(ValueFormat.headerSize) bytes: the same packed into a
+      compact form; under \(ValueFormat.trackedMinimumSize), without the sequence number). Every read is
+      checked: corrupt_reads counts values not whole or of another key, wrong_values counts
+      values older than one the same reader saw from the same writer.
       Latencies: 1 operation in \(WorkerTiming.sampleEvery) is timed; histograms of all threads
       and processes are merged. With --chaos-kills, a killed worker's operations count up to
       its last result flush (every \(WorkerTiming.flushInterval) s); its next incarnation goes on.
@@ -244,6 +273,21 @@ enum OptionTable {
 
       """
     return s
+  }
+
+  /// `text` in lines of at most `width` characters, broken at spaces (a longer word gets
+  /// a line of its own).
+  static func wrap(_ text: String, width: Int) -> [String] {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ") {
+      if !line.isEmpty && line.count + 1 + word.count > width {
+        lines.append(line)
+        line = ""
+      }
+      line += line.isEmpty ? String(word) : " " + word
+    }
+    return lines + [line]
   }
 
   /// Parses `args` (without the program name). `--flag value` and `--flag=value` both work.
@@ -280,18 +324,19 @@ enum OptionTable {
 
   /// Checks the options against each other.
   static func validate(_ o: StressOptions) throws(UsageError) {
-    if o.valueMin < ValueFormat.headerSize {
-      throw UsageError("--value-size must be at least \(ValueFormat.headerSize) bytes (tag, key, writer, length, sequence), not \(o.valueMin)")
+    if o.valueMin < ValueFormat.minimumSize {
+      throw UsageError("--value-size must be between \(ValueFormat.minimumSize) and 1048576 bytes, not \(o.valueMin)")
     }
     let digits = String(o.keys - 1).count
     if o.keySize < digits {
-      throw UsageError("--key-size \(o.keySize) is too small for \(o.keys) keys (need at least \(digits))")
+      throw UsageError("--key-size must be between \(digits) (the digits of --keys \(o.keys)) and 250, not \(o.keySize)")
     }
     if o.keySize > 250 {
-      throw UsageError("--key-size must be at most 250 (the cache's key limit), not \(o.keySize)")
+      throw UsageError("--key-size must be between \(digits) and 250 (the cache's key limit), not \(o.keySize)")
     }
-    if o.keySize + o.valueMax + 64 > o.capacity / 16 {
-      throw UsageError("--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity)")
+    let largest = o.capacity / 16 - o.keySize - 64
+    if o.valueMax > largest {
+      throw UsageError("--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity): at most \(max(largest, 0)) bytes (a sixteenth of the capacity, less the key and 64 bytes)")
     }
   }
 
@@ -312,7 +357,9 @@ enum OptionTable {
   // MARK: Value parsers
 
   static func parseInt(_ s: String, flag: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
-    guard let v = Int(s) else { throw UsageError("\(flag) wants an integer, not \(s.isEmpty ? "nothing" : s)") }
+    guard let v = Int(s) else {
+      throw UsageError("\(flag) wants an integer from \(range.lowerBound) to \(range.upperBound), not \(s.isEmpty ? "nothing" : s)")
+    }
     guard range.contains(v) else { throw UsageError("\(flag) must be between \(range.lowerBound) and \(range.upperBound), not \(v)") }
     return v
   }
@@ -320,37 +367,44 @@ enum OptionTable {
   /// A power of two from 1 to 2^20 (the `--…-every N` sampling flags).
   static func parsePowerOfTwo(_ s: String, flag: String) throws(UsageError) -> Int {
     let n = try parseInt(s, flag: flag, in: 1...(1 << 20))
-    guard n & (n - 1) == 0 else { throw UsageError("\(flag) must be a power of two, not \(n)") }
+    guard n & (n - 1) == 0 else { throw UsageError("\(flag) must be a power of two from 1 to 1048576, not \(n)") }
     return n
   }
 
   static func parseDouble(_ s: String, flag: String, min: Double, max: Double) throws(UsageError) -> Double {
-    guard let v = Double(s), v.isFinite else { throw UsageError("\(flag) wants a number, not \(s.isEmpty ? "nothing" : s)") }
+    guard let v = Double(s), v.isFinite else {
+      throw UsageError("\(flag) wants a number from \(min) to \(max), not \(s.isEmpty ? "nothing" : s)")
+    }
     guard v >= min, v <= max else { throw UsageError("\(flag) must be between \(min) and \(max), not \(s)") }
     return v
   }
 
-  /// Sizes: a number with an optional unit. B; K, KiB, M, MiB, G, GiB, T, TiB (powers of
-  /// 1024); KB, MB, GB, TB (powers of 1000). Case-insensitive.
+  /// A size (`ByteSize`, the same parser as `mapped-cache`'s: powers of 1024, KB/MB/GB refused).
   static func parseSize(_ s: String, flag: String) throws(UsageError) -> Int {
-    let digits = s.prefix { $0.isNumber || $0 == "." }
-    let unit = s.dropFirst(digits.count).lowercased()
-    let scale: Double
-    switch unit {
-    case "", "b": scale = 1
-    case "k", "kib": scale = 1024
-    case "m", "mib": scale = 1024 * 1024
-    case "g", "gib": scale = 1024 * 1024 * 1024
-    case "t", "tib": scale = 1024 * 1024 * 1024 * 1024
-    case "kb": scale = 1e3
-    case "mb": scale = 1e6
-    case "gb": scale = 1e9
-    case "tb": scale = 1e12
-    default: throw UsageError("\(flag): unknown unit in \(s) (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
+    do {
+      return try ByteSize.parse(s)
+    } catch {
+      throw UsageError("\(flag): \(error)")
     }
-    guard let n = Double(digits), n.isFinite, n * scale < 9e18 else {
-      throw UsageError("\(flag) wants a size such as 64MiB, not \(s.isEmpty ? "nothing" : s)")
+  }
+
+  /// A duration in seconds (`DurationText`, as `mapped-cache` reads them: 30, 1.5s, 250ms,
+  /// 10m, 2h), within `min...max` seconds.
+  static func parseDuration(_ s: String, flag: String, min: Double, max: Double) throws(UsageError) -> Double {
+    let v: Double
+    do {
+      v = try DurationText.parse(s)
+    } catch {
+      throw UsageError("\(flag): \(error)")
     }
-    return Int(n * scale)
+    guard v >= min, v <= max else {
+      throw UsageError("\(flag) must be between \(seconds(min)) and \(seconds(max)), not \(s)")
+    }
+    return v
+  }
+
+  /// 0.001 → "1ms", 86400 → "86400s": a bound as `parseDuration` reads it back.
+  private static func seconds(_ v: Double) -> String {
+    v < 1 ? "\(Int((v * 1000).rounded()))ms" : v == v.rounded() ? "\(Int(v))s" : "\(v)s"
   }
 }

@@ -16,6 +16,9 @@ struct RunReport {
   var prefillSeconds: Double
   /// The file, when the user chose it (ours is removed).
   var path: String?
+  var killEvents: [KillEvent] = []
+  /// Per worker, its last incarnation (0: never killed).
+  var incarnations: [Int] = []
 
   var ops: UInt64 { merged.getOps + merged.setOps }
   var opsPerSecond: Double { Double(ops) / options.duration }
@@ -118,7 +121,10 @@ struct RunReport {
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
     row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
       + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
-      + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "") + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
+      + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "")
+      + (o.valueMin < ValueFormat.trackedMinimumSize
+        ? " (values under \(ValueFormat.trackedMinimumSize) B carry no sequence number: freshness untracked for them)" : "")
+      + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
     for p in verifyProblems.prefix(5) { row("", "verify: \(p)") }
     for m in merged.messages.prefix(5) { row("", m) }
     let reasons = failureReasons
@@ -181,6 +187,17 @@ enum Fmt {
     if v >= 1e6 { return String(format: "%.2fM", v / 1e6) }
     if v >= 1e3 { return String(format: "%.1fk", v / 1e3) }
     return String(format: "%.0f", v)
+  }
+
+  /// 1234567 → "1,234,567".
+  static func grouped(_ n: UInt64) -> String {
+    let digits = String(n)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+      if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+      out.append(c)
+    }
+    return out
   }
 
   static func ns(_ v: UInt64) -> String {

@@ -18,14 +18,39 @@
 /// from key and version), and like theirs, writing a value costs no checksum.
 /// A whole value is *wrong* if its sequence number is lower than one the same reader
 /// already saw from the same writer for the same key (`SequenceTracker`).
+///
+/// Values shorter than the header (8 to 23 bytes: counters and flags are the most common
+/// small values) use a compact form with the same checks packed tighter. The key is not
+/// stored: it is part of the tag, so a value of another key fails the tag.
+///
+///     16 to 23 bytes                         8 to 15 bytes
+///      0  seq     u64  as above              0  writer  u16  0xFFFF for prefill
+///      8  writer  u16  0xFFFF for prefill    2  serial  u16  the seq's low bits, mixed
+///     10  tag     u48  of (key, writer,      4  tag     u32  of (key, writer, length,
+///                      length, seq)                          serial)
+///     16  filler  from the tag's seed        8  filler  from the tag's seed
+///
+/// A torn or foreign compact value passes its tag with odds of 2^-48 (16 bytes and more)
+/// or 2^-32 (under 16). Values of 8 to 15 bytes have no room for a sequence number, so
+/// their freshness is not tracked (`Verdict.untracked`); they are still checked whole on
+/// every read.
 /// This file holds all of the stress tool's raw-pointer work.
 enum ValueFormat {
   static let headerSize = 24
+  /// The shortest value the format can check (and `--value-size` accepts).
+  static let minimumSize = 8
+  /// The shortest value whose compact form carries the whole sequence number.
+  static let trackedMinimumSize = 16
   static let prefillWriter = UInt32.max
+  /// `prefillWriter` in the compact forms' 16-bit writer field (writer ids stay below
+  /// 128 processes · 256 threads = 32,768).
+  private static let compactPrefill: UInt16 = 0xFFFF
   private static let weyl: UInt64 = 0x9E37_79B9_7F4A_7C15
 
   enum Verdict: Equatable {
     case whole(writer: UInt32, seq: UInt64)
+    /// Whole, from `writer`, in a form too short to carry its sequence number.
+    case untracked(writer: UInt32)
     case corrupt
   }
 
@@ -44,7 +69,10 @@ enum ValueFormat {
   /// two smaller stores would stall the CPU and be charged to the set being measured.
   static func write(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
     let n = buffer.count
-    precondition(n >= headerSize, "value shorter than its header")
+    if n < headerSize {
+      writeCompact(into: buffer, key: key, writer: writer, seq: seq)
+      return
+    }
     var w = seedWord(key: key, writer: writer, length: n, seq: seq)
     buffer.storeBytes(of: (w >> 32 | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
     buffer.storeBytes(of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
@@ -66,7 +94,7 @@ enum ValueFormat {
   @inline(__always)
   static func check(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32, whole: Bool = true) -> Verdict {
     let n = b.count
-    guard n >= headerSize else { return .corrupt }
+    if n < headerSize { return checkCompact(b, key: key, writers: writers) }
     let k = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
     let w = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
     let len = UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
@@ -93,6 +121,74 @@ enum ValueFormat {
     }
     for i in 0..<(n - o) where b[o + i] != UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) { return false }
     return diff == 0
+  }
+
+  // MARK: The compact forms (8 to 23 bytes)
+
+  /// The compact writer field of `writer`.
+  @inline(__always)
+  private static func compactWriter(_ writer: UInt32) -> UInt16 {
+    writer == prefillWriter ? compactPrefill : UInt16(truncatingIfNeeded: writer)
+  }
+
+  /// The 8-to-15-byte form's serial: the sequence number's counter and incarnation mixed
+  /// into 16 bits, so that a writer's successive versions of a key differ in it (and in
+  /// their tags).
+  @inline(__always)
+  private static func serial(_ seq: UInt64) -> UInt16 {
+    UInt16(truncatingIfNeeded: seq ^ (seq >> 40) &* 0x9E37)
+  }
+
+  @inline(never)
+  private static func writeCompact(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
+    let n = buffer.count
+    precondition(n >= minimumSize, "a value shorter than \(minimumSize) bytes cannot be checked")
+    let cw = compactWriter(writer)
+    var w: UInt64
+    if n >= trackedMinimumSize {
+      w = seedWord(key: key, writer: UInt32(cw), length: n, seq: seq)
+      buffer.storeBytes(of: seq.littleEndian, toByteOffset: 0, as: UInt64.self)
+      buffer.storeBytes(of: (UInt64(cw) | w & ~0xFFFF).littleEndian, toByteOffset: 8, as: UInt64.self)
+      fillTail(buffer, from: 16, w &+ weyl)
+    } else {
+      let s = serial(seq)
+      w = seedWord(key: key, writer: UInt32(cw), length: n, seq: UInt64(s))
+      buffer.storeBytes(of: (UInt64(cw) | UInt64(s) << 16 | w & ~0xFFFF_FFFF).littleEndian, toByteOffset: 0, as: UInt64.self)
+      fillTail(buffer, from: 8, w &+ weyl)
+    }
+  }
+
+  /// The last `n - from` (< 8) bytes: the low bytes of `w`.
+  @inline(__always)
+  private static func fillTail(_ buffer: UnsafeMutableRawBufferPointer, from: Int, _ w: UInt64) {
+    for i in 0..<(buffer.count - from) { buffer[from + i] = UInt8(truncatingIfNeeded: w >> UInt64(8 * i)) }
+  }
+
+  @inline(never)
+  private static func checkCompact(_ b: UnsafeRawBufferPointer, key: UInt32, writers: UInt32) -> Verdict {
+    let n = b.count
+    guard n >= minimumSize else { return .corrupt }
+    let head = UInt64(littleEndian: b.loadUnaligned(fromByteOffset: n >= trackedMinimumSize ? 8 : 0, as: UInt64.self))
+    let cw = UInt16(truncatingIfNeeded: head)
+    guard cw == compactPrefill || UInt32(cw) < writers else { return .corrupt }
+    let writer = cw == compactPrefill ? prefillWriter : UInt32(cw)
+    let w: UInt64
+    let tail: Int
+    let seq: UInt64
+    if n >= trackedMinimumSize {
+      seq = UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+      w = seedWord(key: key, writer: UInt32(cw), length: n, seq: seq)
+      guard head & ~0xFFFF == w & ~0xFFFF else { return .corrupt }
+      tail = 16
+    } else {
+      seq = 0
+      w = seedWord(key: key, writer: UInt32(cw), length: n, seq: head >> 16 & 0xFFFF)
+      guard head & ~0xFFFF_FFFF == w & ~0xFFFF_FFFF else { return .corrupt }
+      tail = 8
+    }
+    let filler = w &+ weyl
+    for i in 0..<(n - tail) where b[tail + i] != UInt8(truncatingIfNeeded: filler >> UInt64(8 * i)) { return .corrupt }
+    return n >= trackedMinimumSize ? .whole(writer: writer, seq: seq) : .untracked(writer: writer)
   }
 
   /// Breaks a value already written by `write` (for `--plant-corruption`): its last

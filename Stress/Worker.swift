@@ -112,6 +112,13 @@ struct Counters: Codable {
     wrongValues += o.wrongValues
     errors += o.errors
   }
+
+  /// What was counted since `earlier` (a previous snapshot of the same counters).
+  func since(_ earlier: Counters) -> Counters {
+    Counters(getOps: getOps &- earlier.getOps, setOps: setOps &- earlier.setOps, hits: hits &- earlier.hits,
+             misses: misses &- earlier.misses, corruptReads: corruptReads &- earlier.corruptReads,
+             wrongValues: wrongValues &- earlier.wrongValues, errors: errors &- earlier.errors)
+  }
 }
 
 /// Where a worker's threads leave their counters for the flusher (under a lock, every
@@ -327,6 +334,8 @@ struct ThreadLoop {
     case .corrupt:
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
+    case .untracked:
+      break  // whole; too short to carry a sequence number (`ValueFormat.trackedMinimumSize`)
     case .whole(let w, let s):
       if w != ValueFormat.prefillWriter && k & trackMask == 0 && !tracker.observe(key: k >> trackShift, writer: Int(w), seq: s) {
         counters.wrongValues += 1
@@ -418,12 +427,23 @@ enum Worker {
         th.stackSize = 1 << 20
         th.start()
       }
-      // Flush until the threads are done.
+      // Flush until the threads are done; each flush adds what was done since the last
+      // one to the timeline's bucket of this moment.
+      var timeline = Timeline(duration: o.duration)
+      var flushed = Counters()
+      func result(final: Bool) -> WorkerResult {
+        var r = board.snapshot(worker: id, incarnation: inc, final: final)
+        timeline.add(r.counters.since(flushed),
+                     atNanosecondsSinceStart: Int64(bitPattern: monotonicNanoseconds() &- start))
+        flushed = r.counters
+        r.timeline = timeline
+        return r
+      }
       while group.wait(timeout: .now() + WorkerTiming.flushInterval) == .timedOut {
         if getppid() != o.coordinatorPID { return 2 }  // the coordinator is gone: stop
-        try? dir.writeResult(board.snapshot(worker: id, incarnation: inc, final: false))
+        try? dir.writeResult(result(final: false))
       }
-      try dir.writeResult(board.snapshot(worker: id, incarnation: inc, final: true))
+      try dir.writeResult(result(final: true))
       return 0
     } catch {
       FileHandle.standardError.write(Data("cache-stress worker \(id).\(inc): \(error)\n".utf8))

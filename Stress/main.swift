@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 
 // cache-stress: many processes share one MappedCache file; every value read is checked.
@@ -6,7 +7,8 @@ import Foundation
 //   Options.swift (flag table, parsing, usage), Coordinator.swift (processes, chaos,
 //   progress, merge, verify), Worker.swift (the timed loop), ValueFormat.swift (what a
 //   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
-//   Histogram.swift (latencies), ControlFiles.swift (how processes talk), Report.swift.
+//   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
+//   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page).
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
@@ -20,6 +22,10 @@ do {
   fail(usage: error.description)
 }
 
+if options.version {
+  print(ToolVersion.line(tool: "cache-stress"))
+  exit(0)
+}
 if options.help {
   print(OptionTable.helpText, terminator: "")
   exit(0)

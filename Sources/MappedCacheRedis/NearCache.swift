@@ -141,9 +141,6 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   @usableFromInline let maxStalenessMs: UInt64
   /// The file's key limit (read once).
   @usableFromInline let maxKeySize: Int
-  /// The session word (epoch and fence) in the mapping: loaded inline on every hit. Valid
-  /// while `local` lives, which is as long as this near cache.
-  @usableFromInline let sessionWord: UnsafePointer<Atomic<UInt64>>
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
 
@@ -170,7 +167,6 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.maxStalenessMs = UInt64(ms)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     maxKeySize = local.maxKeySize
-    sessionWord = try local.tierWordAddress(NearLayout.epoch)
     // One file, one value type and one prefix.
     try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
                          expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
@@ -210,8 +206,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   ///
   /// Inlinable, so that the hit path is specialized for `Value` in the caller as
   /// `SharedCache.object(forKey:)` is: one copy from the file to the stack, one load of
-  /// the session word with a coarse clock read to check the entry's epoch and the fence,
-  /// the decode.
+  /// the session word (one call) and a coarse clock read to check the entry's epoch and
+  /// the fence, the decode.
   @inlinable
   public func object(forKey key: String) throws -> Value? {
     // A key the file cannot hold is read from Redis every time.
@@ -245,7 +241,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     let tag = header & 0xff
     guard tag == 1 || tag == 3 else { return 0 }
     // The entry's epoch is the file's, and the fence is fresh (or serveStale, counted).
-    let session = sessionWord.pointee.load(ordering: .acquiring)
+    let session = nearSession(local)
     guard header >> 8 == session >> 32 else { return 0 }
     if !nearFenceFresh(session: session, maxStalenessMs) {
       guard options.serveStale else { return 0 }
@@ -526,6 +522,12 @@ func nearFenceFresh(session w: UInt64, _ maxStalenessMs: UInt64) -> Bool {
   let age = UInt32(truncatingIfNeeded: Clock.coarseMilliseconds()) &- UInt32(truncatingIfNeeded: w)
   return UInt64(age) <= maxStalenessMs || age > UInt32.max - 1000
 }
+
+/// The session word of `local` (epoch and fence): the one tier word a hit loads, through
+/// the tier SPI (a call: SPI cannot be used from inlinable code, and the mapping's
+/// pointers stay inside MappedCache).
+@usableFromInline
+func nearSession(_ local: SharedCache<[UInt8]>) -> UInt64 { (try? local.tierWord(NearLayout.epoch)) ?? 0 }
 
 /// Whether the fence of `local` is younger than `maxStalenessMs`.
 func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {

@@ -1,3 +1,5 @@
+import CacheTools
+
 /// One table describes every command: its arguments, its options (flag, value name,
 /// default, help) and the function that runs it. The parser (`Invocation.parse`) and
 /// the help and usage texts (`Usage`) are both driven by it, so they cannot disagree.
@@ -39,17 +41,29 @@ enum CommandTable {
       arguments: [path],
       options: [
         OptionSpec(name: "--capacity", value: "SIZE", defaultValue: "64MiB",
-                   help: "File size, 1MiB to 64TiB (suffixes K, M, G, T; KiB = K)."),
+                   help: "File size, 1MiB to 64TiB (K or KiB, M or MiB, G or GiB, T or TiB: powers of 1024; KB, MB, GB, TB are refused as ambiguous)."),
         OptionSpec(name: "--max-key", value: "B", defaultValue: "250", help: "Longest key in bytes, 1 to 4096."),
         OptionSpec(name: "--max-value", value: "SIZE", defaultValue: "1MiB",
                    help: "Largest value (lowered when the cache is too small to hold it)."),
         OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
                    help: "Expected key+value size, used to size the index."),
-        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600", help: "Permission bits (octal), before the umask."),
+        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600",
+                   help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
+        OptionSpec(name: "--group", value: "NAME",
+                   help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
         OptionSpec(name: "--type", value: "NAME",
                    help: "Value type to record (bytes, string, int64, ...); default untyped."),
       ],
-      discussion: "Fails (exit 3) when PATH already exists and is not empty.",
+      discussion: """
+        Fails (exit 3) when PATH already exists and is not empty, unless it holds a
+        creation that a process left unfinished (killed before it was done): that one is
+        created afresh, as any other command or SharedCache(path:) would do.
+
+        To share a cache between users, put them in one group and create the file with
+        --group NAME (mode 0660 by default then): processes open it with
+        OpenPolicy.sharedWithGroup("NAME"), and this tool's writing commands accept a
+        file of any group you belong to. Files that others may write are always refused.
+        """,
       run: CreateCommand.run),
     CommandSpec(
       name: "info", summary: "Show the file's layout: format version, capacity, slots, limits, value type, created.",
@@ -63,11 +77,19 @@ enum CommandTable {
                    help: "Refresh every SECONDS with rates per second, until interrupted."),
         OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
         OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
+        OptionSpec(name: "--serve", value: "ADDRESS",
+                   help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
       ],
       discussion: """
         Counters are summed over every process that has used the file. Probe lengths are
         read from the index without the lock. Tombstones are always 0: removals use
         backward-shift deletion, which leaves none.
+
+        With --serve, each scrape of /metrics reads the figures afresh, lock-free; / shows
+        a short page. Only GET and HEAD are served. :PORT means 127.0.0.1 (loopback);
+        listen on 0.0.0.0:PORT or [::]:PORT to let other hosts scrape (there is no TLS or
+        authentication: keep it behind a firewall or a proxy). Port 0 picks a free port,
+        printed on the first line. SIGINT and SIGTERM stop it (exit 0).
         """,
       run: StatsCommand.run),
     CommandSpec(
@@ -94,7 +116,7 @@ enum CommandTable {
       arguments: [path, key, ArgumentSpec(name: "VALUE|-", optional: true,
                                           help: "The value; - (or nothing, when stdin is not a terminal) reads standard input.")],
       options: [OptionSpec(name: "--ttl", value: "SECONDS",
-                           help: "Expire after SECONDS (suffixes s, m, h, d; 0 = never).")],
+                           help: "Expire after SECONDS (units ms, s, m, h, d; 0 = never).")],
       run: EntryCommands.set),
     CommandSpec(
       name: "delete", summary: "Remove a key (exit 1 when missing).",
@@ -126,7 +148,13 @@ enum CommandTable {
         OptionSpec(name: "--repair", help: "Fix what can be fixed, under the write lock (exit 0 when the file is then sound)."),
         json,
       ],
-      discussion: "Holds the write lock while it checks, so the report is consistent even on a busy cache.",
+      discussion: """
+        Checks the whole file first without the write lock, so writers go on. Only if that
+        pass finds something (a write landing mid-scan can look like damage) does it take the
+        write lock for a second, exact pass (and the repair, with --repair), and report what
+        that pass found: a busy cache is reported as damaged only when it is. On a file this
+        user cannot write, there is no lock to take and the first pass is the report.
+        """,
       run: MaintenanceCommands.verify),
     CommandSpec(
       name: "sweep", summary: "Remove expired entries now.",
@@ -211,22 +239,26 @@ struct Invocation {
     return n
   }
 
-  /// A size in bytes: digits with an optional K, M, G or T (binary multiples; "KiB",
-  /// "KB" and "k" read the same), e.g. 64M, 1.5GiB, 4096.
+  /// A size in bytes (`ByteSize`: 4096, 512K, 64MiB, 1.5G; powers of 1024, KB/MB/GB refused).
   func size(_ name: String) throws(CLIFailure) -> Int? {
     guard let s = values[name] else { return nil }
-    guard let n = Units.parseSize(s) else {
-      throw usageError("\(name) must be a size like 4096, 512K, 64M or 2G, not '\(s)'")
+    do {
+      return try ByteSize.parse(s)
+    } catch {
+      throw usageError("\(name): \(error)")
     }
-    return n
   }
 
-  /// A duration in seconds: a number with an optional s, m, h or d.
+  /// A duration in seconds (`DurationText`: 30, 1.5, 250ms, 10m, 2h, 1d).
   func seconds(_ name: String, allowZero: Bool) throws(CLIFailure) -> Double? {
     guard let s = values[name] else { return nil }
-    guard let d = Units.parseDuration(s), allowZero ? d >= 0 : d > 0 else {
-      throw usageError("\(name) must be \(allowZero ? "0 or more" : "more than 0") seconds (e.g. 30, 1.5, 10m, 2h), not '\(s)'")
+    let d: Double
+    do {
+      d = try DurationText.parse(s)
+    } catch {
+      throw usageError("\(name): \(error)")
     }
+    guard allowZero ? d >= 0 : d > 0 else { throw usageError("\(name) must be more than 0 seconds, not '\(s)'") }
     return d
   }
 

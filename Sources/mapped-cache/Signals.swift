@@ -3,7 +3,7 @@ import Synchronization
 
 /// The tool never dies by a signal: SIGPIPE is ignored (main.swift), a bus error (the
 /// file was truncated by someone else while mapped) becomes exit 3 with a message, and
-/// `stats --watch` turns SIGINT and SIGTERM into a clean stop.
+/// `stats --watch` and `stats --serve` turn SIGINT and SIGTERM into a clean stop.
 enum Signals {
   /// Set by SIGINT/SIGTERM once `installInterruptHandler` ran.
   static let interrupted = Atomic<Bool>(false)

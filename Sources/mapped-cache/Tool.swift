@@ -1,7 +1,9 @@
+import CacheTools
+
 /// Dispatch: picks the command from the table, parses its arguments, runs it, and turns
 /// whatever it throws into a message and an exit code (`CLIFailure`).
 enum Tool {
-  static let version = "mapped-cache 1.0 (file format 1)"
+  static let version = ToolVersion.line(tool: "mapped-cache")
 
   static func run(_ args: [String]) -> Int32 {
     guard let first = args.first else {

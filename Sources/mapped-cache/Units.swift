@@ -1,44 +1,10 @@
 import Foundation
 import Glibc
 
-/// Parsing and printing of quantities for people: sizes in B/KiB/MiB/GiB, counts with
-/// thousands separators, percentages, seconds, dates, and keys with unprintable bytes
-/// escaped.
+/// Printing of quantities for people: sizes in B/KiB/MiB/GiB, counts with thousands
+/// separators, percentages, seconds, dates, and keys with unprintable bytes escaped.
+/// (Parsing is CacheTools' `ByteSize` and `DurationText`, shared with `cache-stress`.)
 enum Units {
-  // MARK: Parsing
-
-  /// "4096", "512K", "64M", "64MiB", "1.5G", "2TB" → bytes (binary multiples). nil when
-  /// malformed, negative or beyond Int.
-  static func parseSize(_ text: String) -> Int? {
-    var s = text.trimmingCharacters(in: .whitespaces).uppercased()
-    var multiplier: Double = 1
-    for suffix in ["IB", "B"] where s.hasSuffix(suffix) && s.count > suffix.count {
-      s.removeLast(suffix.count)
-      break
-    }
-    if let last = s.last, let power = ["K": 1, "M": 2, "G": 3, "T": 4][String(last)] {
-      multiplier = pow(1024, Double(power))
-      s.removeLast()
-    }
-    guard !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }), let n = Double(s), n >= 0 else { return nil }
-    let bytes = (n * multiplier).rounded()
-    guard bytes < Double(Int.max / 2) else { return nil }
-    return Int(bytes)
-  }
-
-  /// "30", "1.5", "30s", "10m", "2h", "1d" → seconds.
-  static func parseDuration(_ text: String) -> Double? {
-    var s = text.trimmingCharacters(in: .whitespaces).lowercased()
-    var multiplier: Double = 1
-    if let last = s.last, let m = ["s": 1.0, "m": 60, "h": 3600, "d": 86400][String(last)] {
-      multiplier = m
-      s.removeLast()
-    }
-    guard !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }), let n = Double(s), n.isFinite else { return nil }
-    let v = n * multiplier
-    return v.isFinite && v < 1e12 ? v : nil
-  }
-
   // MARK: Printing
 
   /// 1023 → "1023 B", 1536 → "1.5 KiB", 67108864 → "64.0 MiB".

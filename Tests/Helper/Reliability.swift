@@ -21,6 +21,7 @@ let reliabilityCommands: [String: HelperCommand] = [
   "create": { a in ReliabilityOps.create(path: a[0], capacity: Int(a[1]) ?? (1 << 20), fileSizeLimit: a.count > 2 ? Int(a[2]) : nil) },
   "fill": { a in try ReliabilityOps.fill(path: a[0], seconds: Double(a[1]) ?? 1) },
   "open-only": { a in ReliabilityOps.openOnly(path: a[0], readOnlyPolicy: a[1] == "1") },
+  "group-probe": { a in ReliabilityOps.groupProbe(path: a[0], group: a[1], key: a[2]) },
 ]
 
 /// Self-describing values: a reader can tell, from the bytes alone, whether a value
@@ -457,6 +458,28 @@ enum ReliabilityOps {
 
   /// Opens a cache prepared by the test (keys `ro-0`…`ro-9` = `value-i`), reads, then
   /// tries every write; prints what happened to each.
+  /// Opens (or creates) `path` with `OpenPolicy.sharedWithGroup(group)` (`-`: the
+  /// default policy), stores KEY = "by-UID", reads every key of the form "by-*" back.
+  /// Prints `open=ok|ERROR`, `writable=`, `set=ok|ERROR`, `seen=KEY=VALUE,...`.
+  static func groupProbe(path: String, group: String, key: String) -> Int32 {
+    let c: SharedCache<String>
+    do {
+      c = try SharedCache<String>(path: path, capacity: 1 << 20,
+                                  policy: group == "-" ? OpenPolicy() : .sharedWithGroup(group))
+    } catch {
+      emit("open=\(errorName(error))")
+      emit("why=\(error)")
+      return 0
+    }
+    emit("open=ok")
+    emit("writable=\(c.isWritable)")
+    do { try c.setObject("by-\(getuid())", forKey: key); emit("set=ok") } catch { emit("set=\(errorName(error))") }
+    var seen: [String] = []
+    for k in ["web", "job", "other"] { if let v = try? c.object(forKey: k) { seen.append("\(k)=\(v)") } }
+    emit("seen=\(seen.joined(separator: ","))")
+    return 0
+  }
+
   static func readOnlyProbe(path: String, readOnlyPolicy: Bool) -> Int32 {
     let c: SharedCache<String>
     do {

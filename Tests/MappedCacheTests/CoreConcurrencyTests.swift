@@ -35,10 +35,10 @@ final class CoreFlag: Sendable {
   }
 
   private func lockWord(_ c: SharedCache<[UInt8]>) -> UInt32 {
-    c.engine.memory.lockWord.pointee.load(ordering: .acquiring)
+    c.engine.memory.lockWord.load(.acquiring)
   }
 
-  private func intent(_ c: SharedCache<[UInt8]>) -> UInt64 { c.engine.load(Format.H.intent) }
+  private func intent(_ c: SharedCache<[UInt8]>) -> UInt64 { c.engine.counters.value(.intent) }
 
   @Test(arguments: [false, true])
   func manyThreadsShareOneCache(inline: Bool) throws {
@@ -202,7 +202,7 @@ final class CoreFlag: Sendable {
   }
 
   private func lockWordOf<V>(_ c: SharedCache<V>) -> UInt32 {
-    c.engine.memory.lockWord.pointee.load(ordering: .acquiring)
+    c.engine.memory.lockWord.load(.acquiring)
   }
 
   /// Conditional writes decide under the write lock: of many threads adding one key at

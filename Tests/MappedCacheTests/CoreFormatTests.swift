@@ -226,15 +226,15 @@ import Testing
     for n in 0..<500 { try c.setObject(Array(repeating: UInt8(truncatingIfNeeded: n), count: 64), forKey: "key-\(n)") }
     let key = Array("key-7".utf8)
     let (slot, loc): (Int, Int) = try key.withUnsafeBytes { k in
-      guard case .found(let i, let loc, _) = e.find(k, hash: KeyHash.key(k)) else { throw CacheError.invalidArgument("not found") }
-      return (i, loc)
+      guard let f = try e._find(k) else { throw CacheError.invalidArgument("not found") }
+      return (f.slot, f.entry.loc)
     }
-    #expect(e.slotMeta(slot) & Format.inlineBit != 0)
+    #expect(e.index.meta(at: slot) & Format.inlineBit != 0)
     let rh = try #require(e.memory.recordHeader(at: loc))
     #expect(rh.kind == Format.kindHeaderOnly && rh.size == 32 && rh.klen == key.count && rh.vlen == 64)
     #expect(try c.verify().ok)
     // Damage the inline key's last byte: the verifier finds it, and repair drops only it.
-    (e.memory.slotsBase + slot * l.slotBytes + Format.S.bytes + key.count - 1).storeBytes(of: UInt8(ascii: "x"), as: UInt8.self)
+    e.memory._byte(at: e._slotOffset(slot) + Format.S.bytes + key.count - 1).storeBytes(of: UInt8(ascii: "x"), as: UInt8.self)
     let report = try c.verify()
     #expect(!report.ok && report.problems.contains { $0.contains("inline key does not hash") })
     #expect(try c.verify(repair: true).repaired >= 1)

@@ -160,12 +160,12 @@ import Testing
     let e = c.engine
     let key = Array("k".utf8)
     let (slot, loc): (Int, Int) = try key.withUnsafeBytes { k in
-      guard case .found(let i, let loc, _) = e.find(k, hash: KeyHash.key(k)) else { throw CacheError.invalidArgument("not found") }
-      return (i, loc)
+      guard let f = try e._find(k) else { throw CacheError.invalidArgument("not found") }
+      return (f.slot, f.entry.loc)
     }
-    #expect((e.slotMeta(slot) & Format.inlineBit != 0) == inline)
-    let valueStart = inline ? e.memory.slotsBase + slot * e.layout.slotBytes + Format.S.bytes + 1
-                            : e.memory.base + loc + Format.recordHeaderBytes + 1
+    #expect((e.index.meta(at: slot) & Format.inlineBit != 0) == inline)
+    let valueStart = e.memory._byte(at: inline ? e._slotOffset(slot) + Format.S.bytes + 1
+                                               : loc + Format.recordHeaderBytes + 1)
     valueStart.storeBytes(of: 0x44, toByteOffset: 3, as: UInt8.self)
     #expect(try c.object(forKey: "k") == [1, 2, 3, 0x44])
     #expect(try checked.object(forKey: "k") == nil)
@@ -185,16 +185,16 @@ import Testing
     let e = c.engine
     let key = Array("k".utf8)
     let slot: Int = try key.withUnsafeBytes { k in
-      guard case .found(let i, _, _) = e.find(k, hash: KeyHash.key(k)) else { throw CacheError.invalidArgument("not found") }
-      return i
+      guard let f = try e._find(k) else { throw CacheError.invalidArgument("not found") }
+      return f.slot
     }
-    let seq0 = e.memory.slot(slot, Format.S.seq).pointee.load(ordering: .acquiring)
-    #expect(e.slotMeta(slot) & Format.referencedBit == 0, "a new entry starts unreferenced")
+    let seq0 = e.memory.seq(slot).load(.acquiring)
+    #expect(e.index.meta(at: slot) & Format.referencedBit == 0, "a new entry starts unreferenced")
     #expect(try c.object(forKey: "k") == [1, 2, 3])
-    #expect(e.slotMeta(slot) & Format.referencedBit != 0, "a hit marks it referenced")
+    #expect(e.index.meta(at: slot) & Format.referencedBit != 0, "a hit marks it referenced")
     _ = try c.withBytes(forKey: "k") { $0.count }
-    #expect(e.slotMeta(slot) & Format.referencedBit != 0)
-    #expect(e.memory.slot(slot, Format.S.seq).pointee.load(ordering: .acquiring) == seq0,
+    #expect(e.index.meta(at: slot) & Format.referencedBit != 0)
+    #expect(e.memory.seq(slot).load(.acquiring) == seq0,
             "reads never take the slot's seqlock")
     // A miss marks nothing; an expired entry is not a hit.
     try c.setObject([4], forKey: "x", expires: .date(Date(timeIntervalSinceNow: -1)))

@@ -17,14 +17,14 @@ import Testing
       let k = "\(tag)-\(i)"
       i += 1
       let h = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
-      if e.memory.home(h) == home { out.append(k) }
+      if e.index.home(h) == home { out.append(k) }
     }
     return out
   }
 
   private func slotOf(_ key: String, _ e: CacheEngine) -> Int? {
     Array(key.utf8).withUnsafeBytes { k -> Int? in
-      if case .found(let i, _, _) = e.find(k, hash: KeyHash.key(k)) { return i }
+      if let f = try? e._find(k) { return f.slot }
       return nil
     }
   }
@@ -32,8 +32,8 @@ import Testing
   /// Leaves slot `i` as a writer killed between `seq` odd and `seq` even leaves it, with
   /// the intent record set (the writer held the lock and was mid-change).
   private func crashMidSlotWrite(_ e: CacheEngine, slot i: Int) {
-    e.memory.slot(i, Format.S.seq).pointee.wrappingAdd(1, ordering: .relaxed)
-    e.store(Format.H.intent, 1)
+    e.memory.seq(i).add(1, .relaxed)
+    e.memory.header(.intent).store(1, .relaxed)
   }
 
   private func value(_ k: String) -> [UInt8] { CoreValue.make(key: k, writer: 0, seq: 0, size: 40) }
@@ -102,12 +102,11 @@ import Testing
     let ks = keys(home: n - 2, count: 3, in: e, tag: "shift")  // slots n-2, n-1, 0
     for k in ks { try c.setObject(value(k), forKey: k) }
     #expect(ks.map { slotOf($0, e) } == [n - 2, n - 1, 0])
-    // removeSlot(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
-    let shift = e.memory.word(Format.H.shiftSeq)
-    shift.pointee.wrappingAdd(1, ordering: .relaxed)
-    e.copySlot(from: n - 1, to: n - 2)
-    e.store(Format.H.entries, 2)
-    e.store(Format.H.intent, 1)
+    // SlotIndex.remove(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
+    e.memory.header(.shiftSeq).add(1, .relaxed)
+    try e.withWriteLock { held in e.index.copy(from: n - 1, to: n - 2, held) }
+    e.memory.header(.entries).store(2, .relaxed)
+    e.memory.header(.intent).store(1, .relaxed)
     try c.setObject([1], forKey: "next write")
     #expect(try c.object(forKey: ks[0]) == nil, "the entry being removed is gone")
     #expect(try c.object(forKey: ks[1]) == value(ks[1]))
@@ -126,11 +125,11 @@ import Testing
     let e = c.engine
     let ks = (0..<50).map { "r\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
-    let small = e.logState(.small)
+    let small = e.logs.state(.small)
     let at = small.offset(small.head)
-    let junk = e.memory.base + at
+    let junk = e.memory._byte(at: at)
     for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
-    e.store(Format.H.intent, 1)
+    e.memory.header(.intent).store(1, .relaxed)
     try c.setObject(value("new"), forKey: "new")
     for k in ks + ["new"] { #expect(try c.object(forKey: k) == value(k), "\(k)") }
     #expect(try c.verify().ok)

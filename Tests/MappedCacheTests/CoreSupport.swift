@@ -80,7 +80,7 @@ final class CoreChild: @unchecked Sendable {
 
 extension SharedCache {
   /// The underlying engine's full check, with probe-length figures.
-  func check() -> VerifyReport { engine.check(repair: false, checksums: true) }
+  func check() -> VerifyReport { engine.checker.inspect(checksums: true) }
 }
 
 enum CoreOptions {

@@ -120,6 +120,35 @@ import Testing
     #expect(err.contains("corrupt_reads"))
   }
 
+  /// Values of 8 bytes and more (the compact forms below 24) pass every check across
+  /// processes, alone and mixed with the full form; a wrong byte in one is still caught.
+  @Test(arguments: ["8", "8-40", "16"])
+  func smallValuesPassEveryCheck(size: String) throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "2", "--threads", "2", "--duration", "1", "--keys", "2000", "--capacity", "4MiB",
+      "--value-size", size, "--read-pct", "70", "--seed", "5"])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(j["value_size"] as? String == size)
+    #expect(int(j, "get_ops") > 1000)
+    #expect(int(j, "set_ops") > 100)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(int(j, "errors") == 0)
+    #expect(j["verify_ok"] as? Bool == true)
+    #expect(j["passed"] as? Bool == true)
+  }
+
+  @Test func plantedCorruptionOfASmallValueFailsTheRun() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "1", "--duration", "0.5", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
+      "--value-size", "8", "--plant-corruption"])
+    #expect(status == 1)
+    #expect(int(j, "corrupt_reads") > 0)
+    #expect(j["passed"] as? Bool == false)
+    #expect(err.contains("corrupt_reads"))
+  }
+
   @Test func readThroughMeasuresMissesAndEvicts() throws {
     // 20,000 keys of ~76 bytes do not fit in 1 MiB: misses, fills and evictions.
     let (status, j, err) = try runJSON([
@@ -167,7 +196,7 @@ import Testing
   }
 
   @Test(arguments: [
-    ["--procs", "0"], ["--bogus"], ["--value-size", "8"], ["--dist", "pareto"], ["--capacity", "12XB"],
+    ["--procs", "0"], ["--bogus"], ["--value-size", "7"], ["--value-size", "4-64"], ["--capacity", "64MB"], ["--dist", "pareto"], ["--capacity", "12XB"],
     ["--procs"], ["--read-pct", "101"], ["--key-size", "3"], ["--lock", "spin"], ["stray"],
     ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"],
   ])
@@ -185,8 +214,16 @@ import Testing
     #expect(r.stdout.contains("usage: cache-stress"))
     for flag in ["--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
                  "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
-                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every"] {
+                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every",
+                 "--report", "--version"] {
       #expect(r.stdout.contains(flag), "help lacks \(flag)")
+    }
+    // Every option line states its default (the switches --help and --version aside).
+    let options = r.stdout.split(separator: "\n").filter { $0.hasPrefix("  --") && !$0.hasPrefix("  --help") && !$0.hasPrefix("  --version") }
+    #expect(options.count >= 20)
+    for line in options {
+      let entry = r.stdout.components(separatedBy: line)[1].components(separatedBy: "\n  --")[0]
+      #expect((line + entry).contains("(default: "), "no default in: \(line)")
     }
     #expect(!r.stdout.contains("--worker-id"), "internal flags stay hidden")
     #expect(r.stderr.isEmpty)

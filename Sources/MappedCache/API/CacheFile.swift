@@ -50,28 +50,43 @@ public final class CacheFile: @unchecked Sendable {
 
   /// The file's fixed parameters, from its validated header.
   public struct Info: Sendable, Equatable, Codable {
+    /// The path the file was opened at.
     public var path: String
+    /// The file format version of its header (this library reads and writes one).
     public var formatVersion: Int
     /// The file's size in bytes.
     public var capacity: Int
     /// Header page plus process table.
     public var headerBytes: Int
+    /// Entries of the process table: the most handles that can have the file open for
+    /// writing at once.
     public var processSlots: Int
+    /// Slots of the hash index.
     public var slotCount: Int
+    /// Bytes per index slot: 32, or more when entries are stored inline in their slot.
     public var slotBytes: Int
     /// Entries allowed before inserts evict (75 % of the slots).
     public var maxEntries: Int
+    /// Tags of the ghost table, which remembers recently evicted keys (see eviction).
     public var ghostCount: Int
+    /// Bytes of the small log, where new entries go.
     public var smallLogBytes: Int
+    /// Bytes of the main log, which keeps the entries that were read again.
     public var mainLogBytes: Int
+    /// The longest key, in bytes.
     public var maxKeySize: Int
+    /// The largest value, in bytes.
     public var maxValueSize: Int
     /// The value type recorded at creation; empty for an untyped cache.
     public var valueTypeName: String
+    /// When the file was created.
     public var created: Date
+    /// Whether this handle can write the file.
     public var writable: Bool
   }
 
+  /// The file's fixed parameters. Costs no system call: read from the header
+  /// validated at open.
   public var info: Info {
     let l = engine.layout, h = engine.header
     return Info(path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
@@ -83,7 +98,10 @@ public final class CacheFile: @unchecked Sendable {
                 writable: engine.writable)
   }
 
+  /// The path the file was opened at.
   public var path: String { engine.path }
+  /// Whether this handle can write: false when opened `readOnly`, or when this user may
+  /// only read the file.
   public var isWritable: Bool { engine.writable }
 
   // MARK: Figures
@@ -93,10 +111,13 @@ public final class CacheFile: @unchecked Sendable {
 
   /// Shape of the hash index, read without the lock.
   public struct TableFigures: Sendable, Equatable, Codable {
+    /// Slots of the index.
     public var slotCount: Int
+    /// Slots holding an entry (live or expired, not yet reclaimed).
     public var occupiedSlots: Int
-    /// Mean and longest distance of an entry from its home slot (0 = in its home slot).
+    /// Mean distance of an entry from its home slot (0 = in its home slot).
     public var meanProbe: Double
+    /// Longest distance of an entry from its home slot.
     public var maxProbe: Int
     /// Longest run of occupied slots: the most slots a lookup miss can scan.
     public var longestRun: Int
@@ -107,6 +128,8 @@ public final class CacheFile: @unchecked Sendable {
     public var load: Double { slotCount == 0 ? 0 : Double(occupiedSlots) / Double(slotCount) }
   }
 
+  /// The index's shape now, from one lock-free pass over every slot (its cost grows with
+  /// the slot count: about a millisecond per hundred thousand slots).
   public var tableFigures: TableFigures {
     let t = engine.tableShape()
     return TableFigures(slotCount: engine.layout.slotCount, occupiedSlots: t.occupied,
@@ -119,7 +142,9 @@ public final class CacheFile: @unchecked Sendable {
 
   /// A process with the file open for writing.
   public struct AttachedProcess: Sendable, Equatable, Codable {
+    /// Its process ID.
     public var pid: Int
+    /// When it opened the file.
     public var opened: Date
   }
 
@@ -134,7 +159,8 @@ public final class CacheFile: @unchecked Sendable {
 
   /// The value stored under `key` and what the read learned about it; nil when missing
   /// or expired (or, with `allowingExpired`, only when missing). Reads count towards
-  /// the hit and miss statistics only with `countingStatistics`.
+  /// the hit and miss statistics only with `countingStatistics`. Lock-free.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
   public func get(_ key: [UInt8], allowingExpired: Bool = false,
                   countingStatistics: Bool = false) throws(CacheError) -> (value: [UInt8], info: EntryInfo)? {
     if key.isEmpty { throw .emptyKey }
@@ -147,7 +173,9 @@ public final class CacheFile: @unchecked Sendable {
   }
 
   /// Stores `value` under `key`, expiring `ttl` seconds from now (nil: never).
-  /// Returns the entry's new version.
+  /// Returns the entry's new version. Holds the write lock for this one entry.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/valueTooLarge(size:limit:)``;
+  ///   ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func set(_ key: [UInt8], _ value: [UInt8], ttl: TimeInterval? = nil) throws -> UInt64 {
     let expiry = (ttl.map { CacheExpiry.seconds($0) } ?? .never).milliseconds(now: Sys.wallClockMilliseconds())
@@ -161,6 +189,7 @@ public final class CacheFile: @unchecked Sendable {
   }
 
   /// Removes `key`; false when it was not present.
+  /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func delete(_ key: [UInt8]) throws -> Bool {
     try key.withUnsafeBytes { try engine.remove($0) }
@@ -168,17 +197,22 @@ public final class CacheFile: @unchecked Sendable {
 
   /// One entry seen by `forEachEntry`.
   public struct Entry: Sendable, Equatable {
+    /// The key's bytes.
     public var key: [UInt8]
     /// The value's bytes, when asked for.
     public var value: [UInt8]?
+    /// The value's length in bytes (also when the value itself was not asked for).
     public var valueCount: Int
     /// Absolute expiry in milliseconds since 1970, or nil for never.
     public var expiryMilliseconds: UInt64?
+    /// The entry's version, changed by every write (see `SharedCache.objectWithVersion(forKey:)`).
     public var version: UInt64
+    /// Whether it had expired when it was read (seen only with `includeExpired`).
     public var isExpired: Bool
     /// Whether the entry lives in the main log (a survivor) rather than the small one.
     public var inMainLog: Bool
 
+    /// When it expires, or nil for never.
     public var expiry: Date? { expiryMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
 
     /// Seconds until the entry expires (≤ 0 once expired), or nil for never.

@@ -7,6 +7,7 @@ import Foundation
 /// The `async` forms (`get`, `set`, `remove`, `removeAll`) default to the synchronous
 /// ones, which never wait for long (at most for the write lock).
 public protocol Cache<Value>: AnyObject, Sendable {
+  /// The type of the values stored.
   associatedtype Value
 
   /// The value for `key`, or nil when missing or expired.
@@ -21,17 +22,25 @@ public protocol Cache<Value>: AnyObject, Sendable {
   /// Removes every entry.
   func removeAllObjects() throws
 
+  /// `object(forKey:)`, for async code.
   func get(_ key: String) async throws -> Value?
+  /// `setObject(_:forKey:expires:)`, for async code.
   func set(_ value: Value, forKey key: String, expires: CacheExpiry?) async throws
+  /// `removeObject(forKey:)`, for async code.
   @discardableResult func remove(_ key: String) async throws -> Bool
+  /// `removeAllObjects()`, for async code.
   func removeAll() async throws
 }
 
 extension Cache {
+  /// Calls `object(forKey:)`, which never waits for long.
   public func get(_ key: String) async throws -> Value? { try object(forKey: key) }
+  /// Calls `setObject(_:forKey:expires:)`, which waits at most for the write lock.
   public func set(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) async throws {
     try setObject(value, forKey: key, expires: expires)
   }
+  /// Calls `removeObject(forKey:)`.
   @discardableResult public func remove(_ key: String) async throws -> Bool { try removeObject(forKey: key) }
+  /// Calls `removeAllObjects()`.
   public func removeAll() async throws { try removeAllObjects() }
 }

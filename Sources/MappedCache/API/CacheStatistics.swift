@@ -7,13 +7,16 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
   public var liveBytes: Int
   /// The file's size.
   public var capacity: Int
+  /// Reads that found a live entry.
   public var hits: Int
+  /// Reads that found nothing (or only an expired entry).
   public var misses: Int
   /// Those of the misses that answered "miss" only because the entry's slot stayed
   /// mid-write past the readers' bounded wait (its writer descheduled, stopped, or
   /// killed mid-write): the entry may well be there. Nonzero under heavy CPU
   /// oversubscription or with a stopped or dead writer; see DESIGN.md, section 3.
   public var busyMisses: Int
+  /// Entries stored (sets, adds, replaces, updates).
   public var sets: Int
   /// Entries removed to make room.
   public var evictions: Int
@@ -21,6 +24,7 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
   public var expirations: Int
   /// Repairs after a writer died mid-change.
   public var recoveries: Int
+  /// Entries removed by request.
   public var removals: Int
   /// New entries that earned a place in the main log.
   public var promotions: Int
@@ -28,13 +32,19 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
   public var reinsertions: Int
   /// Times a writer took the lock over from a dead holder.
   public var lockTakeovers: Int
+  /// Slots of the hash index.
   public var slotCount: Int
+  /// Entries allowed before inserts evict (75 % of the slots).
   public var maxEntries: Int
+  /// Bytes of the two record logs.
   public var logBytes: Int
+  /// Bytes of the logs holding records, live or not yet reclaimed.
   public var logBytesUsed: Int
   /// The clock hand: the main log's tail position.
   public var sweepHand: Int
+  /// The entry count limit stored in the file (0: none).
   public var countLimit: Int
+  /// The key-plus-value byte limit stored in the file (0: none).
   public var costLimit: Int
 
   /// hits / (hits + misses), or 0 before any read.

@@ -97,16 +97,19 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
     costOf = cost
   }
 
+  /// Most entries kept (0 = no limit); lowering it evicts the least recently used at once.
   public var countLimit: Int {
     get { withLock { $0.countLimit } }
     set { withLock { $0.countLimit = max(0, newValue); $0.trim() } }
   }
 
+  /// Most total cost kept (0 = no limit); lowering it evicts the least recently used at once.
   public var totalCostLimit: Int {
     get { withLock { $0.costLimit } }
     set { withLock { $0.costLimit = max(0, newValue); $0.trim() } }
   }
 
+  /// The expiry `setObject` uses when it is given none.
   public var defaultExpiry: CacheExpiry {
     get { withLock { $0.defaultExpiry } }
     set { withLock { $0.defaultExpiry = newValue } }

@@ -12,6 +12,7 @@ public final class MultiCache<Value>: Cache, @unchecked Sendable {
   /// The tiers, read in this order.
   public let tiers: [any Cache<Value>]
 
+  /// Tiers, fastest first (typically a `MemoryCache`, then a `SharedCache`).
   public init(_ tiers: [any Cache<Value>]) { self.tiers = tiers }
 
   public func object(forKey key: String) throws -> Value? {
@@ -43,6 +44,7 @@ public final class MultiCache<Value>: Cache, @unchecked Sendable {
     for tier in tiers { try tier.removeAllObjects() }
   }
 
+  /// The first tier's hit, back-filling the earlier tiers (with the entry's remaining lifetime).
   public func get(_ key: String) async throws -> Value? {
     for (n, tier) in tiers.enumerated() {
       if let v = try await tier.get(key) {
@@ -57,10 +59,12 @@ public final class MultiCache<Value>: Cache, @unchecked Sendable {
     return nil
   }
 
+  /// Stores the value in every tier, in order.
   public func set(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) async throws {
     for tier in tiers { try await tier.set(value, forKey: key, expires: expires) }
   }
 
+  /// Removes the key from every tier; false when no tier held it.
   @discardableResult
   public func remove(_ key: String) async throws -> Bool {
     var any = false
@@ -68,6 +72,7 @@ public final class MultiCache<Value>: Cache, @unchecked Sendable {
     return any
   }
 
+  /// Empties every tier.
   public func removeAll() async throws {
     for tier in tiers { try await tier.removeAll() }
   }

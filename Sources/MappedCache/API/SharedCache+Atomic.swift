@@ -82,16 +82,7 @@ extension SharedCache {
       batch.append((k, v, w))
     }
     guard !batch.isEmpty else { return }
-    try engine.withWriteLock {
-      let now = Sys.expiryClockMilliseconds()
-      for item in batch {
-        _ = try item.key.withUnsafeBytes { kb in
-          try item.value.withUnsafeBytes { vb in
-            try engine.storeLocked(kb, vb, item.write, condition: .always, now: now)
-          }
-        }
-      }
-    }
+    try engine.set(batch: batch)
   }
 
   /// `setObjects` for a dictionary.

@@ -19,6 +19,7 @@ public struct ComputeOptions: Sendable, Equatable {
   /// Longest pause between two looks while waiting (backoff starts at 1 ms).
   public var maxPollInterval: TimeInterval
 
+  /// Options for get-or-compute; see each property.
   public init(waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
               maxPollInterval: TimeInterval = 0.02) {
     self.waitTimeout = waitTimeout
@@ -98,6 +99,14 @@ extension SharedCache where Value: Codable & SendableMetatype {
   /// claim at once. A failed compute is thrown to its caller and not cached, unless
   /// `options.cacheFailuresFor` asks for negative caching. A read-only handle computes
   /// without claiming and stores nothing.
+  ///
+  /// A hit costs what `object(forKey:)` costs; a miss opens the file once more for the
+  /// claim (its own lock, dropped by the kernel if this process dies).
+  ///
+  /// - Throws: whatever `compute` throws; ``CacheError/computeFailed(key:reason:)`` while
+  ///   a cached failure lasts; ``CacheError/fileReplaced(path:)`` when the path now names
+  ///   another file (a claim there would exclude nobody); the errors of `object(forKey:)`
+  ///   and `setObject(_:forKey:expires:)`.
   public func object(forKey key: String, expires: CacheExpiry? = nil, options: ComputeOptions = ComputeOptions(),
                      orCompute compute: () async throws -> Value) async throws -> (value: Value, fromCache: Bool) {
     if let v = try object(forKey: key) { return (v, true) }
@@ -165,7 +174,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
     Thread.detachNewThread {
       var wait = ComputeWait(max: options.maxPollInterval)
       while true {
-        usleep(UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
+        Sys.sleep(microseconds: UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
         if look() { return }
       }
     }

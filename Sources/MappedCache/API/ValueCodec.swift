@@ -43,9 +43,7 @@ extension String: CacheValueEncodable {
     // string's was not UTF-8. (`String(validating:as:)` costs generic-metadata lookups
     // on every call.)
     var s = String(unsafeUninitializedCapacity: b.count) { buffer in
-      if let from = b.baseAddress, let to = buffer.baseAddress, b.count > 0 {
-        UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: b.count)
-      }
+      UnsafeMutableRawBufferPointer(buffer).copyMemory(from: b)
       return b.count
     }
     // A native string (every string here) is contiguous: `withUTF8` copies nothing.

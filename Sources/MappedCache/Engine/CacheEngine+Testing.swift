@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Test hooks: ways for the reliability tests to put the shared state where a real
 /// writer can leave it (holding the lock, stopped or killed mid-publish), so that
 /// other processes' behaviour in that state can be checked. Not for production use.
@@ -10,30 +8,44 @@ extension CacheEngine {
   /// (which may sleep, or during which the process may be stopped or killed). Then
   /// restores the slot and releases the lock.
   func _holdWriteLock(oddKey: UnsafeRawBufferPointer?, _ whileHeld: () -> Void) throws {
-    try withWriteLock {
+    try withWriteLock { held in
       var odd: Int? = nil
-      if let oddKey, case .found(let i, _, _) = find(oddKey, hash: KeyHash.key(oddKey)) {
-        memory.slot(i, Format.S.seq).pointee.wrappingAdd(1, ordering: .releasing)
+      if let oddKey, case .found(let i, _) = index.find(oddKey, hash: KeyHash.key(oddKey), held) {
+        index._toggleSequence(i, held)
         odd = i
       }
       whileHeld()
-      if let odd { memory.slot(odd, Format.S.seq).pointee.wrappingAdd(1, ordering: .releasing) }
+      if let odd { index._toggleSequence(odd, held) }
     }
   }
 
   /// Takes the write lock and moves `key`'s record to the main log's head as a promotion
-  /// does, running `whileHeld` inside the slot's write (`moveSlot`'s midway point: the
-  /// slot odd, its new location stored), where a reliability test kills the process.
+  /// does, running `whileHeld` inside the slot's write (`SlotIndex.move`'s midway point:
+  /// the slot odd, its new location stored), where a reliability test kills the process.
   /// Returns false, without running `whileHeld`, if the key is absent or main is full.
   func _holdWriteLockMidMove(key: UnsafeRawBufferPointer, _ whileHeld: () -> Void) throws -> Bool {
-    try withWriteLock {
-      let main = logState(.main)
-      guard case .found(let i, let loc, let rh) = find(key, hash: KeyHash.key(key)),
-            main.need(rh.size) + layout.mainReserve <= main.free else { return false }
-      moveToMainHead(slot: i, record: loc, size: rh.size, meta: slotMeta(i) & ~Format.referencedBit, midway: whileHeld)
+    try withWriteLock { held in
+      let main = logs.state(.main)
+      guard case .found(let i, let e) = index.find(key, hash: KeyHash.key(key), held),
+            main.need(e.recordSize) + layout.mainReserve <= main.free else { return false }
+      policy.moveToMainHead(slot: i, record: e.loc, size: e.recordSize,
+                            meta: index.meta(at: i) & ~Format.referencedBit, midway: whileHeld, held)
       return true
     }
   }
+}
+
+extension CacheEngine {
+  /// The slot and entry holding `key` (looked up under the write lock), for tests.
+  func _find(_ key: UnsafeRawBufferPointer) throws -> (slot: Int, entry: SlotIndex.Entry)? {
+    try withWriteLock { held in
+      if case .found(let i, let e) = index.find(key, hash: KeyHash.key(key), held) { return (i, e) }
+      return nil
+    }
+  }
+
+  /// The file offset of slot `i`'s first byte.
+  func _slotOffset(_ i: Int) -> Int { layout.slotsOffset + i * layout.slotBytes }
 }
 
 extension SharedCache {

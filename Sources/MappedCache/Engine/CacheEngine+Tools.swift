@@ -1,8 +1,5 @@
-import Synchronization
-
 /// Read-mostly helpers for operators' tools (`CacheFile`, the `mapped-cache` command):
-/// figures that `statistics()` does not carry, and a sweep that never holds the write
-/// lock for more than one bounded step.
+/// figures that `statistics()` does not carry.
 extension CacheEngine {
   /// Shape of the index, read without the lock (each slot's hash word is one atomic
   /// load, so the figures are a consistent-enough snapshot for a report, not an audit;
@@ -22,7 +19,7 @@ extension CacheEngine {
     var run = 0
     var leadingRun = -1  // length of the run that starts at slot 0, joined to the one that wraps
     for i in 0..<n {
-      let h = slotHash(i)
+      let h = index.hash(at: i)
       if h == 0 {
         if leadingRun < 0 { leadingRun = run }
         t.longestRun = max(t.longestRun, run)
@@ -31,8 +28,7 @@ extension CacheEngine {
       }
       run += 1
       t.occupied += 1
-      // Safe: home(h) and i are both in 0..<n, so the distance is in 0..<n.
-      let d = (i - memory.home(h) + n) % n
+      let d = index.distanceFromHome(i, hash: h)
       t.totalProbe += d
       t.maxProbe = max(t.maxProbe, d)
     }
@@ -42,7 +38,7 @@ extension CacheEngine {
   }
 
   /// The background sweeper's next slot (`removeExpired(maxSlots:)` advances it).
-  var sweeperSlot: Int { Int(truncatingIfNeeded: load(Format.H.sweepHand) % UInt64(layout.slotCount)) }
+  var sweeperSlot: Int { Int(truncatingIfNeeded: counters.value(.sweepHand) % UInt64(layout.slotCount)) }
 
   /// One process-table entry whose owner is alive (its witness byte is locked).
   struct AttachedProcess {
@@ -59,9 +55,25 @@ extension CacheEngine {
       guard Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i)) else { continue }
       out.append(AttachedProcess(
         slot: i,
-        pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).pointee.load(ordering: .relaxed) & 0x7FFF_FFFF),
-        openedMs: memory.procWord(i, Format.P.openedMs).pointee.load(ordering: .relaxed)))
+        pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
+        openedMs: memory.procWord(i, Format.P.openedMs).load(.relaxed)))
     }
     return out
+  }
+
+  // MARK: Tier words (`SharedCache+Tiers`)
+
+  /// The header words reserved for tiers (`Format.H.tierWords`): plain shared words with
+  /// acquire/release ordering, outside every lock. Indices are checked by the caller.
+  func tierWord(_ i: Int) -> UInt64 { memory.header(.tier(i)).load(.acquiring) }
+
+  func storeTierWord(_ i: Int, _ value: UInt64) throws(CacheError) {
+    guard writable else { throw .readOnly(path: path) }
+    memory.header(.tier(i)).store(value, .releasing)
+  }
+
+  func compareExchangeTierWord(_ i: Int, expected: UInt64, desired: UInt64) throws(CacheError) -> Bool {
+    guard writable else { throw .readOnly(path: path) }
+    return memory.header(.tier(i)).compareExchange(expected: expected, desired: desired, .acquiringAndReleasing)
   }
 }

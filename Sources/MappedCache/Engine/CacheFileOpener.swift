@@ -1,9 +1,23 @@
 import Glibc
 
-/// Opens or creates a cache file. Creation is serialised with `flock` on the file so
-/// that two processes creating one path at the same instant end with one valid cache,
-/// and the final magic number is written last, so a half-initialised header is never
-/// taken for a cache.
+/// Opens or creates a cache file, in steps that each check one thing:
+///
+/// 1. `refuseSymlink`: the path itself must not be a symbolic link.
+/// 2. `openDescriptor`: open (creating when allowed), falling back to read-only when
+///    the caller may read but not write the file.
+/// 3. `checkOwnershipAndMode`: a regular file, owned by this user and writable by no
+///    one else, unless the policy allows otherwise.
+/// 4. `createOrTakeOver`, under an exclusive `flock`: lay out an empty file, or redo a
+///    creation that a process left unfinished (it died holding the `flock`, which the
+///    kernel then released).
+/// 5. `readHeader`: magic, version, layout fingerprint, sizes, value type.
+/// 6. map the file (`MappedFile`).
+///
+/// Creation is serialised by the `flock`, so two processes creating one path at the
+/// same instant end with one valid cache, and the final magic number is published
+/// last, so a half-initialised header is never taken for a cache: until then the file
+/// starts with `Format.initialisingMagic`, which marks it as an unfinished creation
+/// that any later creator takes over.
 enum CacheFileOpener {
   struct Opened {
     var file: MappedFile
@@ -14,141 +28,252 @@ enum CacheFileOpener {
 
   static func open(path: String, options: CacheOptions, policy: OpenPolicy,
                    typeFingerprint: UInt64, typeName: String) throws(CacheError) -> Opened {
-    if let st = Sys.lstatIfPresent(path), (st.st_mode & S_IFMT) == S_IFLNK {
-      throw .unsafeFile(path: path, reason: "it is a symbolic link")
-    }
-    var writable = !policy.readOnly
-    if writable && policy.create && Sys.lstatIfPresent(path) == nil {
+    try refuseSymlink(path)
+    let group = try policy.sharedGroup.map { name throws(CacheError) in try SharedGroup(name) }
+    if !policy.readOnly && policy.create && Sys.lstatIfPresent(path) == nil {
       // About to create: refuse bad creation options before a file exists, so a refused
       // creation leaves nothing behind. (An existing cache opens with its own parameters.)
       _ = try Layout(options: options)
-    }
-    var fd: Int32
-    do {
-      // O_NONBLOCK: opening a FIFO planted at the path for reading would otherwise block
-      // until a writer came (no effect on regular files). O_NOCTTY: a terminal is never adopted.
-      fd = try Sys.open(path, flags: (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | (policy.create && writable ? O_CREAT : 0),
-                        mode: mode_t(options.mode & 0o777))
-    } catch let e {
-      if e.errno == ELOOP { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
-      if writable, e.errno == EACCES || e.errno == EROFS, Sys.statIfPresent(path) != nil,
-         let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) {
-        fd = ro
-        writable = false
-      } else {
-        throw .system(e)
+      if let group, !group.callerMayGiveFiles {
+        throw .unsafeFile(path: path, reason: "it would be shared with group \(group.name), and only its members "
+                            + "(or root) may give a file to a group")
       }
     }
+    let (fd, writable) = try openDescriptor(path, policy: policy, mode: options.mode)
     var keepFD = false
     defer { if !keepFD { Sys.close(fd) } }
+    try checkOwnershipAndMode(fd, path: path, policy: policy, group: group)
 
-    do {
-      var st = try Sys.fstat(fd)
-      guard (st.st_mode & S_IFMT) == S_IFREG else { throw CacheError.notACacheFile(path: path) }
-      if !policy.allowOtherOwner, st.st_uid != geteuid() {
-        throw CacheError.unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user")
-      }
-      if !policy.allowGroupOrWorldWritable, st.st_mode & 0o022 != 0 {
-        throw CacheError.unsafeFile(path: path, reason: "group or others can write it (mode \(String(st.st_mode & 0o777, radix: 8)))")
-      }
-      try Sys.flock(fd, LOCK_EX)
-      defer { _ = try? Sys.flock(fd, LOCK_UN) }
-      st = try Sys.fstat(fd)
-      var created = false
-      let size = Int(st.st_size)
-      if size == 0 {
-        guard writable && policy.create else { throw CacheError.notACacheFile(path: path) }
-        try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
-                       typeName: typeName, wasEmpty: true)
-        created = true
-      } else {
-        let first = try Sys.pread(fd, count: 8, at: 0)
-        if HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic {
-          guard writable && policy.create else { throw CacheError.corrupted(path: path, reason: "its creation was interrupted") }
-          try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
-                         typeName: typeName, wasEmpty: false)
-          created = true
-        }
-      }
-      st = try Sys.fstat(fd)
-      let bytes = try Sys.pread(fd, count: 256, at: 0)
-      let h = HeaderFields(bytes: bytes)
-      guard bytes.count == 256, h.magic == Format.magic else { throw CacheError.notACacheFile(path: path) }
-      guard h.version == Format.version else {
-        throw CacheError.incompatibleFormat(path: path, reason: "format version \(h.version), this library reads \(Format.version)")
-      }
-      guard HeaderFields.fingerprintMatches(bytes) else {
-        throw CacheError.corrupted(path: path, reason: "the header's layout fingerprint does not match its fields")
-      }
-      let layout: Layout
-      do {
-        layout = try Layout(header: h, actualFileSize: Int(st.st_size))
-      } catch {
-        throw CacheError.corrupted(path: path, reason: error.reason)
-      }
-      if typeFingerprint != 0, h.typeFingerprint != 0, h.typeFingerprint != typeFingerprint {
-        throw CacheError.typeMismatch(path: path, expected: typeName, found: h.typeName)
-      }
-      let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
-      keepFD = true
-      return Opened(file: file, layout: layout, header: h, created: created)
-    } catch let e as CacheError {
-      throw e
-    } catch let e as SystemError {
-      throw .system(e)
-    } catch {
-      throw .invalidArgument("\(error)")
+    try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
+    defer { _ = try? Sys.flock(fd, LOCK_UN) }
+    let created = try createOrTakeOver(fd, path: path, canCreate: writable && policy.create, options: options,
+                                       group: group, typeFingerprint: typeFingerprint, typeName: typeName)
+    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    let (header, layout) = try readHeader(fd, path: path, fileSize: Int(st.st_size),
+                                          typeFingerprint: typeFingerprint, typeName: typeName)
+    let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
+    keepFD = true
+    return Opened(file: file, layout: layout, header: header, created: created)
+  }
+
+  // MARK: Steps
+
+  /// Step 1. `O_NOFOLLOW` refuses a link too (ELOOP, see `openDescriptor`); this check
+  /// gives the clearer message in the common case.
+  private static func refuseSymlink(_ path: String) throws(CacheError) {
+    if let st = Sys.lstatIfPresent(path), (st.st_mode & S_IFMT) == S_IFLNK {
+      throw .unsafeFile(path: path, reason: "it is a symbolic link")
     }
   }
 
-  /// Lays out a new cache in `fd` (held under `flock` by the caller).
+  /// Step 2. Returns the descriptor and whether it is open for writing: an existing file
+  /// this user may read but not write (its permissions, a read-only file system) opens
+  /// read-only, and the handle then refuses writes with `CacheError.readOnly`.
+  private static func openDescriptor(_ path: String, policy: OpenPolicy,
+                                     mode: UInt32) throws(CacheError) -> (fd: Int32, writable: Bool) {
+    let writable = !policy.readOnly
+    let creating = policy.create && writable
+    let existed = Sys.lstatIfPresent(path) != nil
+    // O_NONBLOCK: opening a FIFO planted at the path for reading would otherwise block
+    // until a writer came (no effect on regular files). O_NOCTTY: a terminal is never adopted.
+    let flags = (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | (creating ? O_CREAT : 0)
+    do {
+      let fd = try Sys.open(path, flags: flags, mode: mode_t(mode & 0o777))
+      if creating && !existed { pauseForTest(at: "opened") }
+      return (fd, writable)
+    } catch {
+      if error.code == .tooManySymbolicLinks { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
+      if writable, error.code == .permissionDenied || error.code == .readOnlyFileSystem, Sys.statIfPresent(path) != nil,
+         let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) {
+        return (ro, false)
+      }
+      throw .system(error)
+    }
+  }
+
+  /// Step 3. Files of other users, and files that others may write, could have been
+  /// planted or be changed under us by someone this process does not trust. A file of
+  /// the policy's shared group may be another user's and writable by the group (see
+  /// `OpenPolicy.sharedGroup`); nothing makes an others-writable file acceptable but
+  /// `allowGroupOrWorldWritable`.
+  private static func checkOwnershipAndMode(_ fd: Int32, path: String, policy: OpenPolicy,
+                                            group: SharedGroup?) throws(CacheError) {
+    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    guard (st.st_mode & S_IFMT) == S_IFREG else { throw .notACacheFile(path: path) }
+    let shared = group.map { st.st_gid == $0.id } ?? false
+    let mode = String(st.st_mode & 0o777, radix: 8)
+    if !policy.allowOtherOwner, !shared, st.st_uid != Sys.effectiveUserID() {
+      let hint = group.map { "; it belongs to gid \(st.st_gid), not to the shared group \($0.name)" } ?? ""
+      throw .unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user\(hint)")
+    }
+    if !policy.allowGroupOrWorldWritable {
+      if st.st_mode & 0o002 != 0 { throw .unsafeFile(path: path, reason: "others can write it (mode \(mode))") }
+      if st.st_mode & 0o020 != 0, !shared {
+        let hint = group.map { ", and it belongs to gid \(st.st_gid), not to the shared group \($0.name)" }
+          ?? " (OpenPolicy.sharedWithGroup trusts one group)"
+        throw .unsafeFile(path: path, reason: "its group can write it (mode \(mode))\(hint)")
+      }
+    }
+  }
+
+  /// Step 4, under the `flock`: an empty file is laid out; a file whose creation was
+  /// interrupted (it starts with the initialising marker) is laid out again. Returns
+  /// whether this call made the cache. Without `canCreate`, both are refused.
+  private static func createOrTakeOver(_ fd: Int32, path: String, canCreate: Bool, options: CacheOptions,
+                                       group: SharedGroup?, typeFingerprint: UInt64,
+                                       typeName: String) throws(CacheError) -> Bool {
+    let size = Int(try system { () throws(SystemError) in try Sys.fstat(fd) }.st_size)
+    let wasEmpty: Bool
+    if size == 0 {
+      guard canCreate else { throw .notACacheFile(path: path) }
+      pauseForTest(at: "locked")
+      wasEmpty = true
+    } else {
+      let first = try system { () throws(SystemError) in try Sys.pread(fd, count: 8, at: 0) }
+      guard first.count == 8, HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic
+      else { return false }
+      guard canCreate else { throw .corrupted(path: path, reason: "its creation was interrupted") }
+      wasEmpty = false
+    }
+    if let group { try give(fd, path: path, to: group, mode: options.mode) }
+    try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
+                   typeName: typeName, wasEmpty: wasEmpty)
+    return true
+  }
+
+  /// Before laying a file out under a shared-group policy: the file goes to the group,
+  /// with the group's bits of `mode` (read and write when it gives none) and never
+  /// write for others, set exactly (no umask). Only for a file this user owns: one of
+  /// another user's, being taken over, keeps the owner's choice.
+  private static func give(_ fd: Int32, path: String, to group: SharedGroup, mode: UInt32) throws(CacheError) {
+    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    guard st.st_uid == Sys.effectiveUserID() else { return }
+    var bits = mode_t(mode & 0o777)
+    if bits & 0o070 == 0 { bits |= 0o060 }
+    bits &= ~0o002
+    if st.st_gid != group.id {
+      do { try Sys.changeGroup(fd, to: group.id) } catch {
+        throw .unsafeFile(path: path, reason: "it cannot be given to group \(group.name) (\(error.code))")
+      }
+    }
+    try system { () throws(SystemError) in try Sys.changeMode(fd, to: bits) }
+  }
+
+  /// Step 5: the header must be a finished one of this format whose fields agree with
+  /// each other, with the file's size, and with the value type asked for.
+  private static func readHeader(_ fd: Int32, path: String, fileSize: Int, typeFingerprint: UInt64,
+                                 typeName: String) throws(CacheError) -> (HeaderFields, Layout) {
+    let bytes = try system { () throws(SystemError) in try Sys.pread(fd, count: 256, at: 0) }
+    let h = HeaderFields(bytes: bytes)
+    guard bytes.count == 256, h.magic == Format.magic else { throw .notACacheFile(path: path) }
+    guard h.version == Format.version else {
+      throw .incompatibleFormat(path: path, reason: "format version \(h.version), this library reads \(Format.version)")
+    }
+    guard HeaderFields.fingerprintMatches(bytes) else {
+      throw .corrupted(path: path, reason: "the header's layout fingerprint does not match its fields")
+    }
+    let layout: Layout
+    do {
+      layout = try Layout(header: h, actualFileSize: fileSize)
+    } catch {
+      throw .corrupted(path: path, reason: error.reason)
+    }
+    if typeFingerprint != 0, h.typeFingerprint != 0, h.typeFingerprint != typeFingerprint {
+      throw .typeMismatch(path: path, expected: typeName, found: h.typeName)
+    }
+    return (h, layout)
+  }
+
+  // MARK: Creation
+
+  /// Lays out a new cache in `fd` (held under `flock` by the caller), in the order that
+  /// makes an interruption at any point recognisable: the marker first, then the blocks,
+  /// then the header, then the magic.
   private static func initialise(fd: Int32, path: String, options: CacheOptions, typeFingerprint: UInt64,
                                  typeName: String, wasEmpty: Bool) throws(CacheError) {
     let layout = try Layout(options: options)
+    // Mark the file as ours before it has its final size: an interrupted creation is
+    // recognised and redone, while a foreign file is never mistaken for one. On a full
+    // file system this fails already (the marker needs a block).
+    var marker = [UInt8](repeating: 0, count: 8)
+    for i in 0..<8 { marker[i] = UInt8(truncatingIfNeeded: Format.initialisingMagic >> (8 * UInt64(i))) }
     do {
-      // Mark the file as ours before it has its final size: an interrupted creation is
-      // recognised and redone, while a foreign file is never mistaken for one.
-      var marker = [UInt8](repeating: 0, count: 8)
-      for i in 0..<8 { marker[i] = UInt8(truncatingIfNeeded: Format.initialisingMagic >> (8 * UInt64(i))) }
-      do {
-        try Sys.pwrite(fd, marker, at: 0)
-      } catch {
-        // A full file system fails here already (the marker needs a block).
-        if error.errno == ENOSPC || error.errno == EFBIG || error.errno == EDQUOT {
-          throw CacheError.diskFull(path: path, bytes: layout.fileSize)
-        }
-        throw CacheError.system(error)
-      }
-      do {
-        try Sys.fallocate(fd, size: layout.fileSize)
-      } catch {
-        try? Sys.ftruncate(fd, size: 0)
-        if error.errno == ENOSPC || error.errno == EFBIG || error.errno == EDQUOT {
-          throw CacheError.diskFull(path: path, bytes: layout.fileSize)
-        }
-        throw CacheError.system(error)
-      }
-      let st = try Sys.fstat(fd)
-      if Int(st.st_size) != layout.fileSize { try Sys.ftruncate(fd, size: layout.fileSize) }
-      let base = try Sys.mmap(fd, size: layout.fileSize, writable: true)
-      defer { Sys.munmap(base, size: layout.fileSize) }
-      if !wasEmpty {
-        // Everything but the logs must read as zero; log bytes are only reached through slots.
-        memset(base, 0, layout.logOffset)
-      }
-      let header = HeaderFields(layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
-                                createdMs: Sys.wallClockMilliseconds())
-      let image = header.encoded()
-      image.withUnsafeBytes { img in
-        (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: img.count - 8)
-      }
-      MappedMemory.publishMagic(base, Format.magic)
-    } catch let e as CacheError {
-      throw e
-    } catch let e as SystemError {
-      throw .system(e)
+      try Sys.pwrite(fd, marker, at: 0)
     } catch {
-      throw .invalidArgument("\(error)")
+      throw spaceError(error, path: path, bytes: layout.fileSize)
     }
+    pauseForTest(at: "marked")
+    do {
+      try Sys.fallocate(fd, size: layout.fileSize)
+    } catch {
+      try? Sys.ftruncate(fd, size: 0)
+      throw spaceError(error, path: path, bytes: layout.fileSize)
+    }
+    try system { () throws(SystemError) in
+      if Int(try Sys.fstat(fd).st_size) != layout.fileSize { try Sys.ftruncate(fd, size: layout.fileSize) }
+    }
+    pauseForTest(at: "allocated")
+    let header = HeaderFields(layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
+                              createdMs: Sys.wallClockMilliseconds())
+    let base = try system { () throws(SystemError) in try Sys.mmap(fd, size: layout.fileSize, writable: true) }
+    defer { Sys.munmap(base, size: layout.fileSize) }
+    // A file being created again must read as zero everywhere but the logs (log bytes are
+    // only reached through slots); the "header" test pause splits the image's copy.
+    MappedMemory.writeHeader(base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.logOffset,
+                             midway: { pauseForTest(at: "header") })
+    pauseForTest(at: "unpublished")
+    MappedMemory.publishMagic(base, Format.magic)
+  }
+
+  // MARK: Groups
+
+  /// The group of `OpenPolicy.sharedGroup`, resolved once per open.
+  struct SharedGroup {
+    var name: String
+    var id: gid_t
+
+    /// Looks the group up by name (then, for digits only, as a numeric ID).
+    init(_ name: String) throws(CacheError) {
+      self.name = name
+      if let gid = Sys.groupID(named: name) {
+        id = gid
+      } else if !name.isEmpty, name.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let n = gid_t(name) {
+        id = n
+      } else {
+        throw .invalidArgument("there is no group named '\(name)' (OpenPolicy.sharedGroup)")
+      }
+    }
+
+    /// Root, or a member of the group (as effective or supplementary group): those
+    /// whom the kernel lets give a file to it.
+    var callerMayGiveFiles: Bool {
+      Sys.effectiveUserID() == 0 || Sys.effectiveGroupID() == id || Sys.supplementaryGroups().contains(id)
+    }
+  }
+
+  // MARK: Errors and test hooks
+
+  /// A failure to reserve space: `diskFull` when the file system (or the file size
+  /// limit, or a quota) is what said no.
+  private static func spaceError(_ e: SystemError, path: String, bytes: Int) -> CacheError {
+    e.code.isOutOfSpace ? .diskFull(path: path, bytes: bytes) : .system(e)
+  }
+
+  /// Runs system calls, reporting their failure as `CacheError.system`.
+  private static func system<T>(_ body: () throws(SystemError) -> T) throws(CacheError) -> T {
+    do { return try body() } catch { throw .system(error) }
+  }
+
+  /// Test hook: a process whose environment has `MC_TEST_CREATE_PAUSE=STEP` stops
+  /// itself (SIGSTOP) when its creation of a file reaches STEP, so that a test can
+  /// SIGKILL it at exactly that point. The steps, in order: `opened` (the file was just
+  /// made, empty, before the `flock`), `locked` (under the `flock`, still empty),
+  /// `marked` (the initialising marker written, no blocks yet), `allocated` (full
+  /// size, no header), `header` (half the header written), `unpublished` (the whole
+  /// header but not the magic). Reached only while creating: opening a finished cache
+  /// never looks at the variable.
+  private static func pauseForTest(at step: String) {
+    guard Sys.environment("MC_TEST_CREATE_PAUSE") == step else { return }
+    Sys.stopSelf()
   }
 }

@@ -2,25 +2,110 @@ import CMappedCacheShim
 import Glibc
 import Synchronization
 
-/// Every access to the shared mapping goes through this type. It holds the mapping's
-/// base address and the validated `Layout`, and it offers:
-/// - atomic views of header words, slot words and process-table words at offsets that
-///   are constants of the format or derived from the validated layout;
-/// - bounds-checked reads of records whose offsets come from the file
-///   (`recordHeader(at:)` returns nil for anything out of bounds);
-/// - raw copies into and out of log ranges that a bounds check already accepted.
+// The mapping's one room: this file is the only one in the engine that forms pointers
+// into the shared mapping or dereferences them. Everything else names what it wants
+// (a header word, a slot's `seq`, a record at an offset) and gets a bounds-checked view.
+// Two kinds of bounds guard it:
+// - indices and offsets the engine computed itself (slot indices from `home`/`next`,
+//   header and process-table words from `Format`): checked by `assert` in debug builds,
+//   the way swift-collections' `_HashTable.UnsafeHandle` checks its buckets;
+// - offsets and lengths read from the file (a slot's `loc`, a record's lengths, an
+//   inline entry's lengths): always checked, in release builds too, before any byte
+//   they name is touched (`recordHeader(at:)`, `inlineLengths(_:)`).
+
+/// A 64-bit word of the shared mapping (or of a handle's private counter block), viewed
+/// atomically. Only `MappedMemory` makes one; the ordering is written at each use.
+struct SharedWord {
+  fileprivate let address: UnsafeMutablePointer<Atomic<UInt64>>
+
+  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt64 { address.pointee.load(ordering: ordering) }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func store(_ value: UInt64, _ ordering: AtomicStoreOrdering) {
+    address.pointee.store(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func add(_ value: UInt64, _ ordering: AtomicUpdateOrdering) {
+    address.pointee.wrappingAdd(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(_ value: UInt64, _ ordering: AtomicUpdateOrdering) -> UInt64 {
+    address.pointee.exchange(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func bitwiseOr(_ bits: UInt64, _ ordering: AtomicUpdateOrdering) {
+    address.pointee.bitwiseOr(bits, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent
+  func compareExchange(expected: UInt64, desired: UInt64, _ ordering: AtomicUpdateOrdering) -> Bool {
+    address.pointee.compareExchange(expected: expected, desired: desired, ordering: ordering).exchanged
+  }
+  /// Adds one with a plain load and store: for statistics counters whose increments
+  /// may be lost between threads of one handle (see `Reader.countHit`).
+  @inline(__always) func increment() { store(load(.relaxed) &+ 1, .relaxed) }
+}
+
+/// A 32-bit word of the shared mapping (the lock word, ghost tags), viewed atomically.
+struct SharedWord32 {
+  fileprivate let address: UnsafeMutablePointer<Atomic<UInt32>>
+
+  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt32 { address.pointee.load(ordering: ordering) }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func store(_ value: UInt32, _ ordering: AtomicStoreOrdering) {
+    address.pointee.store(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(_ value: UInt32, _ ordering: AtomicUpdateOrdering) -> UInt32 {
+    address.pointee.exchange(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent
+  func compareExchange(expected: UInt32, desired: UInt32, _ ordering: AtomicUpdateOrdering) -> Bool {
+    address.pointee.compareExchange(expected: expected, desired: desired, ordering: ordering).exchanged
+  }
+  /// Sleeps while the word holds `expected`, at most `nanoseconds` (a shared futex: works
+  /// across processes on a `MAP_SHARED` mapping).
+  func futexWait(expected: UInt32, nanoseconds: Int64) {
+    Sys.futexWait(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), expected, nanoseconds)
+  }
+  /// Wakes at most `count` sleepers of `futexWait`.
+  func futexWake(_ count: Int32) {
+    Sys.futexWake(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), count)
+  }
+}
+
+/// A handle's three statistics counters: words of its process-table entry, or, for a
+/// read-only handle (which has no entry), a private heap block it owns.
+struct HandleCounters {
+  let hits: SharedWord
+  let misses: SharedWord
+  let busy: SharedWord
+
+  /// A private block of three zeroed words. Freed by `deallocatePrivate()`.
+  static func allocatePrivate() -> HandleCounters {
+    let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 3)
+    for i in 0..<3 { (p + i).initialize(to: Atomic(0)) }
+    return HandleCounters(hits: SharedWord(address: p), misses: SharedWord(address: p + 1),
+                          busy: SharedWord(address: p + 2))
+  }
+
+  /// Frees a block made by `allocatePrivate()`. Precondition: nothing uses it any more.
+  func deallocatePrivate() {
+    hits.address.deinitialize(count: 3)
+    hits.address.deallocate()
+  }
+}
+
+/// The shared mapping: its base address and the validated `Layout`, with named views of
+/// every region (see the file comment for how each is bounds-checked).
 ///
 /// Invariant: `base` maps at least `layout.fileSize` bytes for the life of the value
 /// (the owning `MappedFile` outlives every `MappedMemory` made from it).
 struct MappedMemory {
-  let base: UnsafeMutableRawPointer
-  let slotsBase: UnsafeMutableRawPointer
+  private let base: UnsafeMutableRawPointer
+  private let slotsBase: UnsafeMutableRawPointer
   let slotCount: Int
   let slotBytes: Int
   /// Most key+value bytes in a slot's inline area (0 when slots have none).
   let inlineCapacity: Int
+  let procCount: Int
   let smallBase: Int, smallEnd: Int, mainBase: Int, mainEnd: Int
   let maxKey: Int, maxValue: Int
+  private let ghostOffset: Int
+  let ghostCount: Int
+  private let fileSize: Int
 
   init(base: UnsafeMutableRawPointer, layout: Layout) {
     self.base = base
@@ -28,54 +113,91 @@ struct MappedMemory {
     slotCount = layout.slotCount
     slotBytes = layout.slotBytes
     inlineCapacity = layout.inlineCapacity
+    procCount = layout.procCount
     smallBase = layout.smallBase
     smallEnd = layout.smallBase + layout.smallSize
     mainBase = layout.mainBase
     mainEnd = layout.mainBase + layout.mainSize
     maxKey = layout.maxKey
     maxValue = layout.maxValue
+    ghostOffset = layout.ghostOffset
+    ghostCount = layout.ghostCount
+    fileSize = layout.fileSize
   }
 
   // MARK: Header
 
-  /// An atomic header word. `offset` is a `Format.H` constant (8-byte aligned, < 4096).
+  /// A live header word (its offset is a `Format.H` constant: 8-byte aligned, < 4096).
   @inline(__always)
-  func word(_ offset: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
-    (base + offset).assumingMemoryBound(to: Atomic<UInt64>.self)
+  func header(_ word: HeaderWord) -> SharedWord {
+    SharedWord(address: (base + word.offset).assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
   /// The write-lock word (32 bits: futexes are 32-bit).
   @inline(__always)
-  var lockWord: UnsafeMutablePointer<Atomic<UInt32>> {
-    (base + Format.H.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self)
+  var lockWord: SharedWord32 {
+    SharedWord32(address: (base + Format.H.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
-  /// The lock word's raw address, for `futex`.
-  var lockWordAddress: UnsafeMutablePointer<UInt32> {
-    (base + Format.H.lockWord).assumingMemoryBound(to: UInt32.self)
+  /// Writes a new file's header after its first word, which holds the creation marker
+  /// until `publishMagic` replaces it: zeroes bytes 8 ..< `zeroing` first (everything but
+  /// the logs, when an interrupted creation is redone), then copies `image` from byte 8
+  /// on, in two halves with `midway` between them (a test hook).
+  /// Precondition: `base` maps at least `max(zeroing, image.count)` writable bytes.
+  static func writeHeader(_ base: UnsafeMutableRawPointer, image: [UInt8], zeroing: Int, midway: () -> Void) {
+    if zeroing > 8 { memset(base + 8, 0, zeroing - 8) }
+    let half = image.count / 2
+    image.withUnsafeBytes { img in
+      guard img.count > 8 else { return }
+      (base + 8).copyMemory(from: img.baseAddress! + 8, byteCount: max(0, half - 8))
+      midway()
+      (base + max(8, half)).copyMemory(from: img.baseAddress! + max(8, half), byteCount: img.count - max(8, half))
+    }
   }
 
-  /// Writes the final magic number last, with release ordering, so that a process that
-  /// reads it also sees every header byte written before it.
+  /// Writes the final magic number in a new file's first word last, with release
+  /// ordering, so that a process that reads it also sees every header byte written before.
   static func publishMagic(_ base: UnsafeMutableRawPointer, _ magic: UInt64) {
     base.assumingMemoryBound(to: Atomic<UInt64>.self).pointee.store(magic, ordering: .releasing)
   }
 
   // MARK: Process table
 
-  /// A word of process-table entry `i` (`0 ..< procCount`, checked by the caller).
+  /// Word `field` (a `Format.P` constant) of process-table entry `i`.
   @inline(__always)
-  func procWord(_ i: Int, _ field: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
-    (base + Format.headerPage + i * Format.procEntryBytes + field).assumingMemoryBound(to: Atomic<UInt64>.self)
+  func procWord(_ i: Int, _ field: Int) -> SharedWord {
+    assert(i >= 0 && i < procCount, "process-table entry out of range")
+    return SharedWord(address: (base + Format.headerPage + i &* Format.procEntryBytes + field)
+      .assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
-  // MARK: Slots
+  // MARK: Slot words
 
-  /// Words of slot `i`. Precondition: `0 <= i < slotCount` (indices come from `home`
-  /// and `next`, never from the file).
   @inline(__always)
-  func slot(_ i: Int, _ field: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
-    (slotsBase + (i &* slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self)
+  private func slotWord(_ i: Int, _ field: Int) -> SharedWord {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
+    return SharedWord(address: (slotsBase + (i &* slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self))
+  }
+
+  /// Slot `i`'s sequence word: odd while a writer changes the slot.
+  /// Precondition: `0 <= i < slotCount` (indices come from `home` and `next`, never the file).
+  @inline(__always) func seq(_ i: Int) -> SharedWord { slotWord(i, Format.S.seq) }
+  /// Slot `i`'s key hash (0: empty).
+  @inline(__always) func hash(_ i: Int) -> SharedWord { slotWord(i, Format.S.hash) }
+  /// Slot `i`'s record offset (read from the file: checked by `recordHeader(at:)` before use).
+  @inline(__always) func loc(_ i: Int) -> SharedWord { slotWord(i, Format.S.loc) }
+  /// Slot `i`'s expiry and flag bits.
+  @inline(__always) func meta(_ i: Int) -> SharedWord { slotWord(i, Format.S.meta) }
+
+  /// Starts fetching slot `i`'s cache lines for writing, without waiting for them (a
+  /// hint: it never faults). A writer calls it before taking the lock, so that the
+  /// slot's cache miss overlaps the lock's acquisition instead of following it.
+  @inline(__always)
+  func prefetchSlot(_ i: Int) {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
+    let p = slotsBase + i &* slotBytes
+    mc_prefetch_for_write(p)
+    if slotBytes > 64 { mc_prefetch_for_write(p + 64) }
   }
 
   // MARK: Inline entries (in the slot; bounds from `inlineCapacity`, never the file)
@@ -84,6 +206,7 @@ struct MappedMemory {
   /// Racy under readers (validated by the seqlock afterwards), so only bounds are trusted.
   @inline(__always)
   func inlineLengths(_ i: Int) -> (klen: Int, vlen: Int)? {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
     let p = slotsBase + i &* slotBytes
     let klen = Int(p.load(fromByteOffset: Format.S.klen, as: UInt16.self))
     let vlen = Int(p.load(fromByteOffset: Format.S.vlen, as: UInt16.self))
@@ -115,7 +238,8 @@ struct MappedMemory {
     if vlen > 0 { out.copyMemory(from: slotsBase + i &* slotBytes + Format.S.bytes + klen, byteCount: vlen) }
   }
 
-  /// The inline key and value bytes of slot `i` (lengths checked), for writers and the verifier.
+  /// The inline key and value bytes of slot `i` (lengths checked), for writers and the
+  /// verifier, and for scans that copy them under the slot's seqlock.
   func inlineBytes(_ i: Int, klen: Int, vlen: Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
     let p = slotsBase + i &* slotBytes + Format.S.bytes
     return (UnsafeRawBufferPointer(start: p, count: klen), UnsafeRawBufferPointer(start: p + klen, count: vlen))
@@ -148,34 +272,17 @@ struct MappedMemory {
   func copyInlineArea(from: Int, to: Int) {
     guard slotBytes > Format.slotHeaderBytes else { return }
     (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
-      .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes, byteCount: slotBytes - Format.slotHeaderBytes)
+      .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes,
+                  byteCount: slotBytes - Format.slotHeaderBytes)
   }
 
-  /// Starts fetching slot `i`'s cache lines for writing, without waiting for them (a
-  /// hint: it never faults). A writer calls it before taking the lock, so that the
-  /// slot's cache miss overlaps the lock's acquisition instead of following it.
-  /// Precondition: `0 <= i < slotCount`.
-  @inline(__always)
-  func prefetchSlot(_ i: Int) {
-    let p = slotsBase + i &* slotBytes
-    mc_prefetch_for_write(p)
-    if slotBytes > 64 { mc_prefetch_for_write(p + 64) }
-  }
+  // MARK: Ghost tags
 
+  /// Ghost tag `index` (`0 ..< ghostCount`, computed by `GhostTable`).
   @inline(__always)
-  func home(_ hash: UInt64) -> Int {
-    // Lemire's multiply-shift range reduction: uniform over any slot count.
-    Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(slotCount)).high)
-  }
-
-  @inline(__always)
-  func next(_ i: Int) -> Int { i &+ 1 == slotCount ? 0 : i &+ 1 }
-
-  // MARK: Ghost
-
-  @inline(__always)
-  func ghost(_ index: Int, ghostOffset: Int) -> UnsafeMutablePointer<Atomic<UInt32>> {
-    (base + ghostOffset + index * 4).assumingMemoryBound(to: Atomic<UInt32>.self)
+  func ghost(_ index: Int) -> SharedWord32 {
+    assert(index >= 0 && index < ghostCount, "ghost index out of range")
+    return SharedWord32(address: (base + ghostOffset + index &* 4).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
   // MARK: Records (offsets come from the file: always checked)
@@ -244,14 +351,15 @@ struct MappedMemory {
     return memcmp(a, b, n) == 0
   }
 
-  /// Copies the value of a checked record into `out` (room for `h.vlen` bytes).
+  /// Copies the value of a checked record into `out` (room for `vlen` bytes).
   @inline(__always)
-  func copyValue(record loc: Int, _ h: RecordHeader, to out: UnsafeMutableRawPointer) {
-    if h.vlen > 0 { out.copyMemory(from: base + loc + Format.recordHeaderBytes + h.klen, byteCount: h.vlen) }
+  func copyValue(record loc: Int, klen: Int, vlen: Int, to out: UnsafeMutableRawPointer) {
+    if vlen > 0 { out.copyMemory(from: base + loc + Format.recordHeaderBytes + klen, byteCount: vlen) }
   }
 
   /// The key and value bytes of a checked entry record (kind 1), for writers (who hold
-  /// the lock, so the bytes cannot change underneath them) and for the verifier.
+  /// the lock, so the bytes cannot change underneath them), the verifier, and scans that
+  /// copy them under the slot's seqlock.
   func recordBytes(_ loc: Int, _ h: RecordHeader) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
     precondition(h.kind == Format.kindEntry, "a header-only record holds no bytes")
     let k = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes, count: h.klen)
@@ -270,14 +378,17 @@ struct MappedMemory {
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
-    p.storeBytes(of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind, as: UInt16.self)
+    p.storeBytes(of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind,
+                 as: UInt16.self)
     p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
     p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
     p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
     if headerOnly { return }
     (p + Format.recordHeaderBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
-    if value.count > 0 { (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+    if value.count > 0 {
+      (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count)
+    }
     let used = Format.recordHeaderBytes + key.count + value.count
     if used < size { (p + used).initializeMemory(as: UInt8.self, repeating: 0, count: size - used) }
   }
@@ -293,5 +404,14 @@ struct MappedMemory {
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "pad outside the log")
     (base + loc).storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     (base + loc).storeBytes(of: Format.kindPad, toByteOffset: Format.R.kind, as: UInt16.self)
+  }
+
+  // MARK: Test hooks
+
+  /// The mapping's byte at file offset `offset`, for tests that damage the file in place
+  /// (a stray store, a torn write) to check what readers, writers and repair then do.
+  func _byte(at offset: Int) -> UnsafeMutableRawPointer {
+    precondition(offset >= 0 && offset < fileSize, "offset outside the file")
+    return base + offset
   }
 }

@@ -1,14 +1,13 @@
-import CMappedCacheShim
+import Foundation
 import Glibc
-import Synchronization
 
 /// The write lock: one word in the file that every writer, in every process and on
 /// every thread, takes with a compare-and-swap. In `.flock` mode the handle also takes
-/// `flock` first, and an in-process mutex before that (a flock held by one thread's
+/// `flock` first, and an in-process lock before that (a flock held by one thread's
 /// descriptor is held by all the threads sharing it, and the second thread's unlock
 /// would drop the first's).
 ///
-/// Lock word (32 bits, `Format.H.lockWord`):
+/// Lock word (32 bits, `Format.H.lockWord`; the bit layout is `Format.Lock`):
 ///
 ///     bits 0..9    owner: process-table slot + 1 (0 = free)
 ///     bits 10..29  owner's generation (low 20 bits of its table entry's generation)
@@ -24,43 +23,64 @@ import Synchronization
 /// lock cannot witness for its own descriptor: `F_OFD_GETLK` ignores the caller's own
 /// locks).
 ///
-/// A struct of three words, not a class: taking the lock then retains and releases
-/// nothing, and copying it costs three loads (as a class, the retain and release cost ~6 %
-/// of a set; as a struct holding everything below, its copy with mixed-size fields cost
-/// store-forwarding stalls: both measured with `perf` on write-only runs). What only the
-/// slow paths need lives out of line in `Context`, freed by the owner
-/// (`CacheEngine.deinit` calls `destroy()`).
+/// Holding the lock is proved by `Held`, a token only `withLock` makes: every function
+/// that changes the table takes one, so calling it without the lock does not compile.
+///
+/// A struct of a few words, not a class: taking the lock then retains and releases
+/// nothing (as a class, the retain and release cost ~6 % of a set, measured with
+/// `perf`). What only the slow paths need lives in `Context`, reached without reference
+/// counting and kept alive by the lock's owner (`CacheEngine`).
 struct WriteLock: @unchecked Sendable {
   static let witnessBase: Int64 = 1 << 40
-  private static let ownerMask: UInt32 = 0x3FF
-  private static let waitersBit: UInt32 = 1 << 31
-  private static let waitNanoseconds: Int64 = 2_000_000
+  /// Pauses a waiter spins before it checks the holder's witness and sleeps: ~13 µs
+  /// here. A running holder is done well within that, and a futex sleep and wake-up
+  /// costs more (64 pauses doubled the p99.9 of a set under two writing processes).
+  static let acquireSpins = 512
+  /// Longest futex sleep: a holder that dies cannot wake its waiters, so they wake at
+  /// least this often to check its witness, and notice its death within milliseconds.
+  static let waitNanoseconds: Int64 = 2_000_000
 
-  /// The slow paths' state: allocated once, so the mutex's address is stable.
-  private struct Context {
-    let memory: MappedMemory
-    let fd: Int32
-    let procCount: Int
-    let mySlot: Int
-    /// `.flock` mode's in-process lock (see above): a plain pthread mutex. Unused in
-    /// `.sharedWord` mode, where the word alone excludes threads: each uncontended write
-    /// then makes two atomic read-modify-writes (the word's CAS and exchange), not four.
-    var threads: pthread_mutex_t
+  /// Proof that the caller holds the write lock. Only `WriteLock.withLock` makes one and
+  /// it cannot be copied or stored, so a function that takes one (`borrowing`) can only
+  /// run inside a hold of the lock.
+  struct Held: ~Copyable {
+    fileprivate init() {}
   }
 
-  private let word: UnsafeMutablePointer<Atomic<UInt32>>
-  private let context: UnsafeMutablePointer<Context>
+  /// The slow paths' state, owned by `CacheEngine` for the lock's whole life.
+  final class Context {
+    let memory: MappedMemory
+    let fd: Int32
+    let mySlot: Int
+    /// `.flock` mode's in-process lock (see above). Unused in `.sharedWord` mode, where the
+    /// word alone excludes threads: each uncontended write then makes two atomic
+    /// read-modify-writes (the word's CAS and exchange), not four.
+    let threads = NSLock()
+
+    init(memory: MappedMemory, fd: Int32, slot: Int) {
+      self.memory = memory
+      self.fd = fd
+      mySlot = slot
+    }
+  }
+
+  private let word: SharedWord32
+  private unowned(unsafe) let context: Context
   private let myToken: UInt32
   private let usesFlock: Bool
 
-  init(mode: LockMode, memory: MappedMemory, fd: Int32, procCount: Int, slot: Int, generation: UInt64) {
-    word = memory.lockWord
+  /// Precondition: `context` outlives the lock (its owner keeps both).
+  init(mode: LockMode, context: Context, generation: UInt64) {
+    word = context.memory.lockWord
     usesFlock = mode == .flock
-    myToken = UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & 0xFFFFF) << 10)
-    context = .allocate(capacity: 1)
-    context.initialize(to: Context(memory: memory, fd: fd, procCount: procCount, mySlot: slot, threads: pthread_mutex_t()))
-    pthread_mutex_init(threadsMutex, nil)
+    myToken = Self.token(slot: context.mySlot, generation: generation)
+    self.context = context
     releaseIfLeftBySlotsLastOwner()
+  }
+
+  /// The lock-word value naming process-table slot `slot` at `generation`.
+  static func token(slot: Int, generation: UInt64) -> UInt32 {
+    UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & Format.Lock.generationMask) << Format.Lock.generationShift)
   }
 
   /// Invariant behind "a word with this handle's token is held by one of its threads":
@@ -73,60 +93,51 @@ struct WriteLock: @unchecked Sendable {
   /// of this handle can hold the lock yet. A waiter taking the same word over at the
   /// same moment is fine: of the two compare-and-swaps, one wins.
   private func releaseIfLeftBySlotsLastOwner() {
-    let w = word.pointee.load(ordering: .acquiring)
-    guard w & Self.ownerMask == myToken & Self.ownerMask else { return }
-    if word.pointee.compareExchange(expected: w, desired: w & Self.waitersBit, ordering: .acquiringAndReleasing).exchanged {
-      context.pointee.memory.word(Format.H.lockTakeovers).pointee.wrappingAdd(1, ordering: .relaxed)
-      if w & Self.waitersBit != 0 { wakeOne() }
+    let w = word.load(.acquiring)
+    guard w & Format.Lock.ownerMask == myToken & Format.Lock.ownerMask else { return }
+    if word.compareExchange(expected: w, desired: w & Format.Lock.waitersBit, .acquiringAndReleasing) {
+      context.memory.header(.lockTakeovers).add(1, .relaxed)
+      if w & Format.Lock.waitersBit != 0 { word.futexWake(1) }
     }
   }
 
-  private var threadsMutex: UnsafeMutablePointer<pthread_mutex_t> {
-    UnsafeMutableRawPointer(context).advanced(by: MemoryLayout<Context>.offset(of: \Context.threads)!)
-      .assumingMemoryBound(to: pthread_mutex_t.self)
-  }
-
-  /// Frees the context. Called once, by the owner's deinit, when no thread can use the lock.
-  func destroy() {
-    pthread_mutex_destroy(threadsMutex)
-    context.deinitialize(count: 1)
-    context.deallocate()
-  }
-
-  /// Runs `body` holding the lock. `tookOver` tells whether the previous holder died
-  /// holding the lock (the intent record tells whether it died mid-change).
+  /// Runs `body` holding the lock.
   @inline(__always)
-  func withLock<R>(_ body: (_ tookOver: Bool) throws -> R) throws -> R {
-    let tookOver = try lock()
-    defer { unlock() }
-    return try body(tookOver)
+  func withLock<R>(_ body: (_ held: borrowing Held) throws -> R) throws -> R {
+    let held = try acquire()
+    defer { release() }
+    return try body(held)
   }
 
-  /// Takes the lock (in `.flock` mode: the in-process mutex, the flock, then the word).
-  /// Every `lock()` that returns must be paired with `unlock()` on the same thread.
+  /// Takes the lock and hands out its witness (in `.flock` mode: the in-process lock,
+  /// the flock, then the word). Every `acquire` must be followed by `release` on the same
+  /// thread, as `withLock` and `CacheEngine.withWriteLock` (whose set path stays free of
+  /// closure calls this way) do; nothing else calls it.
   @inline(__always)
-  func lock() throws -> Bool {
-    if !usesFlock { return acquireWord() }
-    return try acquireWithFlock()
+  func acquire() throws -> Held {
+    if usesFlock { _ = try acquireWithFlock() } else { _ = acquireWord() }
+    return Held()
   }
+
+  /// Releases the lock `acquire` took.
+  @inline(__always)
+  func release() { unlock() }
 
   @inline(__always)
-  func unlock() {
-    let prev = word.pointee.exchange(0, ordering: .releasing)
-    if prev & Self.waitersBit != 0 { wakeOne() }
+  private func unlock() {
+    let prev = word.exchange(0, .releasing)
+    if prev & Format.Lock.waitersBit != 0 { wakeOne() }
     if usesFlock { releaseFlock() }
   }
 
   @inline(never)
-  private func wakeOne() {
-    _ = mc_futex_wake(context.pointee.memory.lockWordAddress, 1)
-  }
+  private func wakeOne() { word.futexWake(1) }
 
   @inline(never)
   private func acquireWithFlock() throws -> Bool {
-    pthread_mutex_lock(threadsMutex)
-    do { try Sys.flock(context.pointee.fd, LOCK_EX) } catch {
-      pthread_mutex_unlock(threadsMutex)
+    context.threads.lock()
+    do { try Sys.flock(context.fd, LOCK_EX) } catch {
+      context.threads.unlock()
       throw CacheError.system(error)
     }
     // The mode is per handle, not per file: take the word too, so that handles in
@@ -136,59 +147,48 @@ struct WriteLock: @unchecked Sendable {
 
   @inline(never)
   private func releaseFlock() {
-    _ = try? Sys.flock(context.pointee.fd, LOCK_UN)
-    pthread_mutex_unlock(threadsMutex)
+    _ = try? Sys.flock(context.fd, LOCK_UN)
+    context.threads.unlock()
   }
 
   /// The word's uncontended path, inlined into every write: one compare-and-swap.
   @inline(__always)
   private func acquireWord() -> Bool {
-    if word.pointee.compareExchange(expected: 0, desired: myToken, ordering: .acquiring).exchanged {
-      return false
-    }
+    if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return false }
     return acquireContendedWord()
   }
 
+  /// Spins, then checks the holder's witness and sleeps on the futex, until the word is
+  /// free (false) or its holder is proved dead and the word taken over (true).
   @inline(never)
   private func acquireContendedWord() -> Bool {
-    let memory = context.pointee.memory
     var spins = 0
     var waited = false
     while true {
-      let cur = word.pointee.load(ordering: .relaxed)
-      if cur & Self.ownerMask == 0 {
+      let cur = word.load(.relaxed)
+      if cur & Format.Lock.ownerMask == 0 {
         // Having slept, keep the waiters bit: others may still sleep behind us.
-        let want = myToken | (waited ? Self.waitersBit : cur & Self.waitersBit)
-        if word.pointee.compareExchange(expected: cur, desired: want, ordering: .acquiring).exchanged {
-          return false
-        }
+        let want = myToken | (waited ? Format.Lock.waitersBit : cur & Format.Lock.waitersBit)
+        if word.compareExchange(expected: cur, desired: want, .acquiring) { return false }
         continue
       }
-      // 512 pauses, ~13 µs here: a running holder is done well within that, and a
-      // futex sleep and wake-up costs more (64 pauses doubled the p99.9 of a set under
-      // two writing processes; DESIGN.md section 5).
-      if spins < 512 {
+      if spins < Self.acquireSpins {
         spins += 1
         spinPause()
         continue
       }
-      if holderIsDead(cur) {
-        let want = myToken | (cur & Self.waitersBit)
-        if word.pointee.compareExchange(expected: cur, desired: want, ordering: .acquiring).exchanged {
-          memory.word(Format.H.lockTakeovers).pointee.wrappingAdd(1, ordering: .relaxed)
+      if Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur) {
+        let want = myToken | (cur & Format.Lock.waitersBit)
+        if word.compareExchange(expected: cur, desired: want, .acquiring) {
+          context.memory.header(.lockTakeovers).add(1, .relaxed)
           return true
         }
         continue
       }
-      let sleeping = cur | Self.waitersBit
-      if cur != sleeping,
-         !word.pointee.compareExchange(expected: cur, desired: sleeping, ordering: .relaxed).exchanged {
-        continue
-      }
+      let sleeping = cur | Format.Lock.waitersBit
+      if cur != sleeping, !word.compareExchange(expected: cur, desired: sleeping, .relaxed) { continue }
       waited = true
-      // Wake at least every 2 ms to re-check the owner's witness: a holder that dies
-      // cannot wake us, and its death must be noticed within milliseconds.
-      _ = mc_futex_wait(memory.lockWordAddress, sleeping, Self.waitNanoseconds)
+      word.futexWait(expected: sleeping, nanoseconds: Self.waitNanoseconds)
     }
   }
 
@@ -200,42 +200,41 @@ struct WriteLock: @unchecked Sendable {
     static let none = Asker(slot: -1, token: 0)
   }
 
-  var asker: Asker { Asker(slot: context.pointee.mySlot, token: myToken) }
+  var asker: Asker { Asker(slot: context.mySlot, token: myToken) }
+}
 
-  /// Whether the process named in a lock word is gone. Errs towards "alive".
-  private func holderIsDead(_ word: UInt32) -> Bool {
-    Self.holderIsDead(word, memory: context.pointee.memory, fd: context.pointee.fd,
-                      procCount: context.pointee.procCount, asker: asker)
-  }
+/// Whether the process named in the lock word is alive: the question a waiting writer
+/// asks before it takes the lock over, and a reader asks of a slot that stays odd.
+/// Errs towards "alive": a check that cannot be made never declares anyone dead.
+struct Liveness {
+  let memory: MappedMemory
+  let fd: Int32
+  let asker: WriteLock.Asker
 
   /// Whether the last holder died mid-change and nobody has repaired yet: the word names
   /// a process that is gone, or it is free while the intent record is still set (a
   /// holder clears the record before it releases the word; a process that registers
   /// into a dead holder's table entry releases the word it left). Asked by a reader
-  /// whose slot stays odd (`CacheEngine.backoff`): a dead writer never finishes it.
-  static func lastHolderDiedMidChange(memory: MappedMemory, fd: Int32, procCount: Int, asker: Asker) -> Bool {
-    let cur = memory.lockWord.pointee.load(ordering: .relaxed)
-    if cur & ownerMask == 0 { return memory.word(Format.H.intent).pointee.load(ordering: .relaxed) != 0 }
-    return holderIsDead(cur, memory: memory, fd: fd, procCount: procCount, asker: asker)
+  /// whose slot stays odd (`Reader.backoff`): a dead writer never finishes it.
+  func lastHolderDiedMidChange() -> Bool {
+    let cur = memory.lockWord.load(.relaxed)
+    if cur & Format.Lock.ownerMask == 0 { return memory.header(.intent).load(.relaxed) != 0 }
+    return holderIsDead(cur)
   }
 
   /// Whether the process named in lock word `word` is gone: its witness byte is
-  /// unlocked, or its process-table slot has moved to another generation. Errs towards
-  /// "alive".
-  private static func holderIsDead(_ word: UInt32, memory: MappedMemory, fd: Int32, procCount: Int,
-                                   asker: Asker) -> Bool {
-    let slot = Int(word & ownerMask) - 1
-    guard slot >= 0, slot < procCount else { return true }
+  /// unlocked, or its process-table slot has moved to another generation.
+  func holderIsDead(_ word: UInt32) -> Bool {
+    let slot = Int(word & Format.Lock.ownerMask) - 1
+    guard slot >= 0, slot < memory.procCount else { return true }
     // The asker's slot: another of its threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
-    if slot == asker.slot { return word & ~waitersBit != asker.token }
-    let gen = (word >> 10) & 0xFFFFF
-    let generation = memory.procWord(slot, Format.P.generation).pointee.load(ordering: .acquiring)
-    if gen != UInt32(truncatingIfNeeded: generation & 0xFFFFF) { return true }
-    return !Sys.byteIsLocked(fd, at: witnessBase + Int64(slot))
+    if slot == asker.slot { return word & ~Format.Lock.waitersBit != asker.token }
+    let generation = memory.procWord(slot, Format.P.generation).load(.acquiring)
+    if WriteLock.token(slot: slot, generation: generation) != word & ~Format.Lock.waitersBit { return true }
+    return !Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
   }
 }
 
 @inline(__always)
-func spinPause() { mc_cpu_relax() }
-
+func spinPause() { Sys.cpuRelax() }

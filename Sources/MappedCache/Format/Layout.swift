@@ -53,11 +53,8 @@
 enum Format {
   static let magic: UInt64 = 0x3130_4548_4341_434D  // "MCACHE01"
   static let initialisingMagic: UInt64 = 0x3054_494E_4943_434D  // "MCCINIT0": creation crashed
-  /// 2: the hot writer fields share the lock word's cache line (version 1 had them
-  /// on two other lines). 3: keys of 4 to 16 bytes hash from two words read with no
-  /// load across byte 8 (`KeyHash.shortWords`), so version 2's stored hashes of such
-  /// keys differ. 4: a kind-3 record is its header alone (version 3 stored the key
-  /// after it), so an inline entry costs 32 log bytes and the index gets a larger share.
+  /// The format's version: changed whenever the meaning of any byte changes, and only a
+  /// file of exactly this version is opened (CHANGELOG.md says what each one changed).
   static let version: UInt32 = 4
   static let headerPage = 4096
   static let procEntryBytes = 64
@@ -84,13 +81,13 @@ enum Format {
     static let lockWord = 256
     /// `intent`: 0 while no change is under way, `Format.intentChange` while the lock's
     /// holder changes the file, `intentMoveBase + i` while that change points slot `i`
-    /// at a moved copy of its record (`moveSlot`). Found nonzero by the next holder: the
+    /// at a moved copy of its record (`SlotIndex.move`). Found nonzero by the next holder: the
     /// last one died mid-change, and the next one repairs (keeping slot `i`'s entry).
     static let intent = 264, entries = 272, liveBytes = 280, casCounter = 288, sets = 296
 
     // Line 5: the logs (changed by appends and eviction) and the sweeper.
     static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
-    static let sweepHand = 352, recordBytes = 360
+    static let sweepHand = 352  // 360..367: reserved, unused
 
     static let shiftSeq = 448
 
@@ -119,6 +116,16 @@ enum Format {
   static let intentChange: UInt64 = 1
   static let intentMoveBase: UInt64 = 2
 
+  /// The write-lock word's bits (see `WriteLock`): owner slot + 1 in bits 0..9, the
+  /// owner's generation (its low 20 bits) in bits 10..29, waiters in bit 31.
+  enum Lock {
+    static let ownerBits: UInt32 = 10
+    static let ownerMask: UInt32 = (1 << ownerBits) - 1
+    static let generationShift: UInt32 = ownerBits
+    static let generationMask: UInt64 = (1 << 20) - 1
+    static let waitersBit: UInt32 = 1 << 31
+  }
+
   static let referencedBit: UInt64 = 1 << 63
   static let inlineBit: UInt64 = 1 << 62
   /// Set on an entry promoted to main without having been read (while the cache filled).
@@ -142,6 +149,43 @@ enum Format {
   }
 }
 
+/// A live header word: one that processes change while the file is in use (the
+/// identity fields before it are written once, at creation, and read with `pread`).
+/// `MappedMemory.header(_:)` turns one into an atomic view; the names say which.
+struct HeaderWord {
+  let offset: Int
+
+  static let intent = HeaderWord(offset: Format.H.intent)
+  static let entries = HeaderWord(offset: Format.H.entries)
+  static let liveBytes = HeaderWord(offset: Format.H.liveBytes)
+  static let casCounter = HeaderWord(offset: Format.H.casCounter)
+  static let sets = HeaderWord(offset: Format.H.sets)
+  static let smallHead = HeaderWord(offset: Format.H.smallHead)
+  static let smallTail = HeaderWord(offset: Format.H.smallTail)
+  static let mainHead = HeaderWord(offset: Format.H.mainHead)
+  static let mainTail = HeaderWord(offset: Format.H.mainTail)
+  static let sweepHand = HeaderWord(offset: Format.H.sweepHand)
+  static let shiftSeq = HeaderWord(offset: Format.H.shiftSeq)
+  static let evictions = HeaderWord(offset: Format.H.evictions)
+  static let expirations = HeaderWord(offset: Format.H.expirations)
+  static let recoveries = HeaderWord(offset: Format.H.recoveries)
+  static let removes = HeaderWord(offset: Format.H.removes)
+  static let retiredHits = HeaderWord(offset: Format.H.retiredHits)
+  static let retiredMisses = HeaderWord(offset: Format.H.retiredMisses)
+  static let retiredBusy = HeaderWord(offset: Format.H.retiredBusy)
+  static let promotions = HeaderWord(offset: Format.H.promotions)
+  static let reinsertions = HeaderWord(offset: Format.H.reinsertions)
+  static let lockTakeovers = HeaderWord(offset: Format.H.lockTakeovers)
+  static let countLimit = HeaderWord(offset: Format.H.countLimit)
+  static let costLimit = HeaderWord(offset: Format.H.costLimit)
+
+  /// Tier word `i`. Precondition: `0 <= i < Format.H.tierWordCount` (checked by the API).
+  static func tier(_ i: Int) -> HeaderWord {
+    precondition(i >= 0 && i < Format.H.tierWordCount, "tier word out of range")
+    return HeaderWord(offset: Format.H.tierWords + 8 * i)
+  }
+}
+
 /// Creation parameters. Sizes in bytes.
 public struct CacheOptions: Sendable, Equatable {
   /// Total file size, 1 MiB to 64 TiB. Default 64 MiB.
@@ -162,8 +206,12 @@ public struct CacheOptions: Sendable, Equatable {
   /// average is at most 208 bytes, none otherwise. 0 turns inlining off.
   public var inlineEntrySize: Int? = nil
 
+  /// The defaults: 64 MiB, keys up to 250 bytes, values up to 1 MiB, an average entry of
+  /// 320 bytes, mode 0600, 256 processes, inline slots chosen from the average.
   public init() {}
 
+  /// The defaults with a capacity of `capacity` bytes (1 MiB to 64 TiB; checked when the
+  /// file is created).
   public init(capacity: Int) { self.capacity = capacity }
 }
 

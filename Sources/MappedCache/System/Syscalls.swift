@@ -1,8 +1,11 @@
 import CMappedCacheShim
 import Glibc
 
-// Each libc call MappedCache makes is wrapped once here: EINTR is retried in
-// one helper and a failure becomes a `SystemError` naming the operation.
+// Each libc call MappedCache makes is wrapped once here (apple/swift-system's habit):
+// EINTR is retried in one helper (`retrying`), a failure becomes a `SystemError` with a
+// typed `Errno` and the operation that failed, and each doc comment names the C function.
+// The only other place that calls the C library is the shim (Sources/CMappedCacheShim),
+// for the two calls Swift cannot make directly; it is called from here too.
 
 @inline(__always)
 private func retrying(_ body: () -> Int32) -> Int32 {
@@ -12,9 +15,9 @@ private func retrying(_ body: () -> Int32) -> Int32 {
   }
 }
 
-private func c_fstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
-private func c_stat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
-private func c_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
+private func cFstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
+private func cStat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
+private func cFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 
 enum Sys {
   /// The corresponding C function is `open` (always with `O_CLOEXEC | O_NOFOLLOW`).
@@ -30,7 +33,7 @@ enum Sys {
   /// The corresponding C function is `fstat`.
   static func fstat(_ fd: Int32) throws(SystemError) -> stat {
     var st = stat()
-    if retrying({ c_fstat(fd, &st) }) != 0 {
+    if retrying({ cFstat(fd, &st) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "fstat")
     }
     return st
@@ -39,7 +42,7 @@ enum Sys {
   /// The corresponding C function is `stat`; `nil` when the path does not exist.
   static func statIfPresent(_ path: String) -> stat? {
     var st = stat()
-    return retrying({ c_stat(path, &st) }) == 0 ? st : nil
+    return retrying({ cStat(path, &st) }) == 0 ? st : nil
   }
 
   /// The corresponding C function is `lstat`; `nil` when the path does not exist.
@@ -71,7 +74,7 @@ enum Sys {
         Glibc.pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
       }
       if n < 0 {
-        if Glibc.errno == EINTR { continue }
+        if Errno.current == .interrupted { continue }
         throw SystemError(errno: Glibc.errno, operation: "pwrite")
       }
       done += n
@@ -87,7 +90,7 @@ enum Sys {
         Glibc.pread(fd, buf.baseAddress! + done, count - done, off_t(offset + done))
       }
       if n < 0 {
-        if Glibc.errno == EINTR { continue }
+        if Errno.current == .interrupted { continue }
         throw SystemError(errno: Glibc.errno, operation: "pread")
       }
       if n == 0 { break }
@@ -111,23 +114,25 @@ enum Sys {
 
   /// The corresponding C function is `flock`.
   static func flock(_ fd: Int32, _ op: Int32) throws(SystemError) {
-    if retrying({ c_flock(fd, op) }) != 0 {
+    if retrying({ cFlock(fd, op) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "flock")
     }
   }
 
   /// Non-blocking `flock`: false when another description holds a conflicting lock.
+  /// The corresponding C function is `flock` with `LOCK_NB`.
   static func tryFlock(_ fd: Int32, _ op: Int32) throws(SystemError) -> Bool {
-    if retrying({ c_flock(fd, op | LOCK_NB) }) == 0 { return true }
-    if Glibc.errno == EWOULDBLOCK { return false }
+    if retrying({ cFlock(fd, op | LOCK_NB) }) == 0 { return true }
+    if Errno.current == .wouldBlock { return false }
     throw SystemError(errno: Glibc.errno, operation: "flock")
   }
 
   /// Takes a shared OFD lock on one byte; false when it is held exclusively elsewhere.
+  /// The corresponding C function is `fcntl(F_OFD_SETLK, F_RDLCK)`.
   static func lockByte(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
     let r = mc_ofd_lock_byte(fd, offset)
     if r == 0 { return true }
-    if r == -EAGAIN || r == -EACCES { return false }
+    if Errno(rawValue: -r).isLockConflict { return false }
     throw SystemError(errno: -r, operation: "fcntl(F_OFD_SETLK)")
   }
 
@@ -136,17 +141,87 @@ enum Sys {
   static func lockByteExclusive(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
     let r = mc_ofd_lock_byte_exclusive(fd, offset)
     if r == 0 { return true }
-    if r == -EAGAIN || r == -EACCES { return false }
+    if Errno(rawValue: -r).isLockConflict { return false }
     throw SystemError(errno: -r, operation: "fcntl(F_OFD_SETLK, F_WRLCK)")
   }
 
+  /// Drops this description's OFD lock on one byte. The corresponding C function is
+  /// `fcntl(F_OFD_SETLK, F_UNLCK)`.
   static func unlockByte(_ fd: Int32, at offset: Int64) { _ = mc_ofd_unlock_byte(fd, offset) }
 
   /// Whether another open file description holds a lock on the byte (a live process).
   /// An error answers "held": a check that cannot be made must not declare anyone dead.
+  /// The corresponding C function is `fcntl(F_OFD_GETLK)`.
   static func byteIsLocked(_ fd: Int32, at offset: Int64) -> Bool {
     mc_ofd_byte_is_locked(fd, offset) != 0
   }
+
+  /// Sleeps while `*word == expected`, at most `nanoseconds`; returns early when woken,
+  /// on a changed value, or on a signal (callers re-check their condition either way).
+  /// The corresponding C function is `syscall(SYS_futex, FUTEX_WAIT)` (through the shim).
+  static func futexWait(_ word: UnsafeMutablePointer<UInt32>, _ expected: UInt32, _ nanoseconds: Int64) {
+    _ = mc_futex_wait(word, expected, nanoseconds)
+  }
+
+  /// Wakes at most `count` sleepers on `word`. The corresponding C function is
+  /// `syscall(SYS_futex, FUTEX_WAKE)` (through the shim).
+  static func futexWake(_ word: UnsafeMutablePointer<UInt32>, _ count: Int32) {
+    _ = mc_futex_wake(word, count)
+  }
+
+  /// A CPU hint for spin-wait loops (`pause` on x86). Not a system call: the shim's
+  /// inline function, named here with the rest.
+  @inline(__always) static func cpuRelax() { mc_cpu_relax() }
+
+  /// Gives up the CPU. The corresponding C function is `sched_yield`.
+  static func yield() { _ = sched_yield() }
+
+  /// Sleeps for about `microseconds`. The corresponding C function is `usleep`.
+  static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
+
+  /// This process's id. The corresponding C function is `getpid`.
+  static func processID() -> Int32 { getpid() }
+
+  /// The effective user id. The corresponding C function is `geteuid`.
+  static func effectiveUserID() -> uid_t { geteuid() }
+
+  /// The effective group id. The corresponding C function is `getegid`.
+  static func effectiveGroupID() -> gid_t { getegid() }
+
+  /// The caller's supplementary groups. The corresponding C function is `getgroups`.
+  static func supplementaryGroups() -> [gid_t] {
+    let count = getgroups(0, nil)
+    guard count > 0 else { return [] }
+    var groups = [gid_t](repeating: 0, count: Int(count))
+    let n = getgroups(count, &groups)
+    return n > 0 ? Array(groups.prefix(Int(n))) : []
+  }
+
+  /// The id of the group called `name`, or nil when there is none. The corresponding C
+  /// function is `getgrnam_r`.
+  static func groupID(named name: String) -> gid_t? {
+    var entry = group()
+    var found: UnsafeMutablePointer<group>? = nil
+    var buffer = [CChar](repeating: 0, count: 16 << 10)
+    let rc = buffer.withUnsafeMutableBufferPointer { getgrnam_r(name, &entry, $0.baseAddress, $0.count, &found) }
+    return rc == 0 && found != nil ? entry.gr_gid : nil
+  }
+
+  /// Gives the file to group `gid` (its owner unchanged). The corresponding C function is `fchown`.
+  static func changeGroup(_ fd: Int32, to gid: gid_t) throws(SystemError) {
+    if retrying({ fchown(fd, uid_t.max, gid) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchown") }
+  }
+
+  /// Sets the file's permission bits exactly (no umask). The corresponding C function is `fchmod`.
+  static func changeMode(_ fd: Int32, to mode: mode_t) throws(SystemError) {
+    if retrying({ fchmod(fd, mode) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchmod") }
+  }
+
+  /// The environment variable `name`, or nil. The corresponding C function is `getenv`.
+  static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
+  /// Stops this process (SIGSTOP), for test hooks. The corresponding C function is `raise`.
+  static func stopSelf() { _ = raise(SIGSTOP) }
 
   /// Wall-clock milliseconds since 1970 (`CLOCK_REALTIME`, from the vDSO: no system
   /// call). Used to compute expiry times and timestamps.
@@ -177,7 +252,7 @@ enum Sys {
     return min((ns + 999_999) / 1_000_000, 100) + 1
   }()
 
-  /// Monotonic nanoseconds, for timeouts.
+  /// Monotonic nanoseconds, for timeouts. The corresponding C function is `clock_gettime`.
   @inline(__always)
   static func monotonicNanoseconds() -> UInt64 {
     var ts = timespec()

@@ -1,7 +1,7 @@
 import Glibc
 import MappedCache
 
-/// `mapped-cache create PATH [--capacity SIZE] [--max-key B] [--max-value SIZE] [--mode 0600]`
+/// `mapped-cache create PATH [--capacity SIZE] [--max-key B] [--max-value SIZE] [--mode 0600] [--group NAME]`
 enum CreateCommand {
   static func run(_ inv: Invocation) throws -> Int32 {
     let path = inv.argument("PATH")!
@@ -11,21 +11,27 @@ enum CreateCommand {
     if let v = try inv.size("--max-value") { o.maxValueSize = v }
     if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
     if let m = try inv.mode("--mode") { o.mode = m }
+    let group = inv.value("--group")
+    if group?.isEmpty == true { throw inv.usageError("--group needs a group name") }
     let typeName = inv.value("--type") ?? ""
     if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }
 
-    // Refuse to touch anything already there (a cache or not): create makes new files only.
+    // Refuse to touch anything already there (a cache or not): create makes new files
+    // only, or finishes the creation of one whose creator stopped before it was done.
     var st = stat()
     let existed = lstat(path, &st) == 0
+    var interrupted = false
     if existed {
       if (st.st_mode & S_IFMT) == S_IFDIR { throw CLIFailure.failed("\(path) is a directory") }
-      if (st.st_mode & S_IFMT) != S_IFREG || st.st_size != 0 {
+      interrupted = (st.st_mode & S_IFMT) == S_IFREG && st.st_size != 0 && Opening.creationWasInterrupted(path)
+      if (st.st_mode & S_IFMT) != S_IFREG || (st.st_size != 0 && !interrupted) {
         throw CLIFailure.failed("\(path) already exists; remove it first to create a new cache there")
       }
     }
     let file: CacheFile
     do {
-      file = try CacheFile(creating: path, options: o, typeName: typeName)
+      file = try CacheFile(creating: path, options: o, typeName: typeName,
+                           policy: OpenPolicy(verifyChecksumsOnRead: true, sharedGroup: group))
     } catch {
       // Leave nothing behind: an empty file made by this failed attempt goes.
       if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
@@ -38,7 +44,9 @@ enum CreateCommand {
     let i = file.info
     Output.line("created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
                 + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
-                + "values up to \(Units.bytes(i.maxValueSize))")
+                + "values up to \(Units.bytes(i.maxValueSize))"
+                + (interrupted ? " (in place of a creation that a process had left unfinished)" : "")
+                + (group.map { "; shared with group \($0)" } ?? ""))
     return ExitCode.ok
   }
 }

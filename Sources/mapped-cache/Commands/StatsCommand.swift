@@ -2,7 +2,7 @@ import Foundation
 import MappedCache
 import MappedCacheRedis
 
-/// `mapped-cache stats PATH [--json] [--watch SECONDS] [--prometheus]`
+/// `mapped-cache stats PATH [--json] [--watch SECONDS] [--prometheus] [--serve ADDRESS]`
 enum StatsCommand {
   /// Everything `stats` prints, read at one moment (no lock: counters are atomic words).
   struct Snapshot {
@@ -43,6 +43,17 @@ enum StatsCommand {
     let count = try inv.integer("--count", in: 1...Int.max)
     if count != nil && watch == nil { throw inv.usageError("--count needs --watch") }
     if let w = watch, w < 0.05 { throw inv.usageError("--watch must be at least 0.05 seconds") }
+    if let addressText = inv.value("--serve") {
+      if json || prometheus || watch != nil || count != nil {
+        throw inv.usageError("--serve cannot be combined with --json, --prometheus, --watch or --count")
+      }
+      let address: ListenAddress
+      switch ListenAddress.parse(addressText) {
+      case .success(let a): address = a
+      case .failure(let m): throw inv.usageError("--serve \(addressText): \(m.text)")
+      }
+      return try serve(Opening.forReading(inv), at: address)
+    }
     let file = try Opening.forReading(inv)
 
     guard let interval = watch else {

@@ -1,0 +1,308 @@
+/// Eviction: two logs in the spirit of S3-FIFO (Yang et al., SOSP 2023), with CLOCK's
+/// reference bit. New entries go to the small log (≈10 % of the space); the main log
+/// keeps survivors; the main log's tail is the clock hand. Every step runs under the
+/// write lock (each function takes its witness).
+///
+/// To make room for `n` bytes in log L (`makeRoom`):
+///  1. While L lacks `n` bytes (plus, for main, its reserve: `Layout.mainReserve`, room
+///     for second chances), or the table is at its entry limit, or the cost limit would
+///     be passed, take the record at the tail of L (for the entry and cost limits, of
+///     small while it holds at least a tenth of the live log bytes, else of main):
+///  2. a pad, or a record no slot points to (overwritten or removed): skip it;
+///  3. an expired entry: remove it (an expiration);
+///  4. small-log entry referenced since insertion, or any small-log entry while the cache
+///     is still filling (main has room and the entry and cost limits are slack), or an
+///     unread one that displaces an unearned entry at main's tail (one that reached main
+///     unread while the cache filled, and was not read since): copy it to main's head,
+///     point its slot there, clear its bit (a promotion; promoted unread, it is marked
+///     unearned);
+///  5. any other small-log entry: remember its hash in the ghost table, remove it (an
+///     eviction); a later insert of a remembered key goes straight to main;
+///  6. main-log entry referenced since the hand last passed: copy it to main's head and
+///     clear its bit (a second chance, while the call's budget lasts: see
+///     `EvictionBudget`); otherwise remove it (an eviction);
+///  7. advance the tail past the record.
+/// A crash between any two steps leaves a dead record (skipped later), or a slot left
+/// odd inside a move, whose entry repair keeps (`SlotIndex.move`).
+///
+/// The calls only go down: `makeRoom` → `evictSmallTail` / `evictMainTail`;
+/// `evictSmallTail` → `ensureMainRoom` → `evictMainTail`. The main log's steps never
+/// reach back into the small log's.
+struct EvictionPolicy {
+  let index: SlotIndex
+  let logs: RecordLogs
+  let counters: TableCounters
+  let ghost: GhostTable
+  /// The table's load limit (`Layout.maxEntries`).
+  let maxEntries: Int
+  let path: String
+
+  /// Entries allowed: the table's load limit, or the count limit when lower.
+  var entryLimit: Int {
+    let limit = counters.countLimit
+    return limit > 0 ? min(maxEntries, limit) : maxEntries
+  }
+
+  /// Rounds of eviction one call may make before it calls the file damaged: more than
+  /// every slot could need, so only a broken chain of records gets there.
+  private var roundLimit: Int { 4 * index.slotCount + 1024 }
+
+  /// Frees room for a record of `size` bytes in log `id`, and (with `enforceLimits`) for
+  /// a new entry of `liveDelta` key+value bytes under the count and cost limits (step 1).
+  /// Returns whether anything moved (slots may have shifted: look the key up again).
+  func makeRoom(_ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
+                _ held: borrowing WriteLock.Held) throws -> Bool {
+    var changed = false
+    var budget = EvictionBudget()
+    let reserve = id == .main ? logs.mainReserve : 0
+    var rounds = 0
+    while true {
+      let log = logs.state(id)
+      let needLog = log.need(size) + reserve > log.free
+      let needSlot = newEntry && counters.count(.entries) >= entryLimit
+      let costLimit = counters.costLimit
+      let needCost = costLimit > 0 && counters.count(.liveBytes) + liveDelta > costLimit
+      if !needLog && !needSlot && !needCost { return changed }
+      rounds += 1
+      if rounds > roundLimit { throw CacheError.corrupted(path: path, reason: "eviction made no progress") }
+      let victim = needLog ? id : victimForLimits()
+      if logs.state(victim).isEmpty {
+        if needLog && id == .small && size <= logs.smallSize {
+          throw CacheError.corrupted(path: path, reason: "empty small log has no room")
+        }
+        // Limits that evicting cannot meet (e.g. a cost limit below one entry).
+        if !needLog && logs.state(.main).isEmpty { return changed }
+        throw CacheError.corrupted(path: path, reason: "empty log has no room for \(size) bytes")
+      }
+      try evictTail(of: victim, now: now, budget: &budget, held)
+      changed = true
+    }
+  }
+
+  /// Evicts until the count and cost limits hold, with no second chances (new limits).
+  func evictToLimits(now: UInt64, _ held: borrowing WriteLock.Held) throws {
+    var budget = EvictionBudget.noSecondChances
+    var rounds = 0
+    while rounds < 4 * index.slotCount {
+      let countLimit = counters.countLimit, costLimit = counters.costLimit
+      let overCount = countLimit > 0 && counters.count(.entries) > countLimit
+      let overCost = costLimit > 0 && counters.count(.liveBytes) > costLimit
+      guard overCount || overCost else { return }
+      let victim: LogID = logs.state(.small).isEmpty ? .main : .small
+      if logs.state(victim).isEmpty { return }
+      try evictTail(of: victim, now: now, budget: &budget, held)
+      rounds += 1
+    }
+  }
+
+  /// For entry and cost limits: keep small's share near its tenth (S3-FIFO), or main is
+  /// never swept.
+  private func victimForLimits() -> LogID {
+    let small = logs.state(.small), main = logs.state(.main)
+    if small.isEmpty { return .main }
+    return main.isEmpty || small.used * 10 >= small.used + main.used ? .small : .main
+  }
+
+  @inline(__always)
+  private func evictTail(of id: LogID, now: UInt64, budget: inout EvictionBudget,
+                         _ held: borrowing WriteLock.Held) throws {
+    if id == .small {
+      try evictSmallTail(now: now, budget: &budget, held)
+    } else {
+      try evictMainTail(now: now, budget: &budget, held)
+    }
+  }
+
+  /// The record at log `id`'s tail and the slot that points to it, or nil for a pad or a
+  /// dead record, which it skips (steps 2 and 7). Throws for a record that breaks the
+  /// log's invariants.
+  private func liveTail(_ id: LogID, _ held: borrowing WriteLock.Held)
+    throws -> (loc: Int, record: MappedMemory.RecordHeader, slot: Int)? {
+    let log = logs.state(id)
+    let loc = log.offset(log.tail)
+    guard let rh = index.memory.recordHeader(at: loc), rh.size <= log.used, loc + rh.size <= log.base + log.size else {
+      throw CacheError.corrupted(path: path, reason: "bad record at the tail of the \(id) log")
+    }
+    guard rh.kind != Format.kindPad, let i = index.slot(hash: rh.hash, loc: loc, held) else {
+      logs.advanceTail(id, rh.size, held)
+      return nil
+    }
+    return (loc, rh, i)
+  }
+
+  /// Steps 2–5 and 7 for the record at the small log's tail.
+  private func evictSmallTail(now: UInt64, budget: inout EvictionBudget, _ held: borrowing WriteLock.Held) throws {
+    guard let (loc, rh, i) = try liveTail(.small, held) else { return }
+    let meta = index.meta(at: i)
+    if Expiry.isExpired(meta, now: now) {
+      index.remove(i, counters: counters, held)
+      counters.bump(.expirations, held)
+      logs.advanceTail(.small, rh.size, held)
+      return
+    }
+    let main = logs.state(.main)
+    let mainHasRoom = main.need(rh.size) + logs.mainReserve <= main.free
+    // While the cache is filling (log space, entry and cost limits all slack), new
+    // entries flow into main unreferenced; once full, only referenced ones do.
+    let costLimit = counters.costLimit
+    let underLimits = counters.count(.entries) < entryLimit
+      && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
+    let referenced = meta & Format.referencedBit != 0
+    // An unread newcomer may still displace an unread entry that only got into main
+    // while the cache was filling: otherwise, with no reads at all, main would keep the
+    // first fill for ever while every later entry cycles through the small log.
+    let displaces = !referenced && !(mainHasRoom && underLimits) && mainTailIsUnearned(held)
+    if displaces { try evictMainTail(now: now, budget: &budget, held) }
+    if referenced || (mainHasRoom && underLimits) || displaces {
+      if !mainHasRoom { try ensureMainRoom(for: rh.size, now: now, budget: &budget, held) }
+      // Main's eviction may have shifted slots: find this entry again.
+      if let j = index.slot(hash: rh.hash, loc: loc, held) {
+        // Promoted unread (while filling, or displacing): mark it unearned.
+        let m = index.meta(at: j)
+        let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
+        moveToMainHead(slot: j, record: loc, size: rh.size,
+                       meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned, held)
+        counters.bump(.promotions, held)
+      }
+    } else {
+      ghost.remember(rh.hash, held)
+      index.remove(i, counters: counters, held)
+      counters.bump(.evictions, held)
+    }
+    logs.advanceTail(.small, rh.size, held)
+  }
+
+  /// Steps 2, 3, 6 and 7 for the record at the main log's tail (the clock hand).
+  private func evictMainTail(now: UInt64, budget: inout EvictionBudget, _ held: borrowing WriteLock.Held) throws {
+    guard let (loc, rh, i) = try liveTail(.main, held) else { return }
+    let meta = index.meta(at: i)
+    let log = logs.state(.main)
+    if Expiry.isExpired(meta, now: now) {
+      index.remove(i, counters: counters, held)
+      counters.bump(.expirations, held)
+    } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
+      budget.spend(rh.size)
+      moveToMainHead(slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit), held)
+      counters.bump(.reinsertions, held)
+    } else {
+      index.remove(i, counters: counters, held)
+      counters.bump(.evictions, held)
+    }
+    logs.advanceTail(.main, rh.size, held)
+  }
+
+  /// Evicts from main's tail until a record of `size` bytes fits with the reserve to spare.
+  private func ensureMainRoom(for size: Int, now: UInt64, budget: inout EvictionBudget,
+                              _ held: borrowing WriteLock.Held) throws {
+    var rounds = 0
+    while true {
+      let main = logs.state(.main)
+      if main.need(size) + logs.mainReserve <= main.free { return }
+      rounds += 1
+      if rounds > roundLimit { throw CacheError.corrupted(path: path, reason: "eviction made no progress") }
+      if main.isEmpty { throw CacheError.corrupted(path: path, reason: "empty log has no room for \(size) bytes") }
+      try evictMainTail(now: now, budget: &budget, held)
+    }
+  }
+
+  /// Dead records `mainTailIsUnearned` skips at main's tail before it answers "no".
+  static let garbageSkipLimit = 64
+
+  /// Whether the entry at main's tail got into main unread and has not been read since.
+  /// Pads and dead records at the tail are garbage: they are skipped (the tail moves).
+  private func mainTailIsUnearned(_ held: borrowing WriteLock.Held) -> Bool {
+    for _ in 0..<Self.garbageSkipLimit {
+      let main = logs.state(.main)
+      guard !main.isEmpty else { return false }
+      let loc = main.offset(main.tail)
+      guard let rh = index.memory.recordHeader(at: loc), rh.size <= main.used else { return false }
+      guard rh.kind != Format.kindPad, let i = index.slot(hash: rh.hash, loc: loc, held) else {
+        logs.advanceTail(.main, rh.size, held)
+        continue
+      }
+      let m = index.meta(at: i)
+      return m & Format.unearnedBit != 0 && m & Format.referencedBit == 0
+    }
+    return false
+  }
+
+  /// Copies slot `i`'s record (`size` bytes at `loc`) to the main log's head and points
+  /// the slot there with `meta` (`SlotIndex.move`): a promotion or a second chance. The
+  /// old copy becomes dead once the caller advances its log's tail. Precondition: main
+  /// has room for `size` bytes.
+  @inline(__always)
+  func moveToMainHead(slot i: Int, record loc: Int, size: Int, meta: UInt64, midway: () -> Void = {},
+                      _ held: borrowing WriteLock.Held) {
+    let to = logs.reserve(.main, size, held)
+    index.memory.moveRecord(from: loc, to: to, size: size)
+    logs.commit(.main, size, held)
+    index.move(i, toRecord: to, meta: meta, midway: midway, held)
+  }
+}
+
+/// How many second chances one `makeRoom` call may give: the copies are made under the
+/// write lock, so they bound how long one write can hold it when much of the main log
+/// is referenced. A pass clears the bits it passes, so even a fully referenced log
+/// would yield after one round; the budget only caps one call's share of that round.
+/// It lasts for 64 copies or 256 KiB copied, whichever comes later: a run of hot
+/// small entries at the tail (entries written together, read together) is kept whole
+/// up to 256 KiB of them (about 1,000 entries of 250 bytes; a count of 64 alone
+/// evicted the 65th hot entry of such a run), while large records still stop after 64.
+struct EvictionBudget {
+  static let copies = 64
+  static let bytes = 256 << 10
+  var copiesLeft = Self.copies
+  var bytesLeft = Self.bytes
+
+  /// No second chances at all (evicting down to new limits).
+  static let noSecondChances = EvictionBudget(copiesLeft: 0, bytesLeft: 0)
+
+  var allowsCopy: Bool { copiesLeft > 0 || bytesLeft > 0 }
+  mutating func spend(_ size: Int) {
+    copiesLeft -= 1
+    bytesLeft -= size
+  }
+}
+
+/// Keys recently evicted from the small log (S3-FIFO's ghost queue): one 32-bit tag per
+/// place, indexed by bits of the key's hash. A later insert of a remembered key goes
+/// straight to main. Written and read only under the lock (relaxed).
+struct GhostTable {
+  let memory: MappedMemory
+
+  /// The tag's place (bits 20..51 of the hash, range-reduced) and the tag (other bits,
+  /// never 0, which marks a free place).
+  @inline(__always)
+  private func place(_ hash: UInt64) -> (index: Int, tag: UInt32) {
+    let index = Int(truncatingIfNeeded: ((hash >> 20) & 0xFFFF_FFFF) &* UInt64(memory.ghostCount) >> 32)
+    return (index, UInt32(truncatingIfNeeded: hash >> 1) | 1)
+  }
+
+  func remember(_ hash: UInt64, _ held: borrowing WriteLock.Held) {
+    let g = place(hash)
+    memory.ghost(g.index).store(g.tag, .relaxed)
+  }
+
+  /// Whether `hash` was recently evicted from the small log (and forgets it).
+  func recall(_ hash: UInt64, _ held: borrowing WriteLock.Held) -> Bool {
+    let g = place(hash)
+    let w = memory.ghost(g.index)
+    guard w.load(.relaxed) == g.tag else { return false }
+    w.store(0, .relaxed)
+    return true
+  }
+
+  func clear(_ held: borrowing WriteLock.Held) {
+    for i in 0..<memory.ghostCount { memory.ghost(i).store(0, .relaxed) }
+  }
+}
+
+/// Expiry as stored in a slot's `meta`: absolute wall-clock milliseconds in bits 0..47
+/// (0 = never).
+enum Expiry {
+  @inline(__always)
+  static func isExpired(_ meta: UInt64, now: UInt64) -> Bool {
+    let e = meta & Format.expiryMask
+    return e != 0 && e <= now
+  }
+}

@@ -1,0 +1,47 @@
+/// A run's operations over time, in buckets of whole seconds from the run's start: per
+/// bucket the gets, sets, hits and misses done in it. Each worker incarnation keeps one
+/// (every result flush adds what its threads did since the last flush to the bucket of
+/// the flush's time, so counts land within a flush interval of when they happened); the
+/// coordinator adds them up for the run and per worker. Runs longer than
+/// `maxBuckets` seconds use longer buckets, so result files stay small.
+struct Timeline: Codable, Equatable {
+  static let maxBuckets = 600
+  /// The length of each bucket, in seconds.
+  var bucketSeconds: Int
+  /// Per bucket: [gets, sets, hits, misses].
+  var buckets: [[UInt64]]
+
+  init(duration: Double) {
+    let seconds = max(1, Int((duration / Double(Self.maxBuckets)).rounded(.up)))
+    bucketSeconds = seconds
+    buckets = Array(repeating: [0, 0, 0, 0], count: max(1, Int((duration / Double(seconds)).rounded(.up))))
+  }
+
+  /// Adds `c` to the bucket holding `ns` nanoseconds after the start (before it: the first
+  /// bucket; after the end: the last).
+  mutating func add(_ c: Counters, atNanosecondsSinceStart ns: Int64) {
+    let b = min(max(0, Int(ns / 1_000_000_000) / bucketSeconds), buckets.count - 1)
+    buckets[b][0] &+= c.getOps
+    buckets[b][1] &+= c.setOps
+    buckets[b][2] &+= c.hits
+    buckets[b][3] &+= c.misses
+  }
+
+  /// Adds another timeline of the same run (bucket by bucket; a malformed one is ignored).
+  mutating func merge(_ o: Timeline) {
+    guard o.bucketSeconds == bucketSeconds, o.buckets.count == buckets.count else { return }
+    for (i, row) in o.buckets.enumerated() where row.count == 4 {
+      for j in 0..<4 { buckets[i][j] &+= row[j] }
+    }
+  }
+
+  /// The seconds bucket `i` covers within a run of `duration` seconds (the last may be short).
+  func span(_ i: Int, duration: Double) -> Double {
+    max(0.001, min(Double(bucketSeconds), duration - Double(i * bucketSeconds)))
+  }
+
+  func gets(_ i: Int) -> UInt64 { buckets[i][0] }
+  func sets(_ i: Int) -> UInt64 { buckets[i][1] }
+  func hits(_ i: Int) -> UInt64 { buckets[i][2] }
+  func ops(_ i: Int) -> UInt64 { buckets[i][0] &+ buckets[i][1] }
+}
