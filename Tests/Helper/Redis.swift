@@ -22,6 +22,23 @@ let redisCommands: [String: HelperCommand] = [
     print("reads=\(reads) misses=\(errors)")
     return 0
   },
+  // near-op PATH URL PREFIX get|set|remove KEY [VALUE]: one operation through a host's
+  // near cache in a process of its own; prints the value read ("nil" when none), or "ok".
+  "near-op": { args in
+    guard args.count >= 5 else { return 64 }
+    let remote = try RedisCache<String>(url: args[1], keyPrefix: args[2], options: RedisOptions(connectTimeout: 0.5))
+    let near = try NearCache<String>(path: args[0], remote: remote, maxStaleness: .seconds(3),
+                                     options: NearCacheOptions(capacity: 4 << 20, standsForHolder: false))
+    switch args[3] {
+    case "get": print(try near.object(forKey: args[4]) ?? "nil")
+    case "set" where args.count == 6:
+      try near.setObject(args[5], forKey: args[4], expires: .seconds(60))
+      print("ok")
+    case "remove": print(try near.removeObject(forKey: args[4]) ? "ok" : "absent")
+    default: return 64
+    }
+    return 0
+  },
   "near-bench": { args in try NearBench.run(args) },
   "near-stale-check": { args in try NearBench.staleCheck(args) },
   // near-insn-loop URL near|plain N: N hit reads of one key (for callgrind: run with N

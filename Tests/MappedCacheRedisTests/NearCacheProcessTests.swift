@@ -146,6 +146,43 @@ struct NearCacheProcessTests {
     for o in observers { o.close() }
   }
 
+  /// Runs `near-op` in a process of its own and returns what it printed.
+  func op(_ args: [String]) throws -> String {
+    let out = Pipe()
+    let p = try Helper.spawn(["near-op"] + args, output: out)
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p.waitUntilExit()
+    #expect(p.terminationStatus == 0, "near-op \(args)")
+    return text.trimmingCharacters(in: .whitespacesAndNewlines)
+  }
+
+  @Test func getSetAndRemoveFromProcessesOfTwoHosts() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let hosts = (0..<2).map { "/dev/shm/mcredis-ops-\(getpid())-\($0).mcache" }
+    // Each host's holder: a worker process standing for the role.
+    var holders: [Process] = []
+    defer {
+      for w in holders where w.isRunning { kill(w.processIdentifier, SIGKILL); w.waitUntilExit() }
+      for p in hosts { unlink(p); unlink(p + ".holder") }
+    }
+    for p in hosts { holders.append(try Helper.spawn(["near-worker", p, server.url, "o:", "30", "none"])) }
+    #expect(eventually(20) { hosts.allSatisfy { NearCacheStatistics.read(path: $0, maxStaleness: .seconds(3))?.fenceFresh == true } })
+    #expect(try op([hosts[0], server.url, "o:", "set", "k", "v1"]) == "ok")
+    // That SET's own invalidation first (a late one would remove the fill, conservatively).
+    #expect(eventually(10) { (NearCacheStatistics.read(path: hosts[1])?.invalidationsReceived ?? 0) >= 1 })
+    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v1")       // a miss on host 1, back-filled
+    let file1 = try SharedCache<[UInt8]>(path: hosts[1], policy: OpenPolicy(readOnly: true, create: false))
+    #expect(try file1.containsObject(forKey: "k"))                          // host 1's file holds it now
+    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v1")
+    #expect(try op([hosts[0], server.url, "o:", "set", "k", "v2"]) == "ok")  // invalidates host 1 through its holder
+    #expect(eventually(10) { (try? file1.containsObject(forKey: "k")) == false })  // removed by host 1's holder
+    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v2")
+    #expect(try op([hosts[1], server.url, "o:", "remove", "k"]) == "ok")
+    #expect(eventually(10) { (try? op([hosts[0], server.url, "o:", "get", "k"])) == "nil" })
+    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "nil")
+  }
+
   @Test func theAgentSidecarHoldsTheRoleAndStatsShowIt() throws {
     let server = try RedisServer()
     defer { server.stop() }
