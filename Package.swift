@@ -6,6 +6,7 @@ let package = Package(
   platforms: [.macOS(.v15)],
   products: [
     .library(name: "MappedCache", targets: ["MappedCache"]),
+    .library(name: "MappedCacheRedis", targets: ["MappedCacheRedis"]),
     .executable(name: "mapped-cache", targets: ["mapped-cache"]),
     .executable(name: "cache-stress", targets: ["cache-stress"]),
   ],
@@ -15,17 +16,27 @@ let package = Package(
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
     // What both tools share: the size and duration parsers and the --version line.
     .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
-    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "CacheTools"], path: "Sources/mapped-cache"),
+    // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
+    .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
+    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
+                      path: "Sources/mapped-cache"),
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache", "CacheTools"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    .executableTarget(name: "mc-test-helper", dependencies: ["MappedCache", "AllocCounter", "CheckedValues"],
+    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests.
+    .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
+    .executableTarget(name: "mc-test-helper",
+                      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
                       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
       dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
       path: "Tests/MappedCacheTests"),
+    .testTarget(
+      name: "MappedCacheRedisTests",
+      dependencies: ["MappedCache", "MappedCacheRedis", "RedisFaultProxy", "mc-test-helper", "mapped-cache"],
+      path: "Tests/MappedCacheRedisTests"),
   ]
 )

@@ -93,6 +93,22 @@ enum CommandTable {
         """,
       run: StatsCommand.run),
     CommandSpec(
+      name: "agent", summary: "Hold a Redis near cache's invalidation role for this host (a sidecar).",
+      arguments: [path],
+      options: [
+        OptionSpec(name: "--redis", value: "URL", help: "redis://[user:pass@]host:port/db or unix:///path/redis.sock."),
+        OptionSpec(name: "--prefix", value: "P", defaultValue: "\"\"", help: "The RedisCache's key prefix (tracked with BCAST)."),
+        OptionSpec(name: "--max-staleness", value: "SECONDS", defaultValue: "0.5", help: "Shown in the figures."),
+        OptionSpec(name: "--heartbeat", value: "SECONDS", defaultValue: "0.02", help: "Interval of the confirmed PINGs."),
+        OptionSpec(name: "--capacity", value: "SIZE", defaultValue: "64MiB", help: "File size when it is created."),
+      ],
+      discussion: """
+        Runs until SIGINT or SIGTERM. Stands for the role like every NearCache of the file:
+        one of them holds it at a time (a kernel lock on PATH.holder), and another takes
+        it within milliseconds when the holder dies.
+        """,
+      run: AgentCommand.run),
+    CommandSpec(
       name: "get", summary: "Write the value's bytes to standard output (exit 1 when missing).",
       arguments: [path, key], run: EntryCommands.get),
     CommandSpec(

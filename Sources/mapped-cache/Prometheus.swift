@@ -47,6 +47,23 @@ enum Prometheus {
     gauge("count_limit", "Entry count limit (0 = none).", st.countLimit)
     gauge("cost_limit_bytes", "Key+value byte limit (0 = none).", st.costLimit)
     gauge("processes", "Processes with the file open for writing.", s.processes.count)
+    if let n = s.near {
+      gauge("near_holder_pid", "Pid of the Redis near cache's invalidation holder (0 = none).", Int(n.holderPID ?? 0))
+      gauge("near_holder_alive", "1 when the holder process is alive.", n.holderAlive ? 1 : 0)
+      gauge("near_heartbeat_age_ms", "Milliseconds since the holder's last confirmed heartbeat (node 0; -1 = never).",
+            n.heartbeatAgeMilliseconds.first.flatMap { $0 }.map { Int($0) } ?? -1)
+      gauge("near_fence_fresh", "1 when reads trust the file (heartbeat younger than the staleness bound).", n.fenceFresh ? 1 : 0)
+      counter("near_invalidations_received", "Keys named by Redis invalidations.", Int(n.invalidationsReceived))
+      counter("near_invalidations_applied", "Invalidated keys that were in the file.", Int(n.invalidationsApplied))
+      counter("near_flushes", "Null invalidations (FLUSHALL): every entry dropped by epoch.", Int(n.flushes))
+      counter("near_reconnects", "Tracking sessions started after a holder's first.", Int(n.reconnects))
+      counter("near_holder_changes", "Times a process took the holder role.", Int(n.holderChanges))
+      counter("near_stale_serves", "Reads served past the fence (serveStale).", Int(n.staleServes))
+      counter("near_fence_misses", "Reads sent to Redis because the fence was too old.", Int(n.fenceMisses))
+      counter("near_epoch_misses", "Entries found from an earlier tracking session.", Int(n.epochMisses))
+      counter("near_remote_fetches", "Fetches from Redis.", Int(n.remoteFetches))
+      gauge("near_remote_fetch_mean_us", "Mean latency of a fetch from Redis, microseconds.", n.remoteFetchMeanMicroseconds)
+    }
     return out
   }
 

@@ -41,6 +41,15 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
   case computeFailed(key: String, reason: String)
   /// A system call failed.
   case system(SystemError)
+  /// A remote tier (MappedCacheRedis) sent bytes that break its protocol or a configured
+  /// limit (a wrong length, nesting too deep, a bulk larger than the value limit). The
+  /// connection was closed; nothing local was changed.
+  case protocolViolation(endpoint: String, reason: String)
+  /// A remote tier could not be reached in time (connect refused or timed out, the
+  /// connection lost, a reply late past the command timeout).
+  case remoteUnavailable(endpoint: String, reason: String)
+  /// A remote tier answered with an error reply (Redis `-ERR …`, `-WRONGTYPE …`, `-NOAUTH …`).
+  case remoteError(endpoint: String, message: String)
 
   public var description: String {
     switch self {
@@ -82,6 +91,12 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
       return "computing the value for \"\(k)\" failed recently (\(why)) and the failure is cached; wait for it to expire, or call removeCachedFailure(forKey:) to retry now"
     case .system(let e):
       return e.description
+    case .protocolViolation(let ep, let why):
+      return "\(ep) sent a malformed reply (\(why)); the connection was closed; check that it is a Redis server and the value limits"
+    case .remoteUnavailable(let ep, let why):
+      return "\(ep) is unavailable (\(why)); check that the server runs and is reachable, or raise the timeouts"
+    case .remoteError(let ep, let msg):
+      return "\(ep) answered with an error: \(msg)"
     }
   }
 }

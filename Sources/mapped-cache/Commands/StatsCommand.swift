@@ -1,5 +1,6 @@
 import Foundation
 import MappedCache
+import MappedCacheRedis
 
 /// `mapped-cache stats PATH [--json] [--watch SECONDS] [--prometheus] [--serve ADDRESS]`
 enum StatsCommand {
@@ -11,6 +12,8 @@ enum StatsCommand {
     var sweeperSlot: Int
     var processes: [CacheFile.AttachedProcess]
     var path: String
+    /// The Redis near cache's figures, when the file is one.
+    var near: NearCacheStatistics?
 
     init(_ file: CacheFile) {
       at = Date()
@@ -19,6 +22,7 @@ enum StatsCommand {
       sweeperSlot = file.sweeperSlot
       processes = file.attachedProcesses
       path = file.path
+      near = NearCacheStatistics.read(path: file.path)
     }
   }
 
@@ -123,7 +127,26 @@ enum StatsCommand {
     add("cost limit", st.costLimit == 0 ? "none" : Units.bytes(st.costLimit))
     add("processes", Units.count(s.processes.count),
         s.processes.isEmpty ? "with the file open for writing" : "pids " + s.processes.map { "\($0.pid)" }.joined(separator: ", "))
-    return "cache \(s.path)\n" + table.render()
+    var text = "cache \(s.path)\n" + table.render()
+    if let n = s.near {
+      var t = TextTable(header: ["NEAR CACHE", "VALUE", "NOTE"], align: [.left, .right, .left])
+      t.add(["holder", n.holderPID.map { "\($0)" } ?? "none", n.holderPID == nil ? "" : n.holderAlive ? "alive" : "dead"])
+      for (i, age) in n.heartbeatAgeMilliseconds.enumerated() {
+        t.add(["heartbeat age", age.map { "\($0) ms" } ?? "never", "node \(i)\(n.fenceFresh ? "" : ", fenced: reads go to Redis")"])
+      }
+      t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
+      t.add(["invalidations", Units.count(Int(n.invalidationsReceived)), "keys received"])
+      t.add(["applied", Units.count(Int(n.invalidationsApplied)), "keys that were in the file"])
+      t.add(["flushes", Units.count(Int(n.flushes)), "null invalidations"])
+      t.add(["reconnects", Units.count(Int(n.reconnects)), "tracking sessions after a holder's first"])
+      t.add(["holder changes", Units.count(Int(n.holderChanges)), "times a process took the role"])
+      t.add(["stale serves", Units.count(Int(n.staleServes)), "served past the fence (serveStale)"])
+      t.add(["fence misses", Units.count(Int(n.fenceMisses)), "went to Redis: fence too old"])
+      t.add(["epoch misses", Units.count(Int(n.epochMisses)), "entries of an earlier session"])
+      t.add(["remote fetches", Units.count(Int(n.remoteFetches)), String(format: "mean %.1f µs", n.remoteFetchMeanMicroseconds)])
+      text += "\n" + t.render()
+    }
+    return text
   }
 
   private static func note(for name: String) -> String {
@@ -166,6 +189,19 @@ enum StatsCommand {
       o["interval_seconds"] = JSON.number(elapsed, digits: 3)
     }
     if watching { o["time"] = Units.date(s.at) }
+    if let n = s.near { o["near_cache"] = nearObject(n) }
     return o
+  }
+
+  static func nearObject(_ n: NearCacheStatistics) -> [String: Any] {
+    [
+      "holder_pid": n.holderPID.map { Int($0) } as Any? ?? NSNull(), "holder_alive": n.holderAlive,
+      "heartbeat_age_ms": n.heartbeatAgeMilliseconds.map { $0.map { Int($0) } as Any? ?? NSNull() },
+      "fence_fresh": n.fenceFresh, "epoch": Int(n.epoch),
+      "invalidations_received": Int(n.invalidationsReceived), "invalidations_applied": Int(n.invalidationsApplied),
+      "flushes": Int(n.flushes), "reconnects": Int(n.reconnects), "holder_changes": Int(n.holderChanges),
+      "stale_serves": Int(n.staleServes), "fence_misses": Int(n.fenceMisses), "epoch_misses": Int(n.epochMisses),
+      "remote_fetches": Int(n.remoteFetches), "remote_fetch_mean_us": JSON.number(n.remoteFetchMeanMicroseconds),
+    ]
   }
 }

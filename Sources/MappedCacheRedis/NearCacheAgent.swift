@@ -1,0 +1,55 @@
+import Foundation
+@_spi(Tiers) import MappedCache
+
+/// The invalidation role of a near-cache file without a value type: what
+/// `mapped-cache agent PATH --redis URL --prefix P` runs, for hosts that prefer a sidecar
+/// to electing one of their workers. It stands for the role like any `NearCache` (the
+/// same kernel lock: run it beside workers that also stand, or make them
+/// `standsForHolder: false`); it never reads or decodes values.
+public final class NearCacheAgent: @unchecked Sendable {
+  /// The near-cache file.
+  public let local: SharedCache<[UInt8]>
+  let holder: NearCacheHolder
+  let maxStalenessMs: UInt64
+
+  /// Opens (or creates) the near-cache file at `path` for the keys under `keyPrefix` of
+  /// the Redis at `url`, and starts standing for the role.
+  public init(path: String, url: String, keyPrefix: String, maxStaleness: Duration = .milliseconds(500),
+              options: NearCacheOptions = NearCacheOptions(), redisOptions: RedisOptions = RedisOptions(),
+              policy: OpenPolicy = OpenPolicy()) throws {
+    let endpoint = try RedisEndpoint(url: url)
+    let (s, atto) = maxStaleness.components
+    maxStalenessMs = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
+    local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
+    try NearLayout.claim(local, NearLayout.prefixIdentity, NearLayout.fingerprint(keyPrefix),
+                         expected: "a near cache of keys under \"\(keyPrefix)\"", other: "a near cache of another key prefix")
+    holder = NearCacheHolder(local: local, endpoint: endpoint, redisOptions: redisOptions, prefix: keyPrefix, options: options)
+    holder.start()
+  }
+
+  deinit { holder.stop() }
+
+  /// Whether this agent holds the role now.
+  public var isHolding: Bool { holder.isHolding }
+
+  /// Stops standing (resigning the role, if held).
+  public func stop() { holder.stop() }
+
+  /// The figures of the file, and whether this agent holds the role.
+  public var statistics: NearCacheStatistics {
+    NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder.isHolding, fetchMaxNs: 0)
+  }
+}
+
+extension NearCacheStatistics {
+  /// The figures of the near-cache file at `path`, read without standing for anything
+  /// (read-only); nil when it is not a near-cache file (another value type, or no near
+  /// cache ever opened it).
+  public static func read(path: String, maxStaleness: Duration = .milliseconds(500)) -> NearCacheStatistics? {
+    guard let local = try? SharedCache<[UInt8]>(path: path, policy: OpenPolicy(readOnly: true, create: false)),
+          (try? local.tierWord(NearLayout.prefixIdentity)) ?? 0 != 0 else { return nil }
+    let (s, atto) = maxStaleness.components
+    let ms = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
+    return NearLayout.statistics(local, maxStalenessMs: ms, isHolder: false, fetchMaxNs: 0)
+  }
+}
