@@ -1,0 +1,322 @@
+// libFuzzer target (a): a cache file whose bytes the fuzzer controls. Built by
+// scripts/fuzz-guided.sh (compiled against the library built with `-enable-testing`, so
+// the layout is read from the engine); see docs/fuzzing.md.
+//
+// Once per process, two valid 1 MiB caches are made and filled (one untyped with 32-byte
+// slots, one typed `[UInt8]` with inline slots; entries in both logs, some expired, some
+// removed, the small log wrapped so that main holds promoted survivors and the ghost
+// table tags). Their images are kept in memory. Each input then says:
+//
+//     byte 0        flags: bit 0 template, bit 1 recompute the header's layout
+//                   fingerprint after patching (so damage past the identity bytes is
+//                   reached), bit 2 open with flock, bit 3 checksums on read (SharedCache),
+//                   bit 4 also open read-only first, bit 5 skip the SharedCache phase
+//     byte 1        patch count (low 4 bits)
+//     patches       region u8 (low 3 bits: header, process table, index, ghost, small log,
+//                   main log, whole file, file size; bit 3: XOR instead of overwrite),
+//                   offset u24 (modulo the region's size), length u8 (mod 64), bytes
+//     the rest      operations, 2 bytes each: opcode, argument (key, value size)
+//
+// The image with its patches is written to a fresh file, then opened with `CacheFile`
+// (read-only and writable) and `SharedCache<[UInt8]>`; the operations read, write, remove,
+// iterate, sweep, verify and repair it, and read again. Oracle: nothing traps (every
+// failure is a thrown error); after `verify(repair: true)` a second verify reports the
+// file sound, and a value set after the repair reads back as set.
+import Foundation
+import Glibc
+@testable import MappedCache
+
+/// What the process prepared once: the directory, the template images and their layouts.
+final class FuzzWorld: @unchecked Sendable {
+  struct Template {
+    var image: [UInt8]
+    var layout: Layout
+    var keys: [String]
+  }
+
+  let dir: String
+  let path: String
+  var templates: [Template] = []
+
+  static let shared = FuzzWorld()
+
+  init() {
+    let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+    dir = "\(base)/mc-fuzz-cachefile-\(getpid())"
+    path = "\(dir)/input.mcache"
+    mkdir(dir, 0o700)
+    templates = [makeTemplate(typed: false), makeTemplate(typed: true)]
+    atexit { FuzzWorld.cleanUp() }
+  }
+
+  static func cleanUp() {
+    let w = shared
+    unlink(w.path)
+    unlink(w.path + ".template")
+    rmdir(w.dir)
+  }
+
+  static let keys: [String] = (0..<160).map { i in i % 7 == 0 ? "user:\(i):profile:with-a-longer-key" : "k\(i)" }
+
+  private func makeTemplate(typed: Bool) -> Template {
+    let p = path + ".template"
+    unlink(p)
+    var o = CacheOptions(capacity: 1 << 20)
+    o.maxKeySize = 64
+    o.maxValueSize = 16 << 10
+    o.maxProcesses = 8
+    o.averageEntrySize = typed ? 48 : 400
+    do {
+      if typed {
+        let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20, options: o)
+        try fill(c, typed: true)
+      } else {
+        let f = try CacheFile(creating: p, options: o)
+        let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20)
+        try fill(c, typed: false)
+        _ = f
+      }
+      let image = try [UInt8](Data(contentsOf: URL(fileURLWithPath: p)))
+      let layout = try CacheFile(path: p, readOnly: true).engine.layout
+      unlink(p)
+      return Template(image: image, layout: layout, keys: Self.keys)
+    } catch {
+      fatalError("cannot make the template cache: \(error)")
+    }
+  }
+
+  /// Enough traffic that both logs hold records: the small log wraps, survivors are
+  /// promoted to main, some entries expire, some are removed, some are large.
+  private func fill(_ c: SharedCache<[UInt8]>, typed: Bool) throws {
+    var rng = SplitMix(seed: typed ? 7 : 3)
+    for round in 0..<6 {
+      for (i, k) in Self.keys.enumerated() {
+        let size = i % 13 == 0 ? 2000 + i * 10 : (typed ? 8 + i % 40 : 40 + i * 3 % 900)
+        let value = (0..<size).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let expires: CacheExpiry = i % 11 == 0 ? .date(Date(timeIntervalSinceNow: -5)) : (i % 5 == 0 ? .seconds(3600) : .never)
+        try c.setObject(value, forKey: k, expires: expires)
+        if round > 2 && i % 3 == 0 { _ = try c.object(forKey: k) }  // referenced: promoted on wrap
+      }
+      for (i, k) in Self.keys.enumerated() where i % 17 == round { _ = try c.removeObject(forKey: k) }
+    }
+  }
+}
+
+struct SplitMix {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+/// Reads the input front to back; past the end every read is 0.
+struct InputReader {
+  let bytes: UnsafeRawBufferPointer
+  var at = 0
+  var atEnd: Bool { at >= bytes.count }
+  mutating func u8() -> Int {
+    guard at < bytes.count else { return 0 }
+    defer { at += 1 }
+    return Int(bytes[at])
+  }
+  mutating func u24() -> Int { u8() | u8() << 8 | u8() << 16 }
+  mutating func take(_ n: Int) -> ArraySlice<UInt8> {
+    let end = min(bytes.count, at + n)
+    defer { at = end }
+    return ArraySlice(bytes[at..<end])
+  }
+}
+
+enum CacheFileFuzz {
+  /// Applies the patches to `image`; returns the file size to write (the image's, unless
+  /// a size patch changed it).
+  static func patch(_ image: inout [UInt8], _ l: Layout, _ r: inout InputReader) -> Int {
+    var size = image.count
+    let count = r.u8() & 15
+    for _ in 0..<count {
+      let region = r.u8()
+      let offset = r.u24()
+      let length = r.u8() & 63
+      let data = r.take(length)
+      let (start, span): (Int, Int)
+      switch region & 7 {
+      case 0: (start, span) = (0, Format.headerPage)
+      case 1: (start, span) = (Format.headerPage, l.headerBytes - Format.headerPage)
+      case 2: (start, span) = (l.slotsOffset, l.slotCount * l.slotBytes)
+      case 3: (start, span) = (l.ghostOffset, l.ghostCount * 4)
+      case 4: (start, span) = (l.smallBase, l.smallSize)
+      case 5: (start, span) = (l.mainBase, l.mainSize)
+      case 6: (start, span) = (0, image.count)
+      default:
+        // The file's size: shorter, longer, or (offset 0) empty.
+        size = offset == 0 ? 0 : offset % (image.count * 2)
+        continue
+      }
+      guard span > 0 else { continue }
+      let at = start + offset % span
+      for (i, b) in data.enumerated() where at + i < image.count {
+        if region & 8 != 0 { image[at + i] ^= b } else { image[at + i] = b }
+      }
+    }
+    return size
+  }
+
+  static func fixFingerprint(_ image: inout [UInt8]) {
+    let fp = KeyHash.bytes(image[0..<Format.H.fingerprinted])
+    for i in 0..<8 { image[Format.H.layoutFingerprint + i] = UInt8(truncatingIfNeeded: fp >> (8 * UInt64(i))) }
+  }
+
+  static func write(_ image: [UInt8], size: Int, to path: String) {
+    unlink(path)
+    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { fatalError("cannot create \(path): errno \(errno)") }
+    defer { close(fd) }
+    let n = min(size, image.count)
+    let written = image.withUnsafeBytes { pwrite(fd, $0.baseAddress, n, 0) }
+    guard written == n, ftruncate(fd, off_t(size)) == 0 else { fatalError("cannot write \(path): errno \(errno)") }
+  }
+
+  static func value(_ n: Int, _ tag: Int) -> [UInt8] {
+    (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ tag) }
+  }
+
+  static func key(_ t: FuzzWorld.Template, _ arg: Int) -> String {
+    arg < t.keys.count ? t.keys[arg] : "new:\(arg)"
+  }
+
+  /// The raw-bytes tool handle: everything `mapped-cache` does.
+  static func runCacheFile(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>) {
+    let lock: LockMode = flags & 4 != 0 ? .flock : .sharedWord
+    if flags & 16 != 0, let ro = try? CacheFile(path: path, readOnly: true, lockMode: lock) {
+      _ = ro.info
+      _ = ro.statistics
+      _ = ro.tableFigures
+      _ = ro.attachedProcesses
+      _ = ro.sweeperSlot
+      for k in t.keys.prefix(24) { _ = try? ro.get(Array(k.utf8), allowingExpired: true) }
+      var n = 0
+      ro.forEachEntry(values: true, includeExpired: true) { _ in n += 1; return n < 400 }
+      _ = try? ro.verify()
+      if (try? ro.set(Array("x".utf8), [1])) != nil { fatalError("a read-only handle stored a value") }
+    }
+    guard let f = try? CacheFile(path: path, lockMode: lock) else { return }
+    _ = f.info
+    _ = f.statistics
+    _ = f.tableFigures
+    var it = ops.makeIterator()
+    var steps = 0
+    while let op = it.next(), steps < 48 {
+      steps += 1
+      let arg = Int(it.next() ?? 0)
+      let k = Array(key(t, arg).utf8)
+      switch op % 10 {
+      case 0, 1: _ = try? f.get(k, allowingExpired: op & 16 != 0, countingStatistics: op & 32 != 0)
+      case 2: _ = try? f.set(k, value(arg * 37 % 3000, arg), ttl: op & 16 != 0 ? 60 : nil)
+      case 3: _ = try? f.delete(k)
+      case 4:
+        var n = 0
+        f.forEachEntry(prefix: Array(key(t, arg).utf8.prefix(Int(op & 3))), values: op & 16 != 0,
+                       includeExpired: op & 32 != 0) { _ in n += 1; return n < 300 }
+      case 5: _ = try? f.sweep()
+      case 6: _ = try? f.verify(repair: op & 16 != 0)
+      case 7: if op & 48 == 48 { try? f.clear() } else { _ = f.statistics }
+      case 8: _ = try? f.set(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80), value(arg * 131, arg))
+      default: _ = try? f.get(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80))
+      }
+    }
+    // Repair, then the file must be sound and behave.
+    guard let report = try? f.verify(repair: true) else { return }
+    _ = report
+    do {
+      let again = try f.verify()
+      if !again.ok { fatalError("verify after verify(repair: true) still finds problems: \(again.problems.prefix(3))") }
+      let k = Array("after-repair".utf8), v = value(100, 9)
+      try f.set(k, v)
+      guard let got = try f.get(k), got.value == v else { fatalError("a value set after repair did not read back") }
+    } catch {
+      // An I/O or lock error would be thrown here; a sound file gives none.
+      fatalError("after repair: \(error)")
+    }
+    for k in t.keys.prefix(32) { _ = try? f.get(Array(k.utf8)) }
+  }
+
+  /// The typed handle applications use.
+  static func runSharedCache(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>) {
+    var policy = OpenPolicy()
+    policy.create = false
+    policy.verifyChecksumsOnRead = flags & 8 != 0
+    guard let c = try? SharedCache<[UInt8]>(path: path, policy: policy, lockMode: flags & 4 != 0 ? .flock : .sharedWord)
+    else { return }
+    _ = c.statistics
+    _ = c.countLimit
+    _ = c.totalCostLimit
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    var it = ops.makeIterator()
+    var steps = 0
+    while let op = it.next(), steps < 48 {
+      steps += 1
+      let arg = Int(it.next() ?? 0)
+      let k = key(t, arg)
+      switch op % 16 {
+      case 0: _ = try? c.object(forKey: k)
+      case 1: _ = try? c.object(forKey: k, allowingExpired: true)
+      case 2: _ = try? c.objectWithVersion(forKey: k)
+      case 3: _ = try? c.withBytes(forKey: k) { $0.count }
+      case 4: _ = try? buffer.withUnsafeMutableBytes { try c.copyBytes(forKey: k, into: $0) }
+      case 5: _ = try? c.expiry(forKey: k)
+      case 6: _ = try? c.containsObject(forKey: k)
+      case 7: try? c.setObject(value(arg * 53 % 4000, arg), forKey: k, expires: op & 16 != 0 ? .seconds(30) : nil)
+      case 8: _ = try? c.add(value(arg % 200, arg), forKey: k)
+      case 9: _ = try? c.replace(value(arg % 300, arg), forKey: k)
+      case 10:
+        if let (_, version) = try? c.objectWithVersion(forKey: k) {
+          _ = try? c.setObject(value(arg, 1), forKey: k, ifVersion: op & 16 != 0 ? version : version &+ 1)
+        }
+      case 11: _ = try? c.touch(k, expires: .seconds(Double(arg)))
+      case 12: _ = try? c.removeObject(forKey: k)
+      case 13: _ = try? c.removeExpiredObjects()
+      case 14:
+        if op & 16 != 0 { try? c.setLimits(count: arg * 4, cost: op & 32 != 0 ? arg * 1000 : nil) }
+        else { _ = try? c.objects(forKeys: t.keys.prefix(arg % 24)) }
+      default:
+        if op & 16 != 0 { _ = c.allKeys.count } else { _ = try? c.verify(repair: op & 32 != 0) }
+      }
+    }
+    guard (try? c.verify(repair: true)) != nil else { return }
+    do {
+      let again = try c.verify()
+      if !again.ok { fatalError("verify after verify(repair: true) still finds problems: \(again.problems.prefix(3))") }
+      let v = value(77, 5)
+      try c.setObject(v, forKey: "after-repair-typed")
+      guard try c.object(forKey: "after-repair-typed") == v else { fatalError("a value set after repair did not read back") }
+    } catch {
+      fatalError("after repair: \(error)")
+    }
+    for k in t.keys.prefix(32) { _ = try? c.object(forKey: k) }
+  }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+  let world = FuzzWorld.shared
+  var r = InputReader(bytes: UnsafeRawBufferPointer(start: start, count: count))
+  let flags = r.u8()
+  let t = world.templates[flags & 1]
+  var image = t.image
+  let size = CacheFileFuzz.patch(&image, t.layout, &r)
+  if flags & 2 != 0 { CacheFileFuzz.fixFingerprint(&image) }
+  let ops = ArraySlice(r.take(count))
+  CacheFileFuzz.write(image, size: size, to: world.path)
+  CacheFileFuzz.runCacheFile(t, world.path, flags: flags, ops: ops)
+  if flags & 32 == 0 {
+    // The CacheFile phase may have repaired it: the typed phase starts from the input again.
+    CacheFileFuzz.write(image, size: size, to: world.path)
+    CacheFileFuzz.runSharedCache(t, world.path, flags: flags, ops: ops)
+  }
+  return 0
+}
