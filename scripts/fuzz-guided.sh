@@ -172,6 +172,8 @@ for t in "${TARGETS[@]}"; do
   line="$t: ${execs:-0} execs (${rate:-0}/s), cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}, peak rss ${rss:-?} MB, crashes $crashes, exit $rc"
   echo "   $line"
   SUMMARY+=("$line")
+  # One line per run, kept with the scratch corpus: totals over many runs (docs/fuzzing.md).
+  echo "$(date -u +%FT%TZ) ${SECONDS_EACH}s $line" >> "$work/history.log"
   if [ "${MC_FUZZ_MERGE:-0}" = 1 ] && [ $rc = 0 ]; then
     mkdir -p "Fuzz/corpus/$t"
     "$OUT/$t" -merge=1 -max_len="$(max_len "$t")" -timeout=1 -rss_limit_mb=2048 \

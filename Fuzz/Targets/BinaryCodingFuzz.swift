@@ -12,6 +12,7 @@ import Foundation
 /// A Double compared by its bits, so that a decoded NaN equals itself.
 struct Bits: Codable, Equatable {
   var value: Double
+  init(value: Double) { self.value = value }
   init(from decoder: Decoder) throws { value = try decoder.singleValueContainer().decode(Double.self) }
   func encode(to encoder: Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(value) }
   static func == (a: Bits, b: Bits) -> Bool { a.value.bitPattern == b.value.bitPattern }
@@ -134,4 +135,52 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   _ = try? BinaryCoding.decode(Keyed.self, from: bytes)
   _ = try? BinaryCoding.decode([String: Profile].self, from: bytes)
   return 0
+}
+
+/// Seeds: with MC_FUZZ_WRITE_SEEDS=DIR, writes the encodings of sample values of every
+/// type above into DIR and exits (how Fuzz/corpus/binary-coding was made).
+@_cdecl("LLVMFuzzerInitialize")
+public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+  guard let dir = ProcessInfo.processInfo.environment["MC_FUZZ_WRITE_SEEDS"] else { return 0 }
+  let child = Child(flag: true, level: 3, next: [Child(flag: false, level: 1, next: [])])
+  let profile = Profile(id: -42, small: -3, wide: .max, name: "Ada Lovelace", tags: ["admin", "é"],
+                        scores: [Bits(value: 1.5), Bits(value: .nan)], nickname: nil, avatar: Data([1, 2, 3]),
+                        raw: [9, 8, 7], uuid: UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)),
+                        created: Date(timeIntervalSince1970: 1_700_000_000), ratio: 0.25,
+                        shapes: [.point, .circle(radius: 7), .polygon([1, -2, 3], closed: true),
+                                 .group(.circle(radius: 1), name: "g")],
+                        nested: [[1, 2], [], [65535]], child: child)
+  let manual = try! BinaryCoding.decode(Manual.self, from: BinaryCoding.encode(ManualSeed()))
+  let seeds: [(String, [UInt8])] = [
+    ("profile", try! BinaryCoding.encode(profile)),
+    ("shape", try! BinaryCoding.encode(Shape.group(.polygon([4], closed: false), name: nil))),
+    ("child", try! BinaryCoding.encode(child)),
+    ("manual", try! BinaryCoding.encode(manual)),
+    ("bits", try! BinaryCoding.encode([Bits(value: -0.0), nil] as [Bits?])),
+    ("string", try! BinaryCoding.encode("héllo")),
+    ("int8s", try! BinaryCoding.encode([Int8(-1), 0, 127])),
+    ("keyed", try! BinaryCoding.encode(Keyed(byName: ["a": [1, 2]], byNumber: [7: "seven"], sets: ["x"]))),
+    ("dict", try! BinaryCoding.encode(["p": profile])),
+  ]
+  for (name, bytes) in seeds {
+    FileManager.default.createFile(atPath: "\(dir)/\(name)", contents: Data(bytes))
+  }
+  exit(0)
+}
+
+/// Encodes what `Manual.init(from:)` reads.
+struct ManualSeed: Encodable {
+  enum K: String, CodingKey { case a, inner, extra, parent }
+  func encode(to encoder: Encoder) throws {
+    var c = encoder.container(keyedBy: K.self)
+    try c.encode(Int64(5), forKey: .a)
+    var inner = c.nestedContainer(keyedBy: Manual.Inner.self, forKey: .inner)
+    var list = inner.nestedUnkeyedContainer(forKey: .pairs)
+    var pair = list.nestedUnkeyedContainer()
+    try pair.encode("x")
+    try pair.encode("y")
+    try list.encodeNil()
+    try c.encode("more", forKey: .extra)
+    try Child(flag: true, level: 1, next: []).encode(to: c.superEncoder(forKey: .parent))
+  }
 }

@@ -3,7 +3,7 @@
 // the layout is read from the engine); see docs/fuzzing.md.
 //
 // Once per process, two valid 1 MiB caches are made and filled (one untyped with 32-byte
-// slots, one typed `[UInt8]` with inline slots; entries in both logs, some expired, some
+// slots, one typed `[UInt8]` with 128-byte inline slots, both with 1,024 slots; entries in both logs, some expired, some
 // removed, the small log wrapped so that main holds promoted survivors and the ghost
 // table tags). Their images are kept in memory. Each input then says:
 //
@@ -65,7 +65,11 @@ final class FuzzWorld: @unchecked Sendable {
     o.maxKeySize = 64
     o.maxValueSize = 16 << 10
     o.maxProcesses = 8
-    o.averageEntrySize = typed ? 48 : 400
+    // 1,024 slots (the minimum): loops over the index (verify, scans, sweeps) stay cheap
+    // under the fuzzer's instrumentation. The typed cache has 128-byte slots whose inline
+    // area holds entries up to 80 bytes.
+    o.averageEntrySize = 2000
+    o.inlineEntrySize = typed ? 80 : 0
     do {
       if typed {
         let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20, options: o)
