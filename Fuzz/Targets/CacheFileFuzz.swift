@@ -214,10 +214,15 @@ enum CacheFileFuzz {
     _ = f.tableFigures
     var it = ops.makeIterator()
     var steps = 0
+    var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
     while let op = it.next(), steps < 48 {
       steps += 1
       let arg = Int(it.next() ?? 0)
       let k = Array(key(t, arg).utf8)
+      if [4, 5, 6, 7].contains(op % 10) {
+        wholeFile += 1
+        if wholeFile > 4 { continue }
+      }
       switch op % 10 {
       case 0, 1: _ = try? f.get(k, allowingExpired: op & 16 != 0, countingStatistics: op & 32 != 0)
       case 2: _ = try? f.set(k, value(arg * 37 % 3000, arg), ttl: op & 16 != 0 ? 60 : nil)
@@ -262,10 +267,15 @@ enum CacheFileFuzz {
     var buffer = [UInt8](repeating: 0, count: 4096)
     var it = ops.makeIterator()
     var steps = 0
+    var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
     while let op = it.next(), steps < 48 {
       steps += 1
       let arg = Int(it.next() ?? 0)
       let k = key(t, arg)
+      if [13, 14, 15].contains(op % 16) {
+        wholeFile += 1
+        if wholeFile > 4 { continue }
+      }
       switch op % 16 {
       case 0: _ = try? c.object(forKey: k)
       case 1: _ = try? c.object(forKey: k, allowingExpired: true)
