@@ -16,6 +16,8 @@ struct WorkerResult: Codable {
   var messages: [String] = []
   var getHist: [[UInt64]] = []
   var setHist: [[UInt64]] = []
+  /// Operations (gets + sets) of each thread, by thread index.
+  var threadOps: [UInt64] = []
 }
 
 /// The run's control directory: how the coordinator and its workers talk, with files only.

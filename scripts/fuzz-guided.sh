@@ -66,7 +66,7 @@ module CMappedCacheShim {
   export *
 }
 EOF
-  if newer_than "$lib/MappedCache.o" Sources/MappedCache Sources/CMappedCacheShim "$0"; then
+  if newer_than "$lib/MappedCache.o" Sources/MappedCache Sources/CMappedCacheShim; then
     echo "== building the library (fuzzer-instrumented, ASan)"
     local t0=$(date +%s)
     "$CLANG" -c -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CMappedCacheShim/include \
