@@ -142,9 +142,11 @@ fi
 # was the machine, not a hang: the input is kept under artifacts/unconfirmed/, reported,
 # and fuzzing resumes for the time left. Crashes and out-of-memory inputs always count.
 confirm_timeout() { # target input
-  local i
+  local i warm
+  # A seed first: the input is then not the process's first (cold caches, lazy setup).
+  warm=$(find "Fuzz/corpus/$1" -type f 2>/dev/null | sort | head -1)
   for i in 1 2 3; do
-    "$OUT/$1" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=512 "$2" > /dev/null 2>&1 || return 0
+    "$OUT/$1" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=512 $warm "$2" > /dev/null 2>&1 || return 0
   done
   return 1
 }
