@@ -9,6 +9,7 @@
 #   MC_FUZZ_MERGE=1 scripts/fuzz-guided.sh 600 binary-coding   # then fold the scratch
 #                                                # corpus's coverage into Fuzz/corpus (minimised)
 #   scripts/fuzz-guided.sh repro cache-file FILE # run one input (a crash reproducer)
+#   scripts/fuzz-guided.sh totals                # sums of the runs made on this machine
 #
 # Targets (Fuzz/Targets/*.swift, see docs/fuzzing.md):
 #   cache-file     a cache file whose header, index and logs the input patches, opened,
@@ -27,6 +28,21 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+if [ "${1:-}" = "totals" ]; then
+  # Sums of every run recorded on this machine (docs/fuzzing.md's table).
+  for h in "${MC_FUZZ_BUILD:-$ROOT/.build/fuzz}"/work/*/history.log; do
+    awk -v t="$(basename "$(dirname "$h")")" '
+      { for (i = 1; i <= NF; i++) {
+          if ($(i+1) == "s," && $i ~ /^[0-9]+$/) secs += $i
+          if ($(i+1) == "execs") execs += $i
+          if ($i == "cov") { c = $(i+1); sub(",", "", c); if (c + 0 > cov) cov = c + 0 }
+          if ($i == "ft") { f = $(i+1); sub(",", "", f); if (f + 0 > ft) ft = f + 0 }
+          if ($i == "corpus") corpus = $(i+1)
+        } runs++ }
+      END { printf "%s: %d runs, %d s, %d execs, max cov %d, max ft %d, corpus %s\n", t, runs, secs, execs, cov, ft, corpus }' "$h"
+  done
+  exit 0
+fi
 if [ "${1:-}" = "repro" ]; then
   MODE=repro; shift
   TARGETS=("$1"); REPRO_INPUT=$2; SECONDS_EACH=0

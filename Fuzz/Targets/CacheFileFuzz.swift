@@ -10,14 +10,16 @@
 //     byte 0        flags: bit 0 template, bit 1 recompute the header's layout
 //                   fingerprint after patching (so damage past the identity bytes is
 //                   reached), bit 2 open with flock, bit 3 checksums on read (SharedCache),
-//                   bit 4 also open read-only first, bit 5 skip the SharedCache phase
+//                   bit 4 also open read-only first, bit 5 skip the SharedCache phase,
+//                   bit 6 live: the patches are written into the file while it is open,
+//                   one every 4 operations (as another process could), not before
 //     byte 1        patch count (low 4 bits)
 //     patches       region u8 (low 3 bits: header, process table, index, ghost, small log,
 //                   main log, whole file, file size; bit 3: XOR instead of overwrite),
 //                   offset u24 (modulo the region's size), length u8 (mod 64), bytes
 //     the rest      operations, 2 bytes each: opcode, argument (key, value size)
 //
-// The image with its patches is written to a fresh file, then opened with `CacheFile`
+// The image (with its patches, unless live) is written to a fresh file, then opened with `CacheFile`
 // (read-only and writable) and `SharedCache<[UInt8]>`; the operations read, write, remove,
 // iterate, sweep, verify and repair it, and read again. Oracle: nothing traps (every
 // failure is a thrown error); after `verify(repair: true)` a second verify reports the
@@ -137,10 +139,19 @@ struct InputReader {
 }
 
 enum CacheFileFuzz {
-  /// Applies the patches to `image`; returns the file size to write (the image's, unless
-  /// a size patch changed it).
-  static func patch(_ image: inout [UInt8], _ l: Layout, _ r: inout InputReader) -> Int {
+  /// One patch, resolved to a file offset.
+  struct Edit {
+    var at: Int
+    var data: ArraySlice<UInt8>
+    var xor: Bool
+  }
+
+  /// Reads the patches and applies them to `image` (unless `live`: then they are only
+  /// returned, to be written into the file while it is open). Returns the file size to
+  /// write (the image's, unless a size patch changed it; never in live mode) and the edits.
+  static func patch(_ image: inout [UInt8], _ l: Layout, _ r: inout InputReader, live: Bool) -> (Int, [Edit]) {
     var size = image.count
+    var edits: [Edit] = []
     let count = r.u8() & 15
     for _ in 0..<count {
       let region = r.u8()
@@ -157,17 +168,45 @@ enum CacheFileFuzz {
       case 5: (start, span) = (l.mainBase, l.mainSize)
       case 6: (start, span) = (0, image.count)
       default:
-        // The file's size: shorter, longer, or (offset 0) empty.
-        size = offset == 0 ? 0 : offset % (image.count * 2)
+        // The file's size: shorter, longer, or (offset 0) empty. Not while it is mapped:
+        // a file truncated under its mappings faults (SIGBUS) in any reader, by design of
+        // mmap; DESIGN.md's caveats.
+        if !live { size = offset == 0 ? 0 : offset % (image.count * 2) }
         continue
       }
       guard span > 0 else { continue }
-      let at = start + offset % span
-      for (i, b) in data.enumerated() where at + i < image.count {
-        if region & 8 != 0 { image[at + i] ^= b } else { image[at + i] = b }
+      var at = start + offset % span
+      if live && at < Format.H.lockWord + 4 {
+        // Live, the identity line (checked once, at open) and the lock word are left
+        // alone: a process that can write the file can always hold the lock forever or
+        // change what `verify` cannot repair; the words after them are fair game.
+        at = Format.H.lockWord + 4 + at
       }
+      let e = Edit(at: at, data: data, xor: region & 8 != 0)
+      edits.append(e)
+      if !live { apply(e, to: &image) }
     }
-    return size
+    return (size, edits)
+  }
+
+  static func apply(_ e: Edit, to image: inout [UInt8]) {
+    for (i, b) in e.data.enumerated() where e.at + i < image.count {
+      if e.xor { image[e.at + i] ^= b } else { image[e.at + i] = b }
+    }
+  }
+
+  /// Writes an edit into the file while handles have it mapped (as another process
+  /// with write access could, at any moment between two operations).
+  static func applyLive(_ e: Edit, path: String, size: Int) {
+    let fd = open(path, O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let n = min(e.data.count, size - e.at)
+    guard n > 0 else { return }
+    var buf = [UInt8](repeating: 0, count: n)
+    _ = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, n, off_t(e.at)) }
+    for (i, b) in e.data.prefix(n).enumerated() { buf[i] = e.xor ? buf[i] ^ b : b }
+    _ = buf.withUnsafeBytes { pwrite(fd, $0.baseAddress, n, off_t(e.at)) }
   }
 
   static func fixFingerprint(_ image: inout [UInt8]) {
@@ -194,7 +233,7 @@ enum CacheFileFuzz {
   }
 
   /// The raw-bytes tool handle: everything `mapped-cache` does.
-  static func runCacheFile(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>) {
+  static func runCacheFile(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>, live: [Edit]) {
     let lock: LockMode = flags & 4 != 0 ? .flock : .sharedWord
     if flags & 16 != 0, let ro = try? CacheFile(path: path, readOnly: true, lockMode: lock) {
       _ = ro.info
@@ -215,8 +254,10 @@ enum CacheFileFuzz {
     var it = ops.makeIterator()
     var steps = 0
     var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
+    var pending = live[...]
     while let op = it.next(), steps < 48 {
       steps += 1
+      if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
       let arg = Int(it.next() ?? 0)
       let k = Array(key(t, arg).utf8)
       if [4, 5, 6, 7].contains(op % 10) {
@@ -238,6 +279,7 @@ enum CacheFileFuzz {
       default: _ = try? f.get(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80))
       }
     }
+    for e in pending { applyLive(e, path: path, size: t.image.count) }
     // Repair, then the file must be sound and behave.
     guard let report = try? f.verify(repair: true) else { return }
     _ = report
@@ -255,7 +297,7 @@ enum CacheFileFuzz {
   }
 
   /// The typed handle applications use.
-  static func runSharedCache(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>) {
+  static func runSharedCache(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>, live: [Edit]) {
     var policy = OpenPolicy()
     policy.create = false
     policy.verifyChecksumsOnRead = flags & 8 != 0
@@ -268,8 +310,10 @@ enum CacheFileFuzz {
     var it = ops.makeIterator()
     var steps = 0
     var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
+    var pending = live[...]
     while let op = it.next(), steps < 48 {
       steps += 1
+      if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
       let arg = Int(it.next() ?? 0)
       let k = key(t, arg)
       if [13, 14, 15].contains(op % 16) {
@@ -301,6 +345,7 @@ enum CacheFileFuzz {
         if op & 16 != 0 { _ = c.allKeys.count } else { _ = try? c.verify(repair: op & 32 != 0) }
       }
     }
+    for e in pending { applyLive(e, path: path, size: t.image.count) }
     guard (try? c.verify(repair: true)) != nil else { return }
     do {
       let again = try c.verify()
@@ -322,15 +367,17 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   let flags = r.u8()
   let t = world.templates[flags & 1]
   var image = t.image
-  let size = CacheFileFuzz.patch(&image, t.layout, &r)
+  let liveMode = flags & 64 != 0
+  let (size, edits) = CacheFileFuzz.patch(&image, t.layout, &r, live: liveMode)
   if flags & 2 != 0 { CacheFileFuzz.fixFingerprint(&image) }
+  let live = liveMode ? edits : []
   let ops = ArraySlice(r.take(count))
   CacheFileFuzz.write(image, size: size, to: world.path)
-  CacheFileFuzz.runCacheFile(t, world.path, flags: flags, ops: ops)
+  CacheFileFuzz.runCacheFile(t, world.path, flags: flags, ops: ops, live: live)
   if flags & 32 == 0 {
     // The CacheFile phase may have repaired it: the typed phase starts from the input again.
     CacheFileFuzz.write(image, size: size, to: world.path)
-    CacheFileFuzz.runSharedCache(t, world.path, flags: flags, ops: ops)
+    CacheFileFuzz.runSharedCache(t, world.path, flags: flags, ops: ops, live: live)
   }
   return 0
 }
