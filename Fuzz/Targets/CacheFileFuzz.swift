@@ -307,6 +307,7 @@ enum CacheFileFuzz {
     _ = c.countLimit
     _ = c.totalCostLimit
     var buffer = [UInt8](repeating: 0, count: 4096)
+    var counters: SharedCache<Int64>? = nil
     var it = ops.makeIterator()
     var steps = 0
     var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
@@ -319,6 +320,20 @@ enum CacheFileFuzz {
       if [13, 14, 15].contains(op % 16) {
         wholeFile += 1
         if wholeFile > 4 { continue }
+      }
+      if op >= 224 {
+        // Batches and counters (opcodes 224...255; below them the table is op % 16).
+        switch op % 4 {
+        case 0: _ = try? c.removeObjects(forKeys: t.keys.dropFirst(arg % 100).prefix(arg % 9))
+        case 1: try? c.setObjects(Dictionary(uniqueKeysWithValues: (0..<(arg % 5)).map { (key(t, arg + $0), value($0 * 40, arg)) }),
+                                  expires: op & 8 != 0 ? .seconds(10) : nil)
+        default:
+          // An integer view of the same file (untyped template only; typed: typeMismatch).
+          if counters == nil { counters = try? SharedCache<Int64>(path: path, policy: policy) }
+          if op % 4 == 2 { _ = try? counters?.increment(forKey: k, by: Int64(arg) - 128) }
+          else { _ = try? counters?.decrement(forKey: k, by: op & 8 != 0 ? .max : 1, initial: Int64(arg)) }
+        }
+        continue
       }
       switch op % 16 {
       case 0: _ = try? c.object(forKey: k)
