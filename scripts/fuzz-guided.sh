@@ -59,7 +59,10 @@ BUILD=${MC_FUZZ_BUILD:-$ROOT/.build/fuzz}
 OUT=$BUILD/out
 mkdir -p "$BUILD/lib" "$OUT"
 SWIFTC=${SWIFTC:-swiftc}
-CLANG=${CLANG:-clang}
+# The clang of the Swift toolchain (its compiler-rt has the fuzzer and ASan runtimes the
+# Swift side links), not whichever clang comes first on PATH.
+TOOLCHAIN_BIN=$(dirname "$(command -v "$SWIFTC")")
+CLANG=${CLANG:-$([ -x "$TOOLCHAIN_BIN/clang" ] && echo "$TOOLCHAIN_BIN/clang" || echo clang)}
 SAN=(-sanitize=fuzzer,address)
 # Swift 6 language mode, as SwiftPM builds these sources (swift-tools-version 6.0).
 OPT=(-O -g -swift-version 6)
