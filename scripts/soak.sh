@@ -34,7 +34,7 @@ BIN=$(swift build -c release --show-bin-path)
 STRESS=$BIN/cache-stress
 TOOL=$BIN/mapped-cache
 
-fs_type() { stat -f -c %T "$1" 2>/dev/null || echo "?"; }
+fs_type() { findmnt -n -o FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1" 2>/dev/null || echo "?"; }
 echo "== soak: $HOURS h in segments of $SEGMENT_S s, $KILLS_PER_S kills/s;" \
      "files on $SHM_DIR ($(fs_type "$SHM_DIR")) and $DISK_DIR ($(fs_type "$DISK_DIR")); logs in $LOGS"
 
