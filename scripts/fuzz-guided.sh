@@ -156,15 +156,28 @@ if [ $MODE = repro ]; then
 fi
 
 # A timeout is confirmed before it counts: libFuzzer's timer is wall-clock, and on a
-# loaded machine (CI runners, other builds) a 10 ms input can take over a second. The
-# timed-out input is run alone three times; if every run finishes within the limit it
-# was the machine, not a hang: the input is kept under artifacts/unconfirmed/, reported,
-# and fuzzing resumes for the time left. Crashes and out-of-memory inputs always count.
+# loaded machine (CI runners, other builds) an input that takes 10 ms, or one whose reads
+# wait out the cache's bounded backoff (a few ms quiet, where each sched_yield can cost a
+# whole time slice when cores are contended), can pass a second. The timed-out input is
+# run alone three times, after a seed (so that it is not the process's cold first input),
+# once the machine is quiet (1-minute load average at most the number of cores; waiting
+# up to 60 s for that). It counts only if it times out again. If it does not, or the
+# machine never became quiet, it is kept under artifacts/unconfirmed/, reported, and
+# fuzzing goes on for the time left. Crashes and out-of-memory inputs always count.
+quiet_machine() {
+  local i
+  for i in $(seq 1 12); do
+    awk -v n="$(nproc)" '{ exit !($1 <= n) }' /proc/loadavg && return 0
+    sleep 5
+  done
+  return 1
+}
 confirm_timeout() { # target input
   local i warm
-  # A seed first: the input is then not the process's first (cold caches, lazy setup).
+  quiet_machine || { echo "   (the machine stayed busy: load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores)"; return 1; }
   warm=$(find "Fuzz/corpus/$1" -type f 2>/dev/null | sort | head -1)
   for i in 1 2 3; do
+    # shellcheck disable=SC2086
     "$OUT/$1" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=512 $warm "$2" > /dev/null 2>&1 || return 0
   done
   return 1

@@ -17,7 +17,7 @@
 //     patches       region u8 (low 3 bits: header, process table, index, ghost, small log,
 //                   main log, whole file, file size; bit 3: XOR instead of overwrite),
 //                   offset u24 (modulo the region's size), length u8 (mod 64), bytes
-//     the rest      operations, 2 bytes each: opcode, argument (key, value size)
+//     the rest      up to 32 operations per handle, 2 bytes each: opcode, argument (key, value size)
 //
 // The image (with its patches, unless live) is written to a fresh file, then opened with `CacheFile`
 // (read-only and writable) and `SharedCache<[UInt8]>`; the operations read, write, remove,
@@ -241,7 +241,7 @@ enum CacheFileFuzz {
       _ = ro.tableFigures
       _ = ro.attachedProcesses
       _ = ro.sweeperSlot
-      for k in t.keys.prefix(24) { _ = try? ro.get(Array(k.utf8), allowingExpired: true) }
+      for k in t.keys.prefix(8) { _ = try? ro.get(Array(k.utf8), allowingExpired: true) }
       var n = 0
       ro.forEachEntry(values: true, includeExpired: true) { _ in n += 1; return n < 400 }
       _ = try? ro.verify()
@@ -255,7 +255,7 @@ enum CacheFileFuzz {
     var steps = 0
     var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
     var pending = live[...]
-    while let op = it.next(), steps < 48 {
+    while let op = it.next(), steps < 32 {
       steps += 1
       if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
       let arg = Int(it.next() ?? 0)
@@ -293,7 +293,7 @@ enum CacheFileFuzz {
       // An I/O or lock error would be thrown here; a sound file gives none.
       fatalError("after repair: \(error)")
     }
-    for k in t.keys.prefix(32) { _ = try? f.get(Array(k.utf8)) }
+    for k in t.keys.prefix(8) { _ = try? f.get(Array(k.utf8)) }
   }
 
   /// The typed handle applications use.
@@ -312,7 +312,7 @@ enum CacheFileFuzz {
     var steps = 0
     var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
     var pending = live[...]
-    while let op = it.next(), steps < 48 {
+    while let op = it.next(), steps < 32 {
       steps += 1
       if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
       let arg = Int(it.next() ?? 0)
@@ -371,7 +371,7 @@ enum CacheFileFuzz {
     } catch {
       fatalError("after repair: \(error)")
     }
-    for k in t.keys.prefix(32) { _ = try? c.object(forKey: k) }
+    for k in t.keys.prefix(8) { _ = try? c.object(forKey: k) }
   }
 }
 
