@@ -22,8 +22,9 @@
 # The library is compiled once (whole module, -O, -enable-testing so that targets may
 # `@testable import` it); each target links against it. Per target the script prints
 # executions, coverage (cov: edges, ft: features), corpus size, and crashes; crash,
-# timeout (> 1 s per input) and out-of-memory inputs are kept in the scratch dir and
-# the script exits 1.
+# timeout (> 1 s per input, confirmed on a quiet machine: see confirm_timeout) and
+# out-of-memory inputs are kept in .build/fuzz/work/<target>/artifacts and the script
+# exits 1. Build time from a clean clone: ~70 s on 2 idle cores (~3 min when shared).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
