@@ -18,6 +18,8 @@ struct WorkerResult: Codable {
   var setHist: [[UInt64]] = []
   /// Operations per second of the run (nil in a result written before the first flush).
   var timeline: Timeline? = nil
+  /// Operations (gets + sets) of each thread, by thread index.
+  var threadOps: [UInt64] = []
 }
 
 /// The run's control directory: how the coordinator and its workers talk, with files only.

@@ -129,7 +129,7 @@ final class Coordinator: @unchecked Sendable {
         killTimes.removeFirst()
         try killAndRestart()
       }
-      noteUnexpectedExits()
+      noteUnexpectedExits(end: end)
       if now >= nextProgress {
         let merged = merge(dir)
         let ops = merged.getOps + merged.setOps
@@ -175,6 +175,7 @@ final class Coordinator: @unchecked Sendable {
     merged.messages += failures
     return RunReport(
       options: o, merged: merged, toolErrors: UInt64(failures.count), kills: kills,
+      killedWorkers: Set((0..<o.procs).filter { incarnations[$0] > 0 }),
       before: before, after: after, verifyOK: verifyOK, verifyProblems: problems,
       prefillSeconds: prefillSeconds, path: ownsFile ? nil : path, killEvents: killEvents,
       incarnations: incarnations)
@@ -237,9 +238,13 @@ final class Coordinator: @unchecked Sendable {
   }
 
   /// A worker that exits before the end on its own is a failure (not restarted).
-  private func noteUnexpectedExits() {
+  /// Workers stop at `end`: one found stopped once the end has passed (a coordinator
+  /// starved of CPU, or busy restarting a victim, can look that late) may have finished
+  /// normally, and `waitForWorkers` judges its exit status instead.
+  private func noteUnexpectedExits(end: UInt64) {
     for w in 0..<o.procs {
       guard let p = processes[w], !p.isRunning else { continue }
+      if monotonicNanoseconds() >= end { return }
       let how = p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
       failures.append("worker \(w).\(incarnations[w]) exited early (\(how))")
       processes[w] = nil
@@ -327,6 +332,8 @@ struct MergedResults {
   var setHist = LatencyHistogram()
   var timeline: Timeline
   var perWorker: [Counters]
+  /// Operations of each (worker, thread), summed over the worker's incarnations.
+  var threadOps: [Int: [UInt64]] = [:]
 
   init(duration: Double, workers: Int) {
     timeline = Timeline(duration: duration)
@@ -337,6 +344,12 @@ struct MergedResults {
     counters.add(r.counters)
     if let t = r.timeline { timeline.merge(t) }
     if perWorker.indices.contains(r.worker) { perWorker[r.worker].add(r.counters) }
+    var t = threadOps[r.worker] ?? []
+    for (i, n) in r.threadOps.enumerated() {
+      if i >= t.count { t.append(0) }
+      t[i] &+= n
+    }
+    threadOps[r.worker] = t
     for m in r.messages where messages.count < 20 { messages.append("worker \(r.worker).\(r.incarnation): \(m)") }
     getHist.merge(LatencyHistogram(sparse: r.getHist))
     setHist.merge(LatencyHistogram(sparse: r.setHist))

@@ -8,6 +8,8 @@ struct RunReport {
   /// Failures of the run itself (a worker that died unasked, left no result, ...).
   var toolErrors: UInt64
   var kills: Int
+  /// Workers SIGKILLed at least once (their later incarnations may start too late to run).
+  var killedWorkers: Set<Int> = []
   /// Cache statistics just before the workers started and after they stopped.
   var before: CacheStatistics
   var after: CacheStatistics
@@ -24,6 +26,27 @@ struct RunReport {
   var opsPerSecond: Double { Double(ops) / options.duration }
   var hitRatio: Double { merged.getOps == 0 ? 0 : Double(merged.hits) / Double(merged.getOps) }
   var errors: UInt64 { merged.errors + toolErrors }
+  /// The fewest operations any thread of any worker completed (over its incarnations);
+  /// 0 when one made none: every thread must make progress.
+  var minThreadOps: UInt64 { minThreadOps(of: 0..<options.procs) }
+  /// The same over the workers never killed: on a starved machine a victim's next
+  /// incarnation may be ready only after the end, and the victim flush nothing first.
+  var minThreadOpsUnkilled: UInt64 { minThreadOps(of: (0..<options.procs).filter { !killedWorkers.contains($0) }) }
+
+  func minThreadOps<S: Sequence>(of workers: S) -> UInt64 where S.Element == Int {
+    var m = UInt64.max
+    for w in workers {
+      let t = merged.threadOps[w] ?? []
+      for i in 0..<options.threads { m = min(m, i < t.count ? t[i] : 0) }
+    }
+    return m == .max ? 0 : m
+  }
+  var threadsWithoutOps: Int {
+    (0..<options.procs).reduce(0) { n, w in
+      let t = merged.threadOps[w] ?? []
+      return n + (0..<options.threads).filter { $0 >= t.count || t[$0] == 0 }.count
+    }
+  }
 
   /// Why the run failed; empty when it passed.
   var failureReasons: [String] {
@@ -67,6 +90,10 @@ struct RunReport {
     j["recoveries"] = .int(delta(after.recoveries, before.recoveries))
     j["lock_takeovers"] = .int(delta(after.lockTakeovers, before.lockTakeovers))
     j["kills"] = .int(kills)
+    j["min_thread_ops"] = .int(Int(minThreadOps))
+    j["min_thread_ops_unkilled"] = .int(Int(minThreadOpsUnkilled))
+    j["killed_workers"] = .int(killedWorkers.count)
+    j["threads_without_ops"] = .int(threadsWithoutOps)
     j["corrupt_reads"] = .int(Int(merged.corruptReads))
     j["wrong_values"] = .int(Int(merged.wrongValues))
     j["errors"] = .int(Int(errors))
@@ -119,6 +146,7 @@ struct RunReport {
     row("cache", "\(after.entries) entries, \(Fmt.bytes(after.liveBytes)) live of \(Fmt.bytes(after.capacity))")
     row("during run", "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))")
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
+    row("progress", "every thread: at least \(minThreadOps) ops" + (threadsWithoutOps > 0 ? " (\(threadsWithoutOps) made none)" : ""))
     row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
       + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
       + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "")

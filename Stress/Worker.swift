@@ -161,6 +161,7 @@ final class StatsBoard: @unchecked Sendable {
     var g = LatencyHistogram(), s = LatencyHistogram()
     for (i, c) in counters.enumerated() {
       r.counters.add(c)
+      r.threadOps.append(c.getOps &+ c.setOps)
       g.merge(getHists[i])
       s.merge(setHists[i])
     }
