@@ -18,8 +18,9 @@ let package = Package(
     .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
     .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
-    .executableTarget(name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
-                      path: "Sources/mapped-cache"),
+    .executableTarget(
+      name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
+      path: "Sources/mapped-cache"),
     .executableTarget(name: "cache-stress", dependencies: ["MappedCache", "CacheTools"], path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
@@ -27,9 +28,10 @@ let package = Package(
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
     // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests.
     .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
-    .executableTarget(name: "mc-test-helper",
-                      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
-                      path: "Tests/Helper"),
+    .executableTarget(
+      name: "mc-test-helper",
+      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
+      path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
       dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],

@@ -33,13 +33,16 @@ struct ControlDirectory {
   /// Creates a fresh private directory under /dev/shm (or the temporary directory).
   static func create() throws -> ControlDirectory {
     var isDir: ObjCBool = false
-    let base = FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
+    let base =
+      FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
       ? "/dev/shm" : NSTemporaryDirectory()
     var template = Array("\(base)/cache-stress-\(getpid())-XXXXXX".utf8CString)
     let made: String? = template.withUnsafeMutableBufferPointer { p in
       mkdtemp(p.baseAddress!).map { String(cString: $0) }
     }
-    guard let made else { throw StressFailure("cannot create a control directory under \(base): \(String(cString: strerror(errno)))") }
+    guard let made else {
+      throw StressFailure("cannot create a control directory under \(base): \(String(cString: strerror(errno)))")
+    }
     return ControlDirectory(path: made)
   }
 
@@ -78,7 +81,9 @@ struct ControlDirectory {
     guard FileManager.default.createFile(atPath: tmp, contents: data) else {
       throw StressFailure("cannot write \(tmp)")
     }
-    guard rename(tmp, file) == 0 else { throw StressFailure("cannot rename \(tmp): \(String(cString: strerror(errno)))") }
+    guard rename(tmp, file) == 0 else {
+      throw StressFailure("cannot rename \(tmp): \(String(cString: strerror(errno)))")
+    }
   }
 }
 

@@ -31,14 +31,16 @@ final class Coordinator: @unchecked Sendable {
     rng = SplitMix64(seed: SplitMix64.derive(o.seed!, 0xC4A05))
     if o.path == nil {
       var isDir: ObjCBool = false
-      let base = FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
+      let base =
+        FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
         ? "/dev/shm" : NSTemporaryDirectory()
       o.path = "\(base)/cache-stress-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mcache"
       ownsFile = true
     } else {
       ownsFile = false
     }
-    executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    executable =
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
   }
 
   func run() -> Int32 {
@@ -46,7 +48,8 @@ final class Coordinator: @unchecked Sendable {
     defer { cleanUp() }
     // A report that cannot be written is found out before the run, not after it.
     if let file = o.reportPath, !FileManager.default.createFile(atPath: file, contents: nil) {
-      FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(String(cString: strerror(errno)))\n".utf8))
+      FileHandle.standardError.write(
+        Data("error: --report: cannot write \(file): \(String(cString: strerror(errno)))\n".utf8))
       return 1
     }
     do {
@@ -77,7 +80,9 @@ final class Coordinator: @unchecked Sendable {
     }
   }
 
-  struct InterruptedRun: Error, CustomStringConvertible { var description = "interrupted; workers stopped, files removed" }
+  struct InterruptedRun: Error, CustomStringConvertible {
+    var description = "interrupted; workers stopped, files removed"
+  }
 
   private func runMeasured() throws -> RunReport {
     let path = o.path!
@@ -88,7 +93,9 @@ final class Coordinator: @unchecked Sendable {
       throw StressFailure("cannot open the cache at \(path): \(error)")
     }
     if o.keySize > cache.maxKeySize || o.valueMax > cache.maxValueSize {
-      throw StressFailure("\(path) takes keys up to \(cache.maxKeySize) bytes and values up to \(cache.maxValueSize); this run needs \(o.keySize) and \(o.valueMax)")
+      throw StressFailure(
+        "\(path) takes keys up to \(cache.maxKeySize) bytes and values up to \(cache.maxValueSize); this run needs \(o.keySize) and \(o.valueMax)"
+      )
     }
     let keys = KeySet(count: o.keys, size: o.keySize)
     var prefillSeconds = 0.0
@@ -137,9 +144,11 @@ final class Coordinator: @unchecked Sendable {
         lastOps = ops
         lastProgressAt = now
         let hitRatio = merged.getOps == 0 ? 0 : Double(merged.hits) / Double(merged.getOps)
-        progress(String(format: "[%5.1fs] %@ ops/s  hit %.1f%%  get p99 %@  kills %d/%d",
-                        Double(now - start) / 1e9, Fmt.count(rate), hitRatio * 100,
-                        Fmt.ns(merged.getHist.percentile(0.99)), kills, o.chaosKills))
+        progress(
+          String(
+            format: "[%5.1fs] %@ ops/s  hit %.1f%%  get p99 %@  kills %d/%d",
+            Double(now - start) / 1e9, Fmt.count(rate), hitRatio * 100,
+            Fmt.ns(merged.getHist.percentile(0.99)), kills, o.chaosKills))
         nextProgress += 1_000_000_000
       }
       let wake = min(end, nextProgress, killTimes.first ?? end)
@@ -191,7 +200,9 @@ final class Coordinator: @unchecked Sendable {
       if k % 65_536 == 0 && interrupted { throw InterruptedRun() }
       let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + g.next(below: o.valueMax - o.valueMin + 1)
       if value.count != size { value = [UInt8](repeating: 0, count: size) }
-      value.withUnsafeMutableBytes { ValueFormat.write(into: $0, key: UInt32(k), writer: ValueFormat.prefillWriter, seq: 0) }
+      value.withUnsafeMutableBytes {
+        ValueFormat.write(into: $0, key: UInt32(k), writer: ValueFormat.prefillWriter, seq: 0)
+      }
       try cache.setObject(value, forKey: key, expires: o.ttl.map { .seconds($0) } ?? .never)
     }
   }
@@ -199,7 +210,8 @@ final class Coordinator: @unchecked Sendable {
   private func spawn(_ w: Int, _ inc: Int) throws -> Process {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
-    p.arguments = OptionTable.workerArguments(o, worker: w, incarnation: inc, controlDir: dir!.path, coordinator: getpid())
+    p.arguments = OptionTable.workerArguments(
+      o, worker: w, incarnation: inc, controlDir: dir!.path, coordinator: getpid())
     p.standardInput = FileHandle.nullDevice
     p.standardOutput = FileHandle.nullDevice
     do { try p.run() } catch { throw StressFailure("cannot start worker \(w) (\(executable)): \(error)") }
@@ -245,7 +257,8 @@ final class Coordinator: @unchecked Sendable {
     for w in 0..<o.procs {
       guard let p = processes[w], !p.isRunning else { continue }
       if monotonicNanoseconds() >= end { return }
-      let how = p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
+      let how =
+        p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
       failures.append("worker \(w).\(incarnations[w]) exited early (\(how))")
       processes[w] = nil
     }
@@ -266,7 +279,8 @@ final class Coordinator: @unchecked Sendable {
       }
       p.waitUntilExit()
       if p.terminationReason == .uncaughtSignal || p.terminationStatus != 0 {
-        let how = p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
+        let how =
+          p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
         if !failures.contains(where: { $0.hasPrefix("worker \(w).\(incarnations[w])") }) {
           failures.append("worker \(w).\(incarnations[w]) exited with \(how)")
         }

@@ -70,42 +70,63 @@ struct HTMLReport {
 
   /// The verdict in sentences: what was checked, what was found, and what that means.
   func verdictWords() -> [String] {
-    let r = report, o = r.options, m = r.merged
+    let r = report
+    let o = r.options
+    let m = r.merged
     var out: [String] = []
-    let checked = o.checkEvery == 1 ? "every hit was checked whole (every byte regenerated from its header)"
+    let checked =
+      o.checkEvery == 1
+      ? "every hit was checked whole (every byte regenerated from its header)"
       : "every hit was checked for its key, length and writer, and 1 in \(o.checkEvery) whole"
     var freshness = "No reader saw a value older than one it had already seen from the same writer (wrong_values 0)"
     if o.trackEvery > 1 { freshness += "; freshness was tracked for 1 key in \(o.trackEvery)" }
     if o.valueMin < ValueFormat.trackedMinimumSize {
-      freshness += "; values under \(ValueFormat.trackedMinimumSize) bytes carry no sequence number, so their freshness was not tracked"
+      freshness +=
+        "; values under \(ValueFormat.trackedMinimumSize) bytes carry no sequence number, so their freshness was not tracked"
     }
     if r.failureReasons.isEmpty && m.getOps == 0 {
-      out.append("The cache passed, but no value was read back: the run did no gets (--read-pct \(o.readPct)). "
-                 + "None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
+      out.append(
+        "The cache passed, but no value was read back: the run did no gets (--read-pct \(o.readPct)). "
+          + "None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
     } else if r.failureReasons.isEmpty {
-      out.append("The cache passed. Of \(Fmt.grouped(m.getOps)) gets, \(Fmt.grouped(m.hits)) hit; \(checked), "
-                 + "and none was torn or of another key (corrupt_reads 0). \(freshness). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run.")
+      out.append(
+        "The cache passed. Of \(Fmt.grouped(m.getOps)) gets, \(Fmt.grouped(m.hits)) hit; \(checked), "
+          + "and none was torn or of another key (corrupt_reads 0). \(freshness). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run."
+      )
     } else {
       var what: [String] = []
       if m.corruptReads > 0 {
-        what.append("\(Fmt.grouped(m.corruptReads)) read\(m.corruptReads == 1 ? " was" : "s were") not a whole value of the key asked for (corrupt_reads)")
+        what.append(
+          "\(Fmt.grouped(m.corruptReads)) read\(m.corruptReads == 1 ? " was" : "s were") not a whole value of the key asked for (corrupt_reads)"
+        )
       }
       if m.wrongValues > 0 {
-        what.append("\(Fmt.grouped(m.wrongValues)) read\(m.wrongValues == 1 ? "" : "s") went back in time: a value older than one the same reader had seen (wrong_values)")
+        what.append(
+          "\(Fmt.grouped(m.wrongValues)) read\(m.wrongValues == 1 ? "" : "s") went back in time: a value older than one the same reader had seen (wrong_values)"
+        )
       }
-      if r.errors > 0 { what.append("\(Fmt.grouped(r.errors)) operation\(r.errors == 1 ? "" : "s") or worker\(r.errors == 1 ? "" : "s") failed (errors)") }
+      if r.errors > 0 {
+        what.append(
+          "\(Fmt.grouped(r.errors)) operation\(r.errors == 1 ? "" : "s") or worker\(r.errors == 1 ? "" : "s") failed (errors)"
+        )
+      }
       if !r.verifyOK { what.append("the file did not verify after the run") }
-      out.append("The run FAILED: " + what.joined(separator: "; ") + ". \(checked.prefix(1).uppercased() + checked.dropFirst()).")
+      out.append(
+        "The run FAILED: " + what.joined(separator: "; ") + ". \(checked.prefix(1).uppercased() + checked.dropFirst())."
+      )
       for p in r.verifyProblems.prefix(5) { out.append("verify: \(p)") }
       for msg in m.messages.prefix(5) { out.append(msg) }
     }
     if r.kills > 0 {
       let recoveries = max(0, r.after.recoveries - r.before.recoveries)
-      let caught = recoveries == 0 ? "No kill caught its victim holding the write lock"
+      let caught =
+        recoveries == 0
+        ? "No kill caught its victim holding the write lock"
         : "\(recoveries) of them caught the victim holding the write lock, and \(recoveries == 1 ? "" : "each time ")"
           + "the next writer took the lock over and repaired what the victim left"
-      out.append("\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
-                 + "(marked on the timelines). \(caught) (recoveries \(recoveries)).")
+      out.append(
+        "\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
+          + "(marked on the timelines). \(caught) (recoveries \(recoveries)).")
     }
     return out
   }
@@ -123,8 +144,12 @@ struct HTMLReport {
       ("prefill", o.prefill ? String(format: "yes (%.2f s)", report.prefillSeconds) : "no"),
       ("capacity", Fmt.bytes(report.after.capacity)),
       ("lock", o.lock.rawValue),
-      ("checks", (o.checkEvery == 1 ? "every read checked whole" : "every read's header, 1 read in \(o.checkEvery) whole")
-        + (o.trackEvery == 1 ? "; freshness tracked for every key" : "; freshness tracked for 1 key in \(o.trackEvery)")),
+      (
+        "checks",
+        (o.checkEvery == 1 ? "every read checked whole" : "every read's header, 1 read in \(o.checkEvery) whole")
+          + (o.trackEvery == 1
+            ? "; freshness tracked for every key" : "; freshness tracked for 1 key in \(o.trackEvery)")
+      ),
       ("chaos kills", "\(o.chaosKills)"),
       ("seed", "\(o.seed ?? 0)"),
     ]
@@ -133,25 +158,40 @@ struct HTMLReport {
   }
 
   private func resultsSection() -> String {
-    let r = report, m = r.merged, g = m.getHist, t = m.setHist
+    let r = report
+    let m = r.merged
+    let g = m.getHist
+    let t = m.setHist
     func d(_ a: Int, _ b: Int) -> String { Fmt.grouped(UInt64(max(0, a - b))) }
     let rows: [(String, String)] = [
       ("operations", "\(Fmt.grouped(r.ops)) (\(Fmt.count(r.opsPerSecond)) ops/s)"),
-      ("gets", "\(Fmt.grouped(m.getOps)): \(Fmt.grouped(m.hits)) hits, \(Fmt.grouped(m.misses)) misses, hit ratio "
-        + String(format: "%.2f %%", r.hitRatio * 100)),
+      (
+        "gets",
+        "\(Fmt.grouped(m.getOps)): \(Fmt.grouped(m.hits)) hits, \(Fmt.grouped(m.misses)) misses, hit ratio "
+          + String(format: "%.2f %%", r.hitRatio * 100)
+      ),
       ("sets", Fmt.grouped(m.setOps)),
       ("get latency", Self.latencyLine(g)),
       ("set latency", Self.latencyLine(t)),
       ("cache after", "\(Fmt.grouped(UInt64(r.after.entries))) entries, \(Fmt.bytes(r.after.liveBytes)) live"),
-      ("during the run", "evictions \(d(r.after.evictions, r.before.evictions)), expirations \(d(r.after.expirations, r.before.expirations)), recoveries \(d(r.after.recoveries, r.before.recoveries)), lock takeovers \(d(r.after.lockTakeovers, r.before.lockTakeovers))"),
-      ("checks", "corrupt_reads \(m.corruptReads), wrong_values \(m.wrongValues), errors \(r.errors), verify \(r.verifyOK ? "ok" : "FAILED")"),
+      (
+        "during the run",
+        "evictions \(d(r.after.evictions, r.before.evictions)), expirations \(d(r.after.expirations, r.before.expirations)), recoveries \(d(r.after.recoveries, r.before.recoveries)), lock takeovers \(d(r.after.lockTakeovers, r.before.lockTakeovers))"
+      ),
+      (
+        "checks",
+        "corrupt_reads \(m.corruptReads), wrong_values \(m.wrongValues), errors \(r.errors), verify \(r.verifyOK ? "ok" : "FAILED")"
+      ),
     ]
     return section("results", "Results", table(rows))
   }
 
   private func throughputSection() -> String {
-    let tl = report.merged.timeline, duration = report.options.duration
-    var total: [(Double, Double)] = [], gets: [(Double, Double)] = [], sets: [(Double, Double)] = []
+    let tl = report.merged.timeline
+    let duration = report.options.duration
+    var total: [(Double, Double)] = []
+    var gets: [(Double, Double)] = []
+    var sets: [(Double, Double)] = []
     for i in tl.buckets.indices {
       let x = Double(i * tl.bucketSeconds) + tl.span(i, duration: duration) / 2
       let span = tl.span(i, duration: duration)
@@ -170,26 +210,32 @@ struct HTMLReport {
       Series(name: "sets", cssClass: "s-set", points: sets),
     ]
     chart.markers = killMarkers
-    var note = "Operations done in each \(tl.bucketSeconds == 1 ? "second" : "\(tl.bucketSeconds) s"), summed over every process (counted when a worker flushes its results, every \(WorkerTiming.flushInterval) s)."
+    var note =
+      "Operations done in each \(tl.bucketSeconds == 1 ? "second" : "\(tl.bucketSeconds) s"), summed over every process (counted when a worker flushes its results, every \(WorkerTiming.flushInterval) s)."
     if !report.killEvents.isEmpty { note += " Red dashed lines: chaos kills (SIGKILL of a worker, restarted at once)." }
     return section("throughput", "Throughput over the run", chart.svg() + "<p class=\"note\">\(esc(note))</p>\n")
   }
 
   private var killMarkers: [Marker] {
     report.killEvents.enumerated().map { i, k in
-      Marker(x: k.seconds, label: "kill \(i + 1)",
-             title: String(format: "kill %d at %.2f s: worker %d (pid %d), restarted", i + 1, k.seconds, k.worker, k.pid))
+      Marker(
+        x: k.seconds, label: "kill \(i + 1)",
+        title: String(format: "kill %d at %.2f s: worker %d (pid %d), restarted", i + 1, k.seconds, k.worker, k.pid))
     }
   }
 
   private func latencySection() -> String {
-    let g = report.merged.getHist, t = report.merged.setHist
-    let gp = Self.percentilePoints(g), sp = Self.percentilePoints(t)
+    let g = report.merged.getHist
+    let t = report.merged.setHist
+    let gp = Self.percentilePoints(g)
+    let sp = Self.percentilePoints(t)
     let all = gp + sp
     let nines = max(3, Int(((all.map(\.0).max() ?? 3)).rounded(.up)))
-    let lo = max(1, all.map(\.1).min() ?? 10), hi = max(lo * 10, all.map(\.1).max() ?? 1000)
-    var chart = LineChart(id: "latency-chart", xRange: 0...Double(nines),
-                          yRange: pow(10, floor(log10(lo)))...pow(10, ceil(log10(hi))))
+    let lo = max(1, all.map(\.1).min() ?? 10)
+    let hi = max(lo * 10, all.map(\.1).max() ?? 1000)
+    var chart = LineChart(
+      id: "latency-chart", xRange: 0...Double(nines),
+      yRange: pow(10, floor(log10(lo)))...pow(10, ceil(log10(hi))))
     chart.yLog = true
     chart.xLabel = "percentile (log scale of 1 / (1 − p))"
     chart.yLabel = "latency"
@@ -200,23 +246,31 @@ struct HTMLReport {
       Series(name: "get", cssClass: "s-get", points: gp),
       Series(name: "set", cssClass: "s-set", points: sp),
     ]
-    var rows = "<table class=\"numbers\"><tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>samples</th></tr>\n"
+    var rows =
+      "<table class=\"numbers\"><tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>samples</th></tr>\n"
     for (name, h) in [("get", g), ("set", t)] {
       rows += "<tr><th>\(name)</th>"
-      for f in [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] { rows += "<td>\(h.total == 0 ? "–" : esc(Fmt.ns(h.percentile(f))))</td>" }
+      for f in [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] {
+        rows += "<td>\(h.total == 0 ? "–" : esc(Fmt.ns(h.percentile(f))))</td>"
+      }
       rows += "<td>\(Fmt.grouped(h.total))</td></tr>\n"
     }
     rows += "</table>\n"
-    let note = "1 operation in \(WorkerTiming.sampleEvery) is timed; the histograms of every thread and process are merged, so percentiles come from all samples. Each point is a histogram bucket (about 3 % wide) at the share of samples at or below it."
+    let note =
+      "1 operation in \(WorkerTiming.sampleEvery) is timed; the histograms of every thread and process are merged, so percentiles come from all samples. Each point is a histogram bucket (about 3 % wide) at the share of samples at or below it."
     return section("latency", "Latency distribution", chart.svg() + rows + "<p class=\"note\">\(esc(note))</p>\n")
   }
 
   private func hitRatioSection() -> String {
-    let tl = report.merged.timeline, duration = report.options.duration
+    let tl = report.merged.timeline
+    let duration = report.options.duration
     var points: [(Double, Double)] = []
     for i in tl.buckets.indices where tl.gets(i) > 0 {
-      points.append((Double(i * tl.bucketSeconds) + tl.span(i, duration: duration) / 2,
-                     100 * Double(tl.hits(i)) / Double(tl.gets(i))))
+      points.append(
+        (
+          Double(i * tl.bucketSeconds) + tl.span(i, duration: duration) / 2,
+          100 * Double(tl.hits(i)) / Double(tl.gets(i))
+        ))
     }
     var chart = LineChart(id: "hit-ratio-chart", xRange: 0...max(duration, 0.001), yRange: 0...100)
     chart.xLabel = "seconds since the start"
@@ -225,10 +279,12 @@ struct HTMLReport {
     chart.series = [Series(name: "hit ratio", cssClass: "s-hit", points: points)]
     if points.isEmpty { chart.emptyText = "no gets in this run" }
     chart.markers = killMarkers
-    let note = points.isEmpty ? "There is no ratio to draw without gets."
+    let note =
+      points.isEmpty
+      ? "There is no ratio to draw without gets."
       : report.options.prefill && report.options.ttl == nil
-      ? "Every key was prefilled and nothing expires: a miss is a read that found its slot mid-write for too long, or an entry evicted for room."
-      : "Hits per get in each interval; misses are keys not yet set, expired or evicted."
+        ? "Every key was prefilled and nothing expires: a miss is a read that found its slot mid-write for too long, or an entry evicted for room."
+        : "Hits per get in each interval; misses are keys not yet set, expired or evicted."
     return section("hit-ratio", "Hit ratio over time", chart.svg() + "<p class=\"note\">\(esc(note))</p>\n")
   }
 
@@ -238,21 +294,29 @@ struct HTMLReport {
     for (w, c) in report.merged.perWorker.enumerated() {
       let inc = w < report.incarnations.count ? report.incarnations[w] : 0
       let label = "worker \(w)" + (inc > 0 ? " (\(inc + 1) incarnations)" : "")
-      bars.append(Bar(label: label, value: Double(c.getOps + c.setOps) / duration,
-                      title: "worker \(w): \(Fmt.grouped(c.getOps)) gets, \(Fmt.grouped(c.setOps)) sets, \(Fmt.grouped(c.hits)) hits"))
+      bars.append(
+        Bar(
+          label: label, value: Double(c.getOps + c.setOps) / duration,
+          title:
+            "worker \(w): \(Fmt.grouped(c.getOps)) gets, \(Fmt.grouped(c.setOps)) sets, \(Fmt.grouped(c.hits)) hits"))
     }
     let chart = BarChart(id: "processes-chart", bars: bars, format: { Fmt.count($0) + " ops/s" })
-    let note = "Average operations per second of each worker process over the whole run, all its incarnations together (a killed incarnation counts up to its last flush)."
+    let note =
+      "Average operations per second of each worker process over the whole run, all its incarnations together (a killed incarnation counts up to its last flush)."
     return section("processes", "Throughput per process", chart.svg() + "<p class=\"note\">\(esc(note))</p>\n")
   }
 
   private func dataSection() -> String {
-    let tl = report.merged.timeline, duration = report.options.duration
-    var s = "<details><summary>Numbers behind the charts (per \(tl.bucketSeconds == 1 ? "second" : "\(tl.bucketSeconds) s"))</summary>\n"
-    s += "<table id=\"timeline-table\" class=\"numbers\">\n<tr><th>from (s)</th><th>seconds</th><th>gets</th><th>sets</th><th>hits</th><th>misses</th><th>ops/s</th></tr>\n"
+    let tl = report.merged.timeline
+    let duration = report.options.duration
+    var s =
+      "<details><summary>Numbers behind the charts (per \(tl.bucketSeconds == 1 ? "second" : "\(tl.bucketSeconds) s"))</summary>\n"
+    s +=
+      "<table id=\"timeline-table\" class=\"numbers\">\n<tr><th>from (s)</th><th>seconds</th><th>gets</th><th>sets</th><th>hits</th><th>misses</th><th>ops/s</th></tr>\n"
     for i in tl.buckets.indices {
       let span = tl.span(i, duration: duration)
-      s += "<tr><td>\(i * tl.bucketSeconds)</td><td>\(String(format: "%.3g", span))</td><td>\(tl.gets(i))</td><td>\(tl.sets(i))</td>"
+      s +=
+        "<tr><td>\(i * tl.bucketSeconds)</td><td>\(String(format: "%.3g", span))</td><td>\(tl.gets(i))</td><td>\(tl.sets(i))</td>"
         + "<td>\(tl.hits(i))</td><td>\(tl.buckets[i][3])</td><td>\(Int((Double(tl.ops(i)) / span).rounded()))</td></tr>\n"
     }
     s += "</table>\n</details>\n"
@@ -405,7 +469,8 @@ struct LineChart {
   func py(_ y: Double) -> Double {
     let f: Double
     if yLog {
-      let lo = log10(max(1e-12, yRange.lowerBound)), hi = log10(max(1e-12, yRange.upperBound))
+      let lo = log10(max(1e-12, yRange.lowerBound))
+      let hi = log10(max(1e-12, yRange.upperBound))
       f = (log10(max(1e-12, y)) - lo) / max(1e-12, hi - lo)
     } else {
       f = (y - yRange.lowerBound) / max(1e-12, yRange.upperBound - yRange.lowerBound)
@@ -437,9 +502,13 @@ struct LineChart {
   }
 
   func svg() -> String {
-    var s = "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"\(id)\" class=\"chart\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"\(f(width))\" height=\"\(f(height))\" role=\"img\">\n"
+    var s =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"\(id)\" class=\"chart\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"\(f(width))\" height=\"\(f(height))\" role=\"img\">\n"
     s += "<title>\(esc(yLabel)) against \(esc(xLabel))</title>\n"
-    let x0 = left, x1 = width - right, y0 = top, y1 = height - bottom
+    let x0 = left
+    let x1 = width - right
+    let y0 = top
+    let y1 = height - bottom
     for t in yTicks {
       let y = py(t)
       s += "<line class=\"grid\" x1=\"\(f(x0))\" y1=\"\(f(y))\" x2=\"\(f(x1))\" y2=\"\(f(y))\"/>"
@@ -453,9 +522,11 @@ struct LineChart {
     s += "<line class=\"axis\" x1=\"\(f(x0))\" y1=\"\(f(y1))\" x2=\"\(f(x1))\" y2=\"\(f(y1))\"/>\n"
     s += "<line class=\"axis\" x1=\"\(f(x0))\" y1=\"\(f(y0))\" x2=\"\(f(x0))\" y2=\"\(f(y1))\"/>\n"
     s += "<text x=\"\(f((x0 + x1) / 2))\" y=\"\(f(height - 6))\" text-anchor=\"middle\">\(esc(xLabel))</text>\n"
-    s += "<text x=\"14\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\" transform=\"rotate(-90 14 \(f((y0 + y1) / 2)))\">\(esc(yLabel))</text>\n"
+    s +=
+      "<text x=\"14\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\" transform=\"rotate(-90 14 \(f((y0 + y1) / 2)))\">\(esc(yLabel))</text>\n"
     if let emptyText {
-      s += "<text class=\"empty\" x=\"\(f((x0 + x1) / 2))\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\">\(esc(emptyText))</text>\n"
+      s +=
+        "<text class=\"empty\" x=\"\(f((x0 + x1) / 2))\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\">\(esc(emptyText))</text>\n"
     }
     for (i, m) in markers.enumerated() {
       let x = px(m.x)
@@ -477,10 +548,12 @@ struct LineChart {
         pts.append((px(p.0), py(p.1)))
       }
       let list = pts.map { "\(f($0.0)),\(f($0.1))" }.joined(separator: " ")
-      s += "<polyline class=\"line \(series.cssClass)\" data-series=\"\(esc(series.name))\" data-count=\"\(series.points.count)\" points=\"\(list)\"><title>\(esc(series.name))</title></polyline>\n"
+      s +=
+        "<polyline class=\"line \(series.cssClass)\" data-series=\"\(esc(series.name))\" data-count=\"\(series.points.count)\" points=\"\(list)\"><title>\(esc(series.name))</title></polyline>\n"
       if series.points.count <= 120 && !steps {
         for p in series.points {
-          s += "<circle class=\"\(series.cssClass)\" cx=\"\(f(px(p.0)))\" cy=\"\(f(py(p.1)))\" r=\"2.5\"><title>\(esc(series.name)): \(esc(yFormat(p.1))) at \(String(format: "%.1f", p.0)) s</title></circle>\n"
+          s +=
+            "<circle class=\"\(series.cssClass)\" cx=\"\(f(px(p.0)))\" cy=\"\(f(py(p.1)))\" r=\"2.5\"><title>\(esc(series.name)): \(esc(yFormat(p.1))) at \(String(format: "%.1f", p.0)) s</title></circle>\n"
         }
       }
     }
@@ -489,7 +562,8 @@ struct LineChart {
     for series in series.reversed() {
       let w = Double(series.name.count) * 7 + 26
       lx -= w
-      s += "<g class=\"legend\"><rect class=\"\(series.cssClass)\" x=\"\(f(lx))\" y=\"\(f(8))\" width=\"14\" height=\"4\"/>"
+      s +=
+        "<g class=\"legend\"><rect class=\"\(series.cssClass)\" x=\"\(f(lx))\" y=\"\(f(8))\" width=\"14\" height=\"4\"/>"
       s += "<text x=\"\(f(lx + 18))\" y=\"\(f(14))\">\(esc(series.name))</text></g>\n"
     }
     return s + "</svg>\n"
@@ -510,17 +584,23 @@ struct BarChart {
   var format: (Double) -> String
 
   func svg() -> String {
-    let rowHeight = 26.0, left = 190.0, width = 840.0, right = 110.0, top = 8.0
+    let rowHeight = 26.0
+    let left = 190.0
+    let width = 840.0
+    let right = 110.0
+    let top = 8.0
     let height = top * 2 + rowHeight * Double(max(1, bars.count))
     let peak = max(bars.map(\.value).max() ?? 0, 1e-9)
-    var s = "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"\(id)\" class=\"chart\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"\(f(width))\" height=\"\(f(height))\" role=\"img\">\n"
+    var s =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"\(id)\" class=\"chart\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"\(f(width))\" height=\"\(f(height))\" role=\"img\">\n"
     s += "<title>operations per second per worker process</title>\n"
     for (i, b) in bars.enumerated() {
       let y = top + Double(i) * rowHeight
       let w = max(1, (width - left - right) * b.value / peak)
       s += "<g><title>\(esc(b.title))</title>"
       s += "<text x=\"\(f(left - 8))\" y=\"\(f(y + 17))\" text-anchor=\"end\">\(esc(b.label))</text>"
-      s += "<rect class=\"bar\" data-value=\"\(f(b.value))\" x=\"\(f(left))\" y=\"\(f(y + 4))\" width=\"\(f(w))\" height=\"\(f(rowHeight - 8))\"/>"
+      s +=
+        "<rect class=\"bar\" data-value=\"\(f(b.value))\" x=\"\(f(left))\" y=\"\(f(y + 4))\" width=\"\(f(w))\" height=\"\(f(rowHeight - 8))\"/>"
       s += "<text x=\"\(f(left + w + 6))\" y=\"\(f(y + 17))\">\(esc(format(b.value)))</text></g>\n"
     }
     return s + "</svg>\n"

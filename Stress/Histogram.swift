@@ -34,7 +34,8 @@ struct LatencyHistogram: Equatable {
   /// The smallest value that falls in bucket `b`.
   static func lowerBound(_ b: Int) -> UInt64 {
     if b < 64 { return UInt64(b) }
-    let e = (b - 64) / 32 + 6, sub = (b - 64) % 32
+    let e = (b - 64) / 32 + 6
+    let sub = (b - 64) % 32
     return UInt64(32 + sub) << UInt64(e - 5)
   }
 

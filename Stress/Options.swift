@@ -86,147 +86,198 @@ struct OptionSpec: Sendable {
 
 enum OptionTable {
   static let all: [OptionSpec] = [
-    OptionSpec(flag: "--path", valueName: "P", defaultText: "a fresh file under /dev/shm, removed at the end",
-               help: "cache file to use, created if absent (an existing one keeps its capacity and is kept)", apply: { o, v throws(UsageError) in
-                 guard !v.isEmpty else { throw UsageError("--path needs a file name") }
-                 o.path = v
-               }, passOn: { $0.path }),
-    OptionSpec(flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
-               help: "cache file size, 1MiB to 64TiB, e.g. 64M, 1GiB, 1600KiB (powers of 1024; KB, MB, GB are refused)",
-               apply: { o, v throws(UsageError) in
-                 o.capacity = try parseSize(v, flag: "--capacity")
-                 guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
-                   throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
-                 }
-               }, passOn: { "\($0.capacity)" }),
-    OptionSpec(flag: "--procs", valueName: "N", defaultText: "the number of cores",
-               help: "worker processes, 1 to 128", apply: { o, v throws(UsageError) in
-                 o.procs = try parseInt(v, flag: "--procs", in: 1...128)
-               }, passOn: { "\($0.procs)" }),
-    OptionSpec(flag: "--threads", valueName: "T", defaultText: "1",
-               help: "threads per worker process, 1 to 256", apply: { o, v throws(UsageError) in
-                 o.threads = try parseInt(v, flag: "--threads", in: 1...256)
-               }, passOn: { "\($0.threads)" }),
-    OptionSpec(flag: "--duration", valueName: "TIME", defaultText: "10s",
-               help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)",
-               apply: { o, v throws(UsageError) in
-                 o.duration = try parseDuration(v, flag: "--duration", min: 0.1, max: 86_400)
-               }, passOn: { "\($0.duration)" }),
-    OptionSpec(flag: "--keys", valueName: "K", defaultText: "100000",
-               help: "distinct keys, 1 to 100000000", apply: { o, v throws(UsageError) in
-                 o.keys = try parseInt(v, flag: "--keys", in: 1...100_000_000)
-               }, passOn: { "\($0.keys)" }),
-    OptionSpec(flag: "--key-size", valueName: "B", defaultText: "12",
-               help: "bytes per key, from the digits of the largest key index to 250", apply: { o, v throws(UsageError) in
-                 o.keySize = try parseInt(v, flag: "--key-size", in: 1...4096)
-               }, passOn: { "\($0.keySize)" }),
-    OptionSpec(flag: "--value-size", valueName: "B|MIN-MAX", defaultText: "64",
-               help: "bytes per value, \(ValueFormat.minimumSize) to 1MiB (a unit is allowed: 4K); MIN-MAX: a random size per write. Values under \(ValueFormat.headerSize) bytes use a compact checked form; under \(ValueFormat.trackedMinimumSize) their freshness (wrong_values) is not tracked",
-               apply: { o, v throws(UsageError) in
-                 let parts = v.split(separator: "-", omittingEmptySubsequences: false)
-                 func size(_ text: Substring) throws(UsageError) -> Int {
-                   let n = try parseSize(String(text), flag: "--value-size")
-                   guard (ValueFormat.minimumSize...(1 << 20)).contains(n) else {
-                     throw UsageError("--value-size must be between \(ValueFormat.minimumSize) and 1048576 bytes (1MiB), not \(text)")
-                   }
-                   return n
-                 }
-                 if parts.count == 1 {
-                   o.valueMin = try size(parts[0])
-                   o.valueMax = o.valueMin
-                 } else if parts.count == 2 {
-                   o.valueMin = try size(parts[0])
-                   o.valueMax = try size(parts[1])
-                   guard o.valueMin <= o.valueMax else { throw UsageError("--value-size \(v): MIN exceeds MAX") }
-                 } else {
-                   throw UsageError("--value-size wants B or MIN-MAX, e.g. 64 or 8-200, not \(v)")
-                 }
-               }, passOn: { $0.valueSizeText }),
-    OptionSpec(flag: "--read-pct", valueName: "R", defaultText: "90",
-               help: "percent of operations that are gets, 0 to 100", apply: { o, v throws(UsageError) in
-                 o.readPct = try parseInt(v, flag: "--read-pct", in: 0...100)
-               }, passOn: { "\($0.readPct)" }),
-    OptionSpec(flag: "--dist", valueName: "uniform|zipf", defaultText: "zipf",
-               help: "key distribution: uniform, or zipf (a few hot keys, as in YCSB)", apply: { o, v throws(UsageError) in
-                 guard let d = StressOptions.Distribution(rawValue: v) else {
-                   throw UsageError("--dist must be uniform or zipf, not \(v)")
-                 }
-                 o.dist = d
-               }, passOn: { $0.dist.rawValue }),
-    OptionSpec(flag: "--zipf-theta", valueName: "X", defaultText: "0.99",
-               help: "Zipf skew, 0.01 to 0.999 (higher: hotter hot keys)", apply: { o, v throws(UsageError) in
-                 o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
-               }, passOn: { "\($0.zipfTheta)" }),
-    OptionSpec(flag: "--ttl", valueName: "TIME", defaultText: "none: entries never expire",
-               help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)",
-               apply: { o, v throws(UsageError) in
-                 o.ttl = try parseDuration(v, flag: "--ttl", min: 0.001, max: 1e9)
-               }, passOn: { $0.ttl.map { "\($0)" } }),
-    OptionSpec(flag: "--read-through", valueName: nil, defaultText: "off",
-               help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
-               apply: { o, _ in o.readThrough = true }, passOn: { $0.readThrough ? "" : nil }),
-    OptionSpec(flag: "--no-prefill", valueName: nil, defaultText: "prefill on",
-               help: "skip setting every key before the timed run",
-               apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
-    OptionSpec(flag: "--chaos-kills", valueName: "N", defaultText: "0",
-               help: "SIGKILL N random workers during the run (0 to 10000) and restart them", apply: { o, v throws(UsageError) in
-                 o.chaosKills = try parseInt(v, flag: "--chaos-kills", in: 0...10_000)
-               }, passOn: { "\($0.chaosKills)" }),
-    OptionSpec(flag: "--seed", valueName: "N", defaultText: "random, printed in the report",
-               help: "for repeatable key sequences, 0 to 18446744073709551615", apply: { o, v throws(UsageError) in
-                 guard let s = UInt64(v) else {
-                   throw UsageError("--seed wants an integer from 0 to \(UInt64.max), not \(v.isEmpty ? "nothing" : v)")
-                 }
-                 o.seed = s
-               }, passOn: { $0.seed.map { "\($0)" } }),
-    OptionSpec(flag: "--lock", valueName: "word|flock", defaultText: "word",
-               help: "write lock across processes: shared lock word + futex, or flock", apply: { o, v throws(UsageError) in
-                 guard let l = StressOptions.LockChoice(rawValue: v) else {
-                   throw UsageError("--lock must be word or flock, not \(v)")
-                 }
-                 o.lock = l
-               }, passOn: { $0.lock.rawValue }),
-    OptionSpec(flag: "--track-every", valueName: "N", defaultText: "1",
-               help: "track freshness (wrong_values) for 1 key in N (a power of two, 1 to 1048576), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked", apply: { o, v throws(UsageError) in
-                 o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
-               }, passOn: { "\($0.trackEvery)" }),
-    OptionSpec(flag: "--check-every", valueName: "N", defaultText: "1",
-               help: "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two, 1 to 1048576); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)", apply: { o, v throws(UsageError) in
-                 o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
-               }, passOn: { "\($0.checkEvery)" }),
-    OptionSpec(flag: "--json", valueName: nil, defaultText: "off",
-               help: "print one JSON object instead of the table",
-               apply: { o, _ in o.json = true }, passOn: { _ in nil }),
-    OptionSpec(flag: "--report", valueName: "FILE.html", defaultText: "none",
-               help: "also write the run as one self-contained HTML page (charts in inline SVG, no scripts): parameters, throughput per second with the chaos kills, latency percentiles, hit ratio over time, per-process throughput, the verdict",
-               apply: { o, v throws(UsageError) in
-                 guard !v.isEmpty else { throw UsageError("--report needs a file name") }
-                 o.reportPath = v
-               }, passOn: { _ in nil }),
-    OptionSpec(flag: "--help", valueName: nil, defaultText: "",
-               help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
-    OptionSpec(flag: "--version", valueName: nil, defaultText: "",
-               help: "print the version and the file format version", apply: { o, _ in o.version = true },
-               passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--path", valueName: "P", defaultText: "a fresh file under /dev/shm, removed at the end",
+      help: "cache file to use, created if absent (an existing one keeps its capacity and is kept)",
+      apply: { o, v throws(UsageError) in
+        guard !v.isEmpty else { throw UsageError("--path needs a file name") }
+        o.path = v
+      }, passOn: { $0.path }),
+    OptionSpec(
+      flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
+      help: "cache file size, 1MiB to 64TiB, e.g. 64M, 1GiB, 1600KiB (powers of 1024; KB, MB, GB are refused)",
+      apply: { o, v throws(UsageError) in
+        o.capacity = try parseSize(v, flag: "--capacity")
+        guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
+          throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
+        }
+      }, passOn: { "\($0.capacity)" }),
+    OptionSpec(
+      flag: "--procs", valueName: "N", defaultText: "the number of cores",
+      help: "worker processes, 1 to 128",
+      apply: { o, v throws(UsageError) in
+        o.procs = try parseInt(v, flag: "--procs", in: 1...128)
+      }, passOn: { "\($0.procs)" }),
+    OptionSpec(
+      flag: "--threads", valueName: "T", defaultText: "1",
+      help: "threads per worker process, 1 to 256",
+      apply: { o, v throws(UsageError) in
+        o.threads = try parseInt(v, flag: "--threads", in: 1...256)
+      }, passOn: { "\($0.threads)" }),
+    OptionSpec(
+      flag: "--duration", valueName: "TIME", defaultText: "10s",
+      help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)",
+      apply: { o, v throws(UsageError) in
+        o.duration = try parseDuration(v, flag: "--duration", min: 0.1, max: 86_400)
+      }, passOn: { "\($0.duration)" }),
+    OptionSpec(
+      flag: "--keys", valueName: "K", defaultText: "100000",
+      help: "distinct keys, 1 to 100000000",
+      apply: { o, v throws(UsageError) in
+        o.keys = try parseInt(v, flag: "--keys", in: 1...100_000_000)
+      }, passOn: { "\($0.keys)" }),
+    OptionSpec(
+      flag: "--key-size", valueName: "B", defaultText: "12",
+      help: "bytes per key, from the digits of the largest key index to 250",
+      apply: { o, v throws(UsageError) in
+        o.keySize = try parseInt(v, flag: "--key-size", in: 1...4096)
+      }, passOn: { "\($0.keySize)" }),
+    OptionSpec(
+      flag: "--value-size", valueName: "B|MIN-MAX", defaultText: "64",
+      help:
+        "bytes per value, \(ValueFormat.minimumSize) to 1MiB (a unit is allowed: 4K); MIN-MAX: a random size per write. Values under \(ValueFormat.headerSize) bytes use a compact checked form; under \(ValueFormat.trackedMinimumSize) their freshness (wrong_values) is not tracked",
+      apply: { o, v throws(UsageError) in
+        let parts = v.split(separator: "-", omittingEmptySubsequences: false)
+        func size(_ text: Substring) throws(UsageError) -> Int {
+          let n = try parseSize(String(text), flag: "--value-size")
+          guard (ValueFormat.minimumSize...(1 << 20)).contains(n) else {
+            throw UsageError(
+              "--value-size must be between \(ValueFormat.minimumSize) and 1048576 bytes (1MiB), not \(text)")
+          }
+          return n
+        }
+        if parts.count == 1 {
+          o.valueMin = try size(parts[0])
+          o.valueMax = o.valueMin
+        } else if parts.count == 2 {
+          o.valueMin = try size(parts[0])
+          o.valueMax = try size(parts[1])
+          guard o.valueMin <= o.valueMax else { throw UsageError("--value-size \(v): MIN exceeds MAX") }
+        } else {
+          throw UsageError("--value-size wants B or MIN-MAX, e.g. 64 or 8-200, not \(v)")
+        }
+      }, passOn: { $0.valueSizeText }),
+    OptionSpec(
+      flag: "--read-pct", valueName: "R", defaultText: "90",
+      help: "percent of operations that are gets, 0 to 100",
+      apply: { o, v throws(UsageError) in
+        o.readPct = try parseInt(v, flag: "--read-pct", in: 0...100)
+      }, passOn: { "\($0.readPct)" }),
+    OptionSpec(
+      flag: "--dist", valueName: "uniform|zipf", defaultText: "zipf",
+      help: "key distribution: uniform, or zipf (a few hot keys, as in YCSB)",
+      apply: { o, v throws(UsageError) in
+        guard let d = StressOptions.Distribution(rawValue: v) else {
+          throw UsageError("--dist must be uniform or zipf, not \(v)")
+        }
+        o.dist = d
+      }, passOn: { $0.dist.rawValue }),
+    OptionSpec(
+      flag: "--zipf-theta", valueName: "X", defaultText: "0.99",
+      help: "Zipf skew, 0.01 to 0.999 (higher: hotter hot keys)",
+      apply: { o, v throws(UsageError) in
+        o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
+      }, passOn: { "\($0.zipfTheta)" }),
+    OptionSpec(
+      flag: "--ttl", valueName: "TIME", defaultText: "none: entries never expire",
+      help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)",
+      apply: { o, v throws(UsageError) in
+        o.ttl = try parseDuration(v, flag: "--ttl", min: 0.001, max: 1e9)
+      }, passOn: { $0.ttl.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--read-through", valueName: nil, defaultText: "off",
+      help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
+      apply: { o, _ in o.readThrough = true }, passOn: { $0.readThrough ? "" : nil }),
+    OptionSpec(
+      flag: "--no-prefill", valueName: nil, defaultText: "prefill on",
+      help: "skip setting every key before the timed run",
+      apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
+    OptionSpec(
+      flag: "--chaos-kills", valueName: "N", defaultText: "0",
+      help: "SIGKILL N random workers during the run (0 to 10000) and restart them",
+      apply: { o, v throws(UsageError) in
+        o.chaosKills = try parseInt(v, flag: "--chaos-kills", in: 0...10_000)
+      }, passOn: { "\($0.chaosKills)" }),
+    OptionSpec(
+      flag: "--seed", valueName: "N", defaultText: "random, printed in the report",
+      help: "for repeatable key sequences, 0 to 18446744073709551615",
+      apply: { o, v throws(UsageError) in
+        guard let s = UInt64(v) else {
+          throw UsageError("--seed wants an integer from 0 to \(UInt64.max), not \(v.isEmpty ? "nothing" : v)")
+        }
+        o.seed = s
+      }, passOn: { $0.seed.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--lock", valueName: "word|flock", defaultText: "word",
+      help: "write lock across processes: shared lock word + futex, or flock",
+      apply: { o, v throws(UsageError) in
+        guard let l = StressOptions.LockChoice(rawValue: v) else {
+          throw UsageError("--lock must be word or flock, not \(v)")
+        }
+        o.lock = l
+      }, passOn: { $0.lock.rawValue }),
+    OptionSpec(
+      flag: "--track-every", valueName: "N", defaultText: "1",
+      help:
+        "track freshness (wrong_values) for 1 key in N (a power of two, 1 to 1048576), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked",
+      apply: { o, v throws(UsageError) in
+        o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
+      }, passOn: { "\($0.trackEvery)" }),
+    OptionSpec(
+      flag: "--check-every", valueName: "N", defaultText: "1",
+      help:
+        "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two, 1 to 1048576); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)",
+      apply: { o, v throws(UsageError) in
+        o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
+      }, passOn: { "\($0.checkEvery)" }),
+    OptionSpec(
+      flag: "--json", valueName: nil, defaultText: "off",
+      help: "print one JSON object instead of the table",
+      apply: { o, _ in o.json = true }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--report", valueName: "FILE.html", defaultText: "none",
+      help:
+        "also write the run as one self-contained HTML page (charts in inline SVG, no scripts): parameters, throughput per second with the chaos kills, latency percentiles, hit ratio over time, per-process throughput, the verdict",
+      apply: { o, v throws(UsageError) in
+        guard !v.isEmpty else { throw UsageError("--report needs a file name") }
+        o.reportPath = v
+      }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--help", valueName: nil, defaultText: "",
+      help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--version", valueName: nil, defaultText: "",
+      help: "print the version and the file format version", apply: { o, _ in o.version = true },
+      passOn: { _ in nil }),
 
     // Hidden.
-    OptionSpec(flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
-               hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
-    OptionSpec(flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
-               help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
-               apply: { o, v throws(UsageError) in o.averageEntrySize = try parseInt(v, flag: "--average-entry-size", in: 16...(1 << 24)) },
-               passOn: { $0.averageEntrySize.map { "\($0)" } }),
-    OptionSpec(flag: "--worker-id", valueName: "N", defaultText: "", help: "internal", hidden: true,
-               apply: { o, v throws(UsageError) in o.workerID = try parseInt(v, flag: "--worker-id", in: 0...10_000) },
-               passOn: { _ in nil }),
-    OptionSpec(flag: "--incarnation", valueName: "N", defaultText: "", help: "internal", hidden: true,
-               apply: { o, v throws(UsageError) in o.incarnation = try parseInt(v, flag: "--incarnation", in: 0...1_000_000) },
-               passOn: { _ in nil }),
-    OptionSpec(flag: "--control-dir", valueName: "D", defaultText: "", help: "internal", hidden: true,
-               apply: { o, v in o.controlDir = v }, passOn: { _ in nil }),
-    OptionSpec(flag: "--coordinator-pid", valueName: "PID", defaultText: "", help: "internal", hidden: true,
-               apply: { o, v throws(UsageError) in o.coordinatorPID = Int32(try parseInt(v, flag: "--coordinator-pid", in: 1...Int(Int32.max))) },
-               passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
+      hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
+    OptionSpec(
+      flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
+      help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
+      apply: { o, v throws(UsageError) in
+        o.averageEntrySize = try parseInt(v, flag: "--average-entry-size", in: 16...(1 << 24))
+      },
+      passOn: { $0.averageEntrySize.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--worker-id", valueName: "N", defaultText: "", help: "internal", hidden: true,
+      apply: { o, v throws(UsageError) in o.workerID = try parseInt(v, flag: "--worker-id", in: 0...10_000) },
+      passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--incarnation", valueName: "N", defaultText: "", help: "internal", hidden: true,
+      apply: { o, v throws(UsageError) in o.incarnation = try parseInt(v, flag: "--incarnation", in: 0...1_000_000) },
+      passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--control-dir", valueName: "D", defaultText: "", help: "internal", hidden: true,
+      apply: { o, v in o.controlDir = v }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--coordinator-pid", valueName: "PID", defaultText: "", help: "internal", hidden: true,
+      apply: { o, v throws(UsageError) in
+        o.coordinatorPID = Int32(try parseInt(v, flag: "--coordinator-pid", in: 1...Int(Int32.max)))
+      },
+      passOn: { _ in nil }),
   ]
 
   static var usageLine: String {
@@ -329,28 +380,35 @@ enum OptionTable {
     }
     let digits = String(o.keys - 1).count
     if o.keySize < digits {
-      throw UsageError("--key-size must be between \(digits) (the digits of --keys \(o.keys)) and 250, not \(o.keySize)")
+      throw UsageError(
+        "--key-size must be between \(digits) (the digits of --keys \(o.keys)) and 250, not \(o.keySize)")
     }
     if o.keySize > 250 {
       throw UsageError("--key-size must be between \(digits) and 250 (the cache's key limit), not \(o.keySize)")
     }
     let largest = o.capacity / 16 - o.keySize - 64
     if o.valueMax > largest {
-      throw UsageError("--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity): at most \(max(largest, 0)) bytes (a sixteenth of the capacity, less the key and 64 bytes)")
+      throw UsageError(
+        "--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity): at most \(max(largest, 0)) bytes (a sixteenth of the capacity, less the key and 64 bytes)"
+      )
     }
   }
 
   /// The arguments that make a worker run exactly these options.
-  static func workerArguments(_ o: StressOptions, worker: Int, incarnation: Int, controlDir: String,
-                              coordinator: Int32) -> [String] {
+  static func workerArguments(
+    _ o: StressOptions, worker: Int, incarnation: Int, controlDir: String,
+    coordinator: Int32
+  ) -> [String] {
     var args: [String] = []
     for spec in all {
       guard let v = spec.passOn(o) else { continue }
       args.append(spec.flag)
       if spec.valueName != nil { args.append(v) }
     }
-    args += ["--worker-id", "\(worker)", "--incarnation", "\(incarnation)",
-             "--control-dir", controlDir, "--coordinator-pid", "\(coordinator)"]
+    args += [
+      "--worker-id", "\(worker)", "--incarnation", "\(incarnation)",
+      "--control-dir", controlDir, "--coordinator-pid", "\(coordinator)",
+    ]
     return args
   }
 
@@ -358,9 +416,12 @@ enum OptionTable {
 
   static func parseInt(_ s: String, flag: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
     guard let v = Int(s) else {
-      throw UsageError("\(flag) wants an integer from \(range.lowerBound) to \(range.upperBound), not \(s.isEmpty ? "nothing" : s)")
+      throw UsageError(
+        "\(flag) wants an integer from \(range.lowerBound) to \(range.upperBound), not \(s.isEmpty ? "nothing" : s)")
     }
-    guard range.contains(v) else { throw UsageError("\(flag) must be between \(range.lowerBound) and \(range.upperBound), not \(v)") }
+    guard range.contains(v) else {
+      throw UsageError("\(flag) must be between \(range.lowerBound) and \(range.upperBound), not \(v)")
+    }
     return v
   }
 

@@ -135,24 +135,44 @@ struct RunReport {
     s += o.readThrough ? ", read-through" : ""
     s += o.ttl.map { ", ttl \($0) s" } ?? ""
     s += ", lock \(o.lock.rawValue), seed \(o.seed ?? 0)\n"
-    func row(_ label: String, _ text: String) { s += "  " + label.padding(toLength: 14, withPad: " ", startingAt: 0) + text + "\n" }
+    func row(_ label: String, _ text: String) {
+      s += "  " + label.padding(toLength: 14, withPad: " ", startingAt: 0) + text + "\n"
+    }
     row("ops", "\(ops)  (\(Fmt.count(opsPerSecond)) ops/s)")
     let busy = delta(after.busyMisses, before.busyMisses)
-    row("gets", "\(merged.getOps)  hits \(merged.hits), misses \(merged.misses)\(busy > 0 ? " (\(busy) on a busy slot)" : ""), hit ratio \(String(format: "%.2f%%", hitRatio * 100))")
+    row(
+      "gets",
+      "\(merged.getOps)  hits \(merged.hits), misses \(merged.misses)\(busy > 0 ? " (\(busy) on a busy slot)" : ""), hit ratio \(String(format: "%.2f%%", hitRatio * 100))"
+    )
     row("sets", "\(merged.setOps)")
-    let g = merged.getHist, t = merged.setHist
-    row("get latency", "p50 \(Fmt.ns(g.percentile(0.5)))  p99 \(Fmt.ns(g.percentile(0.99)))  p99.9 \(Fmt.ns(g.percentile(0.999)))  (\(g.total) samples)")
-    row("set latency", "p50 \(Fmt.ns(t.percentile(0.5)))  p99 \(Fmt.ns(t.percentile(0.99)))  p99.9 \(Fmt.ns(t.percentile(0.999)))  (\(t.total) samples)")
+    let g = merged.getHist
+    let t = merged.setHist
+    row(
+      "get latency",
+      "p50 \(Fmt.ns(g.percentile(0.5)))  p99 \(Fmt.ns(g.percentile(0.99)))  p99.9 \(Fmt.ns(g.percentile(0.999)))  (\(g.total) samples)"
+    )
+    row(
+      "set latency",
+      "p50 \(Fmt.ns(t.percentile(0.5)))  p99 \(Fmt.ns(t.percentile(0.99)))  p99.9 \(Fmt.ns(t.percentile(0.999)))  (\(t.total) samples)"
+    )
     row("cache", "\(after.entries) entries, \(Fmt.bytes(after.liveBytes)) live of \(Fmt.bytes(after.capacity))")
-    row("during run", "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))")
+    row(
+      "during run",
+      "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))"
+    )
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
-    row("progress", "every thread: at least \(minThreadOps) ops" + (threadsWithoutOps > 0 ? " (\(threadsWithoutOps) made none)" : ""))
-    row("checks", "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
-      + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
-      + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "")
-      + (o.valueMin < ValueFormat.trackedMinimumSize
-        ? " (values under \(ValueFormat.trackedMinimumSize) B carry no sequence number: freshness untracked for them)" : "")
-      + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
+    row(
+      "progress",
+      "every thread: at least \(minThreadOps) ops" + (threadsWithoutOps > 0 ? " (\(threadsWithoutOps) made none)" : ""))
+    row(
+      "checks",
+      "corrupt_reads \(merged.corruptReads), wrong_values \(merged.wrongValues)"
+        + (o.trackEvery > 1 ? " (1 key in \(o.trackEvery) tracked)" : "")
+        + (o.checkEvery > 1 ? " (whole value on 1 read in \(o.checkEvery))" : "")
+        + (o.valueMin < ValueFormat.trackedMinimumSize
+          ? " (values under \(ValueFormat.trackedMinimumSize) B carry no sequence number: freshness untracked for them)"
+          : "")
+        + ", errors \(errors), verify \(verifyOK ? "ok" : "FAILED")")
     for p in verifyProblems.prefix(5) { row("", "verify: \(p)") }
     for m in merged.messages.prefix(5) { row("", m) }
     let reasons = failureReasons
@@ -164,7 +184,12 @@ struct RunReport {
 /// A JSON object with its keys in insertion order (so reports diff well).
 struct JSONObject {
   enum Value {
-    case int(Int), double(Double), bool(Bool), string(String), strings([String]), null
+    case int(Int)
+    case double(Double)
+    case bool(Bool)
+    case string(String)
+    case strings([String])
+    case null
   }
   private var items: [(String, Value)] = []
 

@@ -58,7 +58,8 @@ enum ValueFormat {
   /// the tag.
   @inline(__always)
   private static func seedWord(key: UInt32, writer: UInt32, length: Int, seq: UInt64) -> UInt64 {
-    var g = SplitMix64(seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq ^ UInt64(truncatingIfNeeded: length) << 48)
+    var g = SplitMix64(
+      seed: UInt64(key) &* 0x9E37_79B9 ^ UInt64(writer) << 32 ^ seq ^ UInt64(truncatingIfNeeded: length) << 48)
     return g.next()
   }
 
@@ -75,7 +76,8 @@ enum ValueFormat {
     }
     var w = seedWord(key: key, writer: writer, length: n, seq: seq)
     buffer.storeBytes(of: (w >> 32 | UInt64(key) << 32).littleEndian, toByteOffset: 0, as: UInt64.self)
-    buffer.storeBytes(of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
+    buffer.storeBytes(
+      of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
     buffer.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
     var o = headerSize
     while o &+ 8 <= n {
@@ -109,7 +111,9 @@ enum ValueFormat {
   private static func regenerates(_ b: UnsafeRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) -> Bool {
     let n = b.count
     var w = seedWord(key: key, writer: writer, length: n, seq: seq)
-    guard UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == UInt32(truncatingIfNeeded: w >> 32) else {
+    guard
+      UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == UInt32(truncatingIfNeeded: w >> 32)
+    else {
       return false
     }
     var o = headerSize
@@ -140,7 +144,8 @@ enum ValueFormat {
   }
 
   @inline(never)
-  private static func writeCompact(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64) {
+  private static func writeCompact(into buffer: UnsafeMutableRawBufferPointer, key: UInt32, writer: UInt32, seq: UInt64)
+  {
     let n = buffer.count
     precondition(n >= minimumSize, "a value shorter than \(minimumSize) bytes cannot be checked")
     let cw = compactWriter(writer)
@@ -153,7 +158,8 @@ enum ValueFormat {
     } else {
       let s = serial(seq)
       w = seedWord(key: key, writer: UInt32(cw), length: n, seq: UInt64(s))
-      buffer.storeBytes(of: (UInt64(cw) | UInt64(s) << 16 | w & ~0xFFFF_FFFF).littleEndian, toByteOffset: 0, as: UInt64.self)
+      buffer.storeBytes(
+        of: (UInt64(cw) | UInt64(s) << 16 | w & ~0xFFFF_FFFF).littleEndian, toByteOffset: 0, as: UInt64.self)
       fillTail(buffer, from: 8, w &+ weyl)
     }
   }

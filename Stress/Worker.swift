@@ -115,9 +115,10 @@ struct Counters: Codable {
 
   /// What was counted since `earlier` (a previous snapshot of the same counters).
   func since(_ earlier: Counters) -> Counters {
-    Counters(getOps: getOps &- earlier.getOps, setOps: setOps &- earlier.setOps, hits: hits &- earlier.hits,
-             misses: misses &- earlier.misses, corruptReads: corruptReads &- earlier.corruptReads,
-             wrongValues: wrongValues &- earlier.wrongValues, errors: errors &- earlier.errors)
+    Counters(
+      getOps: getOps &- earlier.getOps, setOps: setOps &- earlier.setOps, hits: hits &- earlier.hits,
+      misses: misses &- earlier.misses, corruptReads: corruptReads &- earlier.corruptReads,
+      wrongValues: wrongValues &- earlier.wrongValues, errors: errors &- earlier.errors)
   }
 }
 
@@ -158,7 +159,8 @@ final class StatsBoard: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     var r = WorkerResult(worker: worker, incarnation: incarnation, final: final)
-    var g = LatencyHistogram(), s = LatencyHistogram()
+    var g = LatencyHistogram()
+    var s = LatencyHistogram()
     for (i, c) in counters.enumerated() {
       r.counters.add(c)
       r.threadOps.append(c.getOps &+ c.setOps)
@@ -224,8 +226,9 @@ struct ThreadLoop {
     trackMask = o.trackEvery - 1
     trackShift = o.trackEvery.trailingZeroBitCount
     checkMask = UInt64(o.checkEvery - 1)
-    tracker = SequenceTracker(keys: (o.keys + o.trackEvery - 1) >> trackShift, writers: o.writers,
-                              budgetEntries: ctx.trackerBudget)
+    tracker = SequenceTracker(
+      keys: (o.keys + o.trackEvery - 1) >> trackShift, writers: o.writers,
+      budgetEntries: ctx.trackerBudget)
     rng = SplitMix64(seed: seed)
     valueBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.valueMax, 1), alignment: 16)
     seqBase = UInt64(ctx.incarnation) << 40
@@ -330,15 +333,19 @@ struct ThreadLoop {
       if noting { note("corrupt read of \(ctx.keys[k]): longer than any value written") }
       return true
     }
-    switch ValueFormat.check(UnsafeRawBufferPointer(start: scratch.baseAddress, count: len), key: UInt32(k),
-                             writers: writers, whole: n & checkMask == 0) {
+    switch ValueFormat.check(
+      UnsafeRawBufferPointer(start: scratch.baseAddress, count: len), key: UInt32(k),
+      writers: writers, whole: n & checkMask == 0)
+    {
     case .corrupt:
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
     case .untracked:
       break  // whole; too short to carry a sequence number (`ValueFormat.trackedMinimumSize`)
     case .whole(let w, let s):
-      if w != ValueFormat.prefillWriter && k & trackMask == 0 && !tracker.observe(key: k >> trackShift, writer: Int(w), seq: s) {
+      if w != ValueFormat.prefillWriter && k & trackMask == 0
+        && !tracker.observe(key: k >> trackShift, writer: Int(w), seq: s)
+      {
         counters.wrongValues += 1
         if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
       }
@@ -357,7 +364,8 @@ struct ThreadLoop {
     if spoil { ValueFormat.spoil(value) }
     let t0 = timed ? monotonicNanoseconds() : 0
     do {
-      let key = key(k), expiry = ctx.expiry
+      let key = key(k)
+      let expiry = ctx.expiry
       try cache.setBytes(UnsafeRawBufferPointer(value), forKey: key, expires: expiry)
     } catch {
       counters.errors += 1
@@ -380,23 +388,27 @@ enum Worker {
     let dir = ControlDirectory(path: dirPath)
     let inc = o.incarnation
     do {
-      let cache = try SharedCache<[UInt8]>(path: path, capacity: o.capacity, options: o.cacheOptions, lockMode: o.lockMode)
+      let cache = try SharedCache<[UInt8]>(
+        path: path, capacity: o.capacity, options: o.cacheOptions, lockMode: o.lockMode)
       let keys = KeySet(count: o.keys, size: o.keySize)
       let scrambler = RankScrambler(n: o.keys)
       let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
       let board = StatsBoard(threads: o.threads)
       // Keep every reader's table within ~256 MiB in total.
       let budget = min(max((256 << 20) / 16 / max(1, o.writers), 1 << 14), 1 << 22)
-      let ctx = WorkerContext(cache: cache, keys: keys, options: o, board: board, worker: id, incarnation: inc,
-                              expiry: o.ttl.map { .seconds($0) } ?? .never,
-                              hotKey: scrambler.key(forRank: 0), trackerBudget: budget)
+      let ctx = WorkerContext(
+        cache: cache, keys: keys, options: o, board: board, worker: id, incarnation: inc,
+        expiry: o.ttl.map { .seconds($0) } ?? .never,
+        hotKey: scrambler.key(forRank: 0), trackerBudget: budget)
       final class Streams: @unchecked Sendable { var ops: [[UInt32]] = [] }
       let streams = Streams()
       streams.ops = Array(repeating: [], count: o.threads)
       let lock = NSLock()
       DispatchQueue.concurrentPerform(iterations: o.threads) { t in
-        let s = OpStream(keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
-                         seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))).ops
+        let s = OpStream(
+          keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
+          seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))
+        ).ops
         lock.lock()
         streams.ops[t] = s
         lock.unlock()
@@ -434,8 +446,9 @@ enum Worker {
       var flushed = Counters()
       func result(final: Bool) -> WorkerResult {
         var r = board.snapshot(worker: id, incarnation: inc, final: final)
-        timeline.add(r.counters.since(flushed),
-                     atNanosecondsSinceStart: Int64(bitPattern: monotonicNanoseconds() &- start))
+        timeline.add(
+          r.counters.since(flushed),
+          atNanosecondsSinceStart: Int64(bitPattern: monotonicNanoseconds() &- start))
         flushed = r.counters
         r.timeline = timeline
         return r

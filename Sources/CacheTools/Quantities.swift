@@ -24,8 +24,10 @@ public enum ByteSize {
   /// anything near `Int.max` is a typo, not a file.
   public static let maximum = 1 << 60
 
-  private static let powers: [String: Int] = ["": 0, "B": 0, "K": 1, "KIB": 1, "M": 2, "MIB": 2, "G": 3, "GIB": 3,
-                                              "T": 4, "TIB": 4]
+  private static let powers: [String: Int] = [
+    "": 0, "B": 0, "K": 1, "KIB": 1, "M": 2, "MIB": 2, "G": 3, "GIB": 3,
+    "T": 4, "TIB": 4,
+  ]
   private static let decimal: [String: String] = ["KB": "KiB", "MB": "MiB", "GB": "GiB", "TB": "TiB"]
 
   /// "4096", "512K", "64MiB", "1.5G", "2 TiB" → bytes. A fraction is allowed with a unit

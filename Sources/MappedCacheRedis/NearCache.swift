@@ -28,9 +28,11 @@ public struct NearCacheOptions: Sendable, Equatable {
   public var fillTimeout: Double
 
   /// Options with the defaults described above.
-  public init(capacity: Int = 64 << 20, heartbeatInterval: Double = 0.02, electionInterval: Double = 0.01,
-              standsForHolder: Bool = true, reconnectBackoffCap: Double = 0.5, serveStale: Bool = false,
-              cacheMisses: Double? = nil, fillTimeout: Double = 2) {
+  public init(
+    capacity: Int = 64 << 20, heartbeatInterval: Double = 0.02, electionInterval: Double = 0.01,
+    standsForHolder: Bool = true, reconnectBackoffCap: Double = 0.5, serveStale: Bool = false,
+    cacheMisses: Double? = nil, fillTimeout: Double = 2
+  ) {
     self.capacity = capacity
     self.heartbeatInterval = heartbeatInterval
     self.electionInterval = electionInterval
@@ -153,13 +155,16 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// `options.standsForHolder` this process stands for the invalidation role. Throws
   /// `.typeMismatch` when the file belongs to another value type or key prefix, and
   /// `.invalidArgument` when `maxStaleness` is under two heartbeats.
-  public init(path: String, remote: RedisCache<Value>, maxStaleness: Duration = .milliseconds(500),
-              options: NearCacheOptions = NearCacheOptions(), policy: OpenPolicy = OpenPolicy()) throws {
+  public init(
+    path: String, remote: RedisCache<Value>, maxStaleness: Duration = .milliseconds(500),
+    options: NearCacheOptions = NearCacheOptions(), policy: OpenPolicy = OpenPolicy()
+  ) throws {
     let (s, atto) = maxStaleness.components
     let ms = Double(s) * 1000 + Double(atto) / 1e15
     guard ms >= options.heartbeatInterval * 2000 else {
       throw CacheError.invalidArgument(
-        "maxStaleness (\(ms) ms) must be at least twice the heartbeat interval (\(options.heartbeatInterval * 1000) ms)")
+        "maxStaleness (\(ms) ms) must be at least twice the heartbeat interval (\(options.heartbeatInterval * 1000) ms)"
+      )
     }
     self.remote = remote
     self.maxStaleness = maxStaleness
@@ -168,14 +173,17 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     maxKeySize = local.maxKeySize
     // One file, one value type and one prefix.
-    try NearLayout.claim(local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
-                         expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
-    try NearLayout.claim(local, NearLayout.prefixIdentity, NearLayout.fingerprint(remote.keyPrefix),
-                         expected: "a near cache of keys under \"\(remote.keyPrefix)\"",
-                         other: "a near cache of another key prefix")
+    try NearLayout.claim(
+      local, NearLayout.identity, NearLayout.fingerprint(codec.typeName),
+      expected: "a near cache of \(codec.typeName)", other: "a near cache of another value type")
+    try NearLayout.claim(
+      local, NearLayout.prefixIdentity, NearLayout.fingerprint(remote.keyPrefix),
+      expected: "a near cache of keys under \"\(remote.keyPrefix)\"",
+      other: "a near cache of another key prefix")
     if options.standsForHolder && local.isWritable {
-      let h = NearCacheHolder(local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
-                              prefix: remote.keyPrefix, options: options)
+      let h = NearCacheHolder(
+        local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
+        prefix: remote.keyPrefix, options: options)
       holder = h
       h.start()
     } else {
@@ -294,13 +302,16 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         if e == epoch {
           switch tag {
           case NearLayout.tagValue:
-            return .found(try bytes.withUnsafeBytes {
-              try codec.decode(UnsafeRawBufferPointer(rebasing: $0[NearLayout.headerSize...]), forKey: key)
-            })
+            return .found(
+              try bytes.withUnsafeBytes {
+                try codec.decode(UnsafeRawBufferPointer(rebasing: $0[NearLayout.headerSize...]), forKey: key)
+              })
           case NearLayout.tagAbsent:
             return .found(nil)
           case NearLayout.tagPending:
-            if let pid = NearLayout.pendingPID(bytes), Self.isAlive(pid), Clock.nanoseconds() < deadline { return .wait }
+            if let pid = NearLayout.pendingPID(bytes), Self.isAlive(pid), Clock.nanoseconds() < deadline {
+              return .wait
+            }
           default: break
           }
         } else if tag == NearLayout.tagValue {
@@ -362,7 +373,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   /// Removes our placeholder if it is still there (a CAS to an entry already expired).
   func release(_ key: String, _ claim: Claim) {
-    _ = try? local.setObject(claim.bytes, forKey: key, ifVersion: claim.version, expires: .date(Date(timeIntervalSince1970: 0)))
+    _ = try? local.setObject(
+      claim.bytes, forKey: key, ifVersion: claim.version, expires: .date(Date(timeIntervalSince1970: 0)))
   }
 
   @usableFromInline
@@ -414,8 +426,10 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// host: other processes wait for the placeholder's owner), stores it in Redis with
   /// `expires` and returns it. `fromCache` is false only when computed here. When Redis
   /// is unreachable, the value is computed and returned without being stored.
-  public func object(forKey key: String, expires: CacheExpiry? = nil, options computeOptions: ComputeOptions = ComputeOptions(),
-                     orCompute compute: () async throws -> Value) async throws -> (value: Value, fromCache: Bool) {
+  public func object(
+    forKey key: String, expires: CacheExpiry? = nil, options computeOptions: ComputeOptions = ComputeOptions(),
+    orCompute compute: () async throws -> Value
+  ) async throws -> (value: Value, fromCache: Bool) {
     if let v = try object(forKeyLocally: key) { return (v, true) }
     let wait = max(options.fillTimeout, computeOptions.waitTimeout)
     let deadline = Clock.nanoseconds() &+ UInt64(wait * 1e9)
@@ -459,7 +473,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         let frame = try codec.encode(v).withUnsafeBytes {
           NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, payload: $0)
         }
-        if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true { release(key, claim) }
+        if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
+          release(key, claim)
+        }
         return (v, false)
       }
     }
@@ -506,8 +522,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   /// The figures of the file and of this process, read now without a lock.
   public var statistics: NearCacheStatistics {
-    NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder?.isHolding ?? false,
-                          fetchMaxNs: fetchMaxNs.load(ordering: .relaxed))
+    NearLayout.statistics(
+      local, maxStalenessMs: maxStalenessMs, isHolder: holder?.isHolding ?? false,
+      fetchMaxNs: fetchMaxNs.load(ordering: .relaxed))
   }
 }
 

@@ -14,16 +14,20 @@ public final class NearCacheAgent: @unchecked Sendable {
 
   /// Opens (or creates) the near-cache file at `path` for the keys under `keyPrefix` of
   /// the Redis at `url`, and starts standing for the role.
-  public init(path: String, url: String, keyPrefix: String, maxStaleness: Duration = .milliseconds(500),
-              options: NearCacheOptions = NearCacheOptions(), redisOptions: RedisOptions = RedisOptions(),
-              policy: OpenPolicy = OpenPolicy()) throws {
+  public init(
+    path: String, url: String, keyPrefix: String, maxStaleness: Duration = .milliseconds(500),
+    options: NearCacheOptions = NearCacheOptions(), redisOptions: RedisOptions = RedisOptions(),
+    policy: OpenPolicy = OpenPolicy()
+  ) throws {
     let endpoint = try RedisEndpoint(url: url)
     let (s, atto) = maxStaleness.components
     maxStalenessMs = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
-    try NearLayout.claim(local, NearLayout.prefixIdentity, NearLayout.fingerprint(keyPrefix),
-                         expected: "a near cache of keys under \"\(keyPrefix)\"", other: "a near cache of another key prefix")
-    holder = NearCacheHolder(local: local, endpoint: endpoint, redisOptions: redisOptions, prefix: keyPrefix, options: options)
+    try NearLayout.claim(
+      local, NearLayout.prefixIdentity, NearLayout.fingerprint(keyPrefix),
+      expected: "a near cache of keys under \"\(keyPrefix)\"", other: "a near cache of another key prefix")
+    holder = NearCacheHolder(
+      local: local, endpoint: endpoint, redisOptions: redisOptions, prefix: keyPrefix, options: options)
     holder.start()
   }
 
@@ -47,7 +51,8 @@ extension NearCacheStatistics {
   /// cache ever opened it).
   public static func read(path: String, maxStaleness: Duration = .milliseconds(500)) -> NearCacheStatistics? {
     guard let local = try? SharedCache<[UInt8]>(path: path, policy: OpenPolicy(readOnly: true, create: false)),
-          (try? local.tierWord(NearLayout.prefixIdentity)) ?? 0 != 0 else { return nil }
+      (try? local.tierWord(NearLayout.prefixIdentity)) ?? 0 != 0
+    else { return nil }
     let (s, atto) = maxStaleness.components
     let ms = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
     return NearLayout.statistics(local, maxStalenessMs: ms, isHolder: false, fetchMaxNs: 0)

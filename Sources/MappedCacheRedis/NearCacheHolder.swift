@@ -42,8 +42,10 @@ final class NearCacheHolder: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
   private var thread: Thread?
 
-  init(local: SharedCache<[UInt8]>, endpoint: RedisEndpoint, redisOptions: RedisOptions, prefix: String,
-       options: NearCacheOptions) {
+  init(
+    local: SharedCache<[UInt8]>, endpoint: RedisEndpoint, redisOptions: RedisOptions, prefix: String,
+    options: NearCacheOptions
+  ) {
     self.local = local
     self.endpoint = endpoint
     self.redisOptions = redisOptions
@@ -124,8 +126,9 @@ final class NearCacheHolder: @unchecked Sendable {
     let c = try RedisConnection.open(endpoint, ro, pushHandler: { pushes.append($0) })
     defer { c.close() }
     guard c.resp3 else {
-      throw CacheError.remoteError(endpoint: endpoint.description,
-                                   message: "the server does not speak RESP3, which tracking needs")
+      throw CacheError.remoteError(
+        endpoint: endpoint.description,
+        message: "the server does not speak RESP3, which tracking needs")
     }
     var tracking: [[UInt8]] = ["CLIENT", "TRACKING", "ON", "BCAST"].map { Array($0.utf8) }
     if !prefix.isEmpty { tracking += [Array("PREFIX".utf8), prefix] }

@@ -93,7 +93,9 @@ enum NearLayout {
       guard let w = try? cache.tierWord(epoch) else { return }
       var next = ((w >> 32) &+ 1) & epochMask
       if next == 0 { next = 1 }
-      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: next << 32 | (w & 0xffff_ffff))) == true { return }
+      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: next << 32 | (w & 0xffff_ffff))) == true {
+        return
+      }
     }
   }
 
@@ -102,7 +104,9 @@ enum NearLayout {
     try? cache.storeTierWord(fence, ms)
     for _ in 0..<1000 {
       guard let w = try? cache.tierWord(epoch) else { return }
-      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: (w & ~0xffff_ffff) | (ms & 0xffff_ffff))) == true {
+      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: (w & ~0xffff_ffff) | (ms & 0xffff_ffff)))
+        == true
+      {
         return
       }
     }
@@ -117,7 +121,9 @@ enum NearLayout {
 
   /// Claims tier word `index` for `value` when unclaimed; throws `.typeMismatch` when
   /// another value holds it.
-  static func claim(_ cache: SharedCache<[UInt8]>, _ index: Int, _ value: UInt64, expected: String, other: String) throws {
+  static func claim(_ cache: SharedCache<[UInt8]>, _ index: Int, _ value: UInt64, expected: String, other: String)
+    throws
+  {
     if try cache.tierWord(index) == 0 && cache.isWritable {
       _ = try cache.compareExchangeTierWord(index, expected: 0, desired: value)
     }
@@ -127,16 +133,20 @@ enum NearLayout {
   }
 
   /// The figures of a near-cache file (`isHolder`, `fetchMax` are the caller's).
-  static func statistics(_ local: SharedCache<[UInt8]>, maxStalenessMs: UInt64, isHolder: Bool,
-                         fetchMaxNs: UInt64) -> NearCacheStatistics {
+  static func statistics(
+    _ local: SharedCache<[UInt8]>, maxStalenessMs: UInt64, isHolder: Bool,
+    fetchMaxNs: UInt64
+  ) -> NearCacheStatistics {
     func w(_ i: Int) -> UInt64 { (try? local.tierWord(i)) ?? 0 }
     let pid = Int32(truncatingIfNeeded: w(holder))
     let f = w(fence)
     let now = Clock.milliseconds()
     let n = w(fetches)
-    let s = w(sessions), h = w(holders)
+    let s = w(sessions)
+    let h = w(holders)
     return NearCacheStatistics(
-      holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM), isHolder: isHolder,
+      holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM),
+      isHolder: isHolder,
       heartbeatAgeMilliseconds: [f == 0 ? nil : now &- min(now, f)], fenceFresh: nearFenceFresh(local, maxStalenessMs),
       epoch: w(epoch) >> 32, invalidationsReceived: w(received), invalidationsApplied: w(applied),
       flushes: w(flushes), reconnects: s &- min(s, h), holderChanges: h,

@@ -109,8 +109,10 @@ public struct RESPLimits: Sendable, Equatable {
   public var maxReplyBytes: Int
 
   /// Limits with the defaults shown (generous for caches; lower them for fuzzing).
-  public init(maxDepth: Int = 32, maxAggregateCount: Int = 1 << 20, maxBulkLength: Int = 64 << 20,
-              maxLineLength: Int = 64 << 10, maxReplyElements: Int = 4 << 20, maxReplyBytes: Int = 256 << 20) {
+  public init(
+    maxDepth: Int = 32, maxAggregateCount: Int = 1 << 20, maxBulkLength: Int = 64 << 20,
+    maxLineLength: Int = 64 << 10, maxReplyElements: Int = 4 << 20, maxReplyBytes: Int = 256 << 20
+  ) {
     self.maxDepth = maxDepth
     self.maxAggregateCount = maxAggregateCount
     self.maxBulkLength = maxBulkLength
@@ -272,7 +274,9 @@ public struct RESPParser: Sendable {
     case UInt8(ascii: "#"):
       guard lineEnd == lineStart + 1 else { throw violation("a boolean (#) that is not t or f") }
       let b = buffer[lineStart]
-      guard b == UInt8(ascii: "t") || b == UInt8(ascii: "f") else { throw violation("a boolean (#) that is not t or f") }
+      guard b == UInt8(ascii: "t") || b == UInt8(ascii: "f") else {
+        throw violation("a boolean (#) that is not t or f")
+      }
       start = after
       return .some(.boolean(b == UInt8(ascii: "t")))
     case UInt8(ascii: ","):
@@ -328,7 +332,8 @@ public struct RESPParser: Sendable {
       let limit = Int64(limits.maxAggregateCount)
       guard n <= (pairs ? limit / 2 : limit) else {
         throw violation(
-          "an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements")
+          "an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements"
+        )
       }
       guard stack.count < limits.maxDepth else { throw violation("nesting deeper than \(limits.maxDepth)") }
       let kind: Kind
@@ -427,8 +432,10 @@ public struct RESPParser: Sendable {
     case "nan", "-nan": return .nan
     default: break
     }
-    guard !s.isEmpty, s.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 46 || $0 == 45 || $0 == 43 || $0 == 101 || $0 == 69 }),
-          let d = Double(s), d.isFinite else {
+    guard !s.isEmpty,
+      s.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 46 || $0 == 45 || $0 == 43 || $0 == 101 || $0 == 69 }),
+      let d = Double(s), d.isFinite
+    else {
       throw violation("a double (,) that is not a number")
     }
     return d

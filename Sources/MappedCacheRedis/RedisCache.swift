@@ -38,8 +38,10 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
   }
 
   /// A tier on a new client of the Redis at `url` (see `RedisEndpoint`).
-  public convenience init(url: String, keyPrefix: String = "", options: RedisOptions = RedisOptions(),
-                          maxValueSize: Int? = nil) throws {
+  public convenience init(
+    url: String, keyPrefix: String = "", options: RedisOptions = RedisOptions(),
+    maxValueSize: Int? = nil
+  ) throws {
     self.init(client: try RedisClient(url: url, options: options), keyPrefix: keyPrefix, maxValueSize: maxValueSize)
   }
 
@@ -93,11 +95,14 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     var cursor: [UInt8] = [UInt8(ascii: "0")]
     var removed = 0
     repeat {
-      let r = try client.call([Array("SCAN".utf8), cursor, Array("MATCH".utf8), pattern,
-                               Array("COUNT".utf8), Array("1000".utf8)])
+      let r = try client.call([
+        Array("SCAN".utf8), cursor, Array("MATCH".utf8), pattern,
+        Array("COUNT".utf8), Array("1000".utf8),
+      ])
       guard let parts = r.elements, parts.count == 2, let next = parts[0].bytes, let keys = parts[1].elements else {
-        throw CacheError.protocolViolation(endpoint: client.endpoint.description,
-                                           reason: "a SCAN reply that is not [cursor, keys]")
+        throw CacheError.protocolViolation(
+          endpoint: client.endpoint.description,
+          reason: "a SCAN reply that is not [cursor, keys]")
       }
       let names = keys.compactMap(\.bytes)
       if !names.isEmpty {
@@ -121,7 +126,9 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
   public func fetchBytesAndExpiry(forKey key: String) throws -> ([UInt8], CacheExpiry)? {
     let k = try redisKey(key)
     let rs = try client.pipeline([[Array("GET".utf8), k], [Array("PTTL".utf8), k]])
-    for r in rs { if let m = r.errorMessage { throw CacheError.remoteError(endpoint: client.endpoint.description, message: m) } }
+    for r in rs {
+      if let m = r.errorMessage { throw CacheError.remoteError(endpoint: client.endpoint.description, message: m) }
+    }
     guard let bytes = try bytesOf(rs[0]) else { return nil }
     switch rs[1] {
     case .integer(let ms) where ms >= 0: return (bytes, .date(Date(timeIntervalSinceNow: Double(ms) / 1000)))
@@ -162,8 +169,9 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     case .null: return nil
     case .bulkString(let b): return b
     default:
-      throw CacheError.protocolViolation(endpoint: client.endpoint.description,
-                                         reason: "a GET reply that is not a bulk string or null")
+      throw CacheError.protocolViolation(
+        endpoint: client.endpoint.description,
+        reason: "a GET reply that is not a bulk string or null")
     }
   }
 
@@ -176,7 +184,10 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
     var out: [UInt8] = []
     for b in prefix {
       if b == UInt8(ascii: "*") || b == UInt8(ascii: "?") || b == UInt8(ascii: "[") || b == UInt8(ascii: "]")
-        || b == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+        || b == UInt8(ascii: "\\")
+      {
+        out.append(UInt8(ascii: "\\"))
+      }
       out.append(b)
     }
     return out

@@ -28,9 +28,11 @@ public struct RedisOptions: Sendable, Equatable {
   public var poolSize: Int
 
   /// Options with the defaults shown.
-  public init(connectTimeout: Double = 1, commandTimeout: Double = 1, maxRetries: Int = 5,
-              backoffBase: Double = 0.005, backoffCap: Double = 0.5, useRESP3: Bool = true,
-              clientName: String? = nil, limits: RESPLimits = RESPLimits(), poolSize: Int = 4) {
+  public init(
+    connectTimeout: Double = 1, commandTimeout: Double = 1, maxRetries: Int = 5,
+    backoffBase: Double = 0.005, backoffCap: Double = 0.5, useRESP3: Bool = true,
+    clientName: String? = nil, limits: RESPLimits = RESPLimits(), poolSize: Int = 4
+  ) {
     self.connectTimeout = connectTimeout
     self.commandTimeout = commandTimeout
     self.maxRetries = maxRetries
@@ -82,16 +84,20 @@ public final class RedisClient: @unchecked Sendable {
 
   /// A client of `endpoint`; it connects on first use. `pushHandler` gets every push
   /// (RESP3) received while waiting for a reply.
-  public init(endpoint: RedisEndpoint, options: RedisOptions = RedisOptions(),
-              pushHandler: (@Sendable (RESPValue) -> Void)? = nil) {
+  public init(
+    endpoint: RedisEndpoint, options: RedisOptions = RedisOptions(),
+    pushHandler: (@Sendable (RESPValue) -> Void)? = nil
+  ) {
     self.endpoint = endpoint
     self.options = options
     self.pushHandler = pushHandler
   }
 
   /// A client of the server at `url` (see `RedisEndpoint`).
-  public convenience init(url: String, options: RedisOptions = RedisOptions(),
-                          pushHandler: (@Sendable (RESPValue) -> Void)? = nil) throws {
+  public convenience init(
+    url: String, options: RedisOptions = RedisOptions(),
+    pushHandler: (@Sendable (RESPValue) -> Void)? = nil
+  ) throws {
     self.init(endpoint: try RedisEndpoint(url: url), options: options, pushHandler: pushHandler)
   }
 
@@ -156,7 +162,8 @@ public final class RedisClient: @unchecked Sendable {
       checkIn(c, gen)
       // Sent again whole: only if it may be repeated, or if nothing in it was executed.
       guard attempt < options.maxRetries, replies.contains(where: { Self.isRetryable($0) }),
-            idempotent || replies.allSatisfy({ Self.isRetryable($0) }) else { return replies }
+        idempotent || replies.allSatisfy({ Self.isRetryable($0) })
+      else { return replies }
       attempt += 1
       counters.retries.add(1, ordering: .relaxed)
       Clock.sleep(nanoseconds: backoff(attempt))
@@ -207,11 +214,12 @@ public final class RedisClient: @unchecked Sendable {
       }
       let now = Clock.nanoseconds()
       guard now < deadline,
-            cond.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9)) || Clock.nanoseconds() < deadline
+        cond.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9)) || Clock.nanoseconds() < deadline
       else {
         cond.unlock()
-        throw CacheError.remoteUnavailable(endpoint: endpoint.description,
-                                           reason: "every pooled connection stayed busy for the connect timeout")
+        throw CacheError.remoteUnavailable(
+          endpoint: endpoint.description,
+          reason: "every pooled connection stayed busy for the connect timeout")
       }
     }
   }
@@ -244,8 +252,9 @@ public final class RedisClient: @unchecked Sendable {
       if failed > 0 {
         let now = Clock.nanoseconds()
         guard now < deadline else {
-          throw CacheError.remoteUnavailable(endpoint: endpoint.description,
-                                             reason: "no connection within the connect timeout (\(failed) attempts failed)")
+          throw CacheError.remoteUnavailable(
+            endpoint: endpoint.description,
+            reason: "no connection within the connect timeout (\(failed) attempts failed)")
         }
         Clock.sleep(nanoseconds: min(backoff(failed), (deadline - now) / 2))
       }

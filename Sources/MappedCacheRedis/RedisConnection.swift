@@ -72,8 +72,10 @@ final class RedisConnection {
 
   /// Connects, then `HELLO 3` (with AUTH and SETNAME), falling back to RESP2 (`AUTH`,
   /// `CLIENT SETNAME`) when the server does not know `HELLO`; then `SELECT`.
-  static func open(_ endpoint: RedisEndpoint, _ options: RedisOptions,
-                   pushHandler: ((RESPValue) -> Void)? = nil) throws -> RedisConnection {
+  static func open(
+    _ endpoint: RedisEndpoint, _ options: RedisOptions,
+    pushHandler: ((RESPValue) -> Void)? = nil
+  ) throws -> RedisConnection {
     let deadline = Clock.nanoseconds() &+ UInt64(max(0.001, options.connectTimeout) * 1e9)
     let fd = try connectSocket(endpoint, deadline: deadline)
     let c = RedisConnection(endpoint: endpoint, options: options, fd: fd)
@@ -120,7 +122,8 @@ final class RedisConnection {
     let name = endpoint.description
     switch endpoint.address {
     case .unix(let path):
-      let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+      let fd = socket(
+        AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
       guard fd >= 0 else { throw unavailable(name, "socket", errno) }
       var addr = sockaddr_un()
       addr.sun_family = sa_family_t(AF_UNIX)
@@ -134,7 +137,9 @@ final class RedisConnection {
         p[bytes.count] = 0
       }
       let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
       }
       return try finishConnect(fd, rc, name, deadline)
     case .tcp(let host, let port):
@@ -144,17 +149,22 @@ final class RedisConnection {
       var list: UnsafeMutablePointer<addrinfo>? = nil
       let gai = getaddrinfo(host, String(port), &hints, &list)
       guard gai == 0, let first = list else {
-        throw CacheError.remoteUnavailable(endpoint: name,
-                                           reason: "cannot resolve \(host): \(String(cString: gai_strerror(gai)))")
+        throw CacheError.remoteUnavailable(
+          endpoint: name,
+          reason: "cannot resolve \(host): \(String(cString: gai_strerror(gai)))")
       }
       defer { freeaddrinfo(list) }
       var lastError: Error = CacheError.remoteUnavailable(endpoint: name, reason: "no address")
       var ai: UnsafeMutablePointer<addrinfo>? = first
       while let a = ai {
         ai = a.pointee.ai_next
-        let fd = socket(a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
-                        a.pointee.ai_protocol)
-        guard fd >= 0 else { lastError = unavailable(name, "socket", errno); continue }
+        let fd = socket(
+          a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
+          a.pointee.ai_protocol)
+        guard fd >= 0 else {
+          lastError = unavailable(name, "socket", errno)
+          continue
+        }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let rc = Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen)
@@ -245,8 +255,9 @@ final class RedisConnection {
         let e = errno
         if e == EINTR { continue }
         close()
-        throw e == EAGAIN ? CacheError.remoteUnavailable(endpoint: name, reason: "send timed out")
-                          : Self.unavailable(name, "send", e)
+        throw e == EAGAIN
+          ? CacheError.remoteUnavailable(endpoint: name, reason: "send timed out")
+          : Self.unavailable(name, "send", e)
       }
       offset += n
     }

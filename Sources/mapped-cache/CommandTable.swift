@@ -40,19 +40,27 @@ enum CommandTable {
       name: "create", summary: "Create a cache file.",
       arguments: [path],
       options: [
-        OptionSpec(name: "--capacity", value: "SIZE", defaultValue: "64MiB",
-                   help: "File size, 1MiB to 64TiB (K or KiB, M or MiB, G or GiB, T or TiB: powers of 1024; KB, MB, GB, TB are refused as ambiguous)."),
+        OptionSpec(
+          name: "--capacity", value: "SIZE", defaultValue: "64MiB",
+          help:
+            "File size, 1MiB to 64TiB (K or KiB, M or MiB, G or GiB, T or TiB: powers of 1024; KB, MB, GB, TB are refused as ambiguous)."
+        ),
         OptionSpec(name: "--max-key", value: "B", defaultValue: "250", help: "Longest key in bytes, 1 to 4096."),
-        OptionSpec(name: "--max-value", value: "SIZE", defaultValue: "1MiB",
-                   help: "Largest value (lowered when the cache is too small to hold it)."),
-        OptionSpec(name: "--avg-entry", value: "SIZE", defaultValue: "320",
-                   help: "Expected key+value size, used to size the index."),
-        OptionSpec(name: "--mode", value: "MODE", defaultValue: "0600",
-                   help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
-        OptionSpec(name: "--group", value: "NAME",
-                   help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
-        OptionSpec(name: "--type", value: "NAME",
-                   help: "Value type to record (bytes, string, int64, ...); default untyped."),
+        OptionSpec(
+          name: "--max-value", value: "SIZE", defaultValue: "1MiB",
+          help: "Largest value (lowered when the cache is too small to hold it)."),
+        OptionSpec(
+          name: "--avg-entry", value: "SIZE", defaultValue: "320",
+          help: "Expected key+value size, used to size the index."),
+        OptionSpec(
+          name: "--mode", value: "MODE", defaultValue: "0600",
+          help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
+        OptionSpec(
+          name: "--group", value: "NAME",
+          help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
+        OptionSpec(
+          name: "--type", value: "NAME",
+          help: "Value type to record (bytes, string, int64, ...); default untyped."),
       ],
       discussion: """
         Fails (exit 3) when PATH already exists and is not empty, unless it holds a
@@ -73,12 +81,14 @@ enum CommandTable {
       arguments: [path],
       options: [
         json,
-        OptionSpec(name: "--watch", value: "SECONDS",
-                   help: "Refresh every SECONDS with rates per second, until interrupted."),
+        OptionSpec(
+          name: "--watch", value: "SECONDS",
+          help: "Refresh every SECONDS with rates per second, until interrupted."),
         OptionSpec(name: "--count", value: "N", help: "With --watch: stop after N refreshes."),
         OptionSpec(name: "--prometheus", help: "Print the Prometheus text exposition format."),
-        OptionSpec(name: "--serve", value: "ADDRESS",
-                   help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
+        OptionSpec(
+          name: "--serve", value: "ADDRESS",
+          help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
       ],
       discussion: """
         Counters are summed over every process that has used the file. Probe lengths are
@@ -97,9 +107,11 @@ enum CommandTable {
       arguments: [path],
       options: [
         OptionSpec(name: "--redis", value: "URL", help: "redis://[user:pass@]host:port/db or unix:///path/redis.sock."),
-        OptionSpec(name: "--prefix", value: "P", defaultValue: "\"\"", help: "The RedisCache's key prefix (tracked with BCAST)."),
+        OptionSpec(
+          name: "--prefix", value: "P", defaultValue: "\"\"", help: "The RedisCache's key prefix (tracked with BCAST)."),
         OptionSpec(name: "--max-staleness", value: "SECONDS", defaultValue: "0.5", help: "Shown in the figures."),
-        OptionSpec(name: "--heartbeat", value: "SECONDS", defaultValue: "0.02", help: "Interval of the confirmed PINGs."),
+        OptionSpec(
+          name: "--heartbeat", value: "SECONDS", defaultValue: "0.02", help: "Interval of the confirmed PINGs."),
         OptionSpec(name: "--capacity", value: "SIZE", defaultValue: "64MiB", help: "File size when it is created."),
       ],
       discussion: """
@@ -113,10 +125,17 @@ enum CommandTable {
       arguments: [path, key], run: EntryCommands.get),
     CommandSpec(
       name: "set", summary: "Store a value, from the argument or from standard input with -.",
-      arguments: [path, key, ArgumentSpec(name: "VALUE|-", optional: true,
-                                          help: "The value; - (or nothing, when stdin is not a terminal) reads standard input.")],
-      options: [OptionSpec(name: "--ttl", value: "SECONDS",
-                           help: "Expire after SECONDS (units ms, s, m, h, d; 0 = never).")],
+      arguments: [
+        path, key,
+        ArgumentSpec(
+          name: "VALUE|-", optional: true,
+          help: "The value; - (or nothing, when stdin is not a terminal) reads standard input."),
+      ],
+      options: [
+        OptionSpec(
+          name: "--ttl", value: "SECONDS",
+          help: "Expire after SECONDS (units ms, s, m, h, d; 0 = never).")
+      ],
       run: EntryCommands.set),
     CommandSpec(
       name: "delete", summary: "Remove a key (exit 1 when missing).",
@@ -129,7 +148,8 @@ enum CommandTable {
         OptionSpec(name: "--limit", value: "N", help: "At most N keys."),
         json,
       ],
-      discussion: "Keys are listed in index order without locking: entries changed during the scan may be missed or seen twice.",
+      discussion:
+        "Keys are listed in index order without locking: entries changed during the scan may be missed or seen twice.",
       run: ListingCommands.keys),
     CommandSpec(
       name: "dump", summary: "List every live entry: key, size, expiry, version; values with --values.",
@@ -145,7 +165,8 @@ enum CommandTable {
       name: "verify", summary: "Check every invariant (exit 2 on a problem).",
       arguments: [path],
       options: [
-        OptionSpec(name: "--repair", help: "Fix what can be fixed, under the write lock (exit 0 when the file is then sound)."),
+        OptionSpec(
+          name: "--repair", help: "Fix what can be fixed, under the write lock (exit 0 when the file is then sound)."),
         json,
       ],
       discussion: """
@@ -190,7 +211,10 @@ struct Invocation {
         positional.append(a)
         continue
       }
-      if a == "--" { optionsEnded = true; continue }
+      if a == "--" {
+        optionsEnded = true
+        continue
+      }
       if a == "-h" || a == "--help" { return nil }
       var name = a
       var inline: String? = nil

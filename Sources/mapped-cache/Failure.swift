@@ -51,9 +51,18 @@ enum CLIFailure: Error {
 
   /// Any error a command let through.
   init(any error: Error) {
-    if let f = error as? CLIFailure { self = f; return }
-    if let c = error as? CacheError { self.init(c); return }
-    if let s = error as? SystemError { self = .failed(s.description); return }
+    if let f = error as? CLIFailure {
+      self = f
+      return
+    }
+    if let c = error as? CacheError {
+      self.init(c)
+      return
+    }
+    if let s = error as? SystemError {
+      self = .failed(s.description)
+      return
+    }
     self = .failed("\(error)")
   }
 }

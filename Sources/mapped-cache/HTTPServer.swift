@@ -15,7 +15,8 @@ struct ListenAddress: Equatable, CustomStringConvertible {
   /// Names other than localhost are refused rather than looked up. PORT 0 picks a free
   /// port (the tool prints the one it got). Returns a message saying what is wrong.
   static func parse(_ text: String) -> Result<ListenAddress, Message> {
-    let host: String, portText: Substring
+    let host: String
+    let portText: Substring
     if text.hasPrefix("[") {
       guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
         return .failure(Message("an IPv6 address needs brackets and a port, like [::1]:9464"))
@@ -23,7 +24,9 @@ struct ListenAddress: Equatable, CustomStringConvertible {
       host = String(text[text.index(after: text.startIndex)..<close])
       portText = text[text.index(close, offsetBy: 2)...]
     } else {
-      guard let colon = text.lastIndex(of: ":") else { return .failure(Message("the port is missing (HOST:PORT or :PORT)")) }
+      guard let colon = text.lastIndex(of: ":") else {
+        return .failure(Message("the port is missing (HOST:PORT or :PORT)"))
+      }
       host = String(text[..<colon])
       portText = text[text.index(after: colon)...]
       if host.contains(":") { return .failure(Message("put an IPv6 address in brackets, like [::1]:9464")) }
@@ -31,8 +34,11 @@ struct ListenAddress: Equatable, CustomStringConvertible {
     guard !portText.isEmpty, portText.allSatisfy({ $0.isASCII && $0.isNumber }), let port = UInt16(portText) else {
       return .failure(Message("the port must be a number from 0 to 65535, not '\(portText)'"))
     }
-    if host.isEmpty || host == "localhost" { return .success(ListenAddress(host: "127.0.0.1", port: port, isIPv6: false)) }
-    var v4 = in_addr(), v6 = in6_addr()
+    if host.isEmpty || host == "localhost" {
+      return .success(ListenAddress(host: "127.0.0.1", port: port, isIPv6: false))
+    }
+    var v4 = in_addr()
+    var v6 = in6_addr()
     if !text.hasPrefix("["), inet_pton(AF_INET, host, &v4) == 1 {
       return .success(ListenAddress(host: host, port: port, isIPv6: false))
     }
@@ -42,7 +48,10 @@ struct ListenAddress: Equatable, CustomStringConvertible {
     return .failure(Message("'\(host)' is not a numeric IPv4 address, a bracketed IPv6 address or localhost"))
   }
 
-  struct Message: Error { var text: String; init(_ t: String) { text = t } }
+  struct Message: Error {
+    var text: String
+    init(_ t: String) { text = t }
+  }
 }
 
 /// A small HTTP/1.1 server for a few read-only pages: one request per connection
@@ -73,8 +82,10 @@ final class HTTPServer {
     var extraHeaders: [(String, String)] = []
     var body: [UInt8]
 
-    init(status: Int, contentType: String = "text/plain; charset=utf-8", extraHeaders: [(String, String)] = [],
-         body: String) {
+    init(
+      status: Int, contentType: String = "text/plain; charset=utf-8", extraHeaders: [(String, String)] = [],
+      body: String
+    ) {
       self.status = status
       self.contentType = contentType
       self.extraHeaders = extraHeaders
@@ -111,7 +122,8 @@ final class HTTPServer {
   /// Binds and listens on `address`; `routes` answers GET and HEAD requests (nil: 404).
   init(address: ListenAddress, routes: @escaping (Request) -> Response?) throws(CLIFailure) {
     let family = address.isIPv6 ? AF_INET6 : AF_INET
-    let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    let fd = socket(
+      family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
     if fd < 0 { throw .failed("cannot make a socket: \(Self.errorText())") }
     var one: Int32 = 1
     _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -192,7 +204,8 @@ final class HTTPServer {
       if connections.count >= Self.maxConnections {
         // Full: give up on the oldest client still sending its head (the likeliest to be stalled).
         if let oldest = connections.indices.filter({ connections[$0].phase == .reading })
-          .min(by: { connections[$0].opened < connections[$1].opened }) {
+          .min(by: { connections[$0].opened < connections[$1].opened })
+        {
           close(connections[oldest].fd)
           connections.remove(at: oldest)
         } else {
@@ -224,13 +237,15 @@ final class HTTPServer {
           let (response, isHead) = answer(c.input[0..<end])
           respond(&c, response, head: isHead, now: now)
         } else if c.input.count > Self.maxHeadBytes {
-          respond(&c, Response(status: 431, body: "the request head is longer than \(Self.maxHeadBytes) bytes\n"),
-                  head: false, now: now)
+          respond(
+            &c, Response(status: 431, body: "the request head is longer than \(Self.maxHeadBytes) bytes\n"),
+            head: false, now: now)
         }
         return true
       }
-      respond(&c, Response(status: 408, body: "the request took longer than \(Int(Self.headTimeout)) seconds\n"),
-              head: false, now: now)
+      respond(
+        &c, Response(status: 408, body: "the request took longer than \(Int(Self.headTimeout)) seconds\n"),
+        head: false, now: now)
       return true
     case .writing:
       // A client that takes longer than the deadline to read its answer loses it, however
@@ -298,7 +313,9 @@ final class HTTPServer {
     guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(Self.isTokenCharacter), !parts[1].isEmpty else {
       return bad("the request line must be METHOD TARGET HTTP/1.1")
     }
-    let method = String(parts[0]), target = parts[1], version = parts[2]
+    let method = String(parts[0])
+    let target = parts[1]
+    let version = parts[2]
     guard version.wholeMatch(of: /HTTP\/[0-9]\.[0-9]/) != nil else { return bad("'\(version)' is not an HTTP version") }
     guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
       return (Response(status: 505, body: "this server speaks HTTP/1.1 and HTTP/1.0 only\n"), false)
@@ -306,7 +323,8 @@ final class HTTPServer {
     var hasHost = false
     for line in lines.dropFirst() {
       guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
-            line[..<colon].allSatisfy(Self.isTokenCharacter) else {
+        line[..<colon].allSatisfy(Self.isTokenCharacter)
+      else {
         return bad("malformed header line")
       }
       if line[..<colon].lowercased() == "host" {
@@ -316,7 +334,9 @@ final class HTTPServer {
     }
     if version == "HTTP/1.1" && !hasHost { return bad("an HTTP/1.1 request needs a Host header") }
     guard method == "GET" || method == "HEAD" else {
-      return (Response(status: 405, extraHeaders: [("Allow", "GET, HEAD")], body: "only GET and HEAD are served\n"), false)
+      return (
+        Response(status: 405, extraHeaders: [("Allow", "GET, HEAD")], body: "only GET and HEAD are served\n"), false
+      )
     }
     // The absolute form (http://host/path, which proxies send) names the same path.
     var pathPart = target
@@ -326,7 +346,8 @@ final class HTTPServer {
     }
     guard pathPart.hasPrefix("/") else { return bad("the target must be a path starting with /") }
     let path = String(pathPart.prefix { $0 != "?" && $0 != "#" })
-    let response = routes(Request(method: method, path: path))
+    let response =
+      routes(Request(method: method, path: path))
       ?? Response(status: 404, body: "no page at \(path)\n")
     return (response, method == "HEAD")
   }
@@ -367,7 +388,9 @@ final class HTTPServer {
     }
     if rc == 0 {
       var len = size
-      _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+      _ = withUnsafeMutablePointer(to: &sa) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+      }
     }
     return rc
   }

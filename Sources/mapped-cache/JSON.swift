@@ -28,17 +28,23 @@ enum JSON {
     case let a as [Any]:
       writeContainer(open: UInt8(ascii: "["), close: UInt8(ascii: "]"), a.map { (nil, $0) }, into: &out, indent: indent)
     case let o as [String: Any]:
-      writeContainer(open: UInt8(ascii: "{"), close: UInt8(ascii: "}"), o.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                     into: &out, indent: indent)
+      writeContainer(
+        open: UInt8(ascii: "{"), close: UInt8(ascii: "}"), o.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+        into: &out, indent: indent)
     default:
       out.append(contentsOf: "null".utf8)  // NSNull, nil
     }
   }
 
-  private static func writeContainer(open: UInt8, close: UInt8, _ items: [(String?, Any)],
-                                     into out: inout [UInt8], indent: Int?) {
+  private static func writeContainer(
+    open: UInt8, close: UInt8, _ items: [(String?, Any)],
+    into out: inout [UInt8], indent: Int?
+  ) {
     out.append(open)
-    if items.isEmpty { out.append(close); return }
+    if items.isEmpty {
+      out.append(close)
+      return
+    }
     let inner = indent.map { $0 + 2 }
     for (n, (key, value)) in items.enumerated() {
       if n > 0 { out.append(UInt8(ascii: ",")) }

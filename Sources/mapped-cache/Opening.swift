@@ -24,9 +24,13 @@ enum Opening {
     }
     // An inspection tool checks every value's checksum when it reads one. A command that
     // writes trusts a file of one of this user's groups (as `create --group` makes them).
-    var policy = readOnly ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
-                          : OpenPolicy(verifyChecksumsOnRead: true)
-    if !readOnly, stat(path, &st) == 0, Groups.callerBelongs(to: st.st_gid) { policy.sharedGroup = Groups.name(of: st.st_gid) }
+    var policy =
+      readOnly
+      ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
+      : OpenPolicy(verifyChecksumsOnRead: true)
+    if !readOnly, stat(path, &st) == 0, Groups.callerBelongs(to: st.st_gid) {
+      policy.sharedGroup = Groups.name(of: st.st_gid)
+    }
     do {
       return try CacheFile(path: path, readOnly: readOnly, policy: policy)
     } catch {
@@ -37,11 +41,13 @@ enum Opening {
           do { return try CacheFile(path: path, readOnly: readOnly, policy: policy) } catch { throw CLIFailure(error) }
         }
         // Opening checks only the header: a damaged header is beyond `verify --repair`.
-        throw .invalidCache("\(path) has a damaged header (\(why)); it cannot be repaired: remove the file and create it again")
+        throw .invalidCache(
+          "\(path) has a damaged header (\(why)); it cannot be repaired: remove the file and create it again")
       }
       if case .notACacheFile = error, stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size == 0 {
-        throw .invalidCache("\(path) is empty, not a cache yet (a process creating it may have stopped before "
-                            + "writing anything); make it one with '\(Usage.tool) create \(path)'")
+        throw .invalidCache(
+          "\(path) is empty, not a cache yet (a process creating it may have stopped before "
+            + "writing anything); make it one with '\(Usage.tool) create \(path)'")
       }
       throw CLIFailure(error)
     }
@@ -71,14 +77,16 @@ enum Opening {
     do {
       let file = try CacheFile(creating: path, policy: policy)
       if file.wasCreated {
-        Output.err("note: \(path) had been left half-created by a process that stopped before finishing "
-                   + "(so it held no entries); created it afresh with the default options "
-                   + "(\(Units.bytes(file.info.capacity)); '\(Usage.tool) create' chooses others)")
+        Output.err(
+          "note: \(path) had been left half-created by a process that stopped before finishing "
+            + "(so it held no entries); created it afresh with the default options "
+            + "(\(Units.bytes(file.info.capacity)); '\(Usage.tool) create' chooses others)")
       }
     } catch {
-      throw .invalidCache("\(path) was left half-created by a process that stopped before finishing, and cannot "
-                          + "be created afresh here (\(error)); it holds no entries: run '\(Usage.tool) create "
-                          + "\(path)' as a user who can write it")
+      throw .invalidCache(
+        "\(path) was left half-created by a process that stopped before finishing, and cannot "
+          + "be created afresh here (\(error)); it holds no entries: run '\(Usage.tool) create "
+          + "\(path)' as a user who can write it")
     }
   }
 

@@ -26,8 +26,10 @@ enum Output {
     let ok = buffer.withUnsafeBytes { writeAll(1, $0) }
     buffer.removeAll(keepingCapacity: true)
     if !ok {
-      let why = errno == EPIPE ? "standard output was closed before all output was written"
-                               : "cannot write to standard output: \(String(cString: strerror(errno)))"
+      let why =
+        errno == EPIPE
+        ? "standard output was closed before all output was written"
+        : "cannot write to standard output: \(String(cString: strerror(errno)))"
       err("error: \(why)")
       exit(ExitCode.failure)
     }

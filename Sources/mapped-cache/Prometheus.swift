@@ -6,7 +6,8 @@ import MappedCache
 /// mv dir/mappedcache.prom.$$ dir/mappedcache.prom`. Every series has a `path` label.
 enum Prometheus {
   static func exposition(_ s: StatsCommand.Snapshot) -> String {
-    let st = s.stats, t = s.table
+    let st = s.stats
+    let t = s.table
     let label = "{path=\"\(escape(s.path))\"}"
     var out = ""
     func metric(_ name: String, _ type: String, _ help: String, _ value: String) {
@@ -26,7 +27,9 @@ enum Prometheus {
     gauge("log_used_bytes", "Bytes of the logs holding records (live or not yet reclaimed).", st.logBytesUsed)
     counter("hits", "Reads that found a live entry, summed over all processes.", st.hits)
     counter("misses", "Reads that found nothing, summed over all processes.", st.misses)
-    counter("busy_misses", "Misses that gave up on a slot left mid-write (writer descheduled, stopped or dead).", st.busyMisses)
+    counter(
+      "busy_misses", "Misses that gave up on a slot left mid-write (writer descheduled, stopped or dead).",
+      st.busyMisses)
     gauge("hit_ratio", "Hits divided by hits plus misses (0 before any read).", st.hitRatio)
     counter("sets", "Entries stored.", st.sets)
     counter("removals", "Entries removed by request.", st.removals)
@@ -50,9 +53,12 @@ enum Prometheus {
     if let n = s.near {
       gauge("near_holder_pid", "Pid of the Redis near cache's invalidation holder (0 = none).", Int(n.holderPID ?? 0))
       gauge("near_holder_alive", "1 when the holder process is alive.", n.holderAlive ? 1 : 0)
-      gauge("near_heartbeat_age_ms", "Milliseconds since the holder's last confirmed heartbeat (node 0; -1 = never).",
-            n.heartbeatAgeMilliseconds.first.flatMap { $0 }.map { Int($0) } ?? -1)
-      gauge("near_fence_fresh", "1 when reads trust the file (heartbeat younger than the staleness bound).", n.fenceFresh ? 1 : 0)
+      gauge(
+        "near_heartbeat_age_ms", "Milliseconds since the holder's last confirmed heartbeat (node 0; -1 = never).",
+        n.heartbeatAgeMilliseconds.first.flatMap { $0 }.map { Int($0) } ?? -1)
+      gauge(
+        "near_fence_fresh", "1 when reads trust the file (heartbeat younger than the staleness bound).",
+        n.fenceFresh ? 1 : 0)
       counter("near_invalidations_received", "Keys named by Redis invalidations.", Int(n.invalidationsReceived))
       counter("near_invalidations_applied", "Invalidated keys that were in the file.", Int(n.invalidationsApplied))
       counter("near_flushes", "Null invalidations (FLUSHALL): every entry dropped by epoch.", Int(n.flushes))
@@ -62,7 +68,8 @@ enum Prometheus {
       counter("near_fence_misses", "Reads sent to Redis because the fence was too old.", Int(n.fenceMisses))
       counter("near_epoch_misses", "Entries found from an earlier tracking session.", Int(n.epochMisses))
       counter("near_remote_fetches", "Fetches from Redis.", Int(n.remoteFetches))
-      gauge("near_remote_fetch_mean_us", "Mean latency of a fetch from Redis, microseconds.", n.remoteFetchMeanMicroseconds)
+      gauge(
+        "near_remote_fetch_mean_us", "Mean latency of a fetch from Redis, microseconds.", n.remoteFetchMeanMicroseconds)
     }
     return out
   }

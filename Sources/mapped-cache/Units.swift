@@ -13,7 +13,10 @@ enum Units {
     if abs(n) < 1024 { return "\(n) B" }
     var v = Double(n)
     var u = 0
-    while abs(v) >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+    while abs(v) >= 1024 && u < units.count - 1 {
+      v /= 1024
+      u += 1
+    }
     return String(format: "%.1f %@", v, units[u])
   }
 
@@ -54,7 +57,8 @@ enum Units {
     var tm = tm()
     guard gmtime_r(&t, &tm) != nil else { return "-" }
     func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-    return "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
+    return
+      "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
   }
 
   /// "3 h ago", "12 s ago", "in 5 s".
@@ -112,7 +116,9 @@ enum Units {
   /// Length of the well-formed UTF-8 sequence starting at `i`, or 0 (RFC 3629 table).
   private static func utf8SequenceLength(_ b: [UInt8], at i: Int) -> Int {
     let c = b[i]
-    func cont(_ k: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool { i + k < b.count && (lo...hi).contains(b[i + k]) }
+    func cont(_ k: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
+      i + k < b.count && (lo...hi).contains(b[i + k])
+    }
     switch c {
     case 0xC2...0xDF: return cont(1) ? 2 : 0
     case 0xE0: return cont(1, 0xA0) && cont(2) ? 3 : 0
@@ -145,13 +151,20 @@ struct TextTable {
     var widths = [Int](repeating: 0, count: align.count)
     // A left-aligned last cell is never padded: its width is not needed (and a value
     // there may be long: counting its characters would cost more than printing it).
-    for r in all { for (i, c) in r.enumerated() where i < widths.count && (i < r.count - 1 || align[i] == .right) { widths[i] = max(widths[i], c.count) } }
+    for r in all {
+      for (i, c) in r.enumerated() where i < widths.count && (i < r.count - 1 || align[i] == .right) {
+        widths[i] = max(widths[i], c.count)
+      }
+    }
     var out = ""
     for r in all {
       var cells: [String] = []
       for (i, c) in r.enumerated() {
         let a = i < align.count ? align[i] : .left
-        if i == r.count - 1 && a == .left { cells.append(c); continue }
+        if i == r.count - 1 && a == .left {
+          cells.append(c)
+          continue
+        }
         let width = i < widths.count ? widths[i] : 0
         let pad = String(repeating: " ", count: max(0, width - c.count))
         cells.append(a == .right ? pad + c : c + pad)

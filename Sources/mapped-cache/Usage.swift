@@ -63,7 +63,8 @@ enum Usage {
   private static func row(_ left: String, _ right: String) -> String {
     let pad = 24
     let l = "  " + left
-    return l.count + 2 <= pad ? l.padding(toLength: pad, withPad: " ", startingAt: 0) + right + "\n"
-                              : l + "\n" + String(repeating: " ", count: pad) + right + "\n"
+    return l.count + 2 <= pad
+      ? l.padding(toLength: pad, withPad: " ", startingAt: 0) + right + "\n"
+      : l + "\n" + String(repeating: " ", count: pad) + right + "\n"
   }
 }

@@ -15,7 +15,9 @@ public enum CheckedValue {
     let payload = max(0, size - v.count - 8)
     var x = UInt64(truncatingIfNeeded: seq) &* 0x9E37_79B9_7F4A_7C15 | 1
     for _ in 0..<payload {
-      x ^= x << 13; x ^= x >> 7; x ^= x << 17
+      x ^= x << 13
+      x ^= x >> 7
+      x ^= x << 17
       v.append(UInt8(truncatingIfNeeded: x))
     }
     let sum = v.withUnsafeBytes { fnv($0) }

@@ -39,10 +39,14 @@ func countAllocations(_ args: [String]) throws -> Int32 {
   let b0 = mc_alloc_count()
   for i in 0..<n { sink &+= try cache.copyBytes(forKey: keys[i & 63], into: buffer) ?? 0 }
   let b1 = mc_alloc_count()
-  for i in 0..<n { sink &+= try keyBytes[i & 63].withUnsafeBytes { try cache.copyBytes(forKey: $0, into: buffer) } ?? 0 }
+  for i in 0..<n {
+    sink &+= try keyBytes[i & 63].withUnsafeBytes { try cache.copyBytes(forKey: $0, into: buffer) } ?? 0
+  }
   let b2 = mc_alloc_count()
   for i in 0..<n { sink &+= try ints.object(forKey: keys[i & 63]) ?? 0 }
   let b3 = mc_alloc_count()
-  print("closure=\(a1 - a0) object=\(a2 - a1) miss=\(a3 - a2) copy=\(b1 - b0) copyBytesKey=\(b2 - b1) int=\(b3 - b2) sink=\(sink)")
+  print(
+    "closure=\(a1 - a0) object=\(a2 - a1) miss=\(a3 - a2) copy=\(b1 - b0) copyBytesKey=\(b2 - b1) int=\(b3 - b2) sink=\(sink)"
+  )
   return 0
 }

@@ -18,8 +18,10 @@ let cliCommands: [String: HelperCommand] = [
         switch Int.random(in: 0..<10, using: &rng) {
         case 0: try cache.removeObject(forKey: key)
         case 1...3: _ = try cache.object(forKey: key)
-        case 4: try cache.setObject([UInt8](repeating: 7, count: Int.random(in: 1...3000, using: &rng)),
-                                    forKey: key, expires: .seconds(Double.random(in: 0.01...1, using: &rng)))
+        case 4:
+          try cache.setObject(
+            [UInt8](repeating: 7, count: Int.random(in: 1...3000, using: &rng)),
+            forKey: key, expires: .seconds(Double.random(in: 0.01...1, using: &rng)))
         default: try cache.setObject([UInt8](repeating: 9, count: Int.random(in: 1...3000, using: &rng)), forKey: key)
         }
         ops += 1
@@ -27,5 +29,5 @@ let cliCommands: [String: HelperCommand] = [
     }
     print(ops)
     return 0
-  },
+  }
 ]

@@ -1,7 +1,7 @@
+import CheckedValues
 import Foundation
 import Glibc
 import MappedCache
-import CheckedValues
 
 // Child-process commands for the core multi-process tests (CoreFormatTests,
 // CoreConcurrencyTests). Each prints one JSON object on its last line of stdout.
@@ -17,7 +17,10 @@ import CheckedValues
 //          prints {"capacity":N,"created":true|false,"ok":true}.
 let coreCommands: [String: HelperCommand] = [
   "count-allocs": { try countAllocations($0) },
-  "ping": { _ in print("pong"); return 0 },
+  "ping": { _ in
+    print("pong")
+    return 0
+  },
   "writer": coreWriter,
   "reader": coreReader,
   "create-race": coreCreateRace,
@@ -43,12 +46,16 @@ private func coreWriter(_ a: [String]) throws -> Int32 {
   let id = try intArg(a, 1, "ID")
   let seconds = try doubleArg(a, 2, "SECONDS")
   let keys = try intArg(a, 3, "KEYS")
-  let minSize = try intArg(a, 4, "MINSIZE"), maxSize = try intArg(a, 5, "MAXSIZE")
+  let minSize = try intArg(a, 4, "MINSIZE")
+  let maxSize = try intArg(a, 5, "MAXSIZE")
   let mode: LockMode = a.count > 6 && a[6] == "flock" ? .flock : .sharedWord
   let cache = try SharedCache<[UInt8]>(path: a[0], policy: OpenPolicy(create: false), lockMode: mode)
   var rng = SplitMix(UInt64(id) &* 0x9E37_79B9 &+ UInt64(getpid()))
   let deadline = Date().addingTimeInterval(seconds)
-  var sets = 0, removes = 0, seq = 0, badReadBack = 0
+  var sets = 0
+  var removes = 0
+  var seq = 0
+  var badReadBack = 0
   while seconds <= 0 || Date() < deadline {
     seq += 1
     let key = "k\(rng.below(keys))"
@@ -80,7 +87,9 @@ private func coreReader(_ a: [String]) throws -> Int32 {
   let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
   defer { buffer.deallocate() }
   let deadline = Date().addingTimeInterval(seconds)
-  var reads = 0, hits = 0, corrupt = 0
+  var reads = 0
+  var hits = 0
+  var corrupt = 0
   say("ready")
   while true {
     if reads % 512 == 0 && (Date() >= deadline || access(stopFile, F_OK) == 0) { break }

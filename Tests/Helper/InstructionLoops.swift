@@ -21,7 +21,8 @@ let instructionLoopCommands: [String: HelperCommand] = [
   let cache = try SharedCache<[UInt8]>(path: a[2], capacity: 16 << 20, options: options)
   let keys = (0..<1000).map { String(format: "key:%08d", $0) }
   let byteKeys = keys.map { Array($0.utf8) }
-  let value48 = [UInt8](repeating: 7, count: 48), value64 = [UInt8](repeating: 9, count: 64)
+  let value48 = [UInt8](repeating: 7, count: 48)
+  let value64 = [UInt8](repeating: 9, count: 64)
   for k in keys { try cache.setObject(value48, forKey: k) }
   let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 16)
   defer { buffer.deallocate() }

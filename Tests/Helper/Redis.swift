@@ -10,10 +10,12 @@ let redisCommands: [String: HelperCommand] = [
   "near-worker": { args in
     guard args.count == 5, let seconds = Double(args[3]) else { return 64 }
     let remote = try RedisCache<String>(url: args[1], keyPrefix: args[2], options: RedisOptions(connectTimeout: 0.3))
-    let near = try NearCache<String>(path: args[0], remote: remote, maxStaleness: .milliseconds(300),
-                                     options: NearCacheOptions(capacity: 4 << 20))
+    let near = try NearCache<String>(
+      path: args[0], remote: remote, maxStaleness: .milliseconds(300),
+      options: NearCacheOptions(capacity: 4 << 20))
     let end = Date().addingTimeInterval(seconds)
-    var reads = 0, errors = 0
+    var reads = 0
+    var errors = 0
     while Date() < end {
       if (try? near.object(forKey: args[4])) != nil { reads += 1 } else { errors += 1 }
       usleep(5000)
@@ -27,8 +29,9 @@ let redisCommands: [String: HelperCommand] = [
   "near-op": { args in
     guard args.count >= 5 else { return 64 }
     let remote = try RedisCache<String>(url: args[1], keyPrefix: args[2], options: RedisOptions(connectTimeout: 0.5))
-    let near = try NearCache<String>(path: args[0], remote: remote, maxStaleness: .seconds(3),
-                                     options: NearCacheOptions(capacity: 4 << 20, standsForHolder: false))
+    let near = try NearCache<String>(
+      path: args[0], remote: remote, maxStaleness: .seconds(3),
+      options: NearCacheOptions(capacity: 4 << 20, standsForHolder: false))
     switch args[3] {
     case "get": print(try near.object(forKey: args[4]) ?? "nil")
     case "set" where args.count == 6:
@@ -47,7 +50,10 @@ let redisCommands: [String: HelperCommand] = [
     guard args.count == 3, let n = Int(args[2]) else { return 64 }
     let tag = "\(getpid())"
     let path = "/dev/shm/mc-nearinsn-\(tag).mcache"
-    defer { unlink(path); unlink(path + ".holder") }
+    defer {
+      unlink(path)
+      unlink(path + ".holder")
+    }
     let value = String(repeating: "v", count: 40)
     var sink = 0
     if args[1] == "plain" {
@@ -56,8 +62,9 @@ let redisCommands: [String: HelperCommand] = [
       for _ in 0..<n { sink &+= try c.object(forKey: "user:1")?.utf8.count ?? 0 }
     } else {
       let remote = try RedisCache<String>(url: args[0], keyPrefix: "ni\(tag):")
-      let near = try NearCache<String>(path: path, remote: remote, maxStaleness: .seconds(60),
-                                       options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: 1))
+      let near = try NearCache<String>(
+        path: path, remote: remote, maxStaleness: .seconds(60),
+        options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: 1))
       try remote.setObject(value, forKey: "user:1")
       while !near.statistics.fenceFresh { usleep(1000) }
       usleep(100_000)

@@ -29,7 +29,12 @@ enum NearBench {
     let tag = "\(getpid())"
     let dir = "/dev/shm"
     var paths: [String] = []
-    defer { for p in paths { unlink(p); unlink(p + ".holder") } }
+    defer {
+      for p in paths {
+        unlink(p)
+        unlink(p + ".holder")
+      }
+    }
     func path(_ name: String) -> String {
       let p = "\(dir)/mc-nearbench-\(tag)-\(name).mcache"
       paths.append(p)
@@ -44,8 +49,9 @@ enum NearBench {
     let plain = try SharedCache<String>(path: path("plain"), capacity: 16 << 20)
     for k in keys { try plain.setObject(value, forKey: k) }
     let remote = try RedisCache<String>(url: url, keyPrefix: prefix)
-    let near = try NearCache<String>(path: path("near"), remote: remote, maxStaleness: .milliseconds(500),
-                                     options: NearCacheOptions(capacity: 16 << 20))
+    let near = try NearCache<String>(
+      path: path("near"), remote: remote, maxStaleness: .milliseconds(500),
+      options: NearCacheOptions(capacity: 16 << 20))
     _ = try raw.pipeline(keys.map { [Array("SET".utf8), Array((prefix + $0).utf8), Array(value.utf8)] })
     while !near.statistics.fenceFresh { usleep(1000) }
     usleep(50_000)  // the SETs' own invalidations arrive before the warm-up fills
@@ -60,45 +66,58 @@ enum NearBench {
     }
     // Interleaved rounds, best of seven each, so that neither side gets the quiet moments.
     let fetchesBefore = near.statistics.remoteFetches
-    var plainNs = Double.infinity, nearNs = Double.infinity
+    var plainNs = Double.infinity
+    var nearNs = Double.infinity
     for _ in 0..<7 {
       plainNs = min(plainNs, try timeReads { try plain.object(forKey: $0) })
       nearNs = min(nearNs, try timeReads { try near.object(forKey: $0) })
     }
     let fetchesAfter = near.statistics.remoteFetches
-    print(String(format: "hit reads: SharedCache %.1f ns, NearCache %.1f ns (%.2fx of plain; %d remote fetches during the timed reads)",
-                 plainNs, nearNs, plainNs / nearNs, Int(fetchesAfter - fetchesBefore)))
+    print(
+      String(
+        format:
+          "hit reads: SharedCache %.1f ns, NearCache %.1f ns (%.2fx of plain; %d remote fetches during the timed reads)",
+        plainNs, nearNs, plainNs / nearNs, Int(fetchesAfter - fetchesBefore)))
 
     // 2. A direct GET per client.
     let getCount = 20_000
     var t0 = now()
     for i in 0..<getCount { _ = try remote.object(forKey: keys[i % keys.count]) }
     let getNs = Double(now() - t0) / Double(getCount)
-    print(String(format: "direct Redis GET: %.1f µs (%.0f reads/s per client); NearCache hit: %.0fx faster",
-                 getNs / 1000, 1e9 / getNs, getNs / nearNs))
+    print(
+      String(
+        format: "direct Redis GET: %.1f µs (%.0f reads/s per client); NearCache hit: %.0fx faster",
+        getNs / 1000, 1e9 / getNs, getNs / nearNs))
 
     // 3. A 90 % hit ratio: one read in ten is a key this host has never read.
     let mixReads = 100_000
     let cold = (0..<(mixReads / 10)).map { "cold:\($0)" }
     for chunk in stride(from: 0, to: cold.count, by: 1000) {
-      _ = try raw.pipeline(cold[chunk..<min(cold.count, chunk + 1000)].map {
-        [Array("SET".utf8), Array((prefix + $0).utf8), Array(value.utf8)]
-      })
+      _ = try raw.pipeline(
+        cold[chunk..<min(cold.count, chunk + 1000)].map {
+          [Array("SET".utf8), Array((prefix + $0).utf8), Array(value.utf8)]
+        })
     }
     usleep(100_000)
     t0 = now()
     var c = 0
     for i in 0..<mixReads {
-      if i % 10 == 9 { _ = try near.object(forKey: cold[c]); c += 1 } else { _ = try near.object(forKey: keys[i % keys.count]) }
+      if i % 10 == 9 {
+        _ = try near.object(forKey: cold[c])
+        c += 1
+      } else {
+        _ = try near.object(forKey: keys[i % keys.count])
+      }
     }
     let mixNs = Double(now() - t0) / Double(mixReads)
     print(String(format: "90%% hit mix: %.2f µs per read (%.1fx a direct GET)", mixNs / 1000, getNs / mixNs))
 
     // 4. Staleness: writes through host 0, reads on hosts 1-3 (separate files, each with its holder).
     let hosts = try (0..<4).map { i in
-      try NearCache<String>(path: path("host\(i)"), remote: RedisCache<String>(url: url, keyPrefix: prefix),
-                            maxStaleness: .milliseconds(500),
-                            options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: heartbeat))
+      try NearCache<String>(
+        path: path("host\(i)"), remote: RedisCache<String>(url: url, keyPrefix: prefix),
+        maxStaleness: .milliseconds(500),
+        options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: heartbeat))
     }
     for h in hosts { while !h.statistics.fenceFresh { usleep(1000) } }
     let key = "stale-probe"
@@ -122,8 +141,11 @@ enum NearBench {
       staleness.append(Double(now() - ack) / 1000)
       usleep(2000)
     }
-    print(String(format: "staleness over %d writes (host 0 writes, hosts 1-3 read; %d reads checked): p50 %.0f µs, p99 %.0f µs, max %.0f µs",
-                 writes, checked, percentile(staleness, 0.5), percentile(staleness, 0.99), staleness.max() ?? .nan))
+    print(
+      String(
+        format:
+          "staleness over %d writes (host 0 writes, hosts 1-3 read; %d reads checked): p50 %.0f µs, p99 %.0f µs, max %.0f µs",
+        writes, checked, percentile(staleness, 0.5), percentile(staleness, 0.99), staleness.max() ?? .nan))
     for h in hosts { h.close() }
     near.close()
     _ = try? remote.removeAllKeys()
@@ -145,7 +167,8 @@ enum NearBench {
     let partition = args.count > 3 && args[3] == "partition"
     guard case .tcp(_, let redisPort) = try RedisEndpoint(url: url).address else { return 64 }
     // In partition mode each reader host reaches Redis through its own proxy.
-    let proxies: [Int: FaultProxy] = partition
+    let proxies: [Int: FaultProxy] =
+      partition
       ? Dictionary(uniqueKeysWithValues: try (1...3).map { ($0, try FaultProxy(to: redisPort)) }) : [:]
     defer { for p in proxies.values { p.stop() } }
     func hostURL(_ h: Int) -> String { proxies[h]?.url ?? url }
@@ -154,29 +177,41 @@ enum NearBench {
     let tag = "\(getpid())"
     let prefix = "sc\(tag):"
     let paths = (0..<4).map { "/dev/shm/mc-stalecheck-\(tag)-\($0).mcache" }
-    let tool = ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent("mapped-cache")
+    let tool = ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
+      "mapped-cache")
     var agents: [Int: Process] = [:]
     func spawnAgent(_ h: Int) throws {
       let p = Process()
       p.executableURL = URL(fileURLWithPath: tool)
-      p.arguments = ["agent", paths[h], "--redis", hostURL(h), "--prefix", prefix, "--max-staleness", "0.2",
-                     "--capacity", "4MiB"]
+      p.arguments = [
+        "agent", paths[h], "--redis", hostURL(h), "--prefix", prefix, "--max-staleness", "0.2",
+        "--capacity", "4MiB",
+      ]
       p.standardOutput = FileHandle.nullDevice
       p.standardError = FileHandle.nullDevice
       try p.run()
       agents[h] = p
     }
     defer {
-      for (_, p) in agents where p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
-      for p in paths { unlink(p); unlink(p + ".holder") }
+      for (_, p) in agents where p.isRunning {
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+      }
+      for p in paths {
+        unlink(p)
+        unlink(p + ".holder")
+      }
     }
     for h in 1...3 { try spawnAgent(h) }
     usleep(300_000)
     let options = NearCacheOptions(capacity: 4 << 20, standsForHolder: false)
     let hosts = try paths.enumerated().map { h, path in
-      try NearCache<String>(path: path, remote: RedisCache<String>(url: hostURL(h), keyPrefix: prefix,
-                                                                    options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3)),
-                            maxStaleness: .milliseconds(200), options: options)
+      try NearCache<String>(
+        path: path,
+        remote: RedisCache<String>(
+          url: hostURL(h), keyPrefix: prefix,
+          options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3)),
+        maxStaleness: .milliseconds(200), options: options)
     }
     for h in hosts[1...] { while !h.statistics.fenceFresh { usleep(1000) } }
     let capacity = Int(seconds * 2000) + 10_000
@@ -201,14 +236,20 @@ enum NearBench {
       }
       writerDone.signal()
     }
-    var checked = 0, violations = 0, errors = 0, faults = 0
+    var checked = 0
+    var violations = 0
+    var errors = 0
+    var faults = 0
     var worstNs: UInt64 = 0
     var nextFault = now() + UInt64(faultEveryMs) * 1_000_000
     let raw = try RedisClient(url: url)
     while now() < end {
       for h in 1...3 {
         let t = now()
-        guard let s = try? hosts[h].object(forKey: "probe"), let v = Int(s) else { errors += 1; continue }
+        guard let s = try? hosts[h].object(forKey: "probe"), let v = Int(s) else {
+          errors += 1
+          continue
+        }
         checked += 1
         let successor = v + 1 < capacity ? ack(v + 1) : 0
         if successor != 0 && t > successor {
@@ -232,8 +273,9 @@ enum NearBench {
           p.waitUntilExit()
           try spawnAgent(h)
         } else if let pid = hosts[h].statistics.holderPID {
-          _ = try? raw.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes", "ID",
-                            String(clientID(raw, name: "mc-near-holder-\(pid)") ?? 0))
+          _ = try? raw.call(
+            "CLIENT", "KILL", "USER", "default", "SKIPME", "yes", "ID",
+            String(clientID(raw, name: "mc-near-holder-\(pid)") ?? 0))
         }
         faults += 1
         nextFault = now() + UInt64(faultEveryMs) * 1_000_000
@@ -242,10 +284,11 @@ enum NearBench {
     writerDone.wait()
     let st = hosts[1].statistics
     let kinds = partition ? "400 ms black hole / reset" : "agent SIGKILL / CLIENT KILL"
-    print("stale check: \(checked) reads checked on 3 hosts, \(violations) violations of maxStaleness 200 ms + 50 ms, "
-          + "worst lateness \(String(format: "%.1f", Double(worstNs) / 1e6)) ms; \(faults) faults (\(kinds)); "
-          + "\(errors) reads failed; host 1: \(st.holderChanges) holder changes, \(st.reconnects) reconnects, "
-          + "\(st.fenceMisses) fence misses")
+    print(
+      "stale check: \(checked) reads checked on 3 hosts, \(violations) violations of maxStaleness 200 ms + 50 ms, "
+        + "worst lateness \(String(format: "%.1f", Double(worstNs) / 1e6)) ms; \(faults) faults (\(kinds)); "
+        + "\(errors) reads failed; host 1: \(st.holderChanges) holder changes, \(st.reconnects) reconnects, "
+        + "\(st.fenceMisses) fence misses")
     for h in hosts { h.close() }
     _ = try? hosts[0].remote.removeAllKeys()
     return violations == 0 ? 0 : 1
@@ -260,4 +303,3 @@ enum NearBench {
     return nil
   }
 }
-

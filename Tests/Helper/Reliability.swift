@@ -7,18 +7,22 @@ import Glibc
 // lines the test parses; a crash (signal), a hang (the test's timeout) or a non-zero
 // exit is what the tests look for.
 let reliabilityCommands: [String: HelperCommand] = [
-  "fuzz-base": { a in try Fuzz.buildBase(path: a[0], seed: UInt64(a[1]) ?? 1, variant: a.count > 2 ? Int(a[2]) ?? 0 : 0) },
+  "fuzz-base": { a in try Fuzz.buildBase(path: a[0], seed: UInt64(a[1]) ?? 1, variant: a.count > 2 ? Int(a[2]) ?? 0 : 0)
+  },
   "fuzz-case": { a in Fuzz.runCases(a) },
   "hold-lock": { a in
-    try LockHolder.run(path: a[0], seconds: Double(a[1]) ?? 60, ready: a[2], oddKey: a.count > 3 ? a[3] : nil,
-                       midMove: a.count > 4 && a[4] == "move")
+    try LockHolder.run(
+      path: a[0], seconds: Double(a[1]) ?? 60, ready: a[2], oddKey: a.count > 3 ? a[3] : nil,
+      midMove: a.count > 4 && a[4] == "move")
   },
   "read-loop": { a in try ReliabilityOps.readLoop(path: a[0], key: a[1], count: Int(a[2]) ?? 100) },
   "set-timed": { a in try ReliabilityOps.setTimed(path: a[0], key: a[1]) },
   "hammer": { a in try ReliabilityOps.hammer(path: a[0], seconds: Double(a[1]) ?? 3, seed: UInt64(a[2]) ?? 1) },
   "leak-check": { a in try ReliabilityOps.leakCheck(path: a[0], rounds: Int(a[1]) ?? 300, ops: Int(a[2]) ?? 200_000) },
   "ro-probe": { a in ReliabilityOps.readOnlyProbe(path: a[0], readOnlyPolicy: a[1] == "1") },
-  "create": { a in ReliabilityOps.create(path: a[0], capacity: Int(a[1]) ?? (1 << 20), fileSizeLimit: a.count > 2 ? Int(a[2]) : nil) },
+  "create": { a in
+    ReliabilityOps.create(path: a[0], capacity: Int(a[1]) ?? (1 << 20), fileSizeLimit: a.count > 2 ? Int(a[2]) : nil)
+  },
   "fill": { a in try ReliabilityOps.fill(path: a[0], seconds: Double(a[1]) ?? 1) },
   "open-only": { a in ReliabilityOps.openOnly(path: a[0], readOnlyPolicy: a[1] == "1") },
   "group-probe": { a in ReliabilityOps.groupProbe(path: a[0], group: a[1], key: a[2]) },
@@ -55,7 +59,8 @@ enum Pattern {
   static func isValid(_ v: [UInt8], index i: Int) -> Bool {
     let index = UInt32(truncatingIfNeeded: i)
     if v.count < 8 { return v == value(index: i, version: 0, count: v.count) }
-    var gotIndex: UInt32 = 0, version: UInt32 = 0
+    var gotIndex: UInt32 = 0
+    var version: UInt32 = 0
     for b in 0..<4 {
       gotIndex |= UInt32(v[b]) << (8 * UInt32(b))
       version |= UInt32(v[4 + b]) << (8 * UInt32(b))
@@ -69,8 +74,15 @@ enum Pattern {
   static func size(_ rng: inout SplitMix, limit: Int) -> Int {
     let r = rng.below(100)
     let n: Int
-    if r < 60 { n = rng.below(200) } else if r < 90 { n = 200 + rng.below(1800) }
-    else if r < 99 { n = 2000 + rng.below(18000) } else { n = rng.below(limit + 1) }
+    if r < 60 {
+      n = rng.below(200)
+    } else if r < 90 {
+      n = 200 + rng.below(1800)
+    } else if r < 99 {
+      n = 2000 + rng.below(18000)
+    } else {
+      n = rng.below(limit + 1)
+    }
     return min(n, limit)
   }
 }
@@ -83,7 +95,10 @@ func emit(_ s: String) {
     var done = 0
     while done < b.count {
       let n = write(1, b.baseAddress! + done, b.count - done)
-      if n <= 0 { if errno == EINTR { continue }; return }
+      if n <= 0 {
+        if errno == EINTR { continue }
+        return
+      }
       done += n
     }
   }
@@ -108,15 +123,23 @@ enum Fuzz {
       let i = rng.below(keySpace)
       let r = rng.below(100)
       let v = Pattern.value(index: i, version: UInt32(step), count: Pattern.size(&rng, limit: c.maxValueSize))
-      if r < 5 { try c.removeObject(forKey: Pattern.key(i)) }
-      else if r < 12 { try c.setObject(v, forKey: Pattern.key(i), expires: .date(Date(timeIntervalSinceNow: -10))) }
-      else if r < 20 { try c.setObject(v, forKey: Pattern.key(i), expires: .seconds(3600)) }
-      else if r < 65 { _ = try c.object(forKey: Pattern.key(i)) }
-      else { try c.setObject(v, forKey: Pattern.key(i)) }
+      if r < 5 {
+        try c.removeObject(forKey: Pattern.key(i))
+      } else if r < 12 {
+        try c.setObject(v, forKey: Pattern.key(i), expires: .date(Date(timeIntervalSinceNow: -10)))
+      } else if r < 20 {
+        try c.setObject(v, forKey: Pattern.key(i), expires: .seconds(3600))
+      } else if r < 65 {
+        _ = try c.object(forKey: Pattern.key(i))
+      } else {
+        try c.setObject(v, forKey: Pattern.key(i))
+      }
     }
     let s = c.statistics
     let report = try c.verify()
-    emit("entries=\(s.entries) evictions=\(s.evictions) expirations=\(s.expirations) promotions=\(s.promotions) reinsertions=\(s.reinsertions) verify=\(report.ok)")
+    emit(
+      "entries=\(s.entries) evictions=\(s.evictions) expirations=\(s.expirations) promotions=\(s.promotions) reinsertions=\(s.reinsertions) verify=\(report.ok)"
+    )
     return report.ok ? 0 : 1
   }
 
@@ -140,7 +163,9 @@ enum Fuzz {
       emit("BEGIN \(path)")
       let o = runCase(path)
       wrongTotal += o.wrong
-      emit("END \(path) opened=\(o.opened ? 1 : 0) thrown=\(o.thrown) hits=\(o.hits) wrong=\(o.wrong) repairedClean=\(o.repairedClean ? 1 : 0) readBack=\(o.readBack ? 1 : 0) wrongOps=\(o.wrongOps.sorted().joined(separator: ","))")
+      emit(
+        "END \(path) opened=\(o.opened ? 1 : 0) thrown=\(o.thrown) hits=\(o.hits) wrong=\(o.wrong) repairedClean=\(o.repairedClean ? 1 : 0) readBack=\(o.readBack ? 1 : 0) wrongOps=\(o.wrongOps.sorted().joined(separator: ","))"
+      )
     }
     return wrongTotal == 0 ? 0 : 2
   }
@@ -157,7 +182,10 @@ enum Fuzz {
     func check(_ v: [UInt8]?, _ i: Int, _ op: String = "get") {
       guard let v else { return }
       o.hits += 1
-      if !Pattern.isValid(v, index: i) { o.wrong += 1; o.wrongOps.insert(op) }
+      if !Pattern.isValid(v, index: i) {
+        o.wrong += 1
+        o.wrongOps.insert(op)
+      }
     }
     /// The key index of a key this run or the base wrote (`key-<i>-…`, or the one-letter
     /// keys of the read-back step), nil for anything else.
@@ -176,7 +204,9 @@ enum Fuzz {
         _ = f.attachedProcesses
         _ = f.statistics
         f.forEachEntry(values: true, includeExpired: true) { e in
-          if let v = e.value, let k = String(validating: e.key, as: UTF8.self) { checkByKey(k, v, "CacheFile.forEachEntry") }
+          if let v = e.value, let k = String(validating: e.key, as: UTF8.self) {
+            checkByKey(k, v, "CacheFile.forEachEntry")
+          }
           return true
         }
         for _ in 0..<8 {
@@ -189,7 +219,12 @@ enum Fuzz {
     }
     func iterate(_ c: SharedCache<[UInt8]>) {
       _ = c.allKeys
-      attempt { try c.forEachObject(includeExpired: true) { k, v, _ in checkByKey(k, v, "forEachObject"); return true } }
+      attempt {
+        try c.forEachObject(includeExpired: true) { k, v, _ in
+          checkByKey(k, v, "forEachObject")
+          return true
+        }
+      }
       attempt {
         let keys = (0..<16).map { _ in Pattern.key(rng.below(keySpace)) }
         for (k, v) in try c.objects(forKeys: keys) { checkByKey(k, v, "objects(forKeys:)") }
@@ -200,7 +235,8 @@ enum Fuzz {
     // back. A default handle (no read checksums: the fast path) must still never fault,
     // whatever the bytes; it may hand back a value whose bytes were damaged in place.
     attempt {
-      let fast = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
+      let fast = try SharedCache<[UInt8]>(
+        path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
       withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
         for _ in 0..<40 {
           let k = Pattern.key(rng.below(keySpace))
@@ -214,8 +250,9 @@ enum Fuzz {
     }
     // A read-only handle first: it must never write to (or fault on) the mapping.
     attempt {
-      let ro = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
-                                        policy: OpenPolicy(readOnly: true, create: false, verifyChecksumsOnRead: true))
+      let ro = try SharedCache<[UInt8]>(
+        path: path, capacity: 1 << 20,
+        policy: OpenPolicy(readOnly: true, create: false, verifyChecksumsOnRead: true))
       for _ in 0..<40 {
         let i = rng.below(keySpace)
         attempt { check(try ro.object(forKey: Pattern.key(i), allowingExpired: true), i) }
@@ -229,7 +266,8 @@ enum Fuzz {
 
     let cache: SharedCache<[UInt8]>
     do {
-      cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false, verifyChecksumsOnRead: true))
+      cache = try SharedCache<[UInt8]>(
+        path: path, capacity: 1 << 20, policy: OpenPolicy(create: false, verifyChecksumsOnRead: true))
     } catch {
       o.thrown += 1
       return o
@@ -245,18 +283,32 @@ enum Fuzz {
         switch rng.below(12) {
         case 0, 1, 2: attempt { check(try cache.object(forKey: k), i) }
         case 3: attempt { check(try cache.object(forKey: k, allowingExpired: true), i) }
-        case 4: attempt { if let (v, ver) = try cache.objectWithVersion(forKey: k) {
-            check(v, i)
-            _ = try cache.setObject(Pattern.value(index: i, version: 1_000_000 + UInt32(round), count: 50), forKey: k, ifVersion: ver)
-          } }
+        case 4:
+          attempt {
+            if let (v, ver) = try cache.objectWithVersion(forKey: k) {
+              check(v, i)
+              _ = try cache.setObject(
+                Pattern.value(index: i, version: 1_000_000 + UInt32(round), count: 50), forKey: k, ifVersion: ver)
+            }
+          }
         case 5: attempt { _ = try cache.withBytes(forKey: k) { check(Array($0), i) } }
-        case 6: attempt { _ = try cache.expiry(forKey: k); _ = try cache.containsObject(forKey: k) }
-        case 7, 8: attempt {
-            try cache.setObject(Pattern.value(index: i, version: UInt32(rng.below(1 << 20)), count: Pattern.size(&rng, limit: limit)),
-                                forKey: k, expires: rng.below(4) == 0 ? .seconds(3600) : .never)
+        case 6:
+          attempt {
+            _ = try cache.expiry(forKey: k)
+            _ = try cache.containsObject(forKey: k)
+          }
+        case 7, 8:
+          attempt {
+            try cache.setObject(
+              Pattern.value(index: i, version: UInt32(rng.below(1 << 20)), count: Pattern.size(&rng, limit: limit)),
+              forKey: k, expires: rng.below(4) == 0 ? .seconds(3600) : .never)
           }
         case 9: attempt { _ = try cache.add(Pattern.value(index: i, version: 7, count: 20), forKey: k) }
-        case 10: attempt { _ = try cache.replace(Pattern.value(index: i, version: 8, count: 300), forKey: k); _ = try cache.touch(k, expires: .seconds(60)) }
+        case 10:
+          attempt {
+            _ = try cache.replace(Pattern.value(index: i, version: 8, count: 300), forKey: k)
+            _ = try cache.touch(k, expires: .seconds(60))
+          }
         default: attempt { _ = try cache.removeObject(forKey: k) }
         }
       }
@@ -322,7 +374,10 @@ enum LockHolder {
       while Date() < end && access(ready, F_OK) == 0 { usleep(5_000) }
     }
     if midMove, let oddKey {
-      guard try c._holdWriteLockMidMove(key: oddKey, hold) else { emit("no-move"); return 1 }
+      guard try c._holdWriteLockMidMove(key: oddKey, hold) else {
+        emit("no-move")
+        return 1
+      }
     } else {
       try c._holdWriteLock(oddSlotForKey: oddKey, hold)
     }
@@ -343,14 +398,17 @@ enum ReliabilityOps {
   /// `count` reads of one key; prints hits, misses and the slowest read.
   static func readLoop(path: String, key: String, count: Int) throws -> Int32 {
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
-    var hits = 0, misses = 0, worst: UInt64 = 0
+    var hits = 0
+    var misses = 0
+    var worst: UInt64 = 0
     let start = monotonicNanoseconds()
     for _ in 0..<count {
       let t = monotonicNanoseconds()
       if try c.object(forKey: key) != nil { hits += 1 } else { misses += 1 }
       worst = max(worst, monotonicNanoseconds() - t)
     }
-    emit("hits=\(hits) misses=\(misses) worstus=\(worst / 1000) totalms=\((monotonicNanoseconds() - start) / 1_000_000)")
+    emit(
+      "hits=\(hits) misses=\(misses) worstus=\(worst / 1000) totalms=\((monotonicNanoseconds() - start) / 1_000_000)")
     return 0
   }
 
@@ -367,7 +425,10 @@ enum ReliabilityOps {
   static func hammer(path: String, seconds: Double, seed: UInt64) throws -> Int32 {
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20, policy: OpenPolicy(create: false))
     var rng = SplitMix(seed)
-    var gets = 0, sets = 0, hits = 0, wrong = 0
+    var gets = 0
+    var sets = 0
+    var hits = 0
+    var wrong = 0
     let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
     var version: UInt32 = 0
     // Only operations inside the window count: a starved worker reports zero.
@@ -417,9 +478,11 @@ enum ReliabilityOps {
       _ = try ro.object(forKey: Pattern.key(r))
     }
     try round(0)  // load everything once before counting
-    let fd0 = fdCount(), maps0 = mapCount()
+    let fd0 = fdCount()
+    let maps0 = mapCount()
     for r in 1...rounds { try round(r) }
-    let fd1 = fdCount(), maps1 = mapCount()
+    let fd1 = fdCount()
+    let maps1 = mapCount()
     emit("fd0=\(fd0) fd1=\(fd1) maps0=\(maps0) maps1=\(maps1)")
 
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
@@ -428,7 +491,8 @@ enum ReliabilityOps {
       for step in 0..<n {
         let i = rng.below(5000)
         if step % 4 == 0 {
-          try c.setObject(Pattern.value(index: i, version: UInt32(step), count: rng.below(1000)), forKey: Pattern.key(i))
+          try c.setObject(
+            Pattern.value(index: i, version: UInt32(step), count: rng.below(1000)), forKey: Pattern.key(i))
         } else {
           _ = try c.object(forKey: Pattern.key(i))
         }
@@ -464,8 +528,9 @@ enum ReliabilityOps {
   static func groupProbe(path: String, group: String, key: String) -> Int32 {
     let c: SharedCache<String>
     do {
-      c = try SharedCache<String>(path: path, capacity: 1 << 20,
-                                  policy: group == "-" ? OpenPolicy() : .sharedWithGroup(group))
+      c = try SharedCache<String>(
+        path: path, capacity: 1 << 20,
+        policy: group == "-" ? OpenPolicy() : .sharedWithGroup(group))
     } catch {
       emit("open=\(errorName(error))")
       emit("why=\(error)")
@@ -473,7 +538,10 @@ enum ReliabilityOps {
     }
     emit("open=ok")
     emit("writable=\(c.isWritable)")
-    do { try c.setObject("by-\(getuid())", forKey: key); emit("set=ok") } catch { emit("set=\(errorName(error))") }
+    do {
+      try c.setObject("by-\(getuid())", forKey: key)
+      emit("set=ok")
+    } catch { emit("set=\(errorName(error))") }
     var seen: [String] = []
     for k in ["web", "job", "other"] { if let v = try? c.object(forKey: k) { seen.append("\(k)=\(v)") } }
     emit("seen=\(seen.joined(separator: ","))")
@@ -483,7 +551,8 @@ enum ReliabilityOps {
   static func readOnlyProbe(path: String, readOnlyPolicy: Bool) -> Int32 {
     let c: SharedCache<String>
     do {
-      c = try SharedCache<String>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: readOnlyPolicy, create: false))
+      c = try SharedCache<String>(
+        path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: readOnlyPolicy, create: false))
     } catch {
       emit("open=\(errorName(error))")
       return 0
@@ -507,7 +576,10 @@ enum ReliabilityOps {
       ("verifyRepair", { _ = try c.verify(repair: true) }),
     ]
     for (name, body) in writes {
-      do { try body(); emit("\(name)=ok") } catch { emit("\(name)=\(errorName(error))") }
+      do {
+        try body()
+        emit("\(name)=ok")
+      } catch { emit("\(name)=\(errorName(error))") }
     }
     var after = 0
     for i in 0..<10 where (try? c.object(forKey: "ro-\(i)")) == "value-\(i)" { after += 1 }
@@ -521,7 +593,10 @@ enum ReliabilityOps {
     if let fileSizeLimit {
       signal(SIGXFSZ, SIG_IGN)
       var rl = rlimit(rlim_cur: rlim_t(fileSizeLimit), rlim_max: rlim_t(fileSizeLimit))
-      if setrlimit(Int32(RLIMIT_FSIZE.rawValue), &rl) != 0 { emit("setrlimit=failed"); return 1 }
+      if setrlimit(Int32(RLIMIT_FSIZE.rawValue), &rl) != 0 {
+        emit("setrlimit=failed")
+        return 1
+      }
     }
     do {
       let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
@@ -542,7 +617,8 @@ enum ReliabilityOps {
   static func fill(path: String, seconds: Double) throws -> Int32 {
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
     let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
-    var n = 0, wrong = 0
+    var n = 0
+    var wrong = 0
     var rng = SplitMix(3)
     while monotonicNanoseconds() < end || n < 1000 {
       let i = rng.below(4000)

@@ -43,7 +43,8 @@ private func wallMs() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) }
 @Sendable func typedComputeRace(_ a: [String]) throws -> Int32 {
   guard a.count == 5, let start = UInt64(a[3]), let ms = UInt32(a[4]) else { return 64 }
   let cache = try SharedCache<String>(path: a[0], capacity: 4 << 20)
-  let key = a[1], counter = a[2]
+  let key = a[1]
+  let counter = a[2]
   let late = wallMs() > start
   while wallMs() < start { usleep(200) }
   let pid = getpid()
@@ -142,16 +143,20 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
     let raw = Array(string.utf8)
     rows.append(("set [UInt8] (48 B)", try measure(n) { try c.setObject(raw, forKey: keys[$0 & 1023]) }))
     rows.append(("get [UInt8] (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.count ?? 0 }))
-    rows.append(("withBytes (48 B)", try measure(n) { sink &+= try c.withBytes(forKey: keys[$0 & 1023]) { $0.count } ?? 0 }))
-    rows.append(("copyBytes (48 B)", try measure(n) { sink &+= try c.copyBytes(forKey: keys[$0 & 1023], into: buffer) ?? 0 }))
+    rows.append(
+      ("withBytes (48 B)", try measure(n) { sink &+= try c.withBytes(forKey: keys[$0 & 1023]) { $0.count } ?? 0 }))
+    rows.append(
+      ("copyBytes (48 B)", try measure(n) { sink &+= try c.copyBytes(forKey: keys[$0 & 1023], into: buffer) ?? 0 }))
   }
   do {
     let c = try SharedCache<String>(path: path + ".str", capacity: 16 << 20, options: small)
     defer { unlink(path + ".str") }
     rows.append(("set String (48 B)", try measure(n) { try c.setObject(string, forKey: keys[$0 & 1023]) }))
-    rows.append(("get String (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
+    rows.append(
+      ("get String (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
     for k in keys { try c.setObject("hello", forKey: k) }
-    rows.append(("get String (5 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
+    rows.append(
+      ("get String (5 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
   }
   do {
     let c = try SharedCache<Int>(path: path + ".int", capacity: 16 << 20, options: small)
@@ -168,12 +173,21 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
   }
   let m = max(n / 4, 1000)
   let bin = try BinaryCoding.encode(record)
-  let jsonEncoder = JSONEncoder(), jsonDecoder = JSONDecoder()
+  let jsonEncoder = JSONEncoder()
+  let jsonDecoder = JSONDecoder()
   let json = try jsonEncoder.encode(record)
   rows.append(("encode struct: binary coder", try measure(m) { _ in sink &+= try BinaryCoding.encode(record).count }))
   rows.append(("encode struct: JSONEncoder", try measure(m) { _ in sink &+= try jsonEncoder.encode(record).count }))
-  rows.append(("decode struct: binary coder", try measure(m) { _ in sink &+= try BinaryCoding.decode(BenchRecord.self, from: bin).id }))
-  rows.append(("decode struct: JSONDecoder", try measure(m) { _ in sink &+= try jsonDecoder.decode(BenchRecord.self, from: json).id }))
+  rows.append(
+    (
+      "decode struct: binary coder",
+      try measure(m) { _ in sink &+= try BinaryCoding.decode(BenchRecord.self, from: bin).id }
+    ))
+  rows.append(
+    (
+      "decode struct: JSONDecoder",
+      try measure(m) { _ in sink &+= try jsonDecoder.decode(BenchRecord.self, from: json).id }
+    ))
 
   print("bench-typed: \(n) ops per row (best of 3), 1024 keys, one process")
   for (name, ns) in rows {
@@ -181,15 +195,17 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
   }
   let get = Dictionary(rows, uniquingKeysWith: { a, _ in a })
   func ratio(_ a: String, _ b: String) -> String { String(format: "%.2f", get[a]! / get[b]!) }
-  print("ratios (time): get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
-        + "get Int / withBytes = \(ratio("get Int", "withBytes (48 B)")), "
-        + "get Int / copyBytes = \(ratio("get Int", "copyBytes (48 B)")), "
-        + "get String (5 B) / copyBytes = \(ratio("get String (5 B)", "copyBytes (48 B)")), "
-        + "get struct / get [UInt8] = \(ratio("get Codable struct", "get [UInt8] (48 B)")), "
-        + "set struct / set [UInt8] = \(ratio("set Codable struct", "set [UInt8] (48 B)"))")
-  print("coder: encode JSON / binary = \(ratio("encode struct: JSONEncoder", "encode struct: binary coder")), "
-        + "decode JSON / binary = \(ratio("decode struct: JSONDecoder", "decode struct: binary coder")); "
-        + "sizes: binary \(bin.count) B, JSON \(json.count) B")
+  print(
+    "ratios (time): get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
+      + "get Int / withBytes = \(ratio("get Int", "withBytes (48 B)")), "
+      + "get Int / copyBytes = \(ratio("get Int", "copyBytes (48 B)")), "
+      + "get String (5 B) / copyBytes = \(ratio("get String (5 B)", "copyBytes (48 B)")), "
+      + "get struct / get [UInt8] = \(ratio("get Codable struct", "get [UInt8] (48 B)")), "
+      + "set struct / set [UInt8] = \(ratio("set Codable struct", "set [UInt8] (48 B)"))")
+  print(
+    "coder: encode JSON / binary = \(ratio("encode struct: JSONEncoder", "encode struct: binary coder")), "
+      + "decode JSON / binary = \(ratio("decode struct: JSONDecoder", "decode struct: binary coder")); "
+      + "sizes: binary \(bin.count) B, JSON \(json.count) B")
   if sink == 42 { print("") }
   return 0
 }

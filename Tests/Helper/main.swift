@@ -5,7 +5,8 @@ import Foundation
 // in its own file (Core, Typed, Reliability, CLI, Redis); this table routes them.
 typealias HelperCommand = @Sendable ([String]) throws -> Int32
 
-let commands: [String: HelperCommand] = coreCommands
+let commands: [String: HelperCommand] =
+  coreCommands
   .merging(typedCommands) { a, _ in a }
   .merging(reliabilityCommands) { a, _ in a }
   .merging(cliCommands) { a, _ in a }
@@ -14,7 +15,9 @@ let commands: [String: HelperCommand] = coreCommands
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {
-  FileHandle.standardError.write("usage: mc-test-helper COMMAND [ARGS...]; commands: \(commands.keys.sorted().joined(separator: " "))\n".data(using: .utf8)!)
+  FileHandle.standardError.write(
+    "usage: mc-test-helper COMMAND [ARGS...]; commands: \(commands.keys.sorted().joined(separator: " "))\n".data(
+      using: .utf8)!)
   exit(64)
 }
 do {

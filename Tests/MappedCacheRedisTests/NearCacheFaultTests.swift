@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
-import Testing
 @_spi(Tiers) import MappedCache
-@testable import MappedCacheRedis
 import RedisFaultProxy
+import Testing
+
+@testable import MappedCacheRedis
 
 // Network faults between a host and Redis, made by a proxy (black hole, reset, delay),
 // and CLIENT PAUSE: no value served later than maxStaleness + 50 ms after its overwrite.
@@ -12,8 +13,10 @@ import RedisFaultProxy
 struct NearCacheFaultTests {
   /// Overwrites `key` directly in Redis and reads it on `host` for `watch` seconds; returns
   /// how long after the write was acknowledged `host` still served the old value.
-  func staleWindow(_ host: NearCache<String>, _ raw: RedisClient, key: String, old: String, new: String,
-                   watch: Double = 1) throws -> Double {
+  func staleWindow(
+    _ host: NearCache<String>, _ raw: RedisClient, key: String, old: String, new: String,
+    watch: Double = 1
+  ) throws -> Double {
     _ = try raw.call("SET", "t:" + key, new)
     let ack = Date()
     var lastOld = 0.0
@@ -32,11 +35,16 @@ struct NearCacheFaultTests {
     let proxy = try FaultProxy(to: server.port)
     defer { proxy.stop() }
     let path = "/dev/shm/mcredis-fault-\(getpid()).mcache"
-    defer { unlink(path); unlink(path + ".holder") }
-    let remote = try RedisCache<String>(url: proxy.url, keyPrefix: "t:",
-                                        options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3))
-    let host = try NearCache<String>(path: path, remote: remote, maxStaleness: .milliseconds(200),
-                                     options: NearCacheOptions(capacity: 4 << 20))
+    defer {
+      unlink(path)
+      unlink(path + ".holder")
+    }
+    let remote = try RedisCache<String>(
+      url: proxy.url, keyPrefix: "t:",
+      options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3))
+    let host = try NearCache<String>(
+      path: path, remote: remote, maxStaleness: .milliseconds(200),
+      options: NearCacheOptions(capacity: 4 << 20))
     defer { host.close() }
     let raw = server.client()
     for (i, mode) in [FaultProxy.Mode.blackHole, .reset, .delay(milliseconds: 400)].enumerated() {

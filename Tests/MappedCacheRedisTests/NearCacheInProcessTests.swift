@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+@_spi(Tiers) import MappedCache
 import Synchronization
 import Testing
-@_spi(Tiers) import MappedCache
+
 @testable import MappedCacheRedis
 
 // NearCache with every "host" (cache file) in the test process: reads, writes,
@@ -13,28 +14,35 @@ struct NearCacheInProcessTests {
   @Test func readsWritesAndInvalidationsAcrossTwoHosts() throws {
     let server = try RedisServer()
     defer { server.stop() }
-    let a = try makeHost(server), b = try makeHost(server)
-    defer { dispose(a); dispose(b) }
+    let a = try makeHost(server)
+    let b = try makeHost(server)
+    defer {
+      dispose(a)
+      dispose(b)
+    }
     #expect(waitReady(a) && waitReady(b))
     #expect(a.statistics.isHolder && b.statistics.isHolder)
     try a.setObject("v1", forKey: "k", expires: .seconds(60))
     // (B's holder hears of that SET too; a fill before it did would be removed by it,
     // conservatively, and fetched once more.)
     #expect(eventually(10) { b.statistics.invalidationsReceived >= 1 })
-    #expect(try b.object(forKey: "k") == "v1")                  // miss: from Redis, back-filled
+    #expect(try b.object(forKey: "k") == "v1")  // miss: from Redis, back-filled
     let fetches = b.statistics.remoteFetches
     for _ in 0..<100 { #expect(try b.object(forKey: "k") == "v1") }
-    #expect(b.statistics.remoteFetches == fetches)               // every later read was local
+    #expect(b.statistics.remoteFetches == fetches)  // every later read was local
     #expect(try b.local.containsObject(forKey: "k"))
     // The local entry expires with Redis's TTL.
-    guard case .date(let d)? = try b.local.expiry(forKey: "k") else { Issue.record("no local expiry"); return }
+    guard case .date(let d)? = try b.local.expiry(forKey: "k") else {
+      Issue.record("no local expiry")
+      return
+    }
     #expect(abs(d.timeIntervalSinceNow - 60) < 5)
     // A write on A reaches B's file through B's holder, not through B reading Redis.
     try a.setObject("v2", forKey: "k")
     #expect(eventually(10) { (try? b.local.containsObject(forKey: "k")) == false })
     #expect(b.statistics.invalidationsApplied >= 1)
     #expect(try b.object(forKey: "k") == "v2")
-    #expect(try a.object(forKey: "k") == "v2")                   // read-your-writes on the writing host
+    #expect(try a.object(forKey: "k") == "v2")  // read-your-writes on the writing host
     #expect(try a.removeObject(forKey: "k"))
     #expect(eventually(10) { (try? b.object(forKey: "k")) == .some(nil) })
     // Many keys invalidated at once arrive in batches.
@@ -46,7 +54,7 @@ struct NearCacheInProcessTests {
     for i in 0..<200 { #expect(try b.object(forKey: "m\(i)") == "y\(i)") }
     // removeAll: the prefix's keys in Redis, and every entry of the file by epoch.
     try a.removeAllObjects()
-    #expect(try a.object(forKey: "m1") == nil)                   // at once on the host that removed
+    #expect(try a.object(forKey: "m1") == nil)  // at once on the host that removed
     #expect(eventually(10) { (try? b.object(forKey: "m1")) == .some(nil) })  // through the invalidations elsewhere
     #expect(try raw.call("DBSIZE") == .integer(0))
   }
@@ -72,14 +80,14 @@ struct NearCacheInProcessTests {
         _ = try? raw.call("SET", "t:race", "v2")
         _ = eventually(10) { b.statistics.invalidationsReceived > applied }
       }
-      #expect(try b.object(forKey: "race") == "v1")              // what the GET saw, before the write
+      #expect(try b.object(forKey: "race") == "v1")  // what the GET saw, before the write
       b.afterFetch = nil
-      #expect(b.statistics.invalidationsReceived > applied)      // the interleaving really happened
+      #expect(b.statistics.invalidationsReceived > applied)  // the interleaving really happened
       let later = try b.object(forKey: "race")
       if usePlaceholders {
-        #expect(later == "v2")                                   // the late v1 was dropped
+        #expect(later == "v2")  // the late v1 was dropped
       } else {
-        #expect(later == "v1")                                   // the race, shown: stale until its TTL
+        #expect(later == "v1")  // the race, shown: stale until its TTL
       }
       _ = try raw.call("DEL", "t:race")
     }
@@ -98,7 +106,10 @@ struct NearCacheInProcessTests {
     #expect(eventually(5) { (0..<10).allSatisfy { (try? b.local.containsObject(forKey: "k\($0)")) == true } })
     let epoch = b.statistics.epoch
     // Kill the tracking connection and write while it is down: those invalidations are lost.
-    guard let pid = b.statistics.holderPID else { Issue.record("no holder"); return }
+    guard let pid = b.statistics.holderPID else {
+      Issue.record("no holder")
+      return
+    }
     _ = try raw.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes")
     _ = try raw.call("SET", "t:k3", "new3")
     #expect(eventually(10) { b.statistics.epoch > epoch && b.statistics.fenceFresh })
@@ -110,7 +121,7 @@ struct NearCacheInProcessTests {
     #expect(b.statistics.remoteFetches == fetches + 9)
     #expect(b.statistics.epochMisses >= 9)
     for i in 0..<10 where i != 3 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
-    #expect(b.statistics.remoteFetches == fetches + 9)           // and then local again
+    #expect(b.statistics.remoteFetches == fetches + 9)  // and then local again
   }
 
   @Test func aDeadServerFencesEntriesWithinTheBoundAndARestartRefills() throws {
@@ -118,9 +129,13 @@ struct NearCacheInProcessTests {
     defer { server.stop() }
     let staleness = Duration.milliseconds(200)
     let b = try makeHost(server, staleness: staleness, commandTimeout: 0.5)
-    let s = try makeHost(server, staleness: staleness, commandTimeout: 0.5,
-                         options: NearCacheOptions(capacity: 4 << 20, serveStale: true))
-    defer { dispose(b); dispose(s) }
+    let s = try makeHost(
+      server, staleness: staleness, commandTimeout: 0.5,
+      options: NearCacheOptions(capacity: 4 << 20, serveStale: true))
+    defer {
+      dispose(b)
+      dispose(s)
+    }
     #expect(waitReady(b) && waitReady(s))
     _ = try server.client().call("SET", "t:k", "v")
     // That SET's own invalidation first (it would remove a fill made before it).
@@ -140,10 +155,12 @@ struct NearCacheInProcessTests {
     let served = lastLocal.timeIntervalSince(killed)
     // ...and stop within maxStaleness (+ a heartbeat, a clock tick and scheduling slack).
     #expect(served < 0.2 + 0.05, "served \(served) s after the kill")
-    #expect(performing: { try b.object(forKey: "k") }, throws: { e in
-      if case CacheError.remoteUnavailable = e { return true }
-      return false
-    })
+    #expect(
+      performing: { try b.object(forKey: "k") },
+      throws: { e in
+        if case CacheError.remoteUnavailable = e { return true }
+        return false
+      })
     #expect(b.statistics.fenceMisses >= 1 && !b.statistics.fenceFresh)
     // serveStale serves and counts.
     #expect(try s.object(forKey: "k") == "v")
@@ -167,8 +184,8 @@ struct NearCacheInProcessTests {
     #expect(try b.object(forKey: "a") == "1")
     _ = try raw.call("FLUSHALL")
     #expect(eventually(10) { b.statistics.flushes >= 1 })
-    #expect(try b.local.containsObject(forKey: "a"))             // still in the file (no wipe)...
-    #expect(try b.object(forKey: "a") == nil)                    // ...but never served
+    #expect(try b.local.containsObject(forKey: "a"))  // still in the file (no wipe)...
+    #expect(try b.object(forKey: "a") == nil)  // ...but never served
   }
 
   @Test func getOrComputeRunsOnceForConcurrentCallersAndStoresInRedis() async throws {
@@ -195,9 +212,12 @@ struct NearCacheInProcessTests {
     }
     #expect(computed.load(ordering: .relaxed) == 1)
     #expect(results.allSatisfy { $0.0 == "made" })
-    #expect(results.filter { !$0.1 }.count == 1)                 // one computed, the others from cache
+    #expect(results.filter { !$0.1 }.count == 1)  // one computed, the others from cache
     #expect(try server.client().call("GET", "t:lazy").string == "made")
-    guard case .integer(let ttl) = try server.client().call("PTTL", "t:lazy") else { Issue.record("no ttl"); return }
+    guard case .integer(let ttl) = try server.client().call("PTTL", "t:lazy") else {
+      Issue.record("no ttl")
+      return
+    }
     #expect(ttl > 25_000)
     // Redis down: the compute is called and its value returned.
     server.kill()
@@ -217,12 +237,14 @@ struct NearCacheInProcessTests {
     _ = try raw.call("SET", "t:good", "fine")
     #expect(eventually(10) { b.statistics.invalidationsReceived >= 2 })
     for _ in 0..<2 {
-      #expect(performing: { try b.object(forKey: "bad") }, throws: { e in
-        if case CacheError.decodingFailed(let k, _) = e { return k == "bad" }
-        return false
-      })
+      #expect(
+        performing: { try b.object(forKey: "bad") },
+        throws: { e in
+          if case CacheError.decodingFailed(let k, _) = e { return k == "bad" }
+          return false
+        })
     }
-    #expect(try !b.local.containsObject(forKey: "bad"))          // its placeholder was released
+    #expect(try !b.local.containsObject(forKey: "bad"))  // its placeholder was released
     #expect(try b.object(forKey: "good") == "fine")
     // A miss is remembered (one fetch), until a write of the key invalidates it.
     let f0 = b.statistics.remoteFetches
@@ -236,23 +258,30 @@ struct NearCacheInProcessTests {
     let server = try RedisServer()
     defer { server.stop() }
     let path = "/dev/shm/mcredis-limits-\(getpid()).mcache"
-    defer { unlink(path); unlink(path + ".holder") }
-    let remote = try RedisCache<String>(url: server.url, keyPrefix: "t:",
-                                        options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))
-    let b = try NearCache<String>(path: path, remote: remote, maxStaleness: .seconds(3),
-                                  options: NearCacheOptions(capacity: 4 << 20))
+    defer {
+      unlink(path)
+      unlink(path + ".holder")
+    }
+    let remote = try RedisCache<String>(
+      url: server.url, keyPrefix: "t:",
+      options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))
+    let b = try NearCache<String>(
+      path: path, remote: remote, maxStaleness: .seconds(3),
+      options: NearCacheOptions(capacity: 4 << 20))
     defer { b.close() }
     #expect(eventually(20) { b.statistics.fenceFresh })
     let raw = server.client()
     _ = try raw.call("SET", "t:huge", String(repeating: "x", count: 5000))
     _ = try raw.call("SET", "t:small", "ok")
     #expect(eventually(10) { b.statistics.invalidationsReceived >= 2 })
-    #expect(performing: { try b.object(forKey: "huge") }, throws: { e in
-      if case CacheError.protocolViolation(_, let why) = e { return why.contains("exceeds the limit") }
-      return false
-    })
-    #expect(try !b.local.containsObject(forKey: "huge"))       // the placeholder is gone
-    #expect(try b.object(forKey: "small") == "ok")             // the next request, on a new connection
+    #expect(
+      performing: { try b.object(forKey: "huge") },
+      throws: { e in
+        if case CacheError.protocolViolation(_, let why) = e { return why.contains("exceeds the limit") }
+        return false
+      })
+    #expect(try !b.local.containsObject(forKey: "huge"))  // the placeholder is gone
+    #expect(try b.object(forKey: "small") == "ok")  // the next request, on a new connection
     #expect(try b.local.verify().ok)
     // A key longer than the file's key limit goes to Redis every time.
     let long = String(repeating: "k", count: b.local.maxKeySize + 1)
@@ -271,6 +300,8 @@ struct NearCacheInProcessTests {
     #expect(throws: CacheError.self) { try NearCache<String>(path: a.local.path, remote: other) }
     let typed = try RedisCache<Int>(url: server.url, keyPrefix: "p1:")
     #expect(throws: CacheError.self) { try NearCache<Int>(path: a.local.path, remote: typed) }
-    #expect(throws: CacheError.self) { try NearCache<String>(path: a.local.path, remote: other, maxStaleness: .milliseconds(1)) }
+    #expect(throws: CacheError.self) {
+      try NearCache<String>(path: a.local.path, remote: other, maxStaleness: .milliseconds(1))
+    }
   }
 }

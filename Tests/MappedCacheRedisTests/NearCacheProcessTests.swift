@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
-import Testing
 @_spi(Tiers) import MappedCache
+import Testing
+
 @testable import MappedCacheRedis
 
 // NearCache across processes: worker processes (mc-test-helper near-worker) on two
@@ -42,7 +43,8 @@ func trackingClients(_ server: RedisServer) throws -> [String] {
 /// The state letter of /proc/PID/stat (R, S, T for stopped, …).
 func processState(_ pid: Int32) -> String {
   guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let close = stat.lastIndex(of: ")") else { return "?" }
+    let close = stat.lastIndex(of: ")")
+  else { return "?" }
   return String(stat[stat.index(close, offsetBy: 2)])
 }
 
@@ -57,8 +59,14 @@ struct NearCacheProcessTests {
     let remote = try RedisCache<String>(url: server.url, keyPrefix: "w:")
     var workers: [Process] = []
     defer {
-      for w in workers where w.isRunning { kill(w.processIdentifier, SIGKILL); w.waitUntilExit() }
-      for p in hostPaths { unlink(p); unlink(p + ".holder") }
+      for w in workers where w.isRunning {
+        kill(w.processIdentifier, SIGKILL)
+        w.waitUntilExit()
+      }
+      for p in hostPaths {
+        unlink(p)
+        unlink(p + ".holder")
+      }
     }
     for p in hostPaths {
       for _ in 0..<4 { workers.append(try Helper.spawn(["near-worker", p, server.url, "w:", "30", "probe"])) }
@@ -66,8 +74,9 @@ struct NearCacheProcessTests {
     #expect(eventually(10) { hostPaths.allSatisfy { FileManager.default.fileExists(atPath: $0) } })
     usleep(200_000)
     let observers = try hostPaths.map {
-      try NearCache<String>(path: $0, remote: remote, maxStaleness: .milliseconds(300),
-                            options: NearCacheOptions(capacity: 4 << 20, standsForHolder: false))
+      try NearCache<String>(
+        path: $0, remote: remote, maxStaleness: .milliseconds(300),
+        options: NearCacheOptions(capacity: 4 << 20, standsForHolder: false))
     }
     #expect(eventually(10) { observers.allSatisfy { $0.statistics.fenceFresh && $0.statistics.holderAlive } })
     // Eight workers, two hosts: Redis sees exactly two tracking connections, one per host,
@@ -92,19 +101,21 @@ struct NearCacheProcessTests {
     guard let victim = holders[0] else { return }
     let t0 = Date()
     kill(victim, SIGKILL)
-    #expect(eventually(10) {
-      let s = observers[0].statistics
-      return s.holderPID != victim && s.holderAlive && s.fenceFresh
-    })
+    #expect(
+      eventually(10) {
+        let s = observers[0].statistics
+        return s.holderPID != victim && s.holderAlive && s.fenceFresh
+      })
     print("near cache: holder SIGKILLed, the role taken over after \(Int(Date().timeIntervalSince(t0) * 1000)) ms")
     let successor = observers[0].statistics.holderPID!
     #expect(workerPIDs.contains(successor) && successor != victim)
     #expect(observers[0].statistics.holderChanges >= 2)
     // Still one tracking connection per host once Redis has seen the dead one's socket close.
-    #expect(eventually(10) {
-      guard let t = try? trackingClients(server) else { return false }
-      return t.count == 2 && t.joined().contains("name=mc-near-holder-\(successor)")
-    })
+    #expect(
+      eventually(10) {
+        guard let t = try? trackingClients(server) else { return false }
+        return t.count == 2 && t.joined().contains("name=mc-near-holder-\(successor)")
+      })
     // The new holder's session dropped host 0's old entries (epoch) and invalidates again.
     let b0 = observers[0].statistics.invalidationsReceived
     try observers[1].setObject("p2", forKey: "probe")
@@ -133,7 +144,7 @@ struct NearCacheProcessTests {
     let whileStopped = try staleFor("p3", observers[0], writer: observers[1])
     #expect(whileStopped <= 0.3 + 0.05, "served the old value \(whileStopped) s after the write")
     #expect(eventually(1) { !observers[0].statistics.fenceFresh })
-    #expect(observers[0].statistics.holderPID == stopped)          // nobody can take a live holder's lock
+    #expect(observers[0].statistics.holderPID == stopped)  // nobody can take a live holder's lock
     kill(stopped, SIGCONT)
     #expect(eventually(10) { observers[0].statistics.fenceFresh })
     #expect(try observers[0].object(forKey: "probe") == "p3")
@@ -163,17 +174,26 @@ struct NearCacheProcessTests {
     // Each host's holder: a worker process standing for the role.
     var holders: [Process] = []
     defer {
-      for w in holders where w.isRunning { kill(w.processIdentifier, SIGKILL); w.waitUntilExit() }
-      for p in hosts { unlink(p); unlink(p + ".holder") }
+      for w in holders where w.isRunning {
+        kill(w.processIdentifier, SIGKILL)
+        w.waitUntilExit()
+      }
+      for p in hosts {
+        unlink(p)
+        unlink(p + ".holder")
+      }
     }
     for p in hosts { holders.append(try Helper.spawn(["near-worker", p, server.url, "o:", "30", "none"])) }
-    #expect(eventually(20) { hosts.allSatisfy { NearCacheStatistics.read(path: $0, maxStaleness: .seconds(3))?.fenceFresh == true } })
+    #expect(
+      eventually(20) {
+        hosts.allSatisfy { NearCacheStatistics.read(path: $0, maxStaleness: .seconds(3))?.fenceFresh == true }
+      })
     #expect(try op([hosts[0], server.url, "o:", "set", "k", "v1"]) == "ok")
     // That SET's own invalidation first (a late one would remove the fill, conservatively).
     #expect(eventually(10) { (NearCacheStatistics.read(path: hosts[1])?.invalidationsReceived ?? 0) >= 1 })
-    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v1")       // a miss on host 1, back-filled
+    #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v1")  // a miss on host 1, back-filled
     let file1 = try SharedCache<[UInt8]>(path: hosts[1], policy: OpenPolicy(readOnly: true, create: false))
-    #expect(try file1.containsObject(forKey: "k"))                          // host 1's file holds it now
+    #expect(try file1.containsObject(forKey: "k"))  // host 1's file holds it now
     #expect(try op([hosts[1], server.url, "o:", "get", "k"]) == "v1")
     #expect(try op([hosts[0], server.url, "o:", "set", "k", "v2"]) == "ok")  // invalidates host 1 through its holder
     #expect(eventually(10) { (try? file1.containsObject(forKey: "k")) == false })  // removed by host 1's holder
@@ -187,16 +207,25 @@ struct NearCacheProcessTests {
     let server = try RedisServer()
     defer { server.stop() }
     let path = "/dev/shm/mcredis-agent-\(getpid()).mcache"
-    defer { unlink(path); unlink(path + ".holder") }
+    defer {
+      unlink(path)
+      unlink(path + ".holder")
+    }
     let agent = try Helper.spawn(["agent", path, "--redis", server.unixURL, "--prefix", "a:"], binary: Helper.tool)
-    defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL); agent.waitUntilExit() } }
+    defer {
+      if agent.isRunning {
+        kill(agent.processIdentifier, SIGKILL)
+        agent.waitUntilExit()
+      }
+    }
     #expect(eventually(10) { NearCacheStatistics.read(path: path)?.holderPID == agent.processIdentifier })
     #expect(eventually(10) { NearCacheStatistics.read(path: path)?.fenceFresh == true })
     #expect(eventually(10) { (try? trackingClients(server).count) == 1 })
     // Workers that do not stand for the role rely on the agent's invalidations.
     let remote = try RedisCache<String>(url: server.url, keyPrefix: "a:")
-    let worker = try NearCache<String>(path: path, remote: remote, maxStaleness: .milliseconds(500),
-                                       options: NearCacheOptions(standsForHolder: false))
+    let worker = try NearCache<String>(
+      path: path, remote: remote, maxStaleness: .milliseconds(500),
+      options: NearCacheOptions(standsForHolder: false))
     _ = try server.client().call("SET", "a:k", "1")
     #expect(eventually(10) { worker.statistics.invalidationsReceived >= 1 })
     #expect(try worker.object(forKey: "k") == "1")

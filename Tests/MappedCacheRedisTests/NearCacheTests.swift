@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+@_spi(Tiers) import MappedCache
 import Synchronization
 import Testing
-@_spi(Tiers) import MappedCache
+
 @testable import MappedCacheRedis
 
 struct User: Codable, Equatable, Sendable {
@@ -15,12 +16,15 @@ struct User: Codable, Equatable, Sendable {
 /// The staleness bound and the command timeout are generous by default, so that a test
 /// that counts fetches is not upset by a holder starved of CPU on a loaded machine (the
 /// fence would age, or a slow PING end the session); tests of the bound set their own.
-func makeHost(_ server: RedisServer, prefix: String = "t:", staleness: Duration = .seconds(3),
-              commandTimeout: Double = 2,
-              options: NearCacheOptions = NearCacheOptions(capacity: 4 << 20)) throws -> NearCache<String> {
+func makeHost(
+  _ server: RedisServer, prefix: String = "t:", staleness: Duration = .seconds(3),
+  commandTimeout: Double = 2,
+  options: NearCacheOptions = NearCacheOptions(capacity: 4 << 20)
+) throws -> NearCache<String> {
   let path = "/dev/shm/mcredis-\(getpid())-\(UUID().uuidString.prefix(8)).mcache"
-  let remote = try RedisCache<String>(url: server.url, keyPrefix: prefix,
-                                      options: RedisOptions(connectTimeout: 0.3, commandTimeout: commandTimeout))
+  let remote = try RedisCache<String>(
+    url: server.url, keyPrefix: prefix,
+    options: RedisOptions(connectTimeout: 0.3, commandTimeout: commandTimeout))
   return try NearCache<String>(path: path, remote: remote, maxStaleness: staleness, options: options)
 }
 
@@ -46,10 +50,16 @@ struct RedisCacheTests {
     try users.setObject(User(id: 1, name: "Ada"), forKey: "1", expires: .seconds(300))
     try users.setObject(User(id: 2, name: "Bob"), forKey: "2")
     #expect(try users.object(forKey: "1") == User(id: 1, name: "Ada"))
-    guard case .integer(let pttl) = try raw.call("PTTL", "users:1") else { Issue.record("no PTTL"); return }
+    guard case .integer(let pttl) = try raw.call("PTTL", "users:1") else {
+      Issue.record("no PTTL")
+      return
+    }
     #expect(pttl > 290_000 && pttl <= 300_000)
     #expect(try raw.call("PTTL", "users:2") == .integer(-1))
-    guard case .date(let d)? = try users.objectAndExpiry(forKey: "1")?.expires else { Issue.record("no expiry"); return }
+    guard case .date(let d)? = try users.objectAndExpiry(forKey: "1")?.expires else {
+      Issue.record("no expiry")
+      return
+    }
     #expect(abs(d.timeIntervalSinceNow - 300) < 10)
     // An expiry already past removes the key.
     try users.setObject(User(id: 2, name: "Bob"), forKey: "2", expires: .date(Date(timeIntervalSinceNow: -1)))
@@ -80,23 +90,32 @@ struct RedisCacheTests {
     let redisBytes = try server.client().call("GET", "u:7").bytes
     #expect(redisBytes == fileBytes)
     // Bytes written by another client in the same format read back as the value.
-    _ = try server.client().call([Array("SET".utf8), Array("u:8".utf8), try file.encodedBytes(of: User(id: 8, name: "Eve"))])
+    _ = try server.client().call([
+      Array("SET".utf8), Array("u:8".utf8), try file.encodedBytes(of: User(id: 8, name: "Eve")),
+    ])
     #expect(try users.object(forKey: "8") == User(id: 8, name: "Eve"))
     _ = try server.client().call("SET", "u:9", "garbage")
-    #expect(performing: { try users.object(forKey: "9") }, throws: { e in
-      if case CacheError.decodingFailed(let k, _) = e { return k == "9" }
-      return false
-    })
+    #expect(
+      performing: { try users.object(forKey: "9") },
+      throws: { e in
+        if case CacheError.decodingFailed(let k, _) = e { return k == "9" }
+        return false
+      })
     #expect(try users.object(forKey: "7") == ada)
     // Value limits on both sides.
     let small = try RedisCache<[UInt8]>(url: server.url, keyPrefix: "b:", maxValueSize: 100)
-    #expect(throws: CacheError.valueTooLarge(size: 101, limit: 100)) { try small.setObject([UInt8](repeating: 1, count: 101), forKey: "x") }
+    #expect(throws: CacheError.valueTooLarge(size: 101, limit: 100)) {
+      try small.setObject([UInt8](repeating: 1, count: 101), forKey: "x")
+    }
     _ = try server.client().call([Array("SET".utf8), Array("b:y".utf8), [UInt8](repeating: 2, count: 5000)])
-    let tight = try RedisCache<[UInt8]>(url: server.url, keyPrefix: "b:", options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))
-    #expect(performing: { try tight.object(forKey: "y") }, throws: { e in
-      if case CacheError.protocolViolation = e { return true }
-      return false
-    })
+    let tight = try RedisCache<[UInt8]>(
+      url: server.url, keyPrefix: "b:", options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))
+    #expect(
+      performing: { try tight.object(forKey: "y") },
+      throws: { e in
+        if case CacheError.protocolViolation = e { return true }
+        return false
+      })
   }
 
   @Test func theInlinableReadCodecDecodesWhatTierCodecEncodes() throws {
@@ -112,6 +131,8 @@ struct RedisCacheTests {
     try same(3.5)
     try same(User(id: 3, name: "Cy"))
     try same(["a": [1, 2]])
-    #expect(throws: CacheError.self) { try [UInt8]([1, 2, 3]).withUnsafeBytes { try NearValueCodec<Int>.decode($0, forKey: "k") } }
+    #expect(throws: CacheError.self) {
+      try [UInt8]([1, 2, 3]).withUnsafeBytes { try NearValueCodec<Int>.decode($0, forKey: "k") }
+    }
   }
 }

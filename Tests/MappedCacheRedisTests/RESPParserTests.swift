@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import MappedCache
+import Testing
+
 @testable import MappedCacheRedis
 
 // The RESP3/RESP2 parser: every type at every byte split, limits, and garbage.
@@ -42,15 +43,25 @@ struct SeededRandom: RandomNumberGenerator {
     ("*0\r\n", .array([])),
     ("*3\r\n:1\r\n$1\r\nx\r\n_\r\n", .array([.integer(1), .bulkString([120]), .null])),
     ("*2\r\n*1\r\n+a\r\n*0\r\n", .array([.array([.simpleString("a")]), .array([])])),
-    ("%2\r\n+first\r\n:1\r\n+second\r\n:2\r\n",
-     .map([RESPPair(.simpleString("first"), .integer(1)), RESPPair(.simpleString("second"), .integer(2))])),
+    (
+      "%2\r\n+first\r\n:1\r\n+second\r\n:2\r\n",
+      .map([RESPPair(.simpleString("first"), .integer(1)), RESPPair(.simpleString("second"), .integer(2))])
+    ),
     ("~2\r\n+a\r\n#f\r\n", .set([.simpleString("a"), .boolean(false)])),
-    (">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\nk:1\r\n$3\r\nk:2\r\n",
-     .push([.bulkString(Array("invalidate".utf8)), .array([.bulkString(Array("k:1".utf8)), .bulkString(Array("k:2".utf8))])])),
+    (
+      ">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\nk:1\r\n$3\r\nk:2\r\n",
+      .push([
+        .bulkString(Array("invalidate".utf8)),
+        .array([.bulkString(Array("k:1".utf8)), .bulkString(Array("k:2".utf8))]),
+      ])
+    ),
     (">2\r\n$10\r\ninvalidate\r\n_\r\n", .push([.bulkString(Array("invalidate".utf8)), .null])),
-    ("|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n*1\r\n:2\r\n",
-     .attributed(attributes: [RESPPair(.simpleString("key-popularity"), .map([RESPPair(.bulkString([97]), .double(0.19))]))],
-                 value: .array([.integer(2)]))),
+    (
+      "|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n*1\r\n:2\r\n",
+      .attributed(
+        attributes: [RESPPair(.simpleString("key-popularity"), .map([RESPPair(.bulkString([97]), .double(0.19))]))],
+        value: .array([.integer(2)]))
+    ),
   ]
 
   @Test func everySampleParsesAtEveryByteSplit() throws {
@@ -98,9 +109,15 @@ struct SeededRandom: RandomNumberGenerator {
   /// A random reply of every kind, nested up to `depth`.
   static func randomValue(_ rng: inout SeededRandom, depth: Int) -> RESPValue {
     let kind = Int.random(in: 0..<(depth > 0 ? 15 : 10), using: &rng)
-    func bytes() -> [UInt8] { (0..<Int.random(in: 0..<20, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } }
-    func word() -> String { String((0..<Int.random(in: 1..<12, using: &rng)).map { _ in "abcxyz 019:_".randomElement(using: &rng)! }) }
-    func items() -> [RESPValue] { (0..<Int.random(in: 0..<5, using: &rng)).map { _ in randomValue(&rng, depth: depth - 1) } }
+    func bytes() -> [UInt8] {
+      (0..<Int.random(in: 0..<20, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    }
+    func word() -> String {
+      String((0..<Int.random(in: 1..<12, using: &rng)).map { _ in "abcxyz 019:_".randomElement(using: &rng)! })
+    }
+    func items() -> [RESPValue] {
+      (0..<Int.random(in: 0..<5, using: &rng)).map { _ in randomValue(&rng, depth: depth - 1) }
+    }
     switch kind {
     case 0: return .simpleString(word())
     case 1: return .error("ERR " + word())
@@ -116,7 +133,9 @@ struct SeededRandom: RandomNumberGenerator {
     case 11: return .map(items().map { RESPPair($0, randomValue(&rng, depth: depth - 1)) })
     case 12: return .set(items())
     case 13: return .push([.bulkString(Array("message".utf8))] + items())
-    default: return .attributed(attributes: [RESPPair(.simpleString(word()), .integer(1))], value: randomValue(&rng, depth: depth - 1))
+    default:
+      return .attributed(
+        attributes: [RESPPair(.simpleString(word()), .integer(1))], value: randomValue(&rng, depth: depth - 1))
     }
   }
 
@@ -157,9 +176,9 @@ struct SeededRandom: RandomNumberGenerator {
     }
     let small = RESPLimits(maxDepth: 3, maxAggregateCount: 10, maxBulkLength: 100, maxLineLength: 64)
     violation("$101\r\n", small, contains: "exceeds the limit")
-    violation("$9999999999999\r\n", contains: "exceeds the limit")           // no 9 TB buffer reserved
+    violation("$9999999999999\r\n", contains: "exceeds the limit")  // no 9 TB buffer reserved
     violation("*11\r\n", small, contains: "exceeds the limit")
-    violation("%6\r\n", small, contains: "exceeds the limit")                 // 6 pairs = 12 elements
+    violation("%6\r\n", small, contains: "exceeds the limit")  // 6 pairs = 12 elements
     violation("*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", small, contains: "nesting deeper")
     violation("+" + String(repeating: "a", count: 100), small, contains: "longer than")
     violation("$-2\r\n", contains: "negative")
@@ -180,14 +199,18 @@ struct SeededRandom: RandomNumberGenerator {
     violation("*2\r\n:1\r\n", contains: "ends inside")
     // Nested aggregates within the per-aggregate limits still meet the per-reply ones.
     let perReply = RESPLimits(maxAggregateCount: 100, maxBulkLength: 100, maxReplyElements: 50, maxReplyBytes: 0)
-    violation("*10\r\n" + String(repeating: "*10\r\n" + String(repeating: ":1\r\n", count: 10), count: 10), perReply,
-              contains: "more than 50 values")
+    violation(
+      "*10\r\n" + String(repeating: "*10\r\n" + String(repeating: ":1\r\n", count: 10), count: 10), perReply,
+      contains: "more than 50 values")
     let bytesLimit = RESPLimits(maxAggregateCount: 100, maxBulkLength: 100, maxReplyElements: 1 << 20, maxReplyBytes: 0)
     let bulks = String(repeating: "$100\r\n" + String(repeating: "x", count: 100) + "\r\n", count: 100)
-    violation("*100\r\n" + String(repeating: "*100\r\n" + bulks, count: 100), bytesLimit,
-              contains: "more than \(bytesLimit.maxReplyBytes) bytes")
+    violation(
+      "*100\r\n" + String(repeating: "*100\r\n" + bulks, count: 100), bytesLimit,
+      contains: "more than \(bytesLimit.maxReplyBytes) bytes")
     // ...and count one reply at a time.
-    #expect(try RESPParser.parseAll(Array(String(repeating: "*3\r\n:1\r\n:2\r\n:3\r\n", count: 100).utf8), limits: perReply).count == 100)
+    #expect(
+      try RESPParser.parseAll(Array(String(repeating: "*3\r\n:1\r\n:2\r\n:3\r\n", count: 100).utf8), limits: perReply)
+        .count == 100)
     // A poisoned parser keeps failing.
     var p = RESPParser()
     p.append(Array("?\r\n+OK\r\n".utf8))
@@ -221,12 +244,15 @@ struct SeededRandom: RandomNumberGenerator {
           let n = Int.random(in: 1...8, using: &rng)
           p.append(bytes[i..<min(bytes.count, i + n)])
           i += n
-          while let _ = try p.next() { outcomes[0] += 1 }
+          while (try p.next()) != nil { outcomes[0] += 1 }
         }
         if p.isMidValue { outcomes[2] += 1 }
         #expect(p.bufferedByteCount <= bytes.count)
       } catch let e as CacheError {
-        guard case .protocolViolation = e else { Issue.record("unexpected \(e)"); continue }
+        guard case .protocolViolation = e else {
+          Issue.record("unexpected \(e)")
+          continue
+        }
         outcomes[1] += 1
       }
     }
@@ -236,7 +262,8 @@ struct SeededRandom: RandomNumberGenerator {
 
   @Test func commandsEncodeAsArraysOfBulkStrings() throws {
     let wire = RESPEncoder.command("SET", "k", "a b", "PX", "100")
-    #expect(String(decoding: wire, as: UTF8.self) == "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na b\r\n$2\r\nPX\r\n$3\r\n100\r\n")
+    #expect(
+      String(decoding: wire, as: UTF8.self) == "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na b\r\n$2\r\nPX\r\n$3\r\n100\r\n")
     let binary = RESPEncoder.command([[0, 13, 10, 255], []])
     // The encoded command is itself valid RESP: an array of the same bulks.
     #expect(try RESPParser.parseAll(binary) == [.array([.bulkString([0, 13, 10, 255]), .bulkString([])])])
@@ -247,7 +274,9 @@ struct SeededRandom: RandomNumberGenerator {
     #expect(a.address == .tcp(host: "127.0.0.1", port: 7001))
     #expect(a.username == "alice" && a.password == "p@ss" && a.database == 3)
     let b = try RedisEndpoint(url: "redis://:secret@localhost")
-    #expect(b.address == .tcp(host: "localhost", port: 6379) && b.username == nil && b.password == "secret" && b.database == 0)
+    #expect(
+      b.address == .tcp(host: "localhost", port: 6379) && b.username == nil && b.password == "secret" && b.database == 0
+    )
     let c = try RedisEndpoint(url: "unix:///tmp/r.sock?db=2")
     #expect(c.address == .unix(path: "/tmp/r.sock") && c.database == 2)
     for bad in ["redis://", "http://x:1", "redis://h:1/x", "unix://relative", "rediss://h:1", "no url"] {

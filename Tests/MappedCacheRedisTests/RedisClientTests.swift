@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import MappedCache
 import Synchronization
 import Testing
-import MappedCache
+
 @testable import MappedCacheRedis
 
 @Suite struct RedisAvailabilityTests {
@@ -25,7 +26,8 @@ struct RedisClientTests {
       #expect(c.isRESP3)
       // A RESP3-only type comes back as such.
       #expect(try c.call("HSET", "h", "f", "v") == .integer(1))
-      #expect(try c.call("HGETALL", "h") == .map([RESPPair(.bulkString(Array("f".utf8)), .bulkString(Array("v".utf8)))]))
+      #expect(
+        try c.call("HGETALL", "h") == .map([RESPPair(.bulkString(Array("f".utf8)), .bulkString(Array("v".utf8)))]))
       let n = 500
       let cmds = (0..<n).map { ["SET", "p\($0)", "v\($0)"].map { Array($0.utf8) } }
       let replies = try c.pipeline(cmds)
@@ -47,7 +49,8 @@ struct RedisClientTests {
     _ = try admin.call("ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "&*", "+@all")
     _ = try admin.call("CONFIG", "SET", "requirepass", "topsecret")
     // RESP2 by choice: same answers, no RESP3 types.
-    let r2 = try RedisClient(url: "redis://:topsecret@127.0.0.1:\(server.port)/2", options: RedisOptions(useRESP3: false))
+    let r2 = try RedisClient(
+      url: "redis://:topsecret@127.0.0.1:\(server.port)/2", options: RedisOptions(useRESP3: false))
     #expect(try r2.call("PING") == .simpleString("PONG"))
     #expect(!r2.isRESP3)
     _ = try r2.call("SET", "db2key", "x")
@@ -100,25 +103,32 @@ struct RedisClientTests {
       }
     }
     defer { fake.stop() }
-    let c = try RedisClient(url: fake.url, options: RedisOptions(commandTimeout: 0.2, limits: RESPLimits(maxBulkLength: 1 << 20)))
+    let c = try RedisClient(
+      url: fake.url, options: RedisOptions(commandTimeout: 0.2, limits: RESPLimits(maxBulkLength: 1 << 20)))
     for cmd in ["BIG", "DEEP", "BADLEN"] {
-      #expect(performing: { try c.call(cmd, idempotent: false) }, throws: { e in
-        if case CacheError.protocolViolation = e { return true }
-        return false
-      })
+      #expect(
+        performing: { try c.call(cmd, idempotent: false) },
+        throws: { e in
+          if case CacheError.protocolViolation = e { return true }
+          return false
+        })
       // The connection was closed; the next request works on a new one.
       #expect(try c.call("PING") == .simpleString("OK"))
     }
     let t0 = Date()
-    #expect(performing: { try c.call("SILENT", idempotent: false) }, throws: { e in
-      if case CacheError.remoteUnavailable(_, let why) = e { return why.contains("timeout") }
-      return false
-    })
+    #expect(
+      performing: { try c.call("SILENT", idempotent: false) },
+      throws: { e in
+        if case CacheError.remoteUnavailable(_, let why) = e { return why.contains("timeout") }
+        return false
+      })
     #expect(Date().timeIntervalSince(t0) < 5)
-    #expect(performing: { try c.call("CLOSE", idempotent: false) }, throws: { e in
-      if case CacheError.remoteUnavailable = e { return true }
-      return false
-    })
+    #expect(
+      performing: { try c.call("CLOSE", idempotent: false) },
+      throws: { e in
+        if case CacheError.remoteUnavailable = e { return true }
+        return false
+      })
     #expect(try c.call("PING") == .simpleString("OK"))
     #expect(c.connectCount == 6)
   }
@@ -129,9 +139,14 @@ struct RedisClientTests {
       switch cmd.commandName {
       case "HELLO": return RESPValue.map([]).encoded()
       case "GET":
-        let n = count.withLock { $0 += 1; return $0 }
-        let errors = ["-LOADING Redis is loading the dataset in memory\r\n", "-BUSY Redis is busy running a script\r\n",
-                      "-TRYAGAIN Multiple keys request during rehashing\r\n", "-CLUSTERDOWN The cluster is down\r\n"]
+        let n = count.withLock {
+          $0 += 1
+          return $0
+        }
+        let errors = [
+          "-LOADING Redis is loading the dataset in memory\r\n", "-BUSY Redis is busy running a script\r\n",
+          "-TRYAGAIN Multiple keys request during rehashing\r\n", "-CLUSTERDOWN The cluster is down\r\n",
+        ]
         return Array((n <= errors.count ? errors[n - 1] : "$2\r\nok\r\n").utf8)
       default: return Array("+OK\r\n".utf8)
       }
@@ -156,10 +171,12 @@ struct RedisClientTests {
     #expect(c.connectCount == 2)
     server.kill()
     let t0 = Date()
-    #expect(performing: { try c.call("GET", "k") }, throws: { e in
-      if case CacheError.remoteUnavailable = e { return true }
-      return false
-    })
+    #expect(
+      performing: { try c.call("GET", "k") },
+      throws: { e in
+        if case CacheError.remoteUnavailable = e { return true }
+        return false
+      })
     let waited = Date().timeIntervalSince(t0)
     #expect(waited >= 0.2 && waited < 3, "\(waited)")  // attempts with backoff for about the connect timeout
     try server.start()
@@ -200,8 +217,9 @@ struct RedisClientTests {
     }
     defer { fake.stop() }
     let got = Mutex<[RESPValue]>([])
-    let c = try RedisConnection.open(try RedisEndpoint(url: fake.url), RedisOptions(),
-                                     pushHandler: { p in got.withLock { $0.append(p) } })
+    let c = try RedisConnection.open(
+      try RedisEndpoint(url: fake.url), RedisOptions(),
+      pushHandler: { p in got.withLock { $0.append(p) } })
     #expect(c.resp3)
     let reply = try c.roundTrip([[Array("PING".utf8)]])[0]
     // Both may have come in one read, or the push in a later one: wait for it either way.

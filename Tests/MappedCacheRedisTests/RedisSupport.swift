@@ -1,15 +1,18 @@
 import Foundation
 import Glibc
+import MappedCache
 import Synchronization
 import Testing
-import MappedCache
+
 @testable import MappedCacheRedis
 
 /// A `redis-server` of the test's own: a free loopback port and a unix socket in a
 /// temporary directory, no persistence; killed by `stop()` (and on deinit).
 final class RedisServer: @unchecked Sendable {
   static let binary: String? = {
-    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/usr/local/bin").split(separator: ":") + ["/usr/bin", "/usr/sbin"] {
+    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/usr/local/bin").split(separator: ":") + [
+      "/usr/bin", "/usr/sbin",
+    ] {
       let p = "\(dir)/redis-server"
       if access(p, X_OK) == 0 { return p }
     }
@@ -58,14 +61,18 @@ final class RedisServer: @unchecked Sendable {
     guard let binary = Self.binary else { throw CacheError.invalidArgument("redis-server is not installed") }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: binary)
-    p.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--unixsocket", socketPath, "--unixsocketperm", "700",
-                   "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"] + extraArgs
+    p.arguments =
+      [
+        "--port", String(port), "--bind", "127.0.0.1", "--unixsocket", socketPath, "--unixsocketperm", "700",
+        "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning",
+      ] + extraArgs
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
     try p.run()
     process = p
-    let c = RedisClient(endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)),
-                        options: RedisOptions(connectTimeout: 0.2))
+    let c = RedisClient(
+      endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)),
+      options: RedisOptions(connectTimeout: 0.2))
     for _ in 0..<1000 {
       if let info = try? c.call("INFO", "server").string {
         // The server that answers must be ours: another one may own the port.

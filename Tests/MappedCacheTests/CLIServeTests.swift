@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// `mapped-cache stats PATH --serve ADDRESS`, run as a child process on a free port of
@@ -35,7 +36,8 @@ import Testing
       }
       let text = String(decoding: line, as: UTF8.self)
       guard let m = text.firstMatch(of: #/serving http://(\[[0-9a-f:]+\]|[0-9.]+):([0-9]+)/metrics for /#),
-            let port = UInt16(m.2) else {
+        let port = UInt16(m.2)
+      else {
         process.terminate()
         throw ServeError("the server did not announce its port: '\(text)'")
       }
@@ -53,7 +55,12 @@ import Testing
       return process.terminationReason == .exit && process.terminationStatus == 0
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+    deinit {
+      if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+      }
+    }
   }
 
   struct ServeError: Error, CustomStringConvertible {
@@ -80,7 +87,9 @@ import Testing
         sa.sin6_port = port.bigEndian
         inet_pton(AF_INET6, host, &sa.sin6_addr)
         rc = withUnsafePointer(to: &sa) {
-          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+          }
         }
       } else {
         var sa = sockaddr_in()
@@ -88,10 +97,15 @@ import Testing
         sa.sin_port = port.bigEndian
         inet_pton(AF_INET, host, &sa.sin_addr)
         rc = withUnsafePointer(to: &sa) {
-          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+          }
         }
       }
-      guard rc == 0 else { close(fd); throw ServeError("connect to port \(port): errno \(errno)") }
+      guard rc == 0 else {
+        close(fd)
+        throw ServeError("connect to port \(port): errno \(errno)")
+      }
     }
 
     deinit { close(fd) }
@@ -168,13 +182,16 @@ import Testing
   static func parsePrometheus(_ text: String, path: String) throws -> [String: Double] {
     #expect(text.hasSuffix("\n"), "the exposition ends with a newline")
     let name = /[a-zA-Z_:][a-zA-Z0-9_:]*/
-    var typed: [String: String] = [:], helped: Set<String> = [], samples: [String: Double] = [:]
+    var typed: [String: String] = [:]
+    var helped: Set<String> = []
+    var samples: [String: Double] = [:]
     for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
       let l = String(line)
       if let m = l.wholeMatch(of: /# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) ((?:[^\\\n]|\\\\|\\n)*)/) {
         #expect(helped.insert(String(m.1)).inserted, "HELP twice for \(m.1)")
         #expect(!m.2.isEmpty, "empty HELP for \(m.1)")
-      } else if let m = l.wholeMatch(of: /# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)/) {
+      } else if let m = l.wholeMatch(of: /# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)/)
+      {
         #expect(typed[String(m.1)] == nil, "TYPE twice for \(m.1)")
         #expect(samples[String(m.1)] == nil, "TYPE after the samples of \(m.1)")
         typed[String(m.1)] = String(m.2)
@@ -206,7 +223,8 @@ import Testing
         case "-Inf": value = -.infinity
         default:
           guard valueText.wholeMatch(of: /[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?/) != nil,
-                let v = Double(valueText) else { throw ServeError("bad value in '\(l)'") }
+            let v = Double(valueText)
+          else { throw ServeError("bad value in '\(l)'") }
           value = v
         }
         guard let type = typed[metric] else { throw ServeError("sample before its TYPE: '\(l)'") }
@@ -308,7 +326,10 @@ import Testing
       ("PUT", Array("PUT / HTTP/1.1\r\nHost: x\r\n\r\n".utf8), 405),
       ("OPTIONS *", Array("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n".utf8), 405),
       ("unknown path", Array("GET /metricsx HTTP/1.1\r\nHost: x\r\n\r\n".utf8), 404),
-      ("huge header", Array("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n".utf8), 431),
+      (
+        "huge header",
+        Array("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n".utf8), 431
+      ),
       ("endless line", Array(String(repeating: "G", count: 100_000).utf8), 431),
       ("bare LF", Array("GET /metrics HTTP/1.1\nHost: x\n\n".utf8), 200),
     ]
@@ -318,7 +339,9 @@ import Testing
       let r = try Self.parseReply(c.receiveAll())
       #expect(r.status == status, "\(name): \(r.status) \(r.body)")
       if status == 405 { #expect(r.headers["allow"] == "GET, HEAD", "\(name)") }
-      if status != 200 { #expect(!r.body.isEmpty && r.headers["content-type"] == "text/plain; charset=utf-8", "\(name)") }
+      if status != 200 {
+        #expect(!r.body.isEmpty && r.headers["content-type"] == "text/plain; charset=utf-8", "\(name)")
+      }
     }
     try servesMetrics("the malformed requests")
 
@@ -382,8 +405,10 @@ import Testing
     let path = Support.tempPath("serve-addr")
     defer { Support.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    for bad in ["9464", "localhost", ":", ":port", ":65536", ":-1", "example.com:80", "::1:80", "[::1]", "[::1]80",
-                "[nonsense]:80", "300.1.1.1:80", "127.0.0.1:80x"] {
+    for bad in [
+      "9464", "localhost", ":", ":port", ":65536", ":-1", "example.com:80", "::1:80", "[::1]", "[::1]80",
+      "[nonsense]:80", "300.1.1.1:80", "127.0.0.1:80x",
+    ] {
       let r = try CLITests.cli(["stats", path, "--serve", bad])
       #expect(r.status == 64 && r.err.contains("--serve"), "'\(bad)': \(r.status) \(r.err)")
     }

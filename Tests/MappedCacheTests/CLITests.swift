@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// The `mapped-cache` tool, run as a child process: each command's output and exit code
@@ -23,7 +24,9 @@ import Testing
     let p = Process()
     p.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
     p.arguments = args
-    let out = Pipe(), err = Pipe(), input = Pipe()
+    let out = Pipe()
+    let err = Pipe()
+    let input = Pipe()
     p.standardOutput = out
     p.standardError = err
     p.standardInput = stdin == nil ? FileHandle.nullDevice : input
@@ -31,7 +34,8 @@ import Testing
     signal(SIGPIPE, SIG_IGN)
     try p.run()
     final class Box: @unchecked Sendable { var data = Data() }
-    let o = Box(), e = Box()
+    let o = Box()
+    let e = Box()
     let group = DispatchGroup()
     if let stdin {
       let writer = input.fileHandleForWriting
@@ -43,16 +47,23 @@ import Testing
       }
     }
     group.enter()
-    Thread.detachNewThread { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread {
+      o.data = out.fileHandleForReading.readDataToEndOfFile()
+      group.leave()
+    }
     group.enter()
-    Thread.detachNewThread { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread {
+      e.data = err.fileHandleForReading.readDataToEndOfFile()
+      group.leave()
+    }
     let deadline = Date().addingTimeInterval(timeout)
     while p.isRunning && Date() < deadline { usleep(2_000) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL) }
     p.waitUntilExit()
     group.wait()
-    return Run(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-               out: o.data, err: String(decoding: e.data, as: UTF8.self))
+    return Run(
+      status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
+      out: o.data, err: String(decoding: e.data, as: UTF8.self))
   }
 
   static func json(_ r: Run) throws -> Any { try JSONSerialization.jsonObject(with: r.out) }
@@ -138,7 +149,9 @@ import Testing
   @Test func createAndInfo() throws {
     let path = Support.tempPath("create")
     defer { Support.cleanup(path) }
-    let c = try Self.cli(["create", path, "--capacity", "8M", "--max-key", "100", "--max-value", "64K", "--type", "string"])
+    let c = try Self.cli([
+      "create", path, "--capacity", "8M", "--max-key", "100", "--max-value", "64K", "--type", "string",
+    ])
     #expect(c.status == 0, "\(c.err)")
     #expect(c.text.hasPrefix("created \(path): 8.0 MiB"))
     var st = stat()
@@ -155,8 +168,10 @@ import Testing
 
     let info = try Self.cli(["info", path])
     #expect(info.status == 0)
-    for expected in ["format version", "8.0 MiB (8,388,608 B)", "max key         100 B", "max value       64.0 KiB",
-                     "value type      string", "slots", "small log", "main log", "created"] {
+    for expected in [
+      "format version", "8.0 MiB (8,388,608 B)", "max key         100 B", "max value       64.0 KiB",
+      "value type      string", "slots", "small log", "main log", "created",
+    ] {
       #expect(info.text.contains(expected), "info lacks \(expected):\n\(info.text)")
     }
     let j = try #require(try Self.json(try Self.cli(["info", path, "--json"])) as? [String: Any])
@@ -233,7 +248,8 @@ import Testing
     #expect(other.hasSuffix(" s"))  // remaining TTL in seconds
     #expect(lines.contains { $0.hasPrefix("user:3 ") && $0.hasSuffix("never") })
 
-    let j = try #require(try Self.json(try Self.cli(["keys", path, "--prefix", "user:", "--json"])) as? [[String: Any]])
+    let j = try #require(
+      try Self.json(try Self.cli(["keys", path, "--prefix", "user:", "--json"])) as? [[String: Any]])
     #expect(j.count == 20)
     #expect(Set(j.compactMap { $0["key"] as? String }) == Set((0..<20).map { "user:\($0)" }))
     for e in j {
@@ -241,9 +257,11 @@ import Testing
       #expect(e["value_bytes"] as? Int == Int(k.dropFirst(5))! + 1)
       #expect(e["ttl_seconds"] is NSNull)
     }
-    let limited = try #require(try Self.json(try Self.cli(["keys", path, "--limit", "3", "--json"])) as? [[String: Any]])
+    let limited = try #require(
+      try Self.json(try Self.cli(["keys", path, "--limit", "3", "--json"])) as? [[String: Any]])
     #expect(limited.count == 3)
-    let ttl = try #require(try Self.json(try Self.cli(["keys", path, "--prefix", "other", "--json"])) as? [[String: Any]])
+    let ttl = try #require(
+      try Self.json(try Self.cli(["keys", path, "--prefix", "other", "--json"])) as? [[String: Any]])
     let seconds = try #require(ttl.first?["ttl_seconds"] as? Double)
     #expect(seconds > 3500 && seconds <= 3600)
 
@@ -285,9 +303,11 @@ import Testing
 
     let human = try Self.cli(["stats", path])
     #expect(human.status == 0)
-    for expected in ["entries", "live bytes", "capacity", "fill", "hits", "misses", "hit ratio", "66.7 %", "sets",
-                     "evictions", "expirations", "recoveries", "mean probe", "max probe", "tombstones",
-                     "backward-shift", "clock hand", "sweeper hand", "4.0 MiB"] {
+    for expected in [
+      "entries", "live bytes", "capacity", "fill", "hits", "misses", "hit ratio", "66.7 %", "sets",
+      "evictions", "expirations", "recoveries", "mean probe", "max probe", "tombstones",
+      "backward-shift", "clock hand", "sweeper hand", "4.0 MiB",
+    ] {
       #expect(human.text.contains(expected), "stats lacks \(expected)")
     }
     let a = try Self.cli(["stats", path, "--json"])
@@ -314,7 +334,9 @@ import Testing
     #expect(w.text.components(separatedBy: "RATE").count == 3)  // rates from the second refresh
     #expect(w.text.contains("/s"))
     let wj = try Self.cli(["stats", path, "--watch", "0.2", "--count", "2", "--json"])
-    let objects = wj.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    let objects = wj.text.split(separator: "\n").map {
+      try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+    }
     #expect(objects.count == 2)
     #expect(objects.last??["rates_per_second"] is [String: Any])
 
@@ -353,8 +375,9 @@ import Testing
     defer { Support.cleanup(path) }
     // Two writers: cache-stress (checks every value it reads) and a helper whose
     // entries expire and get removed, so that sweep has work.
-    let stress = try Support.spawn(Support.binary("cache-stress"),
-                                   ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"])
+    let stress = try Support.spawn(
+      Support.binary("cache-stress"),
+      ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"])
     defer { if stress.isRunning { kill(stress.processIdentifier, SIGKILL) } }
     let writer = try Support.spawn(Support.binary("mc-test-helper"), ["cli-writer", path, "3"])
     defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
@@ -362,9 +385,11 @@ import Testing
     var rounds = 0
     while (writer.isRunning || stress.isRunning) && rounds < 40 {
       rounds += 1
-      for args in [["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"], ["info", path],
-                   ["keys", path, "--limit", "50"], ["dump", path, "--json", "--values", "--limit", "20"],
-                   ["set", path, "cli-\(rounds)", "x"], ["sweep", path], ["verify", path]] {
+      for args in [
+        ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"], ["info", path],
+        ["keys", path, "--limit", "50"], ["dump", path, "--json", "--values", "--limit", "20"],
+        ["set", path, "cli-\(rounds)", "x"], ["sweep", path], ["verify", path],
+      ] {
         let r = try Self.cli(args)
         #expect(!r.signaled && r.status == 0, "\(args): \(r.status) \(r.err)")
         if args[0] == "stats" && args.count == 3 && args[2] == "--json" {
@@ -405,7 +430,9 @@ import Testing
       try handle.seek(toOffset: UInt64(offset))
       try handle.write(contentsOf: Data(bytes))
     }
-    func write64(_ offset: Int, _ v: UInt64) throws { try write(offset, (0..<8).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) }) }
+    func write64(_ offset: Int, _ v: UInt64) throws {
+      try write(offset, (0..<8).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) })
+    }
 
     var slotsOffset: Int { get throws { Int(try u64(Format.H.slotsOffset)) } }
     var slotCount: Int { get throws { Int(try u64(Format.H.slotCount)) } }
@@ -416,7 +443,8 @@ import Testing
     func occupiedSlots(includingInline: Bool = false) throws -> [Int] {
       try (0..<slotCount).filter {
         let s = try slot($0)
-        return try u64(s + Format.S.hash) != 0 && (includingInline || (try u64(s + Format.S.meta)) & Format.inlineBit == 0)
+        return try u64(s + Format.S.hash) != 0
+          && (includingInline || (try u64(s + Format.S.meta)) & Format.inlineBit == 0)
       }
     }
   }
@@ -440,7 +468,8 @@ import Testing
     // 2. A slot pointing at no record at all.
     let s1 = try raw.slot(occupied[1])
     let loc1 = Int(try raw.u64(s1 + Format.S.loc))
-    let key1 = String(decoding: try raw.read(loc1 + Format.recordHeaderBytes, try raw.u16(loc1 + Format.R.klen)), as: UTF8.self)
+    let key1 = String(
+      decoding: try raw.read(loc1 + Format.recordHeaderBytes, try raw.u16(loc1 + Format.R.klen)), as: UTF8.self)
     try raw.write64(s1 + Format.S.loc, 12_345)
     // 3. A slot left mid-write (odd seqlock).
     let s2 = try raw.slot(occupied[2])
@@ -478,7 +507,10 @@ import Testing
     var intact = 0
     for i in 0..<200 {
       let g = try cache.object(forKey: "key\(i)")
-      if let g { #expect(g == [UInt8](repeating: UInt8(i), count: 100 + i)); intact += 1 }
+      if let g {
+        #expect(g == [UInt8](repeating: UInt8(i), count: 100 + i))
+        intact += 1
+      }
     }
     #expect(intact == 197)
     #expect(try Self.cli(["set", path, "new", "works"]).status == 0)
@@ -489,18 +521,22 @@ import Testing
     let path = try Self.freshCache("hostile", createOptions)
     defer { Support.cleanup(path) }
     var rng = SplitMix(0xC11)
-    let commands: [[String]] = [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
-                                ["keys", path], ["dump", path, "--values"], ["get", path, "k1"], ["set", path, "k1", "v"],
-                                ["delete", path, "k2"], ["verify", path], ["sweep", path], ["verify", path, "--repair"],
-                                ["clear", path]]
+    let commands: [[String]] = [
+      ["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
+      ["keys", path], ["dump", path, "--values"], ["get", path, "k1"], ["set", path, "k1", "v"],
+      ["delete", path, "k2"], ["verify", path], ["sweep", path], ["verify", path, "--repair"],
+      ["clear", path],
+    ]
     for round in 0..<4 {
       // Refill, then damage state words, slots and records with random bytes.
       let cache = try SharedCache<[UInt8]>(path: path)
       for i in 0..<300 { try cache.setObject([UInt8](repeating: 1, count: rng.inRange(1...400)), forKey: "k\(i)") }
       let raw = try RawFile(path)
-      let words = [Format.H.smallHead, Format.H.smallTail, Format.H.mainHead, Format.H.mainTail, Format.H.entries,
-                   Format.H.liveBytes, Format.H.sweepHand, Format.H.countLimit, Format.H.costLimit, Format.H.intent,
-                   Format.H.sets, Format.H.retiredHits]
+      let words = [
+        Format.H.smallHead, Format.H.smallTail, Format.H.mainHead, Format.H.mainTail, Format.H.entries,
+        Format.H.liveBytes, Format.H.sweepHand, Format.H.countLimit, Format.H.costLimit, Format.H.intent,
+        Format.H.sets, Format.H.retiredHits,
+      ]
       if round == 0 {
         // Counters at their extremes (a conversion to Int must not trap).
         try raw.write64(Format.H.entries, UInt64.max)
@@ -538,16 +574,20 @@ import Testing
     var fakeMagic = Data("MCACHE01".utf8)  // the magic, then garbage: a damaged header
     fakeMagic.append(random.prefix(1 << 20))
     // (A file marked as an unfinished creation is taken over: see ReliabilityCreationTests.)
-    let contents: [(String, Data)] = [("random", random), ("text", Data("hello, world\n".utf8)), ("empty", Data()),
-                                      ("magic", fakeMagic)]
+    let contents: [(String, Data)] = [
+      ("random", random), ("text", Data("hello, world\n".utf8)), ("empty", Data()),
+      ("magic", fakeMagic),
+    ]
     for (tag, data) in contents {
       let path = Support.tempPath("notcache-\(tag)")
       defer { Support.cleanup(path) }
       #expect(FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]))
-      for args in [["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
-                   ["get", path, "k"], ["set", path, "k", "v"], ["delete", path, "k"], ["keys", path],
-                   ["dump", path, "--values"], ["verify", path], ["verify", path, "--repair"], ["sweep", path],
-                   ["clear", path]] {
+      for args in [
+        ["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
+        ["get", path, "k"], ["set", path, "k", "v"], ["delete", path, "k"], ["keys", path],
+        ["dump", path, "--values"], ["verify", path], ["verify", path, "--repair"], ["sweep", path],
+        ["clear", path],
+      ] {
         let r = try Self.cli(args)
         #expect(r.status == 2 && !r.signaled, "\(tag) \(args): \(r.status) \(r.err)")
         #expect(r.err.hasPrefix("error: "), "\(tag) \(args)")

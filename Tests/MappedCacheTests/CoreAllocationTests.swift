@@ -14,11 +14,12 @@ import Testing
     #expect(r.status == 0, "\(r.stderr)")
     // Sanitizer builds replace malloc themselves, so the helper cannot count there.
     if r.stdout.hasPrefix("unavailable") { return }
-    let fields = Dictionary(uniqueKeysWithValues: r.stdout.split(separator: " ").compactMap { part -> (String, Int)? in
-      let kv = part.split(separator: "=")
-      guard kv.count == 2, let v = Int(kv[1].trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
-      return (String(kv[0]), v)
-    })
+    let fields = Dictionary(
+      uniqueKeysWithValues: r.stdout.split(separator: " ").compactMap { part -> (String, Int)? in
+        let kv = part.split(separator: "=")
+        guard kv.count == 2, let v = Int(kv[1].trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        return (String(kv[0]), v)
+      })
     #expect(fields["closure"] == 0, "closure reads allocated: \(r.stdout)")
     #expect(fields["miss"] == 0, "misses allocated: \(r.stdout)")
     #expect(fields["object"] == n, "value reads should allocate exactly the returned array: \(r.stdout)")

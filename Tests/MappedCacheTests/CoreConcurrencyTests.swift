@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MappedCache
 
 /// Threads sharing one SharedCache; reader and writer processes sharing one file, every
@@ -22,7 +23,9 @@ final class CoreFlag: Sendable {
 
 @Suite struct CoreConcurrencyTests {
   /// Runs `body` on another thread and waits at most `timeout` for it.
-  private func finishes(within timeout: TimeInterval, _ body: @escaping @Sendable () throws -> Void) -> (done: Bool, error: (any Error)?) {
+  private func finishes(within timeout: TimeInterval, _ body: @escaping @Sendable () throws -> Void) -> (
+    done: Bool, error: (any Error)?
+  ) {
     final class Box: @unchecked Sendable { var error: (any Error)? }
     let box = Box()
     let sem = DispatchSemaphore(value: 0)
@@ -45,11 +48,17 @@ final class CoreFlag: Sendable {
     let path = Support.tempPath("conc-threads")
     defer { Support.cleanup(path) }
     // Small enough that eviction runs while threads read.
-    let cache = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    let cache = try SharedCache<[UInt8]>(
+      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
     let maxSize = inline ? 120 : 3000
-    let threads = 8, opsPerThread = 4000, keys = 400
-    let sets = CoreCounter(), removes = CoreCounter(), hits = CoreCounter()
-    let corrupt = CoreCounter(), errors = CoreCounter()
+    let threads = 8
+    let opsPerThread = 4000
+    let keys = 400
+    let sets = CoreCounter()
+    let removes = CoreCounter()
+    let hits = CoreCounter()
+    let corrupt = CoreCounter()
+    let errors = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: threads) { t in
       var rng = SplitMix(UInt64(t + 1) &* 7777)
       for op in 0..<opsPerThread {
@@ -99,7 +108,8 @@ final class CoreFlag: Sendable {
     let path = Support.tempPath("conc-handles")
     defer { Support.cleanup(path) }
     let first = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
-    let threads = 6, perThread = 2000
+    let threads = 6
+    let perThread = 2000
     let failures = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: threads) { t in
       do {
@@ -137,7 +147,8 @@ final class CoreFlag: Sendable {
     let path = Support.tempPath("conc-one-handle")
     defer { Support.cleanup(path) }
     let counters = try SharedCache<Int>(path: path, capacity: 1 << 20, lockMode: mode)
-    let threads = 4, perThread = 2500
+    let threads = 4
+    let perThread = 2500
     let failures = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: threads) { t in
       for i in 0..<perThread {
@@ -178,7 +189,8 @@ final class CoreFlag: Sendable {
   @Test func aPlantedWordWithTheNextHandlesTokenIsReleasedAtOpen() throws {
     let path = Support.tempPath("conc-planted-token")
     defer { Support.cleanup(path) }
-    var slot = 0, generation: UInt64 = 0
+    var slot = 0
+    var generation: UInt64 = 0
     do {
       let first = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
       let r = try #require(first.engine.registration)
@@ -212,7 +224,8 @@ final class CoreFlag: Sendable {
     defer { Support.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let other = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)  // a second handle, as another process has
-    let keys = 300, threads = 6
+    let keys = 300
+    let threads = 6
     let wins = (0..<keys).map { _ in CoreCounter() }
     DispatchQueue.concurrentPerform(iterations: threads) { t in
       let h = t % 2 == 0 ? c : other
@@ -232,7 +245,11 @@ final class CoreFlag: Sendable {
         guard let (v, version) = try? h.objectWithVersion(forKey: "counter") else { continue }
         let n = v.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } + 1
         let next = withUnsafeBytes(of: n) { Array($0) }
-        if (try? h.setObject(next, forKey: "counter", ifVersion: version)) == true { done += 1 } else { conflicts.add() }
+        if (try? h.setObject(next, forKey: "counter", ifVersion: version)) == true {
+          done += 1
+        } else {
+          conflicts.add()
+        }
       }
     }
     let final = try #require(try c.object(forKey: "counter"))
@@ -281,8 +298,12 @@ final class CoreFlag: Sendable {
   @Test(arguments: [false, true])
   func readerAndWriterProcessesShareOneFile(inline: Bool) throws {
     let path = Support.tempPath("conc-procs")
-    defer { Support.cleanup(path); unlink(path + ".stop") }
-    let cache = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    defer {
+      Support.cleanup(path)
+      unlink(path + ".stop")
+    }
+    let cache = try SharedCache<[UInt8]>(
+      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
     // Inline layout: values on both sides of the inline limit, and enough keys to evict.
     let (keys, maxSize) = inline ? ("30000", "200") : ("1500", "4000")
     // The second writer uses the other lock mode: modes are per handle and must mix.
@@ -291,7 +312,8 @@ final class CoreFlag: Sendable {
     }
     let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "2.5", keys]) }
     // The test process reads too, with the closure read.
-    var myHits = 0, myCorrupt = 0
+    var myHits = 0
+    var myCorrupt = 0
     var rng = SplitMix(3)
     let until = Date().addingTimeInterval(2)
     while Date() < until {
@@ -302,7 +324,8 @@ final class CoreFlag: Sendable {
       }
     }
     for c in writers + readers { c.finish() }
-    var sets = 0, removes = 0
+    var sets = 0
+    var removes = 0
     for w in writers {
       #expect(w.status == 0 && !w.signaled, "writer: \(w.stderr)")
       #expect(w.int("corrupt") == 0)
@@ -349,8 +372,12 @@ final class CoreFlag: Sendable {
 
   private func killLoop(capacity: Int, minRounds: Int, keepStable: Bool, inline: Bool) throws {
     let path = Support.tempPath("conc-kill")
-    defer { Support.cleanup(path); unlink(path + ".stop") }
-    let cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: CoreOptions.make(inline: inline, capacity: capacity))
+    defer {
+      Support.cleanup(path)
+      unlink(path + ".stop")
+    }
+    let cache = try SharedCache<[UInt8]>(
+      path: path, capacity: capacity, options: CoreOptions.make(inline: inline, capacity: capacity))
     let keys = inline ? "20000" : "400"
     let sizes = inline ? [100, 100, 2000] : [512, 4096, 40_000]
     let stable = keepStable ? (0..<100).map { "stable-\($0)" } : []
@@ -375,7 +402,9 @@ final class CoreFlag: Sendable {
 
     let before = cache.statistics
     var rng = SplitMix(UInt64(getpid()))
-    var rounds = 0, heldRounds = 0, intentRounds = 0
+    var rounds = 0
+    var heldRounds = 0
+    var intentRounds = 0
     // At least minRounds, and more (up to 4x) until writers were killed holding the lock 3 times.
     while rounds < minRounds || (heldRounds < 3 && rounds < 4 * minRounds) {
       rounds += 1
@@ -419,7 +448,9 @@ final class CoreFlag: Sendable {
     }
 
     let s = cache.statistics
-    print("[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); promotions +\(s.promotions - before.promotions), evictions +\(s.evictions - before.evictions), second chances +\(s.reinsertions - before.reinsertions); reader hits \(readers.map { $0.int("hits") })")
+    print(
+      "[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); promotions +\(s.promotions - before.promotions), evictions +\(s.evictions - before.evictions), second chances +\(s.reinsertions - before.reinsertions); reader hits \(readers.map { $0.int("hits") })"
+    )
     #expect(heldRounds >= 1, "no writer was ever killed holding the lock: the test did not test the crash path")
     #expect(s.lockTakeovers - before.lockTakeovers >= heldRounds)
     #expect(s.recoveries - before.recoveries >= intentRounds)
@@ -438,13 +469,20 @@ final class CoreFlag: Sendable {
     defer { Support.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let w = try CoreChild(["writer", path, "7", "0", "200", "16", "40000"])
-    defer { w.kill(SIGCONT); w.kill(SIGKILL); w.finish() }
+    defer {
+      w.kill(SIGCONT)
+      w.kill(SIGKILL)
+      w.finish()
+    }
     #expect(w.waitFor("ready"))
     var caught = false
     for _ in 0..<2000 where !caught {
       w.kill(SIGSTOP)
       usleep(2000)  // let the stop land
-      if lockWord(cache) & 0x3FF != 0 { caught = true; break }
+      if lockWord(cache) & 0x3FF != 0 {
+        caught = true
+        break
+      }
       w.kill(SIGCONT)
       usleep(UInt32(100 + (caught ? 0 : 300)))
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @_spi(Tiers) @testable import MappedCache
 
 /// Entries: key and value limits (bad input is a thrown error that changes nothing
@@ -7,7 +8,9 @@ import Testing
 /// removeAll, and the statistics counters.
 @Suite struct CoreEntryTests {
   /// A cache holding a few known entries, and a snapshot to compare against.
-  private func seeded(_ tag: String, capacity: Int = 4 << 20) throws -> (SharedCache<[UInt8]>, String, [String: [UInt8]]) {
+  private func seeded(_ tag: String, capacity: Int = 4 << 20) throws -> (
+    SharedCache<[UInt8]>, String, [String: [UInt8]]
+  ) {
     let path = Support.tempPath(tag)
     let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
     var known: [String: [UInt8]] = [:]
@@ -19,8 +22,10 @@ import Testing
     return (c, path, known)
   }
 
-  private func expectUnchanged(_ c: SharedCache<[UInt8]>, _ known: [String: [UInt8]], sets: Int,
-                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+  private func expectUnchanged(
+    _ c: SharedCache<[UInt8]>, _ known: [String: [UInt8]], sets: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) throws {
     for (k, v) in known { #expect(try c.object(forKey: k) == v, sourceLocation: sourceLocation) }
     let s = c.statistics
     #expect(s.entries == known.count, sourceLocation: sourceLocation)
@@ -56,7 +61,9 @@ import Testing
     var expected = known
     expected[longest] = [1]
     expected[accented] = [2]
-    for bad in [String(repeating: "k", count: 251), String(repeating: "é", count: 126), String(repeating: "x", count: 5000)] {
+    for bad in [
+      String(repeating: "k", count: 251), String(repeating: "é", count: 126), String(repeating: "x", count: 5000),
+    ] {
       let n = bad.utf8.count
       #expect(throws: CacheError.keyTooLarge(size: n, limit: 250)) { try c.setObject([3], forKey: bad) }
       #expect(throws: CacheError.keyTooLarge(size: n, limit: 250)) { try c.object(forKey: bad) }
@@ -87,14 +94,17 @@ import Testing
   func valuesOfVeryDifferentSizesShareOneTable(inline: Bool) throws {
     let path = Support.tempPath("ent-sizes")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 16 << 20, options: CoreOptions.make(inline: inline, capacity: 16 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 16 << 20, options: CoreOptions.make(inline: inline, capacity: 16 << 20))
     #expect((c.inlineCapacity > 0) == inline)
     // Around the inline limit too (keys are 6 to 13 bytes).
-    let sizes = [0, 1, 2, 7, 8, 9, 31, 32, 33, 60, 66, 67, 68, 69, 70, 74, 75, 80, 255, 256, 257, 1000, 4095, 4096,
-                 65_537, 300_000, c.maxValueSize]
+    let sizes = [
+      0, 1, 2, 7, 8, 9, 31, 32, 33, 60, 66, 67, 68, 69, 70, 74, 75, 80, 255, 256, 257, 1000, 4095, 4096,
+      65_537, 300_000, c.maxValueSize,
+    ]
     var expected: [String: [UInt8]] = [:]
     for (i, n) in sizes.enumerated() {
-      let v = (0..<n).map { UInt8(truncatingIfNeeded: ($0 &* 2654435761) >> 7 ^ i) }
+      let v = (0..<n).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 7 ^ i) }
       expected["size-\(n)"] = v
       try c.setObject(v, forKey: "size-\(n)")
     }

@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 /// Eviction: a set never fails for lack of space; sustained inserts far beyond capacity
@@ -9,10 +10,13 @@ import Testing
 @Suite struct CoreEvictionTests {
   /// Inserts random-size values until `bytes` of values were written; calls `each` after
   /// every insert with the running count.
-  private func churn(_ c: SharedCache<[UInt8]>, bytes: Int, sizes: ClosedRange<Int>, keySpace: Int = Int.max,
-                     seed: UInt64, each: (Int) throws -> Void = { _ in }) throws {
+  private func churn(
+    _ c: SharedCache<[UInt8]>, bytes: Int, sizes: ClosedRange<Int>, keySpace: Int = Int.max,
+    seed: UInt64, each: (Int) throws -> Void = { _ in }
+  ) throws {
     var rng = SplitMix(seed)
-    var written = 0, n = 0
+    var written = 0
+    var n = 0
     let pattern = [UInt8]((0..<sizes.upperBound).map { UInt8(truncatingIfNeeded: $0 &* 131) })
     while written < bytes {
       let size = rng.inRange(sizes)
@@ -30,7 +34,8 @@ import Testing
     defer { Support.cleanup(path) }
     // 2 MiB by default; MC_CORE_SUSTAINED_MIB=64 measures a larger cache (slow in debug).
     let cap = (Int(ProcessInfo.processInfo.environment["MC_CORE_SUSTAINED_MIB"] ?? "") ?? 2) << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(inline: inline, capacity: cap))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: cap, options: CoreOptions.make(inline: inline, capacity: cap))
     // Small values in the inline layout (most inline, some not), 100-1000 B otherwise.
     let sizes = inline ? 1...120 : 100...1000
     // 5x capacity first, then 45x more: probe figures must not grow with churn.
@@ -48,7 +53,9 @@ import Testing
     #expect(late.meanProbe < 3, "mean probe \(late.meanProbe)")
     #expect(late.maxProbe < 100, "max probe \(late.maxProbe)")
     #expect(late.meanProbe <= early.meanProbe * 1.5 + 0.5, "early \(early.meanProbe), late \(late.meanProbe)")
-    print("[core] 50x capacity (\(cap >> 20) MiB, \(sizes) B, inline \(inline)): entries \(s.entries)/\(s.slotCount) slots, meanProbe \(late.meanProbe) (5x: \(early.meanProbe)), maxProbe \(late.maxProbe) (5x: \(early.maxProbe)), fill \(s.fill)")
+    print(
+      "[core] 50x capacity (\(cap >> 20) MiB, \(sizes) B, inline \(inline)): entries \(s.entries)/\(s.slotCount) slots, meanProbe \(late.meanProbe) (5x: \(early.meanProbe)), maxProbe \(late.maxProbe) (5x: \(early.maxProbe)), fill \(s.fill)"
+    )
   }
 
   /// Tiny entries fill the index before the logs: the entry limit (75 % load) holds and
@@ -57,7 +64,8 @@ import Testing
   func tinyEntriesAtTheEntryLimitKeepProbesShort(inline: Bool) throws {
     let path = Support.tempPath("ev-tiny")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let maxEntries = c.statistics.maxEntries
     var rng = SplitMix(5)
     for n in 0..<(30 * maxEntries) {
@@ -75,7 +83,9 @@ import Testing
     #expect(s.entries >= maxEntries * 9 / 10, "the index is used up to its limit: \(s.entries)/\(maxEntries)")
     #expect(r.meanProbe < 4, "mean probe \(r.meanProbe)")
     #expect(r.maxProbe < 200, "max probe \(r.maxProbe)")
-    print("[core] tiny entries (inline \(inline)), 30x entry limit: entries \(s.entries)/\(s.slotCount), meanProbe \(r.meanProbe), maxProbe \(r.maxProbe)")
+    print(
+      "[core] tiny entries (inline \(inline)), 30x entry limit: entries \(s.entries)/\(s.slotCount), meanProbe \(r.meanProbe), maxProbe \(r.maxProbe)"
+    )
   }
 
   /// Values from 0 bytes to the cache's value limit, in a small cache: every set succeeds,
@@ -127,7 +137,9 @@ import Testing
     #expect(full)
     #expect(lowest >= 0.70, "fill \(lowest) at its lowest once full")
     #expect(s.fill >= 0.70, "fill \(s.fill) at the end")
-    print("[core] fill with 100-1000 B values, \(capacity >> 20) MiB: lowest once full \(lowest), final \(s.fill) (\(s.entries) entries, liveBytes \(s.liveBytes))")
+    print(
+      "[core] fill with 100-1000 B values, \(capacity >> 20) MiB: lowest once full \(lowest), final \(s.fill) (\(s.entries) entries, liveBytes \(s.liveBytes))"
+    )
   }
 
   @Test(.enabled(if: ProcessInfo.processInfo.environment["MC_LONG"] == "1", "MC_LONG=1 only"))
@@ -151,7 +163,9 @@ import Testing
       try c.setObject([UInt8](repeating: 1, count: 500), forKey: p)
     }
     var rng = SplitMix(23)
-    var next = 0, count = 0, bytes = 0
+    var next = 0
+    var count = 0
+    var bytes = 0
     while bytes < 10 * cap {
       let key = "new-\(count)"
       let size = rng.inRange(100...1000)
@@ -198,7 +212,9 @@ import Testing
     let s = c.statistics
     let lost = try hot.filter { try c.object(forKey: $0) == nil }
     #expect(lost.isEmpty, "\(lost.count) hot entries evicted, e.g. \(lost.prefix(3))")
-    #expect(s.reinsertions - before.reinsertions >= 2 * hot.count, "the hand passed the run \(s.reinsertions - before.reinsertions) times' worth")
+    #expect(
+      s.reinsertions - before.reinsertions >= 2 * hot.count,
+      "the hand passed the run \(s.reinsertions - before.reinsertions) times' worth")
     #expect(c.check().ok)
   }
 
@@ -227,7 +243,9 @@ import Testing
     let entries = c.statistics.entries
     let firstTenth = try keys.prefix(keys.count / 10).filter { try c.object(forKey: $0) != nil }.count
     let newest = try keys.suffix(entries).filter { try c.object(forKey: $0) != nil }.count
-    print("[core] unread stream 10x capacity: \(newest) of the newest \(entries) present, \(firstTenth) of the first \(keys.count / 10)")
+    print(
+      "[core] unread stream 10x capacity: \(newest) of the newest \(entries) present, \(firstTenth) of the first \(keys.count / 10)"
+    )
     #expect(firstTenth == 0, "the first fill should have been displaced")
     #expect(Double(newest) >= 0.9 * Double(entries), "\(newest) of the newest \(entries) entries present")
     #expect(c.check().ok)

@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 /// Expiry: .never / .seconds / .date, expired entries never returned, reclaimed by
@@ -31,7 +32,8 @@ import Testing
     #expect(try c.expiry(forKey: "never2") == .never)
     #expect(try c.expiry(forKey: "date") == .date(when))
     guard case .date(let d)? = try c.expiry(forKey: "secs") else {
-      Issue.record("seconds expiry should read back as a date"); return
+      Issue.record("seconds expiry should read back as a date")
+      return
     }
     #expect(d.timeIntervalSince(before) > 599 && d.timeIntervalSince(before) < 602)
     #expect(try c.expiry(forKey: "missing") == nil)
@@ -55,8 +57,10 @@ import Testing
     }
     // Far-future and extreme values are clamped, never a crash (a Double past UInt64.max
     // must not reach a trapping conversion).
-    for (i, e) in [CacheExpiry.date(Date(timeIntervalSince1970: 1e18)), .date(.distantFuture),
-                   .seconds(1e300), .seconds(.greatestFiniteMagnitude)].enumerated() {
+    for (i, e) in [
+      CacheExpiry.date(Date(timeIntervalSince1970: 1e18)), .date(.distantFuture),
+      .seconds(1e300), .seconds(.greatestFiniteMagnitude),
+    ].enumerated() {
       try c.setObject("far", forKey: "far\(i)", expires: e)
       #expect(try c.object(forKey: "far\(i)") == "far")
     }

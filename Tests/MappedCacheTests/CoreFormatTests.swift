@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// The file: creation, reopening, parameters, foreign files, the creation race between
@@ -87,10 +88,10 @@ import Testing
   @Test func foreignFileIsAnErrorAndLeftUntouched() throws {
     let contents: [Data] = [
       Data("hello, this is not a cache\n".utf8),
-      Data([0x4D]),                                                     // 1 byte
+      Data([0x4D]),  // 1 byte
       Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }),  // larger than a header
-      Data(repeating: 0, count: 1 << 20),                              // a zeroed 1 MiB file
-      Data("MCACHE01".utf8) + Data(repeating: 7, count: 4096),         // right magic, junk after
+      Data(repeating: 0, count: 1 << 20),  // a zeroed 1 MiB file
+      Data("MCACHE01".utf8) + Data(repeating: 7, count: 4096),  // right magic, junk after
     ]
     for (n, bytes) in contents.enumerated() {
       let path = Support.tempPath("fmt-foreign\(n)")
@@ -154,13 +155,19 @@ import Testing
     // Another format version (1: other header offsets; 2: another hash of short keys;
     // 3: inline entries' records repeat the key; 5: not yet defined).
     for version: UInt8 in [1, 2, 3, 5] {
-      if case .incompatibleFormat? = attempt({ $0[8] = version }) {} else { Issue.record("version \(version) must be incompatible") }
+      if case .incompatibleFormat? = attempt({ $0[8] = version }) {
+      } else {
+        Issue.record("version \(version) must be incompatible")
+      }
     }
     // A layout field changed (slot count) without its fingerprint.
     if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {} else { Issue.record("changed slot count must be refused") }
     // Truncated file (the header's size no longer matches).
     let truncated = attempt { $0 = $0.prefix(512 << 10) }
-    if case .corrupted? = truncated {} else { Issue.record("truncated file must be refused, got \(String(describing: truncated))") }
+    if case .corrupted? = truncated {
+    } else {
+      Issue.record("truncated file must be refused, got \(String(describing: truncated))")
+    }
     // The intact file still opens with its entry.
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(try c.object(forKey: "k") == [9])
@@ -170,8 +177,9 @@ import Testing
     let path = Support.tempPath("fmt-interrupted")
     defer { Support.cleanup(path) }
     // A creator that died after marking the file but before finishing it.
-    _ = FileManager.default.createFile(atPath: path, contents: Data("MCCINIT0".utf8) + Data(repeating: 0xEE, count: 100),
-                                   attributes: [.posixPermissions: 0o600])
+    _ = FileManager.default.createFile(
+      atPath: path, contents: Data("MCCINIT0".utf8) + Data(repeating: 0xEE, count: 100),
+      attributes: [.posixPermissions: 0o600])
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(c.capacity == 1 << 20)
     #expect(c.statistics.entries == 0)
@@ -219,7 +227,8 @@ import Testing
     var o = CacheOptions()
     o.averageEntrySize = 76
     let c = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20, options: o)
-    let e = c.engine, l = e.layout
+    let e = c.engine
+    let l = e.layout
     #expect(l.slotBytes == 128)
     #expect(l.slotCount >= 200_000, "100,000 such entries load the index to at most 0.5")
     #expect(l.maxEntries * Format.headerOnlyRecordBytes <= l.smallSize + l.mainSize - l.mainReserve)
@@ -234,7 +243,8 @@ import Testing
     #expect(rh.kind == Format.kindHeaderOnly && rh.size == 32 && rh.klen == key.count && rh.vlen == 64)
     #expect(try c.verify().ok)
     // Damage the inline key's last byte: the verifier finds it, and repair drops only it.
-    e.memory._byte(at: e._slotOffset(slot) + Format.S.bytes + key.count - 1).storeBytes(of: UInt8(ascii: "x"), as: UInt8.self)
+    e.memory._byte(at: e._slotOffset(slot) + Format.S.bytes + key.count - 1).storeBytes(
+      of: UInt8(ascii: "x"), as: UInt8.self)
     let report = try c.verify()
     #expect(!report.ok && report.problems.contains { $0.contains("inline key does not hash") })
     #expect(try c.verify(repair: true).repaired >= 1)
@@ -275,7 +285,8 @@ import Testing
   /// once: either the finished cache or a recognised interrupted creation that it redoes.
   @Test func creatorKilledMidCreation() throws {
     var rng = SplitMix(UInt64(getpid()) &+ 3)
-    var redone = 0, finished = 0
+    var redone = 0
+    var finished = 0
     for round in 0..<12 {
       let path = Support.tempPath("fmt-killcreate\(round)")
       defer { Support.cleanup(path) }
@@ -285,7 +296,12 @@ import Testing
       child.finish()
       guard FileManager.default.fileExists(atPath: path) else { continue }  // killed before open
       let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
-      if c.capacity == 64 << 20 { finished += 1 } else { redone += 1; #expect(c.capacity == 2 << 20) }
+      if c.capacity == 64 << 20 {
+        finished += 1
+      } else {
+        redone += 1
+        #expect(c.capacity == 2 << 20)
+      }
       try c.setObject([1], forKey: "after")
       #expect(try c.object(forKey: "after") == [1])
       #expect(try c.verify().ok)

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MappedCache
 
 /// The read path: the closure read (`withBytes`), reads of values of every size while
@@ -32,7 +33,8 @@ import Testing
               #expect(KeyHash.key(pa) != KeyHash.key(pb), "length \(n), byte \(j)")
               #expect(!MappedMemory.bytesEqual(pa.baseAddress!, pb.baseAddress!, n), "length \(n), byte \(j)")
               if n <= 16 {
-                let x = KeyHash.shortWords(pa.baseAddress!, n), y = KeyHash.shortWords(pb.baseAddress!, n)
+                let x = KeyHash.shortWords(pa.baseAddress!, n)
+                let y = KeyHash.shortWords(pb.baseAddress!, n)
                 #expect(x.0 != y.0 || x.1 != y.1, "length \(n), byte \(j)")
               }
             }
@@ -56,7 +58,10 @@ import Testing
       #expect(got == v, "\(n) bytes")
     }
     var called = false
-    let missing = try c.withBytes(forKey: "nope") { _ -> Int in called = true; return 1 }
+    let missing = try c.withBytes(forKey: "nope") { _ -> Int in
+      called = true
+      return 1
+    }
     #expect(missing == nil)
     #expect(!called, "the closure does not run on a miss")
     // An error thrown by the closure reaches the caller and changes nothing.
@@ -152,8 +157,9 @@ import Testing
   func readChecksumsAreOptIn(inline: Bool) throws {
     let (c, path) = try Self.bytesCache("rd-sum", inline: inline, capacity: 1 << 20)
     defer { Support.cleanup(path) }
-    let checked = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
-                                           policy: OpenPolicy(verifyChecksumsOnRead: true))
+    let checked = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20,
+      policy: OpenPolicy(verifyChecksumsOnRead: true))
     try c.setObject([1, 2, 3, 4], forKey: "k")
     #expect(try checked.object(forKey: "k") == [1, 2, 3, 4])
     // Flip the value's last byte where it lives: in the slot, or in its log record.
@@ -164,8 +170,10 @@ import Testing
       return (f.slot, f.entry.loc)
     }
     #expect((e.index.meta(at: slot) & Format.inlineBit != 0) == inline)
-    let valueStart = e.memory._byte(at: inline ? e._slotOffset(slot) + Format.S.bytes + 1
-                                               : loc + Format.recordHeaderBytes + 1)
+    let valueStart = e.memory._byte(
+      at: inline
+        ? e._slotOffset(slot) + Format.S.bytes + 1
+        : loc + Format.recordHeaderBytes + 1)
     valueStart.storeBytes(of: 0x44, toByteOffset: 3, as: UInt8.self)
     #expect(try c.object(forKey: "k") == [1, 2, 3, 0x44])
     #expect(try checked.object(forKey: "k") == nil)
@@ -194,8 +202,9 @@ import Testing
     #expect(e.index.meta(at: slot) & Format.referencedBit != 0, "a hit marks it referenced")
     _ = try c.withBytes(forKey: "k") { $0.count }
     #expect(e.index.meta(at: slot) & Format.referencedBit != 0)
-    #expect(e.memory.seq(slot).load(.acquiring) == seq0,
-            "reads never take the slot's seqlock")
+    #expect(
+      e.memory.seq(slot).load(.acquiring) == seq0,
+      "reads never take the slot's seqlock")
     // A miss marks nothing; an expired entry is not a hit.
     try c.setObject([4], forKey: "x", expires: .date(Date(timeIntervalSinceNow: -1)))
     #expect(try c.object(forKey: "x") == nil)
@@ -225,13 +234,18 @@ import Testing
   func readsSeeWholeValuesWhileTheirSizeChanges(inline: Bool) throws {
     let path = Support.tempPath("rd-flip")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 8 << 20, options: CoreOptions.make(inline: inline, capacity: 8 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 8 << 20, options: CoreOptions.make(inline: inline, capacity: 8 << 20))
     // Inline-sized (12, 40, 70 with the 4-byte key) and not.
     let sizes = [12, 300, 40, 70_000, 70, 257, 5_000]
-    let values = sizes.enumerated().map { CoreValue.make(key: "flip", writer: $0.offset, seq: $0.offset, size: $0.element) }
+    let values = sizes.enumerated().map {
+      CoreValue.make(key: "flip", writer: $0.offset, seq: $0.offset, size: $0.element)
+    }
     try c.setObject(values[0], forKey: "flip")
     let stop = CoreFlag()
-    let bad = CoreCounter(), hits = CoreCounter(), misses = CoreCounter()
+    let bad = CoreCounter()
+    let hits = CoreCounter()
+    let misses = CoreCounter()
     let writer = Thread {
       var i = 0
       while !stop.value {
@@ -259,7 +273,9 @@ import Testing
     while !writer.isFinished { usleep(1000) }
     #expect(bad.value == 0, "a read returned bytes that no set wrote whole")
     #expect(hits.value > 0)
-    print("[core] size-flipping key (inline \(inline)): \(hits.value) hits, \(misses.value) misses (the key was always present)")
+    print(
+      "[core] size-flipping key (inline \(inline)): \(hits.value) hits, \(misses.value) misses (the key was always present)"
+    )
   }
 
   /// Removals shift later entries of a probe run backwards. A reader looking up a key that
@@ -293,7 +309,9 @@ import Testing
       }
     }
     writer.start()
-    let falseMisses = CoreCounter(), wrong = CoreCounter(), reads = CoreCounter()
+    let falseMisses = CoreCounter()
+    let wrong = CoreCounter()
+    let reads = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: 2) { t in
       var rng = SplitMix(UInt64(t) + 5)
       for _ in 0..<20_000 {
@@ -310,7 +328,8 @@ import Testing
     stop.set()
     while !writer.isFinished { usleep(1000) }
     let s = c.statistics
-    print("[core] lookups during shifts: \(reads.value) reads, \(falseMisses.value) false misses, evictions \(s.evictions)")
+    print(
+      "[core] lookups during shifts: \(reads.value) reads, \(falseMisses.value) false misses, evictions \(s.evictions)")
     #expect(wrong.value == 0)
     // Eviction could legitimately take a stable key only if the table filled: check it did not.
     #expect(s.evictions == 0)
@@ -324,7 +343,8 @@ import Testing
   func readsStayWholeDuringRemoveAllAndSweeps(inline: Bool) throws {
     let path = Support.tempPath("rd-clear")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
     let stop = CoreFlag()
     let rounds = CoreCounter()
     let writer = Thread {
@@ -335,8 +355,9 @@ import Testing
           seq += 1
           let key = "c\(k)"
           let ttl: CacheExpiry = rng.below(3) == 0 ? .seconds(0.01) : .never
-          try? c.setObject(CoreValue.make(key: key, writer: 1, seq: seq, size: rng.inRange(16...(inline ? 100 : 2000))),
-                           forKey: key, expires: ttl)
+          try? c.setObject(
+            CoreValue.make(key: key, writer: 1, seq: seq, size: rng.inRange(16...(inline ? 100 : 2000))),
+            forKey: key, expires: ttl)
         }
         _ = try? c.removeExpiredObjects()
         if rng.below(4) == 0 { try? c.removeAllObjects() }
@@ -344,7 +365,8 @@ import Testing
       }
     }
     writer.start()
-    let bad = CoreCounter(), hits = CoreCounter()
+    let bad = CoreCounter()
+    let hits = CoreCounter()
     DispatchQueue.concurrentPerform(iterations: 2) { t in
       var rng = SplitMix(UInt64(t) + 100)
       for _ in 0..<30_000 {

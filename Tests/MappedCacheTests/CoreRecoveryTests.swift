@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import MappedCache
 
 /// Deterministic crash states: the exact words a writer SIGKILLed at a chosen instant
@@ -44,7 +45,8 @@ import Testing
   func oddSlotAtTheTableEndKeepsTheWrappedRunReachable(inline: Bool) throws {
     let path = Support.tempPath("rec-wrap")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let n = e.layout.slotCount
     let ks = keys(home: n - 1, count: 3, in: e, tag: "wrap")
@@ -72,7 +74,8 @@ import Testing
   func repairOfAStrandedEntryStrandsNoOther(inline: Bool) throws {
     let path = Support.tempPath("rec-cascade")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let h = 100
     let run = keys(home: h, count: 3, in: e, tag: "run")
@@ -96,7 +99,8 @@ import Testing
   func interruptedBackwardShiftAcrossTheTableEnd(inline: Bool) throws {
     let path = Support.tempPath("rec-shift")
     defer { Support.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let n = e.layout.slotCount
     let ks = keys(home: n - 2, count: 3, in: e, tag: "shift")  // slots n-2, n-1, 0

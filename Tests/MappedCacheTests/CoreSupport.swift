@@ -1,7 +1,8 @@
+import CheckedValues
 import Foundation
 import Glibc
+
 @testable import MappedCache
-import CheckedValues
 
 /// Self-checking values, as written by `mc-test-helper writer`: the same type the helper
 /// uses (Tests/CheckedValues), so writer and checker cannot drift apart.
@@ -19,7 +20,8 @@ final class CoreChild: @unchecked Sendable {
   init(_ args: [String]) throws {
     process.executableURL = URL(fileURLWithPath: Support.binary("mc-test-helper"))
     process.arguments = args
-    let o = Pipe(), e = Pipe()
+    let o = Pipe()
+    let e = Pipe()
     process.standardOutput = o
     process.standardError = e
     process.standardInput = FileHandle.nullDevice
@@ -71,7 +73,8 @@ final class CoreChild: @unchecked Sendable {
   /// The last line of stdout parsed as a JSON object of integers/bools.
   var report: [String: Any] {
     guard let last = stdout.split(separator: "\n").last,
-          let obj = try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any] else { return [:] }
+      let obj = try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+    else { return [:] }
     return obj
   }
 

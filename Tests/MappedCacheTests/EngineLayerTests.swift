@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 // The engine's layers tested on their own, each through its own API on a real mapped
@@ -83,7 +84,9 @@ private final class Scratch {
     let index = s.engine.index
     let meta = index.meta(at: i)
     #expect(meta & Format.inlineBit != 0)
-    func match(_ k: String) -> SlotIndex.Entry? { Array(k.utf8).withUnsafeBytes { index.entry(at: i, meta: meta, matching: $0) } }
+    func match(_ k: String) -> SlotIndex.Entry? {
+      Array(k.utf8).withUnsafeBytes { index.entry(at: i, meta: meta, matching: $0) }
+    }
     let e = try #require(match("key-one"))
     #expect(e.inline && e.klen == 7 && e.vlen == 3 && e.liveBytes == 10)
     #expect(match("key-two") == nil)
@@ -101,10 +104,12 @@ private final class Scratch {
     let s = try Scratch("idx-odd")
     try s.cache.setObject([9], forKey: "odd")
     try s.cache.setObject([8], forKey: "even")
-    let i = try #require(try s.slot(of: "odd")), j = try #require(try s.slot(of: "even"))
+    let i = try #require(try s.slot(of: "odd"))
+    let j = try #require(try s.slot(of: "even"))
     let mem = s.engine.memory
     mem.seq(i).add(1, .relaxed)  // a writer died inside its seqlock write
-    let oddSeq = mem.seq(i).load(.relaxed), evenSeq = mem.seq(j).load(.relaxed)
+    let oddSeq = mem.seq(i).load(.relaxed)
+    let evenSeq = mem.seq(j).load(.relaxed)
     try s.engine.withWriteLock { held in
       s.engine.index.clearLeftMidWrite(i, held)
       s.engine.index.clearLeftMidWrite(j, held)
@@ -183,7 +188,8 @@ private final class Scratch {
     let s = try Scratch("pol-ghost")
     let ghost = s.engine.policy.ghost
     try s.engine.withWriteLock { held in
-      let a = 0xDEAD_BEEF_1234_5679 as UInt64, b = 0x1111_2222_3333_4445 as UInt64
+      let a = 0xDEAD_BEEF_1234_5679 as UInt64
+      let b = 0x1111_2222_3333_4445 as UInt64
       let unknown = ghost.recall(a, held)
       ghost.remember(a, held)
       let remembered = ghost.recall(a, held)
@@ -251,12 +257,15 @@ private final class Scratch {
     let reg = try #require(s.engine.registration)
     let token = WriteLock.token(slot: reg.slot, generation: reg.generation)
     #expect(Int(token & Format.Lock.ownerMask) == reg.slot + 1)
-    #expect(UInt64(token >> Format.Lock.generationShift) & Format.Lock.generationMask == reg.generation & Format.Lock.generationMask)
+    #expect(
+      UInt64(token >> Format.Lock.generationShift) & Format.Lock.generationMask == reg.generation
+        & Format.Lock.generationMask)
     let asker = try #require(s.engine.lock).asker
     let liveness = Liveness(memory: s.engine.memory, fd: s.engine.file.fd, asker: asker)
     #expect(!liveness.holderIsDead(token), "this handle's own token: another of its threads")
-    #expect(liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1)),
-            "its slot's previous (or a planted) generation")
+    #expect(
+      liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1)),
+      "its slot's previous (or a planted) generation")
     #expect(liveness.holderIsDead(UInt32(s.engine.memory.procCount + 1)), "a slot past the table")
     // Another live handle's token: alive while it is open (its witness byte is locked).
     let other = try SharedCache<[UInt8]>(path: s.path)

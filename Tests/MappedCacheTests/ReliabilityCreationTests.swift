@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// A process SIGKILLed at each step of creating a cache file (held there by the
@@ -20,7 +21,8 @@ import Testing
     init(_ path: String, at step: String) throws {
       process = Process()
       process.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
-      process.arguments = ["create", path, "--capacity", "2M", "--type", "bytes"]  // a type name fills the header's second half
+      // A type name fills the header's second half.
+      process.arguments = ["create", path, "--capacity", "2M", "--type", "bytes"]
       var env = ProcessInfo.processInfo.environment
       env["MC_TEST_CREATE_PAUSE"] = step
       process.environment = env
@@ -49,7 +51,8 @@ import Testing
     /// The state letter of /proc/PID/stat is T (stopped by a signal).
     static func isStopped(_ pid: Int32) -> Bool {
       guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let paren = s.lastIndex(of: ")") else { return false }
+        let paren = s.lastIndex(of: ")")
+      else { return false }
       return s[paren...].dropFirst(2).first == "T"
     }
   }
@@ -104,8 +107,9 @@ import Testing
         try Self.leftover(p, at: step)
         let r = try CLITests.cli([command[0], p] + command.dropFirst())
         if empty {
-          #expect(r.status == 2 && r.err.contains("is empty, not a cache yet") && r.err.contains("create \(p)"),
-                  "\(step) \(command): \(r.status) \(r.err)")
+          #expect(
+            r.status == 2 && r.err.contains("is empty, not a cache yet") && r.err.contains("create \(p)"),
+            "\(step) \(command): \(r.status) \(r.err)")
           continue
         }
         #expect(r.status == 0, "\(step) \(command): \(r.err)")
@@ -162,7 +166,8 @@ import Testing
         #expect(setter.terminationStatus == 2, "\(step)")
         #expect(try CLITests.cli(["create", path]).status == 0)
       } else {
-        #expect(setter.terminationReason == .exit && setter.terminationStatus == 0, "\(step): \(setter.terminationStatus)")
+        #expect(
+          setter.terminationReason == .exit && setter.terminationStatus == 0, "\(step): \(setter.terminationStatus)")
         #expect(try CLITests.cli(["get", path, "k"]).text == "after-\(step)", "\(step)")
       }
       #expect(try CLITests.cli(["verify", path]).status == 0, "\(step)")

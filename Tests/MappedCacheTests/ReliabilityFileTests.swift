@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// Foreign, truncated, extended and replaced files, and the security rules of `open`:
@@ -75,7 +76,10 @@ import Testing
   @Test func replacedFileIsNoticed() throws {
     let path = Support.tempPath("replaced")
     let other = Support.tempPath("replacement")
-    defer { Support.cleanup(path); Support.cleanup(other) }
+    defer {
+      Support.cleanup(path)
+      Support.cleanup(other)
+    }
     let a = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try a.setObject([1], forKey: "old")
     #expect(!a.isReplaced)
@@ -106,8 +110,9 @@ import Testing
     var found = 0
     for name in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
       guard let fd = Int32(name),
-            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
-            target == path else { continue }
+        let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+        target == path
+      else { continue }
       found += 1
       #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0, "descriptor \(fd) of the cache lacks O_CLOEXEC")
     }
@@ -119,13 +124,19 @@ import Testing
     let path = Support.tempPath("link")
     let victim = Support.tempPath("victim")
     let missing = Support.tempPath("missing")
-    defer { Support.cleanup(path); Support.cleanup(victim); Support.cleanup(missing) }
+    defer {
+      Support.cleanup(path)
+      Support.cleanup(victim)
+      Support.cleanup(missing)
+    }
     // A valid cache as the target: following the link would open it happily.
     do { try SharedCache<[UInt8]>(path: victim, capacity: 1 << 20).setObject([9], forKey: "k") }
     RelSupport.backdate(victim)
     let before = try #require(RelSupport.image(victim))
     #expect(symlink(victim, path) == 0)
-    for policy in [OpenPolicy(), OpenPolicy(readOnly: true), OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true)] {
+    for policy in [
+      OpenPolicy(), OpenPolicy(readOnly: true), OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true),
+    ] {
       #expect {
         _ = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: policy)
       } throws: { e in
@@ -170,8 +181,9 @@ import Testing
           return false
         }
       }
-      let allowed = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20,
-                                             policy: OpenPolicy(allowGroupOrWorldWritable: true))
+      let allowed = try SharedCache<[UInt8]>(
+        path: path, capacity: 1 << 20,
+        policy: OpenPolicy(allowGroupOrWorldWritable: true))
       #expect(try allowed.object(forKey: "k") == [1])
     }
   }
@@ -181,13 +193,17 @@ import Testing
   @Test func specialFilesAtThePathAreRefused() throws {
     let fifo = Support.tempPath("fifo")
     let dir = Support.tempPath("dir")
-    defer { Support.cleanup(fifo); rmdir(dir) }
+    defer {
+      Support.cleanup(fifo)
+      rmdir(dir)
+    }
     #expect(mkfifo(fifo, 0o600) == 0)
     #expect(mkdir(dir, 0o700) == 0)
     for path in [fifo, dir] {
       for ro in ["0", "1"] {
         let r = try Support.run(RelSupport.helper, ["open-only", path, ro], timeout: 20)
-        #expect(!r.signaled && r.status == 0, "\(path) readOnly=\(ro): status \(r.status) (a hang is killed after 20 s)")
+        #expect(
+          !r.signaled && r.status == 0, "\(path) readOnly=\(ro): status \(r.status) (a hang is killed after 20 s)")
         let open = RelSupport.fields(r.stdout)["open"] ?? "none"
         #expect(open == "notACacheFile" || open.hasPrefix("system"), "\(path) readOnly=\(ro): open=\(open)")
       }

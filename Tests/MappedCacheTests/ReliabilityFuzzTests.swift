@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// Fuzzing the file format: a valid, filled cache file is damaged in many ways (byte
@@ -27,7 +28,8 @@ import Testing
   @Test func damagedFilesNeverCrashAnOperation() throws {
     let env = Self.env
     let count = Int(env["MC_FUZZ_CASES"] ?? "") ?? 240
-    let baseSeed = env["MC_FUZZ_SEED_BASE"].flatMap { UInt64($0.replacingOccurrences(of: "0x", with: ""), radix: 16) }
+    let baseSeed =
+      env["MC_FUZZ_SEED_BASE"].flatMap { UInt64($0.replacingOccurrences(of: "0x", with: ""), radix: 16) }
       ?? 0x5EED_0000_0000_0000
     let keep = env["MC_FUZZ_KEEP"] == "1"
     let batchSize = Int(env["MC_FUZZ_BATCH"] ?? "") ?? 30
@@ -50,12 +52,14 @@ import Testing
     var baseReports: [String] = []
     for variant in 0..<2 {
       let basePath = dir + "/base\(variant).mcache"
-      let built = try Support.run(Support.binary("mc-test-helper"), ["fuzz-base", basePath, "1", "\(variant)"], timeout: 120)
+      let built = try Support.run(
+        Support.binary("mc-test-helper"), ["fuzz-base", basePath, "1", "\(variant)"], timeout: 120)
       try #require(built.status == 0 && !built.signaled, "base: \(built.stdout) \(built.stderr)")
       let base = try [UInt8](Data(contentsOf: URL(fileURLWithPath: basePath)))
       let m = try FileMutator(base: base)
       mutators.append(m)
-      baseReports.append("slotBytes \(m.layout.slotBytes): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+      baseReports.append(
+        "slotBytes \(m.layout.slotBytes): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     if env["MC_FUZZ_DRY"] == "1" {
@@ -70,7 +74,9 @@ import Testing
     }
     let started = Date()
     let tally = Tally()
-    let batches = stride(from: 0, to: seeds.count, by: batchSize).map { Array(seeds[$0..<min($0 + batchSize, seeds.count)]) }
+    let batches = stride(from: 0, to: seeds.count, by: batchSize).map {
+      Array(seeds[$0..<min($0 + batchSize, seeds.count)])
+    }
     let allMutators = mutators
     let total = seeds.count
     DispatchQueue.concurrentPerform(iterations: workers) { w in
@@ -80,7 +86,9 @@ import Testing
           // Long runs report as they go, so that a stopped run still has its numbers.
           let t = tally.snapshot()
           if t.cases / 1000 != (t.cases - batches[b].count) / 1000 {
-            print("fuzz progress: \(t.cases) cases, \(t.failures.count) failures, \(Int(Date().timeIntervalSince(started))) s")
+            print(
+              "fuzz progress: \(t.cases) cases, \(t.failures.count) failures, \(Int(Date().timeIntervalSince(started))) s"
+            )
             for f in t.failures { print("fuzz progress FAILURE \(f)") }
           }
         }
@@ -88,7 +96,8 @@ import Testing
     }
     let t = tally.snapshot()
     let seconds = Date().timeIntervalSince(started)
-    print("""
+    print(
+      """
       fuzz: bases: \(baseReports.joined(separator: "; "))
       fuzz: \(t.cases) cases in \(String(format: "%.1f", seconds)) s (\(workers) jobs): opened \(t.opened), \
       errors thrown \(t.thrown), reads checked \(t.hits), failures \(t.failures.count), \
@@ -154,7 +163,10 @@ import Testing
         let parts = line.split(separator: " ")
         guard parts.count >= 2 else { continue }
         let path = String(parts[1])
-        if parts[0] == "BEGIN" { begun = path; continue }
+        if parts[0] == "BEGIN" {
+          begun = path
+          continue
+        }
         guard parts[0] == "END", let c = pending.first(where: { $0.path == path }) else { continue }
         finished.insert(path)
         begun = nil
@@ -210,7 +222,8 @@ struct FileMutator: Sendable {
     self.base = base
     header = HeaderFields(bytes: Array(base[0..<256]))
     layout = try Layout(header: header, actualFileSize: base.count)
-    var slots: [Int] = [], locs: [Int] = []
+    var slots: [Int] = []
+    var locs: [Int] = []
     for i in 0..<layout.slotCount {
       let o = layout.slotsOffset + i * layout.slotBytes
       if Self.get64(base, o + Format.S.hash) != 0 {
@@ -231,7 +244,10 @@ struct FileMutator: Sendable {
 
   struct Rng {
     var s: UInt64
-    mutating func next() -> UInt64 { s = FileMutator.mix(s); return s }
+    mutating func next() -> UInt64 {
+      s = FileMutator.mix(s)
+      return s
+    }
     mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
     mutating func pick<T>(_ a: [T]) -> T { a[below(a.count)] }
   }
@@ -242,7 +258,9 @@ struct FileMutator: Sendable {
     return v
   }
   static func put(_ b: inout [UInt8], _ o: Int, _ v: UInt64, bytes: Int = 8) {
-    for i in 0..<bytes where o + i >= 0 && o + i < b.count { b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i))) }
+    for i in 0..<bytes where o + i >= 0 && o + i < b.count {
+      b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))
+    }
   }
 
   /// Hostile 64-bit values: extremes, file-relative offsets, near-misses.
@@ -262,18 +280,22 @@ struct FileMutator: Sendable {
   func hostileInt(_ r: inout Rng, current: Int, bits: Int) -> Int {
     let cap = bits == 32 ? Int(UInt32.max) : Int.max
     // Wrapping: `current` may already be hostile (an earlier damage in the same case).
-    let choices = [0, 1, 8, current &- 8, current &- 1, current &+ 1, current &+ 8, current &* 2, current / 2,
-                   cap, cap / 2, 1 << 31, Int(UInt32.max), layout.fileSize, layout.fileSize * 2,
-                   1 << 40, 1 << 56, r.below(1 << 20), r.below(layout.fileSize) & ~7]
+    let choices = [
+      0, 1, 8, current &- 8, current &- 1, current &+ 1, current &+ 8, current &* 2, current / 2,
+      cap, cap / 2, 1 << 31, Int(UInt32.max), layout.fileSize, layout.fileSize * 2,
+      1 << 40, 1 << 56, r.below(1 << 20), r.below(layout.fileSize) & ~7,
+    ]
     return min(max(r.pick(choices), 0), cap)
   }
 
   /// A region-biased range: header, process table, slots, ghost, logs, or anywhere.
   func range(_ r: inout Rng, maxLength: Int) -> Range<Int> {
     let l = layout
-    let regions = [0..<256, 256..<Format.headerPage, Format.headerPage..<l.headerBytes,
-                   l.slotsOffset..<l.ghostOffset, l.ghostOffset..<l.logOffset,
-                   l.smallBase..<l.mainBase, l.mainBase..<l.logEnd, 0..<l.fileSize]
+    let regions = [
+      0..<256, 256..<Format.headerPage, Format.headerPage..<l.headerBytes,
+      l.slotsOffset..<l.ghostOffset, l.ghostOffset..<l.logOffset,
+      l.smallBase..<l.mainBase, l.mainBase..<l.logEnd, 0..<l.fileSize,
+    ]
     let reg = r.pick(regions)
     let start = reg.lowerBound + r.below(reg.count)
     let len = 1 + r.below(maxLength)
@@ -312,12 +334,14 @@ struct FileMutator: Sendable {
       for o in rg where o < b.count { b[o] = v }
       return "\(category == 1 ? "zeros" : "0xFF"): [\(rg.lowerBound), \(rg.upperBound))"
     case 3:
-      let fields: [(Int, Int)] = [(Format.H.magic, 8), (Format.H.version, 4), (Format.H.headerBytes, 4), (Format.H.fileSize, 8),
-                                  (Format.H.slotCount, 8), (Format.H.slotsOffset, 8), (Format.H.logOffset, 8),
-                                  (Format.H.smallSize, 8), (Format.H.mainSize, 8), (Format.H.ghostOffset, 8),
-                                  (Format.H.ghostCount, 8), (Format.H.maxKey, 4), (Format.H.maxValue, 4),
-                                  (Format.H.typeFingerprint, 8), (Format.H.procOffset, 8), (Format.H.procCount, 4),
-                                  (Format.H.slotBytes, 4), (Format.H.layoutFingerprint, 8)]
+      let fields: [(Int, Int)] = [
+        (Format.H.magic, 8), (Format.H.version, 4), (Format.H.headerBytes, 4), (Format.H.fileSize, 8),
+        (Format.H.slotCount, 8), (Format.H.slotsOffset, 8), (Format.H.logOffset, 8),
+        (Format.H.smallSize, 8), (Format.H.mainSize, 8), (Format.H.ghostOffset, 8),
+        (Format.H.ghostCount, 8), (Format.H.maxKey, 4), (Format.H.maxValue, 4),
+        (Format.H.typeFingerprint, 8), (Format.H.procOffset, 8), (Format.H.procCount, 4),
+        (Format.H.slotBytes, 4), (Format.H.layoutFingerprint, 8),
+      ]
       let (o, n) = r.pick(fields)
       let v = hostile(&r)
       Self.put(&b, o, v, bytes: n)
@@ -328,19 +352,43 @@ struct FileMutator: Sendable {
       var what: [String] = []
       for _ in 0..<(1 + r.below(2)) {
         switch r.below(13) {
-        case 12: h.slotBytes = r.pick([0, 8, 16, 32, 48, 64, 128, 256, 512, 1 << 20]); what.append("slotBytes=\(h.slotBytes)")
-        case 0: h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32); what.append("headerBytes=\(h.headerBytes)")
-        case 1: h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64); what.append("fileSize=\(h.fileSize)")
-        case 2: h.slotCount = hostileInt(&r, current: h.slotCount, bits: 64); what.append("slotCount=\(h.slotCount)")
-        case 3: h.slotsOffset = hostileInt(&r, current: h.slotsOffset, bits: 64); what.append("slotsOffset=\(h.slotsOffset)")
-        case 4: h.logOffset = hostileInt(&r, current: h.logOffset, bits: 64); what.append("logOffset=\(h.logOffset)")
-        case 5: h.smallSize = hostileInt(&r, current: h.smallSize, bits: 64); what.append("smallSize=\(h.smallSize)")
-        case 6: h.mainSize = hostileInt(&r, current: h.mainSize, bits: 64); what.append("mainSize=\(h.mainSize)")
-        case 7: h.ghostOffset = hostileInt(&r, current: h.ghostOffset, bits: 64); h.ghostCount = hostileInt(&r, current: h.ghostCount, bits: 64)
+        case 12:
+          h.slotBytes = r.pick([0, 8, 16, 32, 48, 64, 128, 256, 512, 1 << 20])
+          what.append("slotBytes=\(h.slotBytes)")
+        case 0:
+          h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32)
+          what.append("headerBytes=\(h.headerBytes)")
+        case 1:
+          h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64)
+          what.append("fileSize=\(h.fileSize)")
+        case 2:
+          h.slotCount = hostileInt(&r, current: h.slotCount, bits: 64)
+          what.append("slotCount=\(h.slotCount)")
+        case 3:
+          h.slotsOffset = hostileInt(&r, current: h.slotsOffset, bits: 64)
+          what.append("slotsOffset=\(h.slotsOffset)")
+        case 4:
+          h.logOffset = hostileInt(&r, current: h.logOffset, bits: 64)
+          what.append("logOffset=\(h.logOffset)")
+        case 5:
+          h.smallSize = hostileInt(&r, current: h.smallSize, bits: 64)
+          what.append("smallSize=\(h.smallSize)")
+        case 6:
+          h.mainSize = hostileInt(&r, current: h.mainSize, bits: 64)
+          what.append("mainSize=\(h.mainSize)")
+        case 7:
+          h.ghostOffset = hostileInt(&r, current: h.ghostOffset, bits: 64)
+          h.ghostCount = hostileInt(&r, current: h.ghostCount, bits: 64)
           what.append("ghost=\(h.ghostOffset)/\(h.ghostCount)")
-        case 8: h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32); what.append("maxKey=\(h.maxKey)")
-        case 9: h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32); what.append("maxValue=\(h.maxValue)")
-        case 10: h.procCount = hostileInt(&r, current: h.procCount, bits: 32); what.append("procCount=\(h.procCount)")
+        case 8:
+          h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32)
+          what.append("maxKey=\(h.maxKey)")
+        case 9:
+          h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32)
+          what.append("maxValue=\(h.maxValue)")
+        case 10:
+          h.procCount = hostileInt(&r, current: h.procCount, bits: 32)
+          what.append("procCount=\(h.procCount)")
         default:
           // Shrink the logs consistently (still a valid layout, over the old contents).
           h.mainSize = max(8, (h.mainSize / (2 + r.below(6))) & ~7)
@@ -359,8 +407,11 @@ struct FileMutator: Sendable {
       o.maxValueSize = r.pick([0, 100, 4096, 1 << 20])
       o.maxProcesses = r.pick([1, 2, 100, 256, 1000])
       guard let nl = try? Layout(options: o) else { return "reshape: options rejected" }
-      writeHeader(&b, HeaderFields(layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName,
-                                   createdMs: header.createdMs))
+      writeHeader(
+        &b,
+        HeaderFields(
+          layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName,
+          createdMs: header.createdMs))
       return "reshape: avg \(o.averageEntrySize) key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses)"
     case 6:
       var what: [String] = []
@@ -391,8 +442,10 @@ struct FileMutator: Sendable {
           what.append("slot \(slot) meta^inline")
         case 0:
           let loc = Self.get64(b, so + Format.S.loc)
-          let choices: [UInt64] = [hostile(&r), loc &+ 8, loc &+ 16, loc &+ 32, loc &- 8, loc | 4,
-                                   liveLocs.isEmpty ? 0 : UInt64(r.pick(liveLocs))]
+          let choices: [UInt64] = [
+            hostile(&r), loc &+ 8, loc &+ 16, loc &+ 32, loc &- 8, loc | 4,
+            liveLocs.isEmpty ? 0 : UInt64(r.pick(liveLocs)),
+          ]
           let v = r.pick(choices)
           Self.put(&b, so + Format.S.loc, v)
           what.append("slot \(slot) loc=\(v)")
@@ -426,8 +479,10 @@ struct FileMutator: Sendable {
         guard loc >= 0, loc + 32 <= b.count else { continue }
         switch r.below(6) {
         case 0:
-          let v = r.pick([0, 8, 16, 24, 32, 0xFFFF_FFF8, 0xFFFF_FFFF, UInt64(l.mainSize), Self.get64(b, loc) & 0xFFFF_FFFF &+ 8,
-                          (Self.get64(b, loc) & 0xFFFF_FFFF) &- 8, r.next() & 0xFFFF_FFFF])
+          let v = r.pick([
+            0, 8, 16, 24, 32, 0xFFFF_FFF8, 0xFFFF_FFFF, UInt64(l.mainSize), Self.get64(b, loc) & 0xFFFF_FFFF &+ 8,
+            (Self.get64(b, loc) & 0xFFFF_FFFF) &- 8, r.next() & 0xFFFF_FFFF,
+          ])
           Self.put(&b, loc + Format.R.size, v, bytes: 4)
           what.append("record@\(loc) size=\(v)")
         case 1:
@@ -439,7 +494,9 @@ struct FileMutator: Sendable {
           Self.put(&b, loc + Format.R.kind, v, bytes: 2)
           what.append("record@\(loc) kind=\(v)")
         case 3:
-          let v = r.pick([0, 1, UInt64(l.maxValue), UInt64(l.maxValue + 1), 0xFFFF_FFFF, 0x8000_0000, r.next() & 0xFFFF_FFFF])
+          let v = r.pick([
+            0, 1, UInt64(l.maxValue), UInt64(l.maxValue + 1), 0xFFFF_FFFF, 0x8000_0000, r.next() & 0xFFFF_FFFF,
+          ])
           Self.put(&b, loc + Format.R.vlen, v, bytes: 4)
           what.append("record@\(loc) vlen=\(v)")
         case 4:
@@ -453,8 +510,10 @@ struct FileMutator: Sendable {
       }
       return "records: " + what.joined(separator: ", ")
     case 9:
-      let choices = [0, 1, 8, 100, 255, 256, 4096, l.headerBytes, l.slotsOffset + 100, l.logOffset, l.mainBase,
-                     b.count - 4096, b.count - 8, b.count - 1, r.below(b.count)]
+      let choices = [
+        0, 1, 8, 100, 255, 256, 4096, l.headerBytes, l.slotsOffset + 100, l.logOffset, l.mainBase,
+        b.count - 4096, b.count - 8, b.count - 1, r.below(b.count),
+      ]
       let n = max(0, min(r.pick(choices), b.count))
       b.removeLast(b.count - n)
       return "truncate: to \(n) bytes"

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// A writer stopped (SIGSTOP) or killed (SIGKILL) while it holds the write lock, with
@@ -17,20 +18,27 @@ import Testing
 
     /// Ends the holder if it still runs (continuing it first, if stopped); removes the files.
     func cleanup() {
-      if holder.isRunning { kill(holder.pid, SIGCONT); kill(holder.pid, SIGKILL) }
+      if holder.isRunning {
+        kill(holder.pid, SIGCONT)
+        kill(holder.pid, SIGKILL)
+      }
       Support.cleanup(path)
       unlink(ready)
     }
   }
 
-  func holdLock(_ tag: String, options: CacheOptions = CacheOptions(capacity: 1 << 20), midMove: Bool = false) throws -> Held {
+  func holdLock(_ tag: String, options: CacheOptions = CacheOptions(capacity: 1 << 20), midMove: Bool = false) throws
+    -> Held
+  {
     let path = Support.tempPath(tag)
     let ready = path + ".ready"
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options)
     try c.setObject(Array("odd-value".utf8), forKey: "k-odd")
     try c.setObject(Array("other-value".utf8), forKey: "k-other")
-    let held = Held(path: path, ready: ready,
-                    holder: try RelSupport.Child(RelSupport.helper, ["hold-lock", path, "60", ready, "k-odd"] + (midMove ? ["move"] : [])))
+    let held = Held(
+      path: path, ready: ready,
+      holder: try RelSupport.Child(
+        RelSupport.helper, ["hold-lock", path, "60", ready, "k-odd"] + (midMove ? ["move"] : [])))
     guard RelSupport.waitForFile(ready, timeout: 30) else {
       held.cleanup()
       throw CacheError.invalidArgument("the holder never took the lock")
@@ -56,7 +64,9 @@ import Testing
     #expect(odd.status == 0 && !odd.signaled, "a reader of the odd slot hung or crashed")
     #expect(df["misses"] == "50", "reads of the slot left mid-write: \(odd.stdout)")
     #expect(try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 50)
-    print("sigstop: reader of untouched key \(other.stdout.trimmingCharacters(in: .newlines)); reader of odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")
+    print(
+      "sigstop: reader of untouched key \(other.stdout.trimmingCharacters(in: .newlines)); reader of odd slot \(odd.stdout.trimmingCharacters(in: .newlines))"
+    )
 
     let writer = try RelSupport.Child(RelSupport.helper, ["set-timed", path, "k-new"])
     usleep(1_000_000)
@@ -110,7 +120,9 @@ import Testing
       try c.setObject([1], forKey: "at-once")
     }
     let sorted = takeovers.sorted()
-    print("sigkill: takeover after the holder's death, ms: \(sorted.map { String(format: "%.1f", $0) }) (includes the child's exit and our wait)")
+    print(
+      "sigkill: takeover after the holder's death, ms: \(sorted.map { String(format: "%.1f", $0) }) (includes the child's exit and our wait)"
+    )
   }
 
   /// A holder SIGKILLed with a slot left odd, and no writer coming: readers of that slot
@@ -128,8 +140,9 @@ import Testing
     let df = RelSupport.fields(odd.stdout)
     #expect(odd.status == 0 && !odd.signaled, "a reader of the dead writer's slot hung or crashed")
     #expect(df["misses"] == "200", "reads of the slot a dead writer left odd: \(odd.stdout)")
-    #expect(try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 200,
-            "each of those misses is counted as one on a busy slot")
+    #expect(
+      try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 200,
+      "each of those misses is counted as one on a busy slot")
     let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "200"], timeout: 60)
     #expect(RelSupport.fields(other.stdout)["hits"] == "200", "\(other.stdout)")
     print("sigkill, no writer after: reader of the odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// Full file systems, read-only files, many processes, and leaks.
@@ -38,14 +39,19 @@ import Testing
     var failure: Int32 = 0
     while true {
       let n = chunk.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
-      if n <= 0 { failure = errno; break }
+      if n <= 0 {
+        failure = errno
+        break
+      }
       written += n
     }
     close(fd)
     #expect(failure == ENOSPC)
     let r3 = try Support.run(RelSupport.helper, ["fill", small, "1"], timeout: 120)
     let f3 = RelSupport.fields(r3.stdout)
-    #expect(!r3.signaled && r3.status == 0, "writing to a cache on a full file system: status \(r3.status) signaled \(r3.signaled)")
+    #expect(
+      !r3.signaled && r3.status == 0,
+      "writing to a cache on a full file system: status \(r3.status) signaled \(r3.signaled)")
     #expect(f3["wrong"] == "0" && f3["verify"] == "true", "\(r3.stdout)")
     let r4 = try Support.run(RelSupport.helper, ["create", mnt.dir + "/another.mcache", "\(1 << 20)"], timeout: 60)
     #expect(!r4.signaled && RelSupport.fields(r4.stdout)["create"] == "diskFull", "\(r4.stdout)")
@@ -83,7 +89,8 @@ import Testing
     let path = Support.tempPath("ro")
     defer { Support.cleanup(path) }
     try prepareReadOnly(path)
-    expectReadOnly(try Support.run(RelSupport.helper, ["ro-probe", path, "1"], timeout: 60), "OpenPolicy(readOnly: true)")
+    expectReadOnly(
+      try Support.run(RelSupport.helper, ["ro-probe", path, "1"], timeout: 60), "OpenPolicy(readOnly: true)")
   }
 
   /// A cache on a file system remounted read-only opens (read-only) with the default policy.
@@ -102,9 +109,10 @@ import Testing
   /// A 0400 file opened by its (non-root) owner: the default policy falls back to reads.
   @Test func readOnlyPermissionsForNonRoot() throws {
     let setpriv = "/usr/bin/setpriv"
-    let asNobody = [ "--reuid=65534", "--regid=65534", "--clear-groups", RelSupport.helper]
+    let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", RelSupport.helper]
     guard getuid() == 0, access(setpriv, X_OK) == 0,
-          let ping = try? Support.run(setpriv, asNobody + ["ping"], timeout: 30), ping.stdout == "pong\n" else {
+      let ping = try? Support.run(setpriv, asNobody + ["ping"], timeout: 30), ping.stdout == "pong\n"
+    else {
       print("0400 as non-root: needs root and setpriv, and the helper runnable by nobody; skipped")
       return
     }
@@ -112,7 +120,8 @@ import Testing
     defer { Support.cleanup(path) }
     try prepareReadOnly(path)
     #expect(chown(path, 65534, 65534) == 0 && chmod(path, 0o400) == 0)
-    expectReadOnly(try Support.run(setpriv, asNobody + ["ro-probe", path, "0"], timeout: 60), "0400 file, non-root owner")
+    expectReadOnly(
+      try Support.run(setpriv, asNobody + ["ro-probe", path, "0"], timeout: 60), "0400 file, non-root owner")
   }
 
   // MARK: Many processes
@@ -124,7 +133,8 @@ import Testing
     defer { Support.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let workers = try (0..<64).map { try RelSupport.Child(RelSupport.helper, ["hammer", path, "3", "\($0 + 1)"]) }
-    var gets: [Int] = [], sets: [Int] = []
+    var gets: [Int] = []
+    var sets: [Int] = []
     for (i, w) in workers.enumerated() {
       let r = w.finish(timeout: 120)
       let f = RelSupport.fields(r.stdout)
@@ -136,7 +146,9 @@ import Testing
     #expect(gets.allSatisfy { $0 > 0 } && sets.allSatisfy { $0 > 0 }, "a worker starved: gets \(gets) sets \(sets)")
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     #expect(try c.verify().ok)
-    print("64 workers: gets min \(gets.min() ?? 0) max \(gets.max() ?? 0) total \(gets.reduce(0, +)); sets min \(sets.min() ?? 0) max \(sets.max() ?? 0) total \(sets.reduce(0, +))")
+    print(
+      "64 workers: gets min \(gets.min() ?? 0) max \(gets.max() ?? 0) total \(gets.reduce(0, +)); sets min \(sets.min() ?? 0) max \(sets.max() ?? 0) total \(sets.reduce(0, +))"
+    )
   }
 
   /// Open/close loops (more than the 256 process slots, so registrations must be freed)
@@ -150,7 +162,8 @@ import Testing
     let f = RelSupport.fields(r.stdout)
     #expect(f["fd0"] != nil && f["fd0"] == f["fd1"], "descriptors before/after: \(r.stdout)")
     #expect(f["maps0"] != nil && f["maps0"] == f["maps1"], "mappings before/after: \(r.stdout)")
-    let rss0 = Int(f["rss0"] ?? "") ?? -1, rss1 = Int(f["rss1"] ?? "") ?? -1
+    let rss0 = Int(f["rss0"] ?? "") ?? -1
+    let rss1 = Int(f["rss1"] ?? "") ?? -1
     if ProcessInfo.processInfo.environment["ASAN_OPTIONS"] != nil {
       // AddressSanitizer keeps freed blocks in a quarantine (256 MiB by default), so
       // resident memory grows by design there; scripts/sanitizers.sh sets ASAN_OPTIONS.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// A cache shared by two real non-root users of one group (a "web" user and a "job"
@@ -18,9 +19,14 @@ import Testing
 
     init?() {
       let tag = String(getpid() % 100_000)
-      group = "mcg\(tag)"; web = "mcweb\(tag)"; job = "mcjob\(tag)"; outsider = "mcout\(tag)"
-      let tools: [String] = ["/usr/sbin/groupadd", "/usr/sbin/useradd", "/usr/sbin/userdel", "/usr/sbin/groupdel",
-                             "/usr/bin/setpriv"]
+      group = "mcg\(tag)"
+      web = "mcweb\(tag)"
+      job = "mcjob\(tag)"
+      outsider = "mcout\(tag)"
+      let tools: [String] = [
+        "/usr/sbin/groupadd", "/usr/sbin/useradd", "/usr/sbin/userdel", "/usr/sbin/groupdel",
+        "/usr/bin/setpriv",
+      ]
       guard getuid() == 0, tools.allSatisfy({ access($0, X_OK) == 0 }) else { return nil }
       guard Self.sh("/usr/sbin/groupadd", [group]) else { return nil }
       groupMade = true
@@ -42,8 +48,9 @@ import Testing
 
     /// Runs `binary args` as `user` (its own primary group, and its supplementary groups).
     func run(as user: String, _ binary: String, _ args: [String]) throws -> Support.Result {
-      try Support.run("/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--init-groups", binary] + args,
-                      timeout: 60)
+      try Support.run(
+        "/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--init-groups", binary] + args,
+        timeout: 60)
     }
 
     static func sh(_ tool: String, _ args: [String]) -> Bool {
@@ -62,9 +69,13 @@ import Testing
     #expect(chmod(path, 0o660) == 0)
     var st = stat()
     #expect(stat(path, &st) == 0)
-    let own = try #require(getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) }, "the file's group has a name")
+    let own = try #require(
+      getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) }, "the file's group has a name")
     func refusal(_ policy: OpenPolicy) -> String? {
-      do { _ = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: policy); return nil } catch {
+      do {
+        _ = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: policy)
+        return nil
+      } catch {
         if case CacheError.unsafeFile(_, let why) = error { return why }
         return "\(error)"
       }
@@ -96,7 +107,9 @@ import Testing
       print("sharing across users: the test binaries are not runnable by another user here; skipped")
       return
     }
-    let g = accounts.group, web = accounts.web, job = accounts.job
+    let g = accounts.group
+    let web = accounts.web
+    let job = accounts.job
     let path = Support.tempPath("shared")
     defer { Support.cleanup(path) }
     // Each user stores under its role's name: "web", "job" or "other".

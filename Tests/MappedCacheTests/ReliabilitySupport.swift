@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+
 @testable import MappedCache
 
 /// Helpers shared by the reliability suites: children whose output is read after they
@@ -42,8 +43,10 @@ enum RelSupport {
       process.waitUntilExit()
       group.wait()
       let signaled = process.terminationReason == .uncaughtSignal
-      return (!timedOut && !signaled && process.terminationStatus == 0, signaled, process.terminationStatus,
-              String(decoding: data, as: UTF8.self))
+      return (
+        !timedOut && !signaled && process.terminationStatus == 0, signaled, process.terminationStatus,
+        String(decoding: data, as: UTF8.self)
+      )
     }
   }
 
@@ -88,8 +91,9 @@ enum RelSupport {
     var st = stat()
     guard lstat(path, &st) == 0 else { return nil }
     let bytes = (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))) ?? []
-    return FileImage(bytes: bytes, size: Int(st.st_size), mode: UInt32(st.st_mode), uid: st.st_uid,
-                     mtimeSec: st.st_mtim.tv_sec, mtimeNsec: st.st_mtim.tv_nsec, inode: UInt64(st.st_ino))
+    return FileImage(
+      bytes: bytes, size: Int(st.st_size), mode: UInt32(st.st_mode), uid: st.st_uid,
+      mtimeSec: st.st_mtim.tv_sec, mtimeNsec: st.st_mtim.tv_nsec, inode: UInt64(st.st_ino))
   }
 
   /// Sets a file's times to a fixed moment in the past, so any write would show.
@@ -121,7 +125,7 @@ enum RelSupport {
   static func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
     var s = seed
     return (0..<n).map { _ in
-      s = s &* 6364136223846793005 &+ 1442695040888963407
+      s = s &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
       return UInt8(truncatingIfNeeded: s >> 33)
     }
   }
@@ -142,7 +146,8 @@ enum RelSupport {
       var template = Array("/tmp/mc-rel-mnt-XXXXXX".utf8CString)
       guard let p = mkdtemp(&template) else { return nil }
       dir = String(cString: p)
-      guard RelSupport.tool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(sizeKiB)k,mode=0755", "tmpfs", dir]) == 0 else {
+      guard RelSupport.tool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(sizeKiB)k,mode=0755", "tmpfs", dir]) == 0
+      else {
         rmdir(dir)
         return nil
       }

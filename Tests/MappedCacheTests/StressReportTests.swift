@@ -27,8 +27,10 @@ import Testing
     var sections: [String?] = []
     var svgs: [String?] = []
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                attributes: [String: String] = [:]) {
+    func parser(
+      _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+      attributes: [String: String] = [:]
+    ) {
       if name == "section" { sections.append(attributes["id"]) }
       if name == "svg" { svgs.append(attributes["id"]) }
       elements.append(Element(name: name, attributes: attributes, section: sections.last ?? nil, svg: svgs.last ?? nil))
@@ -46,26 +48,35 @@ import Testing
     }
   }
 
-  nonisolated(unsafe) static let page: (html: String, json: [String: Any], elements: [Element], parsed: Bool, error: String)? = {
-    let dir = NSTemporaryDirectory() + "stress-report-\(getpid())-\(UUID().uuidString.prefix(8))"
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let file = dir + "/run.html"
-    let path = Support.tempPath("report")
-    defer { Support.cleanup(path) }
-    guard let r = try? Support.run(Support.binary("cache-stress"), [
-      "--path", path, "--procs", "2", "--threads", "2", "--duration", "2.5", "--keys", "3000", "--capacity", "4MiB",
-      "--value-size", "16-100", "--read-pct", "80", "--chaos-kills", "2", "--seed", "9", "--report", file, "--json"],
-      timeout: 120), r.status == 0,
-      let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
-      let data = FileManager.default.contents(atPath: file)
-    else { return nil }
-    let parser = XMLParser(data: data)
-    let collector = Collector()
-    parser.delegate = collector
-    let ok = parser.parse()
-    return (String(decoding: data, as: UTF8.self), json, collector.elements, ok,
-            parser.parserError.map { "\($0)" } ?? "")
-  }()
+  nonisolated(unsafe) static let page:
+    (html: String, json: [String: Any], elements: [Element], parsed: Bool, error: String)? = {
+      let dir = NSTemporaryDirectory() + "stress-report-\(getpid())-\(UUID().uuidString.prefix(8))"
+      try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+      let file = dir + "/run.html"
+      let path = Support.tempPath("report")
+      defer { Support.cleanup(path) }
+      guard
+        let r = try? Support.run(
+          Support.binary("cache-stress"),
+          [
+            "--path", path, "--procs", "2", "--threads", "2", "--duration", "2.5", "--keys", "3000", "--capacity",
+            "4MiB",
+            "--value-size", "16-100", "--read-pct", "80", "--chaos-kills", "2", "--seed", "9", "--report", file,
+            "--json",
+          ],
+          timeout: 120), r.status == 0,
+        let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+        let data = FileManager.default.contents(atPath: file)
+      else { return nil }
+      let parser = XMLParser(data: data)
+      let collector = Collector()
+      parser.delegate = collector
+      let ok = parser.parse()
+      return (
+        String(decoding: data, as: UTF8.self), json, collector.elements, ok,
+        parser.parserError.map { "\($0)" } ?? ""
+      )
+    }()
 
   func page() throws -> (html: String, json: [String: Any], elements: [Element]) {
     let p = try #require(Self.page, "cache-stress --report did not run")
@@ -79,7 +90,8 @@ import Testing
     let (html, json, elements) = try page()
     #expect(html.hasPrefix("<!DOCTYPE html>"))
     let sections = elements.filter { $0.name == "section" }.compactMap { $0.attributes["id"] }
-    #expect(sections == ["verdict", "parameters", "results", "throughput", "latency", "hit-ratio", "processes", "data"])
+    #expect(
+      sections == ["verdict", "parameters", "results", "throughput", "latency", "hit-ratio", "processes", "data"])
     let charts = elements.filter { $0.name == "svg" }.compactMap { $0.attributes["id"] }
     #expect(charts == ["throughput-chart", "latency-chart", "hit-ratio-chart", "processes-chart"])
     let verdict = try #require(elements.first { $0.name == "section" && $0.attributes["id"] == "verdict" })
@@ -89,7 +101,9 @@ import Testing
     #expect(verdict.text.contains("corrupt_reads 0") && verdict.text.contains("wrong_values 0"))
     #expect(verdict.text.contains("\(int(json, "kills")) workers were killed with SIGKILL"))
     let params = try #require(elements.first { $0.name == "section" && $0.attributes["id"] == "parameters" })
-    for text in ["2 × 2", "2.5 s", "16-100 B", "80 % gets", "seed", "9"] { #expect(params.text.contains(text), "\(text)") }
+    for text in ["2 × 2", "2.5 s", "16-100 B", "80 % gets", "seed", "9"] {
+      #expect(params.text.contains(text), "\(text)")
+    }
   }
 
   /// Nothing is loaded from elsewhere: no script, no stylesheet or image by URL, no link
@@ -167,8 +181,9 @@ import Testing
         p.split(separator: ",").compactMap { Double($0) }
       }
       #expect(points.count >= 3, "\(line.attributes["data-series"] ?? "")")
-      #expect(zip(points, points.dropFirst()).allSatisfy { $0[0] <= $1[0] && $0[1] >= $1[1] },
-              "x and latency never fall (SVG y grows downwards)")
+      #expect(
+        zip(points, points.dropFirst()).allSatisfy { $0[0] <= $1[0] && $0[1] >= $1[1] },
+        "x and latency never fall (SVG y grows downwards)")
     }
     let ticks = elements.filter { $0.name == "text" && $0.svg == "latency-chart" }.map(\.text)
     for label in ["0%", "90%", "99%", "99.9%"] { #expect(ticks.contains(label), "\(label)") }

@@ -20,10 +20,13 @@ import Testing
   func runScale(seconds: Double, kills: Int) throws {
     let path = Support.tempPath("stress-scale")
     defer { Support.cleanup(path) }
-    let r = try Support.run(Self.stress, [
-      "--path", path, "--procs", "64", "--threads", "4", "--duration", "\(seconds)", "--keys", "2000",
-      "--capacity", "16MiB", "--value-size", "24-200", "--dist", "uniform", "--read-pct", "70",
-      "--chaos-kills", "\(kills)", "--json"], timeout: 300)
+    let r = try Support.run(
+      Self.stress,
+      [
+        "--path", path, "--procs", "64", "--threads", "4", "--duration", "\(seconds)", "--keys", "2000",
+        "--capacity", "16MiB", "--value-size", "24-200", "--dist", "uniform", "--read-pct", "70",
+        "--chaos-kills", "\(kills)", "--json",
+      ], timeout: 300)
     #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr.suffix(2000))")
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
     let j = try #require(object as? [String: Any], "no JSON on stdout: \(r.stdout) / \(r.stderr.suffix(2000))")
@@ -38,13 +41,15 @@ import Testing
     // schedule (kills due after the end are not made), but it kills.
     #expect(int(j, "kills") >= 1 && int(j, "kills") <= kills)
     #expect(int(j, "killed_workers") >= 1 && int(j, "killed_workers") <= int(j, "kills"))
-    #expect(int(j, "min_thread_ops_unkilled") > 0,
-            "a thread of a worker never killed completed no operation (\(int(j, "threads_without_ops")) threads without any)")
+    #expect(
+      int(j, "min_thread_ops_unkilled") > 0,
+      "a thread of a worker never killed completed no operation (\(int(j, "threads_without_ops")) threads without any)")
     #expect(int(j, "threads_without_ops") <= 4 * int(j, "killed_workers"))
     #expect(int(j, "set_ops") > 0 && int(j, "get_ops") > 0)
-    print("[stress-scale] 64×4, \(seconds) s: \(int(j, "ops")) ops, \(int(j, "kills")) of \(kills) kills, "
-          + "fewest ops of a thread \(int(j, "min_thread_ops")) (never-killed workers: \(int(j, "min_thread_ops_unkilled"))), "
-          + "threads without ops \(int(j, "threads_without_ops")), lock takeovers \(int(j, "lock_takeovers"))")
+    print(
+      "[stress-scale] 64×4, \(seconds) s: \(int(j, "ops")) ops, \(int(j, "kills")) of \(kills) kills, "
+        + "fewest ops of a thread \(int(j, "min_thread_ops")) (never-killed workers: \(int(j, "min_thread_ops_unkilled"))), "
+        + "threads without ops \(int(j, "threads_without_ops")), lock takeovers \(int(j, "lock_takeovers"))")
   }
 
   @Test func sixtyFourProcessesTimesFourThreadsAllProgressUnderChaos() throws {

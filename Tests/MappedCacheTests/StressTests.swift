@@ -8,7 +8,9 @@ import Testing
   static let stress = Support.binary("cache-stress")
 
   /// Runs cache-stress with `--json`, returns the status, the parsed report and stderr.
-  func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (status: Int32, json: [String: Any], stderr: String) {
+  func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (
+    status: Int32, json: [String: Any], stderr: String
+  ) {
     let r = try Support.run(Self.stress, args + ["--json"], timeout: timeout)
     #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
@@ -20,10 +22,12 @@ import Testing
 
   /// The fields every report carries, and their arithmetic.
   func expectConsistent(_ j: [String: Any]) {
-    for key in ["procs", "threads", "duration_s", "ops", "ops_per_s", "entries", "get_ops", "set_ops", "hits",
-                "misses", "hit_ratio", "get_p50_ns", "get_p99_ns", "get_p999_ns", "set_p50_ns", "set_p99_ns",
-                "evictions", "expirations", "recoveries", "kills", "corrupt_reads", "wrong_values", "errors",
-                "verify_ok", "capacity_bytes", "live_bytes", "lock_mode"] {
+    for key in [
+      "procs", "threads", "duration_s", "ops", "ops_per_s", "entries", "get_ops", "set_ops", "hits",
+      "misses", "hit_ratio", "get_p50_ns", "get_p99_ns", "get_p999_ns", "set_p50_ns", "set_p99_ns",
+      "evictions", "expirations", "recoveries", "kills", "corrupt_reads", "wrong_values", "errors",
+      "verify_ok", "capacity_bytes", "live_bytes", "lock_mode",
+    ] {
       #expect(j[key] != nil, "report lacks \(key)")
     }
     #expect(int(j, "ops") == int(j, "get_ops") + int(j, "set_ops"))
@@ -44,7 +48,8 @@ import Testing
     defer { Support.cleanup(path) }
     let (status, _, err) = try runJSON([
       "--path", path, "--procs", "1", "--duration", "0.1", "--keys", "\(count)", "--key-size", "\(size)",
-      "--capacity", "32MiB", "--value-size", "24", "--read-pct", "100", "--seed", "3"])
+      "--capacity", "32MiB", "--value-size", "24", "--read-pct", "100", "--seed", "3",
+    ])
     #expect(status == 0, "stderr: \(err)")
     let digits = String(count - 1).count
     var want = Set<String>()
@@ -67,7 +72,8 @@ import Testing
     defer { Support.cleanup(path) }
     let (status, j, err) = try runJSON([
       "--path", path, "--procs", "3", "--threads", "2", "--duration", "2", "--keys", "5000",
-      "--capacity", "16MiB", "--value-size", "24-200", "--read-pct", "80", "--seed", "42"])
+      "--capacity", "16MiB", "--value-size", "24-200", "--read-pct", "80", "--seed", "42",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "procs") == 3)
@@ -78,7 +84,9 @@ import Testing
     // Everything was prefilled and fits: a miss can only be a read that gave up waiting
     // on a slot whose writer was descheduled mid-write (3 processes × 2 threads on this
     // machine's cores, with the other suites running), which the cache counts apart.
-    #expect(int(j, "misses") <= int(j, "busy_misses"), "misses that were not busy slots: \(int(j, "misses")) vs \(int(j, "busy_misses"))")
+    #expect(
+      int(j, "misses") <= int(j, "busy_misses"),
+      "misses that were not busy slots: \(int(j, "misses")) vs \(int(j, "busy_misses"))")
     if int(j, "busy_misses") > 0 { print("[stress] \(int(j, "busy_misses")) reads gave up on a busy slot") }
     #expect(int(j, "entries") == 5000)
     #expect(int(j, "corrupt_reads") == 0)
@@ -96,7 +104,8 @@ import Testing
   @Test func chaosKillsAreSurvived() throws {
     let (status, j, err) = try runJSON([
       "--procs", "3", "--duration", "2.5", "--keys", "3000", "--capacity", "8MiB",
-      "--read-pct", "20", "--chaos-kills", "4"])
+      "--read-pct", "20", "--chaos-kills", "4",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "kills") == 4)
@@ -113,7 +122,8 @@ import Testing
   @Test func plantedCorruptionFailsTheRun() throws {
     let (status, j, err) = try runJSON([
       "--procs", "2", "--duration", "1", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--plant-corruption"])
+      "--plant-corruption",
+    ])
     #expect(status == 1)
     #expect(int(j, "corrupt_reads") > 0)
     #expect(j["passed"] as? Bool == false)
@@ -126,7 +136,8 @@ import Testing
   func smallValuesPassEveryCheck(size: String) throws {
     let (status, j, err) = try runJSON([
       "--procs", "2", "--threads", "2", "--duration", "1", "--keys", "2000", "--capacity", "4MiB",
-      "--value-size", size, "--read-pct", "70", "--seed", "5"])
+      "--value-size", size, "--read-pct", "70", "--seed", "5",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(j["value_size"] as? String == size)
@@ -142,7 +153,8 @@ import Testing
   @Test func plantedCorruptionOfASmallValueFailsTheRun() throws {
     let (status, j, err) = try runJSON([
       "--procs", "1", "--duration", "0.5", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--value-size", "8", "--plant-corruption"])
+      "--value-size", "8", "--plant-corruption",
+    ])
     #expect(status == 1)
     #expect(int(j, "corrupt_reads") > 0)
     #expect(j["passed"] as? Bool == false)
@@ -153,7 +165,8 @@ import Testing
     // 20,000 keys of ~76 bytes do not fit in 1 MiB: misses, fills and evictions.
     let (status, j, err) = try runJSON([
       "--procs", "2", "--duration", "1.5", "--keys", "20000", "--capacity", "1MiB", "--read-through",
-      "--read-pct", "100", "--dist", "zipf", "--lock", "flock"])
+      "--read-pct", "100", "--dist", "zipf", "--lock", "flock",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "misses") > 0)
@@ -171,7 +184,8 @@ import Testing
   @Test func ttlExpiresPrefilledKeys() throws {
     let (status, j, err) = try runJSON([
       "--procs", "1", "--duration", "1.2", "--keys", "2000", "--capacity", "4MiB", "--read-pct", "100",
-      "--dist", "uniform", "--ttl", "0.3"])
+      "--dist", "uniform", "--ttl", "0.3",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(j["ttl_s"] as? Double == 0.3)
@@ -184,7 +198,8 @@ import Testing
   @Test func peersCheckingPolicyRunsClean() throws {
     let (status, j, err) = try runJSON([
       "--procs", "2", "--duration", "1", "--keys", "4000", "--capacity", "8MiB", "--value-size", "64",
-      "--read-pct", "90", "--check-every", "64", "--track-every", "16", "--seed", "5"])
+      "--read-pct", "90", "--check-every", "64", "--track-every", "16", "--seed", "5",
+    ])
     #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "check_every") == 64)
@@ -196,7 +211,8 @@ import Testing
   }
 
   @Test(arguments: [
-    ["--procs", "0"], ["--bogus"], ["--value-size", "7"], ["--value-size", "4-64"], ["--capacity", "64MB"], ["--dist", "pareto"], ["--capacity", "12XB"],
+    ["--procs", "0"], ["--bogus"], ["--value-size", "7"], ["--value-size", "4-64"], ["--capacity", "64MB"],
+    ["--dist", "pareto"], ["--capacity", "12XB"],
     ["--procs"], ["--read-pct", "101"], ["--key-size", "3"], ["--lock", "spin"], ["stray"],
     ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"],
   ])
@@ -212,14 +228,18 @@ import Testing
     let r = try Support.run(Self.stress, ["--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("usage: cache-stress"))
-    for flag in ["--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
-                 "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
-                 "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every",
-                 "--report", "--version"] {
+    for flag in [
+      "--path", "--capacity", "--procs", "--threads", "--duration", "--keys", "--key-size",
+      "--value-size", "--read-pct", "--dist", "--zipf-theta", "--ttl", "--read-through",
+      "--no-prefill", "--chaos-kills", "--seed", "--json", "--lock", "--track-every", "--check-every",
+      "--report", "--version",
+    ] {
       #expect(r.stdout.contains(flag), "help lacks \(flag)")
     }
     // Every option line states its default (the switches --help and --version aside).
-    let options = r.stdout.split(separator: "\n").filter { $0.hasPrefix("  --") && !$0.hasPrefix("  --help") && !$0.hasPrefix("  --version") }
+    let options = r.stdout.split(separator: "\n").filter {
+      $0.hasPrefix("  --") && !$0.hasPrefix("  --help") && !$0.hasPrefix("  --version")
+    }
     #expect(options.count >= 20)
     for line in options {
       let entry = r.stdout.components(separatedBy: line)[1].components(separatedBy: "\n  --")[0]

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import cache_stress
 
 /// The pieces of `--report` with logic of their own: the per-second timeline the workers
@@ -37,7 +38,8 @@ import Testing
   }
 
   @Test func mergeAddsOnlyTimelinesOfTheSameRun() {
-    var a = Timeline(duration: 3), b = Timeline(duration: 3)
+    var a = Timeline(duration: 3)
+    var b = Timeline(duration: 3)
     a.add(counters(gets: 2, sets: 1, hits: 2), atNanosecondsSinceStart: 0)
     b.add(counters(gets: 3, sets: 4, hits: 1), atNanosecondsSinceStart: 2_100_000_000)
     a.merge(b)
@@ -68,7 +70,8 @@ import Testing
     #expect(HTMLReport.niceCeiling(255_000) == 300_000)
     #expect(HTMLReport.niceCeiling(0) == 1)
     #expect(HTMLReport.niceCeiling(.infinity) == 1)
-    #expect(HTMLReport.decade(1000) == "1 µs" && HTMLReport.decade(100) == "100 ns" && HTMLReport.decade(1e7) == "10 ms")
+    #expect(
+      HTMLReport.decade(1000) == "1 µs" && HTMLReport.decade(100) == "100 ns" && HTMLReport.decade(1e7) == "10 ms")
     #expect(esc("a&b<c>\"d'") == "a&amp;b&lt;c&gt;&quot;d&#39;")
   }
 }

@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Testing
+
 @testable import cache_stress
 
 /// `cache-stress`'s self-checking values, by themselves: every size from the compact
@@ -69,7 +70,8 @@ import Testing
       let versions: [(UInt32, UInt64)] = [(1, 5), (1, 6), (3, 5), (ValueFormat.prefillWriter, 0), (1, 1 << 40 | 5)]
       for (i, a) in versions.enumerated() {
         for b in versions[(i + 1)...] {
-          let x = make(n, key: 9, writer: a.0, seq: a.1), y = make(n, key: 9, writer: b.0, seq: b.1)
+          let x = make(n, key: 9, writer: a.0, seq: a.1)
+          let y = make(n, key: 9, writer: b.0, seq: b.1)
           for cut in 1..<n where x[cut...] != y[cut...] && x[..<cut] != y[..<cut] {
             let torn = Array(x[..<cut] + y[cut...])
             #expect(judge(torn, key: 9) == .corrupt, "\(n) bytes, \(a) then \(b) from byte \(cut)")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+
 @testable import MappedCache
 
 /// Shared helpers for tests: temporary cache paths and running the package's own
@@ -35,11 +36,13 @@ enum Support {
 
   /// Runs a binary to completion (killing it after `timeout` seconds) and captures output.
   @discardableResult
-  static func run(_ binary: String, _ args: [String], stdin: Data? = nil, timeout: TimeInterval = 120) throws -> Result {
+  static func run(_ binary: String, _ args: [String], stdin: Data? = nil, timeout: TimeInterval = 120) throws -> Result
+  {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: binary)
     p.arguments = args
-    let out = Pipe(), err = Pipe()
+    let out = Pipe()
+    let err = Pipe()
     p.standardOutput = out
     p.standardError = err
     let input = Pipe()
@@ -53,19 +56,27 @@ enum Support {
     // threads, not Dispatch's pool: many tests run children at once, and blocking pool
     // threads on pipes would starve other tests' `asyncAfter` and background work.
     final class Box: @unchecked Sendable { var data = Data() }
-    let o = Box(), e = Box()
+    let o = Box()
+    let e = Box()
     let group = DispatchGroup()
     group.enter()
-    Thread.detachNewThread { o.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread {
+      o.data = out.fileHandleForReading.readDataToEndOfFile()
+      group.leave()
+    }
     group.enter()
-    Thread.detachNewThread { e.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread.detachNewThread {
+      e.data = err.fileHandleForReading.readDataToEndOfFile()
+      group.leave()
+    }
     let deadline = Date().addingTimeInterval(timeout)
     while p.isRunning && Date() < deadline { usleep(5_000) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL) }
     p.waitUntilExit()
     group.wait()
-    return Result(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-                  stdout: String(decoding: o.data, as: UTF8.self), stderr: String(decoding: e.data, as: UTF8.self))
+    return Result(
+      status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
+      stdout: String(decoding: o.data, as: UTF8.self), stderr: String(decoding: e.data, as: UTF8.self))
   }
 
   /// Starts a binary in the background; the caller waits or kills it.

@@ -1,6 +1,7 @@
 import CacheTools
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 private let quantitySizes: [(String, Int)] = [
@@ -24,8 +25,10 @@ private let quantityDurations: [(String, Double)] = [
   }
 
   /// KB, MB, GB, TB: refused, naming both readings and the accepted units.
-  @Test(arguments: [("64MB", "64MiB", "64000000"), ("1kb", "1KiB", "1000"), ("2GB", "2GiB", "2000000000"),
-                    ("1.5TB", "1.5TiB", "1500000000000")])
+  @Test(arguments: [
+    ("64MB", "64MiB", "64000000"), ("1kb", "1KiB", "1000"), ("2GB", "2GiB", "2000000000"),
+    ("1.5TB", "1.5TiB", "1500000000000"),
+  ])
   func decimalUnitsAreRefusedByName(text: String, binary: String, decimal: String) {
     #expect {
       _ = try ByteSize.parse(text)
@@ -35,8 +38,10 @@ private let quantityDurations: [(String, Double)] = [
     }
   }
 
-  @Test(arguments: ["", "  ", "-1", "-1M", "12XB", "12 parsecs", "1e3", "inf", "nan", "0x10", "1.2.3", ".", "M",
-                    "1.5", "99999999999T", "\u{663}K", "1M1", "64 M B"])
+  @Test(arguments: [
+    "", "  ", "-1", "-1M", "12XB", "12 parsecs", "1e3", "inf", "nan", "0x10", "1.2.3", ".", "M",
+    "1.5", "99999999999T", "\u{663}K", "1M1", "64 M B",
+  ])
   func malformedSizesAreRefused(text: String) {
     #expect(throws: QuantityError.self) { _ = try ByteSize.parse(text) }
   }
@@ -54,7 +59,8 @@ private let quantityDurations: [(String, Double)] = [
   @Test func versionLineComesFromTheConstants() {
     #expect(MappedCacheVersion.fileFormat == Int(Format.version))
     let parts = MappedCacheVersion.library.split(separator: ".")
-    #expect(parts.count == 3 && parts.allSatisfy { Int($0) != nil }, "a semantic version: \(MappedCacheVersion.library)")
+    #expect(
+      parts.count == 3 && parts.allSatisfy { Int($0) != nil }, "a semantic version: \(MappedCacheVersion.library)")
     #expect(ToolVersion.line(tool: "x") == "x \(MappedCacheVersion.library) (file format \(Format.version))")
   }
 
@@ -78,9 +84,12 @@ private let quantityDurations: [(String, Double)] = [
   func stressCapacity(_ text: String) throws -> Int {
     let path = Support.tempPath("units-stress")
     defer { Support.cleanup(path) }
-    let r = try Support.run(Self.stress, [
-      "--path", path, "--capacity", text, "--procs", "1", "--duration", "100ms", "--keys", "100",
-      "--value-size", "32", "--json"], timeout: 60)
+    let r = try Support.run(
+      Self.stress,
+      [
+        "--path", path, "--capacity", text, "--procs", "1", "--duration", "100ms", "--keys", "100",
+        "--value-size", "32", "--json",
+      ], timeout: 60)
     #expect(r.status == 0, "cache-stress --capacity \(text): \(r.stderr)")
     let j = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
     return try #require((j["capacity_bytes"] as? NSNumber)?.intValue)
@@ -132,9 +141,12 @@ private let quantityDurations: [(String, Double)] = [
   @Test func stressDurationsTakeUnits() throws {
     let path = Support.tempPath("units-duration")
     defer { Support.cleanup(path) }
-    let r = try Support.run(Self.stress, [
-      "--path", path, "--capacity", "2M", "--procs", "1", "--duration", "150ms", "--ttl", "2m", "--keys", "100",
-      "--value-size", "32", "--json"], timeout: 60)
+    let r = try Support.run(
+      Self.stress,
+      [
+        "--path", path, "--capacity", "2M", "--procs", "1", "--duration", "150ms", "--ttl", "2m", "--keys", "100",
+        "--value-size", "32", "--json",
+      ], timeout: 60)
     #expect(r.status == 0, "\(r.stderr)")
     let j = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
     #expect((j["duration_s"] as? NSNumber)?.doubleValue == 0.15)

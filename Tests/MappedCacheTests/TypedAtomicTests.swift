@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MappedCache
 
 // Counters, compare-and-swap, bulk operations and iteration.
@@ -34,7 +35,10 @@ import Testing
     defer { Support.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
     try c.increment(forKey: "n", expires: .seconds(100))
-    guard case .date(let d)? = try c.expiry(forKey: "n") else { Issue.record("no expiry"); return }
+    guard case .date(let d)? = try c.expiry(forKey: "n") else {
+      Issue.record("no expiry")
+      return
+    }
     try c.increment(forKey: "n")  // keeps its expiry
     #expect(try c.expiry(forKey: "n") == .date(d))
     try c.increment(forKey: "n", expires: .never)
@@ -57,8 +61,11 @@ import Testing
     let p = Support.tempPath("ta-incr-mp")
     defer { Support.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 4 << 20)
-    let procs = 4, each = 2000
-    let children = try (0..<procs).map { _ in try Support.spawn(Support.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"]) }
+    let procs = 4
+    let each = 2000
+    let children = try (0..<procs).map { _ in
+      try Support.spawn(Support.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
+    }
     for _ in 0..<each { try c.increment(forKey: "hits") }  // this process joins in
     for child in children {
       child.waitUntilExit()
@@ -117,10 +124,16 @@ import Testing
     }
     #expect(seen == Dictionary(uniqueKeysWithValues: (0..<50).map { ("k\($0)", "v\($0)") }))
     var withExpired = 0
-    try c.forEachObject(includeExpired: true) { _, _, _ in withExpired += 1; return true }
+    try c.forEachObject(includeExpired: true) { _, _, _ in
+      withExpired += 1
+      return true
+    }
     #expect(withExpired == 51)
     var stopped = 0
-    try c.forEachObject { _, _, _ in stopped += 1; return stopped < 5 }
+    try c.forEachObject { _, _, _ in
+      stopped += 1
+      return stopped < 5
+    }
     #expect(stopped == 5)
   }
 

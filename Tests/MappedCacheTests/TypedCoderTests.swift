@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 // The compact binary Codable coder: round trips, layout choices, and hostile input.
@@ -31,7 +32,11 @@ struct TCEverything: Codable, Equatable {
 struct TCOutOfOrder: Codable, Equatable {
   var a: Int, b: String, c: Bool?
   enum K: String, CodingKey { case a, b, c, extra }
-  init(a: Int, b: String, c: Bool?) { self.a = a; self.b = b; self.c = c }
+  init(a: Int, b: String, c: Bool?) {
+    self.a = a
+    self.b = b
+    self.c = c
+  }
   init(from d: Decoder) throws {
     let c = try d.container(keyedBy: K.self)
     #expect(!c.contains(.extra))
@@ -58,7 +63,11 @@ final class TCDerived: TCBase, Equatable {
   var point: (x: Int, y: Int)
   enum K: String, CodingKey { case name, point }
   enum P: String, CodingKey { case x, y }
-  init(id: Int, name: String, point: (Int, Int)) { self.name = name; self.point = point; super.init(id: id) }
+  init(id: Int, name: String, point: (Int, Int)) {
+    self.name = name
+    self.point = point
+    super.init(id: id)
+  }
   required init(from d: Decoder) throws {
     let c = try d.container(keyedBy: K.self)
     let p = try c.nestedContainer(keyedBy: P.self, forKey: .point)
@@ -78,7 +87,10 @@ final class TCDerived: TCBase, Equatable {
 }
 
 struct TCV1: Codable { var name: String }
-struct TCV2: Codable { var name: String; var age: Int? }
+struct TCV2: Codable {
+  var name: String
+  var age: Int?
+}
 
 /// Asks one encoder for two kinds of container: must be an error, not garbage.
 struct TCMisuse: Encodable {
@@ -90,7 +102,10 @@ struct TCMisuse: Encodable {
   }
 }
 
-indirect enum TCTree: Codable { case leaf, node(TCTree) }
+indirect enum TCTree: Codable {
+  case leaf
+  case node(TCTree)
+}
 
 @Suite struct TypedCoderTests {
   static let everything = TCEverything(
@@ -176,14 +191,21 @@ indirect enum TCTree: Codable { case leaf, node(TCTree) }
     #expect(throws: DecodingError.self) {
       try BinaryCoding.decode(String.self, from: [0xC1, 0x40, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F])
     }
-    #expect(throws: DecodingError.self) { try BinaryCoding.decode(String.self, from: [0xC1, 0x40] + [UInt8](repeating: 0x80, count: 11)) }
+    #expect(throws: DecodingError.self) {
+      try BinaryCoding.decode(String.self, from: [0xC1, 0x40] + [UInt8](repeating: 0x80, count: 11))
+    }
     #expect(throws: DecodingError.self) { try BinaryCoding.decode([Int].self, from: [0xC1, 0x51, 0x02, 0x7F, 0x00]) }
-    #expect(throws: DecodingError.self) { try BinaryCoding.decode(String.self, from: [0xC1, 0x40, 0x02, 0xC3, 0x28]) }  // bad UTF-8
+    // Bad UTF-8.
+    #expect(throws: DecodingError.self) { try BinaryCoding.decode(String.self, from: [0xC1, 0x40, 0x02, 0xC3, 0x28]) }
     #expect(throws: DecodingError.self) { try BinaryCoding.decode(Int.self, from: [0x7B, 0x7D]) }  // JSON, no marker
     // 3,000 levels of a recursive type: refused by the depth limit, no stack overflow.
     func varint(_ v: Int) -> [UInt8] {
-      var n = UInt64(v), out: [UInt8] = []
-      while n >= 0x80 { out.append(UInt8(n & 0x7F) | 0x80); n >>= 7 }
+      var n = UInt64(v)
+      var out: [UInt8] = []
+      while n >= 0x80 {
+        out.append(UInt8(n & 0x7F) | 0x80)
+        n >>= 7
+      }
       return out + [UInt8(n)]
     }
     func keyed(_ key: String, _ value: [UInt8]) -> [UInt8] {

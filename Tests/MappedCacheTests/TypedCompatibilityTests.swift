@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 /// AwesomeCache's spellings (`SharedCache+Compatibility.swift`) answer exactly what the
@@ -17,8 +18,9 @@ import Testing
       try c.setObject("stale", forKey: "stale", expires: .date(Date(timeIntervalSinceNow: -1)))
       for key in ["live", "stale", "missing"] {
         for flag in [false, true] {
-          #expect(try c.object(forKey: key, returnExpiredObjectIfPresent: flag)
-                  == c.object(forKey: key, allowingExpired: flag), "\(key), \(flag)")
+          #expect(
+            try c.object(forKey: key, returnExpiredObjectIfPresent: flag)
+              == c.object(forKey: key, allowingExpired: flag), "\(key), \(flag)")
         }
       }
       #expect(try c.object(forKey: "live", returnExpiredObjectIfPresent: false) == "live")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
 @testable import MappedCache
 
 // Get-or-compute: single flight across threads and processes, a dead claimer, waiting
@@ -9,7 +10,12 @@ import Testing
 
 final class TCCounter: @unchecked Sendable {
   private let m = Mutex(0)
-  func bump() -> Int { m.withLock { $0 += 1; return $0 } }
+  func bump() -> Int {
+    m.withLock {
+      $0 += 1
+      return $0
+    }
+  }
   var value: Int { m.withLock { $0 } }
 }
 
@@ -29,7 +35,10 @@ final class TCGate: @unchecked Sendable {
     #expect(first.value == "computed" && !first.fromCache)
     let second = try await c.object(forKey: "k") { "again" }
     #expect(second.value == "computed" && second.fromCache)
-    guard case .date? = try c.expiry(forKey: "k") else { Issue.record("expiry not applied"); return }
+    guard case .date? = try c.expiry(forKey: "k") else {
+      Issue.record("expiry not applied")
+      return
+    }
     #expect(try !c.isComputing(forKey: "k"))
   }
 
@@ -65,15 +74,28 @@ final class TCGate: @unchecked Sendable {
     struct Boom: Error {}
     let calls = TCCounter()
     for _ in 0..<2 {
-      await #expect(throws: Boom.self) { _ = try await c.object(forKey: "k") { _ = calls.bump(); throw Boom() } }
+      await #expect(throws: Boom.self) {
+        _ = try await c.object(forKey: "k") {
+          _ = calls.bump()
+          throw Boom()
+        }
+      }
     }
     #expect(calls.value == 2)  // no negative caching by default
     #expect(try !c.isComputing(forKey: "k"))  // the claim was released
 
     let neg = ComputeOptions(cacheFailuresFor: 0.3)
-    await #expect(throws: Boom.self) { _ = try await c.object(forKey: "n", options: neg) { _ = calls.bump(); throw Boom() } }
+    await #expect(throws: Boom.self) {
+      _ = try await c.object(forKey: "n", options: neg) {
+        _ = calls.bump()
+        throw Boom()
+      }
+    }
     do {
-      _ = try await c.object(forKey: "n", options: neg) { _ = calls.bump(); return "x" }
+      _ = try await c.object(forKey: "n", options: neg) {
+        _ = calls.bump()
+        return "x"
+      }
       Issue.record("cached failure not served")
     } catch let CacheError.computeFailed(key, reason) {
       #expect(key == "n" && reason.contains("Boom"))
@@ -81,7 +103,10 @@ final class TCGate: @unchecked Sendable {
     #expect(calls.value == 3)
     #expect(c.allKeys.isEmpty)  // the failure record is not a caller's key
     try await Task.sleep(nanoseconds: 400_000_000)
-    let after = try await c.object(forKey: "n", options: neg) { _ = calls.bump(); return "recovered" }
+    let after = try await c.object(forKey: "n", options: neg) {
+      _ = calls.bump()
+      return "recovered"
+    }
     #expect(after.value == "recovered" && calls.value == 4)
     // removeCachedFailure lets a caller retry at once.
     await #expect(throws: Boom.self) { _ = try await c.object(forKey: "m", options: neg) { throw Boom() } }
@@ -120,7 +145,10 @@ final class TCGate: @unchecked Sendable {
       }
     }
     var waited = 0
-    while try !c.isComputing(forKey: "k") && waited < 5000 { try await Task.sleep(nanoseconds: 1_000_000); waited += 1 }
+    while try !c.isComputing(forKey: "k") && waited < 5000 {
+      try await Task.sleep(nanoseconds: 1_000_000)
+      waited += 1
+    }
     #expect(try c.isComputing(forKey: "k"), "the holder never claimed the key")
     // Serve stale: returns the expired value at once while the holder computes.
     let stale = try await c.object(forKey: "k", options: ComputeOptions(serveStale: true)) { "never" }
@@ -137,8 +165,13 @@ final class TCGate: @unchecked Sendable {
     let p = Support.tempPath("tc-block")
     defer { Support.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
-    func call(_ block: @escaping @Sendable (@escaping @Sendable (String, CacheExpiry) -> Void,
-                                            @escaping @Sendable (Error?) -> Void) -> Void) async -> (String?, Bool, Error?) {
+    func call(
+      _ block:
+        @escaping @Sendable (
+          @escaping @Sendable (String, CacheExpiry) -> Void,
+          @escaping @Sendable (Error?) -> Void
+        ) -> Void
+    ) async -> (String?, Bool, Error?) {
       await withCheckedContinuation { k in
         c.setObject(forKey: "k", cacheBlock: block) { v, fromCache, e in k.resume(returning: (v, fromCache, e)) }
       }
@@ -146,7 +179,9 @@ final class TCGate: @unchecked Sendable {
     let failed = await call { _, failure in failure(nil) }
     #expect(failed.0 == nil && !failed.1 && failed.2 != nil)
     // success called later, from another thread.
-    let made = await call { success, _ in DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { success("v", .seconds(600)) } }
+    let made = await call { success, _ in
+      DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { success("v", .seconds(600)) }
+    }
     #expect(made.0 == "v" && !made.1 && made.2 == nil)
     let cached = await call { success, _ in success("other", .never) }
     #expect(cached.0 == "v" && cached.1)
@@ -161,7 +196,10 @@ final class TCGate: @unchecked Sendable {
   @Test func eightProcessesComputeExactlyOnce() throws {
     let p = Support.tempPath("tc-race")
     let counter = "/dev/shm/mctest-tc-counter-\(getpid())-\(UUID().uuidString.prefix(8))"
-    defer { Support.cleanup(p); unlink(counter) }
+    defer {
+      Support.cleanup(p)
+      unlink(counter)
+    }
     _ = try SharedCache<String>(path: p, capacity: 4 << 20)
     // Every child opens the cache, then waits for one shared moment, then asks.
     let start = UInt64(Date().timeIntervalSince1970 * 1000) + 2500
@@ -205,7 +243,10 @@ final class TCGate: @unchecked Sendable {
     let holder = try Support.spawn(Support.binary("mc-test-helper"), ["compute-hold", p, "k"])
     var claimed = false
     for _ in 0..<2000 {
-      if try c.isComputing(forKey: "k") { claimed = true; break }
+      if try c.isComputing(forKey: "k") {
+        claimed = true
+        break
+      }
       usleep(5_000)
     }
     #expect(claimed, "the child never claimed the key")

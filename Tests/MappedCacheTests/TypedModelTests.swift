@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 /// Every typed operation against a dictionary model, on each way an entry can be stored:
@@ -12,7 +13,11 @@ import Testing
 @Suite struct TypedModelTests {
   enum Storage: String, CaseIterable { case records, inline, mixed }
 
-  struct Entry { var value: [UInt8]; var expired: Bool; var expires: Bool }
+  struct Entry {
+    var value: [UInt8]
+    var expired: Bool
+    var expires: Bool
+  }
 
   @Test(arguments: Storage.allCases) func everyOperationMatchesAModel(storage: Storage) throws {
     let path = Support.tempPath("tm-\(storage.rawValue)")
@@ -43,52 +48,59 @@ import Testing
 
     for step in 0..<12_000 {
       let key = "k\(rng.below(250))"
-      let where_ = "step \(step), \(key)"
+      let context = "step \(step), \(key)"
       switch rng.below(10) {
       case 0, 1:
-        let v = value(), (e, expired) = expiry()
+        let v = value()
+        let (e, expired) = expiry()
         try c.setObject(v, forKey: key, expires: e)
         model[key] = Entry(value: v, expired: expired, expires: e != .never)
       case 2:
-        let v = value(), (e, expired) = expiry()
+        let v = value()
+        let (e, expired) = expiry()
         let added = try c.add(v, forKey: key, expires: e)
-        #expect(added == (live(key) == nil), "add, \(where_)")
+        #expect(added == (live(key) == nil), "add, \(context)")
         if added { model[key] = Entry(value: v, expired: expired, expires: e != .never) }
       case 3:
         let v = value()
         let replaced = try c.replace(v, forKey: key)
-        #expect(replaced == (live(key) != nil), "replace, \(where_)")
+        #expect(replaced == (live(key) != nil), "replace, \(context)")
         if replaced { model[key] = Entry(value: v, expired: false, expires: false) }
       case 4:
         let current = try c.objectWithVersion(forKey: key)
-        #expect(current?.value == live(key), "objectWithVersion, \(where_)")
+        #expect(current?.value == live(key), "objectWithVersion, \(context)")
         guard let current else { break }
         let v = value()
         let stale = rng.below(2) == 0
         let stored = try c.setObject(v, forKey: key, ifVersion: stale ? current.version &+ 1_000_000 : current.version)
-        #expect(stored == !stale, "compare-and-swap (stale \(stale)), \(where_)")
+        #expect(stored == !stale, "compare-and-swap (stale \(stale)), \(context)")
         if stored { model[key] = Entry(value: v, expired: false, expires: false) }
       case 5:
         let touched = try c.touch(key, expires: .seconds(7200))
-        #expect(touched == (live(key) != nil), "touch, \(where_)")
+        #expect(touched == (live(key) != nil), "touch, \(context)")
         if touched { model[key]!.expires = true }
       case 6:
         let removed = try c.removeObject(forKey: key)
-        if model[key]?.expired != true { #expect(removed == (model[key] != nil), "remove, \(where_)") }
+        if model[key]?.expired != true { #expect(removed == (model[key] != nil), "remove, \(context)") }
         model[key] = nil
       case 7:
         let got = try c.objectAndExpiry(forKey: key)
-        #expect(got?.value == live(key), "objectAndExpiry, \(where_)")
+        #expect(got?.value == live(key), "objectAndExpiry, \(context)")
         if let got, let m = model[key] {
-          if case .never = got.expires { #expect(!m.expires, "expiry kind, \(where_)") } else { #expect(m.expires, "expiry kind, \(where_)") }
+          if case .never = got.expires {
+            #expect(!m.expires, "expiry kind, \(context)")
+          } else {
+            #expect(m.expires, "expiry kind, \(context)")
+          }
         }
       default:
-        #expect(try c.object(forKey: key) == live(key), "object, \(where_)")
+        #expect(try c.object(forKey: key) == live(key), "object, \(context)")
       }
       if step % 3_000 == 2_999 {
         let liveKeys = model.filter { !$0.value.expired }.keys.sorted()
         #expect(c.allKeys.sorted() == liveKeys, "allKeys, step \(step)")
-        #expect(try c.allObjects() == model.compactMapValues { $0.expired ? nil : $0.value }, "allObjects, step \(step)")
+        #expect(
+          try c.allObjects() == model.compactMapValues { $0.expired ? nil : $0.value }, "allObjects, step \(step)")
         let report = try c.verify()
         #expect(report.ok, "\(report.problems)")
         #expect(report.entries >= liveKeys.count && report.entries <= model.count, "entries, step \(step)")
@@ -101,6 +113,8 @@ import Testing
     #expect(swept <= model.values.filter(\.expired).count)
     #expect(c.statistics.entries == model.values.filter { !$0.expired }.count)
     let counts = Dictionary(grouping: model.values.filter { !$0.expired }) { $0.value.count <= 200 }
-    print("[typed] model (\(storage.rawValue)): \(c.statistics.entries) live entries (\(counts[true]?.count ?? 0) small), \(swept) expired swept, \(c.statistics.expirations) expirations in all (sweeps and making room)")
+    print(
+      "[typed] model (\(storage.rawValue)): \(c.statistics.entries) live entries (\(counts[true]?.count ?? 0) small), \(swept) expired swept, \(c.statistics.expirations) expirations in all (sweeps and making room)"
+    )
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 // The Cache protocol, MemoryCache, and MultiCache tiers.
@@ -14,7 +15,10 @@ import Testing
     #expect(try m.object(forKey: "e") == nil)
     m.defaultExpiry = .seconds(100)
     try m.setObject("d", forKey: "d")
-    guard case .date(let when)? = try m.objectAndExpiry(forKey: "d")?.expires else { Issue.record("no expiry"); return }
+    guard case .date(let when)? = try m.objectAndExpiry(forKey: "d")?.expires else {
+      Issue.record("no expiry")
+      return
+    }
     #expect(abs(when.timeIntervalSinceNow - 100) < 5)
     #expect(try m.removeObject(forKey: "k"))
     #expect(try !m.removeObject(forKey: "k"))

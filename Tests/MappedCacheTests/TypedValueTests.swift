@@ -1,10 +1,15 @@
 import Foundation
 import Testing
+
 @testable import MappedCache
 
 // Values, type fingerprints, decoding failures, expiry and limits through the typed API.
 
-struct TVPoint: Codable, Equatable { var x: Int; var y: Int; var label: String }
+struct TVPoint: Codable, Equatable {
+  var x: Int
+  var y: Int
+  var label: String
+}
 struct TVOther: Codable, Equatable { var name: String }
 
 /// A type with its own byte encoding (no Codable on the hot path).
@@ -14,10 +19,16 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     try [r, g, b].withUnsafeBytes(body)
   }
-  init(r: UInt8, g: UInt8, b: UInt8) { self.r = r; self.g = g; self.b = b }
+  init(r: UInt8, g: UInt8, b: UInt8) {
+    self.r = r
+    self.g = g
+    self.b = b
+  }
   init(cacheBytes: UnsafeRawBufferPointer) throws {
     guard cacheBytes.count == 3 else { throw CacheError.invalidArgument("rgb needs 3 bytes") }
-    r = cacheBytes[0]; g = cacheBytes[1]; b = cacheBytes[2]
+    r = cacheBytes[0]
+    g = cacheBytes[1]
+    b = cacheBytes[2]
   }
 }
 
@@ -71,9 +82,11 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
     defer { Support.cleanup(p) }
     let s = try SharedCache<String>(path: p, capacity: 1 << 20)
     try s.setObject("kept", forKey: "k")
-    for attempt in [{ _ = try SharedCache<TVPoint>(path: p, capacity: 1 << 20) },
-                    { _ = try SharedCache<Double>(path: p, capacity: 1 << 20) },
-                    { _ = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20) }] {
+    for attempt in [
+      { _ = try SharedCache<TVPoint>(path: p, capacity: 1 << 20) },
+      { _ = try SharedCache<Double>(path: p, capacity: 1 << 20) },
+      { _ = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20) },
+    ] {
       do {
         try attempt()
         Issue.record("opened a String cache as another type")
@@ -104,10 +117,14 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
       try c.setObject(v, forKey: "ok")
       #expect(try c.object(forKey: "ok") == v)
     }
-    let bad: [[UInt8]] = [[0xC3], [0x41, 0xFF, 0x42], [0xED, 0xA0, 0x80],
-                          Array(repeating: 0x41, count: 40) + [0xC3, 0x28] + Array(repeating: 0x42, count: 40)]
+    let bad: [[UInt8]] = [
+      [0xC3], [0x41, 0xFF, 0x42], [0xED, 0xA0, 0x80],
+      Array(repeating: 0x41, count: 40) + [0xC3, 0x28] + Array(repeating: 0x42, count: 40),
+    ]
     for (i, bytes) in bad.enumerated() {
-      _ = try bytes.withUnsafeBytes { v in try Array("bad\(i)".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) } }
+      _ = try bytes.withUnsafeBytes { v in
+        try Array("bad\(i)".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) }
+      }
       #expect(throws: CacheError.self) { _ = try c.object(forKey: "bad\(i)") }
       do {
         _ = try c.object(forKey: "bad\(i)")
@@ -125,7 +142,9 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
     try c.setObject(TVPoint(x: 1, y: 2, label: "ok"), forKey: "good")
     // Write garbage bytes under "bad" through the untyped engine.
     let garbage: [UInt8] = [0xC1, 0x50, 0x7F, 1, 2]
-    _ = try garbage.withUnsafeBytes { v in try Array("bad".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) } }
+    _ = try garbage.withUnsafeBytes { v in
+      try Array("bad".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) }
+    }
     do {
       _ = try c.object(forKey: "bad")
       Issue.record("decoded garbage")
@@ -148,13 +167,19 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
     #expect(try c.expiry(forKey: "a") == .never)
     c.defaultExpiry = .seconds(100)
     try c.setObject("b", forKey: "b")
-    guard case .date(let d)? = try c.expiry(forKey: "b") else { Issue.record("no date"); return }
+    guard case .date(let d)? = try c.expiry(forKey: "b") else {
+      Issue.record("no date")
+      return
+    }
     #expect(abs(d.timeIntervalSinceNow - 100) < 5)
     try c.setObject("c", forKey: "c", expires: .never)  // an explicit expiry wins over the default
     #expect(try c.expiry(forKey: "c") == .never)
     let when = Date(timeIntervalSinceNow: 1000)
     #expect(try c.touch("a", expires: .date(when)))
-    guard case .date(let t)? = try c.expiry(forKey: "a") else { Issue.record("touch lost"); return }
+    guard case .date(let t)? = try c.expiry(forKey: "a") else {
+      Issue.record("touch lost")
+      return
+    }
     #expect(abs(t.timeIntervalSince(when)) < 0.01)
     #expect(try c.object(forKey: "a") == "a")
     #expect(try !c.touch("missing", expires: .never))
@@ -193,12 +218,17 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
     defer { Support.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     #expect(throws: CacheError.emptyKey) { try c.setObject("v", forKey: "") }
-    #expect(throws: CacheError.keyTooLarge(size: 300, limit: 250)) { try c.setObject("v", forKey: String(repeating: "k", count: 300)) }
+    #expect(throws: CacheError.keyTooLarge(size: 300, limit: 250)) {
+      try c.setObject("v", forKey: String(repeating: "k", count: 300))
+    }
     do {
       try c.setObject(String(repeating: "v", count: 2 << 20), forKey: "big")
       Issue.record("stored a value over the limit")
     } catch let e as CacheError {
-      guard case .valueTooLarge = e else { Issue.record("\(e)"); return }
+      guard case .valueTooLarge = e else {
+        Issue.record("\(e)")
+        return
+      }
       #expect(e.description.contains("maxValueSize"))
     }
     #expect(CacheError.computeFailed(key: "k", reason: "r").description.contains("removeCachedFailure"))

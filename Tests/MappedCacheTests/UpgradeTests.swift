@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+
 @testable import MappedCache
 
 /// What README's "Compatibility" promises about an upgrade: a file of another format is

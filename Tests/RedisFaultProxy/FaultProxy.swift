@@ -92,7 +92,9 @@ public final class FaultProxy: @unchecked Sendable {
       let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
       var addr = Self.loopback(target)
       let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
       }
       guard rc == 0 else {
         close(upstream)

@@ -62,11 +62,13 @@ enum BinaryDecoder {
   static func decode<T: Decodable>(_ t: T.Type, from b: UnsafeRawBufferPointer) throws -> T {
     let input = BinInput(Array(b))
     guard input.bytes.count >= 1, input.bytes[0] == BinaryEncoder.marker else {
-      throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not the binary Codable format (no 0xC1 marker)"))
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: [], debugDescription: "not the binary Codable format (no 0xC1 marker)"))
     }
     let (root, next) = try input.value(at: 1, end: input.bytes.count, path: [])
     guard next == input.bytes.count else {
-      throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(input.bytes.count - next) trailing bytes"))
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: [], debugDescription: "\(input.bytes.count - next) trailing bytes"))
     }
     return try input.decodeValue(T.self, root, path: [], depth: 0)
   }
@@ -154,7 +156,8 @@ final class BinEncNode {
     case .single:
       if hasSingle { w.append(contentsOf: out) } else { w.append(BinTag.null) }
     case .none:
-      w.append(BinTag.keyed); w.append(0)
+      w.append(BinTag.keyed)
+      w.append(0)
     case .keyed, .unkeyed:
       if pending.isEmpty {
         // The common case: no deferred nodes, so the body is `out` (after the count).
@@ -186,19 +189,41 @@ final class BinEncNode {
   }
 
   /// Appends `v` as one tagged value.
-  static func encodeValue<T: Encodable>(_ v: T, into w: inout [UInt8], path: @autoclosure () -> [CodingKey], state: BinEncState, depth: Int) throws {
+  static func encodeValue<T: Encodable>(
+    _ v: T, into w: inout [UInt8], path: @autoclosure () -> [CodingKey], state: BinEncState, depth: Int
+  ) throws {
     // Exact type checks (pointer compares), not value casts: an empty `[String]` would
     // cast to `[UInt8]`. Safe: each bit cast is between `T` and the type it was just
     // found to be.
-    if T.self == String.self { w.append(BinTag.string); w.binString(unsafeBitCast(v, to: String.self)); return }
-    if T.self == Int.self { w.binFixed(BinTag.i64, Int64(unsafeBitCast(v, to: Int.self))); return }
-    if T.self == Bool.self { w.append(unsafeBitCast(v, to: Bool.self) ? BinTag.yes : BinTag.no); return }
-    if T.self == Double.self { w.binFixed(BinTag.f64, unsafeBitCast(v, to: Double.self).bitPattern); return }
-    if T.self == [UInt8].self { unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }; return }
-    if T.self == Data.self { unsafeBitCast(v, to: Data.self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }; return }
+    if T.self == String.self {
+      w.append(BinTag.string)
+      w.binString(unsafeBitCast(v, to: String.self))
+      return
+    }
+    if T.self == Int.self {
+      w.binFixed(BinTag.i64, Int64(unsafeBitCast(v, to: Int.self)))
+      return
+    }
+    if T.self == Bool.self {
+      w.append(unsafeBitCast(v, to: Bool.self) ? BinTag.yes : BinTag.no)
+      return
+    }
+    if T.self == Double.self {
+      w.binFixed(BinTag.f64, unsafeBitCast(v, to: Double.self).bitPattern)
+      return
+    }
+    if T.self == [UInt8].self {
+      unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }
+      return
+    }
+    if T.self == Data.self {
+      unsafeBitCast(v, to: Data.self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }
+      return
+    }
     let path = path()  // built only for nested values: scalars need no path
     guard depth < BinaryEncoder.maxDepth else {
-      throw EncodingError.invalidValue(v, .init(codingPath: path, debugDescription: "nested deeper than \(BinaryEncoder.maxDepth) levels"))
+      throw EncodingError.invalidValue(
+        v, .init(codingPath: path, debugDescription: "nested deeper than \(BinaryEncoder.maxDepth) levels"))
     }
     let node = BinEncNode()
     try v.encode(to: BinEncoderImpl(node: node, codingPath: path, state: state, depth: depth + 1))
@@ -214,7 +239,10 @@ struct BinEncoderImpl: Encoder {
   var userInfo: [CodingUserInfoKey: Any] { [:] }
 
   func claim(_ k: BinEncNode.Kind) -> BinEncNode {
-    if node.kind == .none { node.kind = k; return node }
+    if node.kind == .none {
+      node.kind = k
+      return node
+    }
     if node.kind == k && k != .single { return node }
     if node.kind == k && k == .single && !node.hasSingle { return node }
     state.fail(codingPath, "one value asked for two containers (\(node.kind) then \(k))")
@@ -244,21 +272,67 @@ struct BinKeyedEnc<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
   @inline(__always) private func key(_ k: Key) { node.out.binString(k.stringValue) }
 
-  mutating func encodeNil(forKey k: Key) throws { key(k); node.out.append(BinTag.null) }
-  mutating func encode(_ v: Bool, forKey k: Key) throws { key(k); node.out.append(v ? BinTag.yes : BinTag.no) }
-  mutating func encode(_ v: String, forKey k: Key) throws { key(k); node.out.append(BinTag.string); node.out.binString(v) }
-  mutating func encode(_ v: Double, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.f64, v.bitPattern) }
-  mutating func encode(_ v: Float, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.f32, v.bitPattern) }
-  mutating func encode(_ v: Int, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.i64, Int64(v)) }
-  mutating func encode(_ v: Int8, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.i8, v) }
-  mutating func encode(_ v: Int16, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.i16, v) }
-  mutating func encode(_ v: Int32, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.i32, v) }
-  mutating func encode(_ v: Int64, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.i64, v) }
-  mutating func encode(_ v: UInt, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.u64, UInt64(v)) }
-  mutating func encode(_ v: UInt8, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.u8, v) }
-  mutating func encode(_ v: UInt16, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.u16, v) }
-  mutating func encode(_ v: UInt32, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.u32, v) }
-  mutating func encode(_ v: UInt64, forKey k: Key) throws { key(k); node.out.binFixed(BinTag.u64, v) }
+  mutating func encodeNil(forKey k: Key) throws {
+    key(k)
+    node.out.append(BinTag.null)
+  }
+  mutating func encode(_ v: Bool, forKey k: Key) throws {
+    key(k)
+    node.out.append(v ? BinTag.yes : BinTag.no)
+  }
+  mutating func encode(_ v: String, forKey k: Key) throws {
+    key(k)
+    node.out.append(BinTag.string)
+    node.out.binString(v)
+  }
+  mutating func encode(_ v: Double, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.f64, v.bitPattern)
+  }
+  mutating func encode(_ v: Float, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.f32, v.bitPattern)
+  }
+  mutating func encode(_ v: Int, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.i64, Int64(v))
+  }
+  mutating func encode(_ v: Int8, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.i8, v)
+  }
+  mutating func encode(_ v: Int16, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.i16, v)
+  }
+  mutating func encode(_ v: Int32, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.i32, v)
+  }
+  mutating func encode(_ v: Int64, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.i64, v)
+  }
+  mutating func encode(_ v: UInt, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.u64, UInt64(v))
+  }
+  mutating func encode(_ v: UInt8, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.u8, v)
+  }
+  mutating func encode(_ v: UInt16, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.u16, v)
+  }
+  mutating func encode(_ v: UInt32, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.u32, v)
+  }
+  mutating func encode(_ v: UInt64, forKey k: Key) throws {
+    key(k)
+    node.out.binFixed(BinTag.u64, v)
+  }
   mutating func encode<T: Encodable>(_ v: T, forKey k: Key) throws {
     key(k)
     try BinEncNode.encodeValue(v, into: &node.out, path: codingPath + [k], state: state, depth: depth)
@@ -275,13 +349,16 @@ struct BinKeyedEnc<Key: CodingKey>: KeyedEncodingContainerProtocol {
   }
 
   mutating func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type, forKey k: Key) -> KeyedEncodingContainer<NK> {
-    KeyedEncodingContainer(BinKeyedEnc<NK>(node: child(k, .keyed), codingPath: codingPath + [k], state: state, depth: depth + 1))
+    KeyedEncodingContainer(
+      BinKeyedEnc<NK>(node: child(k, .keyed), codingPath: codingPath + [k], state: state, depth: depth + 1))
   }
   mutating func nestedUnkeyedContainer(forKey k: Key) -> UnkeyedEncodingContainer {
     BinUnkeyedEnc(node: child(k, .unkeyed), codingPath: codingPath + [k], state: state, depth: depth + 1)
   }
   mutating func superEncoder() -> Encoder {
-    BinEncoderImpl(node: child("super", .none), codingPath: codingPath + [BinKey(stringValue: "super")], state: state, depth: depth + 1)
+    BinEncoderImpl(
+      node: child("super", .none), codingPath: codingPath + [BinKey(stringValue: "super")], state: state,
+      depth: depth + 1)
   }
   mutating func superEncoder(forKey k: Key) -> Encoder {
     BinEncoderImpl(node: child(k, .none), codingPath: codingPath + [k], state: state, depth: depth + 1)
@@ -294,8 +371,14 @@ struct BinKey: CodingKey {
   let intValue: Int?
   /// Built on demand: positions are only spelled out in error messages.
   var stringValue: String { name ?? "Index \(intValue ?? 0)" }
-  init(stringValue: String) { name = stringValue; intValue = nil }
-  init(intValue: Int) { name = nil; self.intValue = intValue }
+  init(stringValue: String) {
+    name = stringValue
+    intValue = nil
+  }
+  init(intValue: Int) {
+    name = nil
+    self.intValue = intValue
+  }
 }
 
 struct BinUnkeyedEnc: UnkeyedEncodingContainer {
@@ -305,21 +388,67 @@ struct BinUnkeyedEnc: UnkeyedEncodingContainer {
   let depth: Int
   var count: Int { node.count }
 
-  mutating func encodeNil() throws { node.count += 1; node.out.append(BinTag.null) }
-  mutating func encode(_ v: Bool) throws { node.count += 1; node.out.append(v ? BinTag.yes : BinTag.no) }
-  mutating func encode(_ v: String) throws { node.count += 1; node.out.append(BinTag.string); node.out.binString(v) }
-  mutating func encode(_ v: Double) throws { node.count += 1; node.out.binFixed(BinTag.f64, v.bitPattern) }
-  mutating func encode(_ v: Float) throws { node.count += 1; node.out.binFixed(BinTag.f32, v.bitPattern) }
-  mutating func encode(_ v: Int) throws { node.count += 1; node.out.binFixed(BinTag.i64, Int64(v)) }
-  mutating func encode(_ v: Int8) throws { node.count += 1; node.out.binFixed(BinTag.i8, v) }
-  mutating func encode(_ v: Int16) throws { node.count += 1; node.out.binFixed(BinTag.i16, v) }
-  mutating func encode(_ v: Int32) throws { node.count += 1; node.out.binFixed(BinTag.i32, v) }
-  mutating func encode(_ v: Int64) throws { node.count += 1; node.out.binFixed(BinTag.i64, v) }
-  mutating func encode(_ v: UInt) throws { node.count += 1; node.out.binFixed(BinTag.u64, UInt64(v)) }
-  mutating func encode(_ v: UInt8) throws { node.count += 1; node.out.binFixed(BinTag.u8, v) }
-  mutating func encode(_ v: UInt16) throws { node.count += 1; node.out.binFixed(BinTag.u16, v) }
-  mutating func encode(_ v: UInt32) throws { node.count += 1; node.out.binFixed(BinTag.u32, v) }
-  mutating func encode(_ v: UInt64) throws { node.count += 1; node.out.binFixed(BinTag.u64, v) }
+  mutating func encodeNil() throws {
+    node.count += 1
+    node.out.append(BinTag.null)
+  }
+  mutating func encode(_ v: Bool) throws {
+    node.count += 1
+    node.out.append(v ? BinTag.yes : BinTag.no)
+  }
+  mutating func encode(_ v: String) throws {
+    node.count += 1
+    node.out.append(BinTag.string)
+    node.out.binString(v)
+  }
+  mutating func encode(_ v: Double) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.f64, v.bitPattern)
+  }
+  mutating func encode(_ v: Float) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.f32, v.bitPattern)
+  }
+  mutating func encode(_ v: Int) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.i64, Int64(v))
+  }
+  mutating func encode(_ v: Int8) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.i8, v)
+  }
+  mutating func encode(_ v: Int16) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.i16, v)
+  }
+  mutating func encode(_ v: Int32) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.i32, v)
+  }
+  mutating func encode(_ v: Int64) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.i64, v)
+  }
+  mutating func encode(_ v: UInt) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.u64, UInt64(v))
+  }
+  mutating func encode(_ v: UInt8) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.u8, v)
+  }
+  mutating func encode(_ v: UInt16) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.u16, v)
+  }
+  mutating func encode(_ v: UInt32) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.u32, v)
+  }
+  mutating func encode(_ v: UInt64) throws {
+    node.count += 1
+    node.out.binFixed(BinTag.u64, v)
+  }
   mutating func encode<T: Encodable>(_ v: T) throws {
     let i = node.count
     node.count += 1
@@ -357,7 +486,8 @@ struct BinSingleEnc: SingleValueEncodingContainer {
 
   private func put(_ body: (inout [UInt8]) throws -> Void) throws {
     guard !node.hasSingle else {
-      throw EncodingError.invalidValue((), .init(codingPath: codingPath, debugDescription: "a single-value container was written twice"))
+      throw EncodingError.invalidValue(
+        (), .init(codingPath: codingPath, debugDescription: "a single-value container was written twice"))
     }
     try body(&node.out)
     node.hasSingle = true
@@ -365,7 +495,12 @@ struct BinSingleEnc: SingleValueEncodingContainer {
 
   mutating func encodeNil() throws { try put { $0.append(BinTag.null) } }
   mutating func encode(_ v: Bool) throws { try put { $0.append(v ? BinTag.yes : BinTag.no) } }
-  mutating func encode(_ v: String) throws { try put { $0.append(BinTag.string); $0.binString(v) } }
+  mutating func encode(_ v: String) throws {
+    try put {
+      $0.append(BinTag.string)
+      $0.binString(v)
+    }
+  }
   mutating func encode(_ v: Double) throws { try put { $0.binFixed(BinTag.f64, v.bitPattern) } }
   mutating func encode(_ v: Float) throws { try put { $0.binFixed(BinTag.f32, v.bitPattern) } }
   mutating func encode(_ v: Int) throws { try put { $0.binFixed(BinTag.i64, Int64(v)) } }
@@ -457,7 +592,9 @@ final class BinInput {
     // Safe: callers pass a payload whose size `value(at:)` checked against the tag.
     var x: T = 0
     withUnsafeMutableBytes(of: &x) { dst in
-      bytes.withUnsafeBytes { src in dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[at..<(at + MemoryLayout<T>.size)])) }
+      bytes.withUnsafeBytes { src in
+        dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[at..<(at + MemoryLayout<T>.size)]))
+      }
     }
     return T(littleEndian: x)
   }
@@ -507,11 +644,15 @@ final class BinInput {
   }
 
   func stringBytes(_ start: Int, _ end: Int, _ path: @autoclosure () -> [CodingKey]) throws -> String {
-    guard let s = String(validating: bytes[start..<end], as: UTF8.self) else { throw corrupt(path(), "string is not valid UTF-8") }
+    guard let s = String(validating: bytes[start..<end], as: UTF8.self) else {
+      throw corrupt(path(), "string is not valid UTF-8")
+    }
     return s
   }
 
-  func decodeValue<T: Decodable>(_ t: T.Type, _ v: BinValue, path: @autoclosure () -> [CodingKey], depth: Int) throws -> T {
+  func decodeValue<T: Decodable>(_ t: T.Type, _ v: BinValue, path: @autoclosure () -> [CodingKey], depth: Int) throws
+    -> T
+  {
     // Safe: each bit cast is between `T` and the type it was just compared equal to.
     if T.self == String.self { return unsafeBitCast(try string(v, path()), to: T.self) }
     if T.self == Int.self { return unsafeBitCast(try integer(Int.self, v, path()), to: T.self) }
@@ -522,7 +663,9 @@ final class BinInput {
       let slice = bytes[v.start..<v.end]
       return T.self == Data.self ? unsafeBitCast(Data(slice), to: T.self) : unsafeBitCast(Array(slice), to: T.self)
     }
-    guard depth < BinaryEncoder.maxDepth else { throw corrupt(path(), "nested deeper than \(BinaryEncoder.maxDepth) levels") }
+    guard depth < BinaryEncoder.maxDepth else {
+      throw corrupt(path(), "nested deeper than \(BinaryEncoder.maxDepth) levels")
+    }
     return try T(from: BinDecoderImpl(input: self, value: v, codingPath: path(), depth: depth + 1))
   }
 }
@@ -536,8 +679,10 @@ struct BinDecoderImpl: Decoder {
 
   func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
     guard value.tag == BinTag.keyed else { throw input.mismatch([String: Any].self, value, codingPath) }
-    return KeyedDecodingContainer(BinKeyedDec<Key>(input: input, start: value.start, end: value.end, cursor: BinCursor(value.start),
-                                                   codingPath: codingPath, depth: depth))
+    return KeyedDecodingContainer(
+      BinKeyedDec<Key>(
+        input: input, start: value.start, end: value.end, cursor: BinCursor(value.start),
+        codingPath: codingPath, depth: depth))
   }
 
   func unkeyedContainer() throws -> UnkeyedDecodingContainer {
@@ -545,7 +690,9 @@ struct BinDecoderImpl: Decoder {
     var p = value.start
     let n = try input.varint(at: &p, end: value.end, path: codingPath)
     // Every element takes at least one byte: a larger count is a lie.
-    guard n <= UInt64(value.end - p) else { throw input.corrupt(codingPath, "element count \(n) exceeds the container's bytes") }
+    guard n <= UInt64(value.end - p) else {
+      throw input.corrupt(codingPath, "element count \(n) exceeds the container's bytes")
+    }
     return BinUnkeyedDec(input: input, cursor: p, end: value.end, total: Int(n), codingPath: codingPath, depth: depth)
   }
 
@@ -582,9 +729,10 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
   private func keyMatches(_ k: String, _ s: Int, _ e: Int) -> Bool {
     var name = k
     return name.withUTF8 { u in
-      u.count == e - s && input.bytes.withUnsafeBufferPointer { b in
-        u.count == 0 || memcmp(u.baseAddress!, b.baseAddress! + s, u.count) == 0
-      }
+      u.count == e - s
+        && input.bytes.withUnsafeBufferPointer { b in
+          u.count == 0 || memcmp(u.baseAddress!, b.baseAddress! + s, u.count) == 0
+        }
     }
   }
 
@@ -593,12 +741,18 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
   private func find(_ k: String) throws -> BinValue? {
     if cursor.pos < end {
       let e = try entry(at: cursor.pos)
-      if keyMatches(k, e.keyStart, e.keyEnd) { cursor.pos = e.next; return e.value }
+      if keyMatches(k, e.keyStart, e.keyEnd) {
+        cursor.pos = e.next
+        return e.value
+      }
     }
     var p = start
     while p < end {
       let e = try entry(at: p)
-      if keyMatches(k, e.keyStart, e.keyEnd) { cursor.pos = e.next; return e.value }
+      if keyMatches(k, e.keyStart, e.keyEnd) {
+        cursor.pos = e.next
+        return e.value
+      }
       p = e.next
     }
     return nil
@@ -606,7 +760,8 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
   private func require(_ k: Key) throws -> BinValue {
     guard let v = try find(k) else {
-      throw DecodingError.keyNotFound(k, .init(codingPath: codingPath, debugDescription: "no value for key \"\(k.stringValue)\""))
+      throw DecodingError.keyNotFound(
+        k, .init(codingPath: codingPath, debugDescription: "no value for key \"\(k.stringValue)\""))
     }
     return v
   }
@@ -615,7 +770,9 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
     var keys: [Key] = []
     var p = start
     while p < end, let e = try? entry(at: p) {
-      if let s = try? input.stringBytes(e.keyStart, e.keyEnd, codingPath), let k = Key(stringValue: s) { keys.append(k) }
+      if let s = try? input.stringBytes(e.keyStart, e.keyEnd, codingPath), let k = Key(stringValue: s) {
+        keys.append(k)
+      }
       p = e.next
     }
     return keys
@@ -643,14 +800,17 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
   }
 
   func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type, forKey k: Key) throws -> KeyedDecodingContainer<NK> {
-    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1).container(keyedBy: t)
+    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1).container(
+      keyedBy: t)
   }
   func nestedUnkeyedContainer(forKey k: Key) throws -> UnkeyedDecodingContainer {
-    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1).unkeyedContainer()
+    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1)
+      .unkeyedContainer()
   }
   func superDecoder() throws -> Decoder {
     let v = try find("super") ?? BinValue(tag: BinTag.null, start: start, end: start)
-    return BinDecoderImpl(input: input, value: v, codingPath: codingPath + [BinKey(stringValue: "super")], depth: depth + 1)
+    return BinDecoderImpl(
+      input: input, value: v, codingPath: codingPath + [BinKey(stringValue: "super")], depth: depth + 1)
   }
   func superDecoder(forKey k: Key) throws -> Decoder {
     let v = try find(k) ?? BinValue(tag: BinTag.null, start: start, end: start)
@@ -683,7 +843,8 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
 
   private mutating func next() throws -> BinValue {
     guard !isAtEnd else {
-      throw DecodingError.valueNotFound(Any.self, .init(codingPath: path, debugDescription: "unkeyed container is at its end"))
+      throw DecodingError.valueNotFound(
+        Any.self, .init(codingPath: path, debugDescription: "unkeyed container is at its end"))
     }
     let (v, n) = try input.value(at: cursor, end: end, path: path)
     cursor = n
@@ -699,20 +860,62 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
     currentIndex += 1
     return true
   }
-  mutating func decode(_ t: Bool.Type) throws -> Bool { let i = currentIndex; return try input.bool(next(), at(i)) }
-  mutating func decode(_ t: String.Type) throws -> String { let i = currentIndex; return try input.string(next(), at(i)) }
-  mutating func decode(_ t: Double.Type) throws -> Double { let i = currentIndex; return try input.double(next(), at(i)) }
-  mutating func decode(_ t: Float.Type) throws -> Float { let i = currentIndex; return try input.float(next(), at(i)) }
-  mutating func decode(_ t: Int.Type) throws -> Int { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: Int8.Type) throws -> Int8 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: Int16.Type) throws -> Int16 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: Int32.Type) throws -> Int32 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: Int64.Type) throws -> Int64 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: UInt.Type) throws -> UInt { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: UInt8.Type) throws -> UInt8 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: UInt16.Type) throws -> UInt16 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: UInt32.Type) throws -> UInt32 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
-  mutating func decode(_ t: UInt64.Type) throws -> UInt64 { let i = currentIndex; return try input.integer(t, next(), at(i)) }
+  mutating func decode(_ t: Bool.Type) throws -> Bool {
+    let i = currentIndex
+    return try input.bool(next(), at(i))
+  }
+  mutating func decode(_ t: String.Type) throws -> String {
+    let i = currentIndex
+    return try input.string(next(), at(i))
+  }
+  mutating func decode(_ t: Double.Type) throws -> Double {
+    let i = currentIndex
+    return try input.double(next(), at(i))
+  }
+  mutating func decode(_ t: Float.Type) throws -> Float {
+    let i = currentIndex
+    return try input.float(next(), at(i))
+  }
+  mutating func decode(_ t: Int.Type) throws -> Int {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: Int8.Type) throws -> Int8 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: Int16.Type) throws -> Int16 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: Int32.Type) throws -> Int32 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: Int64.Type) throws -> Int64 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: UInt.Type) throws -> UInt {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: UInt8.Type) throws -> UInt8 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: UInt16.Type) throws -> UInt16 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: UInt32.Type) throws -> UInt32 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
+  mutating func decode(_ t: UInt64.Type) throws -> UInt64 {
+    let i = currentIndex
+    return try input.integer(t, next(), at(i))
+  }
   mutating func decode<T: Decodable>(_ t: T.Type) throws -> T {
     let i = currentIndex
     return try input.decodeValue(t, next(), path: at(i), depth: depth)

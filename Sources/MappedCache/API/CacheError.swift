@@ -62,13 +62,16 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .emptyKey:
       return "a key must not be empty"
     case .keyTooLarge(let n, let limit):
-      return "key of \(n) bytes exceeds the cache's limit of \(limit) bytes; shorten it (hash long keys) or create the cache with a larger maxKeySize"
+      return
+        "key of \(n) bytes exceeds the cache's limit of \(limit) bytes; shorten it (hash long keys) or create the cache with a larger maxKeySize"
     case .valueTooLarge(let n, let limit):
-      return "value of \(n) bytes exceeds the cache's limit of \(limit) bytes; create the cache with a larger capacity or maxValueSize"
+      return
+        "value of \(n) bytes exceeds the cache's limit of \(limit) bytes; create the cache with a larger capacity or maxValueSize"
     case .decodingFailed(let k, let why):
       return "the value stored under \"\(k)\" could not be decoded (\(why)); remove the key or check the writer's type"
     case .encodingFailed(let why):
-      return "the value could not be encoded (\(why)); check the type's encode(to:) or give it a CacheValueEncodable encoding"
+      return
+        "the value could not be encoded (\(why)); check the type's encode(to:) or give it a CacheValueEncodable encoding"
     case .corrupted(let p, let why):
       return "\(p) is corrupted (\(why)); run `mapped-cache verify --repair \(p)` or recreate the cache"
     case .readOnly(let p):
@@ -84,15 +87,18 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .invalidArgument(let why):
       return "invalid argument: \(why)"
     case .notAnInteger(let k):
-      return "the value under \"\(k)\" is not an integer counter of this cache's type; remove the key or store an integer there first"
+      return
+        "the value under \"\(k)\" is not an integer counter of this cache's type; remove the key or store an integer there first"
     case .timedOut(let what):
       return "timed out: \(what)"
     case .computeFailed(let k, let why):
-      return "computing the value for \"\(k)\" failed recently (\(why)) and the failure is cached; wait for it to expire, or call removeCachedFailure(forKey:) to retry now"
+      return
+        "computing the value for \"\(k)\" failed recently (\(why)) and the failure is cached; wait for it to expire, or call removeCachedFailure(forKey:) to retry now"
     case .system(let e):
       return e.description
     case .protocolViolation(let ep, let why):
-      return "\(ep) sent a malformed reply (\(why)); the connection was closed; check that it is a Redis server and the value limits"
+      return
+        "\(ep) sent a malformed reply (\(why)); the connection was closed; check that it is a Redis server and the value limits"
     case .remoteUnavailable(let ep, let why):
       return "\(ep) is unavailable (\(why)); check that the server runs and is reachable, or raise the timeouts"
     case .remoteError(let ep, let msg):

@@ -20,13 +20,16 @@ public final class CacheFile: @unchecked Sendable {
   /// mapped read-only: nothing in it changes, not even reference bits or the process
   /// table, and `set`, `delete`, `sweep`, `clear` and `verify(repair: true)` throw
   /// `CacheError.readOnly`. A file the caller cannot write opens read-only too.
-  public init(path: String, readOnly: Bool = false, policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true),
-              lockMode: LockMode = .sharedWord) throws(CacheError) {
+  public init(
+    path: String, readOnly: Bool = false, policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true),
+    lockMode: LockMode = .sharedWord
+  ) throws(CacheError) {
     var p = policy
     p.create = false
     p.readOnly = p.readOnly || readOnly
-    engine = try CacheEngine(path: path, options: CacheOptions(), policy: p, lockMode: lockMode,
-                             typeFingerprint: 0, typeName: "")
+    engine = try CacheEngine(
+      path: path, options: CacheOptions(), policy: p, lockMode: lockMode,
+      typeFingerprint: 0, typeName: "")
     wasCreated = false
   }
 
@@ -34,15 +37,18 @@ public final class CacheFile: @unchecked Sendable {
   /// own parameters: check `wasCreated`). `typeName` records the value type for `info`
   /// and for `SharedCache`'s type check ("bytes", "string", "int64", ...); empty (the
   /// default) makes an untyped cache that any `SharedCache<Value>` may open.
-  public init(creating path: String, options: CacheOptions = CacheOptions(), typeName: String = "",
-              policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true), lockMode: LockMode = .sharedWord) throws(CacheError) {
+  public init(
+    creating path: String, options: CacheOptions = CacheOptions(), typeName: String = "",
+    policy: OpenPolicy = OpenPolicy(verifyChecksumsOnRead: true), lockMode: LockMode = .sharedWord
+  ) throws(CacheError) {
     var p = policy
     p.create = true
     p.readOnly = false
     _ = try Layout(options: options)  // refuse bad options before a file exists
     let fingerprint: UInt64 = typeName.isEmpty ? 0 : KeyHash.bytes(Array(typeName.utf8)) | 1
-    engine = try CacheEngine(path: path, options: options, policy: p, lockMode: lockMode,
-                             typeFingerprint: fingerprint, typeName: typeName)
+    engine = try CacheEngine(
+      path: path, options: options, policy: p, lockMode: lockMode,
+      typeFingerprint: fingerprint, typeName: typeName)
     wasCreated = engine.created
   }
 
@@ -88,14 +94,16 @@ public final class CacheFile: @unchecked Sendable {
   /// The file's fixed parameters. Costs no system call: read from the header
   /// validated at open.
   public var info: Info {
-    let l = engine.layout, h = engine.header
-    return Info(path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
-                headerBytes: l.headerBytes, processSlots: l.procCount, slotCount: l.slotCount,
-                slotBytes: l.slotBytes, maxEntries: l.maxEntries, ghostCount: l.ghostCount,
-                smallLogBytes: l.smallSize, mainLogBytes: l.mainSize, maxKeySize: l.maxKey,
-                maxValueSize: l.maxValue, valueTypeName: h.typeName,
-                created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
-                writable: engine.writable)
+    let l = engine.layout
+    let h = engine.header
+    return Info(
+      path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
+      headerBytes: l.headerBytes, processSlots: l.procCount, slotCount: l.slotCount,
+      slotBytes: l.slotBytes, maxEntries: l.maxEntries, ghostCount: l.ghostCount,
+      smallLogBytes: l.smallSize, mainLogBytes: l.mainSize, maxKeySize: l.maxKey,
+      maxValueSize: l.maxValue, valueTypeName: h.typeName,
+      created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
+      writable: engine.writable)
   }
 
   /// The path the file was opened at.
@@ -132,9 +140,10 @@ public final class CacheFile: @unchecked Sendable {
   /// the slot count: about a millisecond per hundred thousand slots).
   public var tableFigures: TableFigures {
     let t = engine.tableShape()
-    return TableFigures(slotCount: engine.layout.slotCount, occupiedSlots: t.occupied,
-                        meanProbe: t.occupied == 0 ? 0 : Double(t.totalProbe) / Double(t.occupied),
-                        maxProbe: t.maxProbe, longestRun: t.longestRun, tombstones: 0)
+    return TableFigures(
+      slotCount: engine.layout.slotCount, occupiedSlots: t.occupied,
+      meanProbe: t.occupied == 0 ? 0 : Double(t.totalProbe) / Double(t.occupied),
+      maxProbe: t.maxProbe, longestRun: t.longestRun, tombstones: 0)
   }
 
   /// The background sweeper's next slot (see `SharedCache.startSweeping`).
@@ -161,8 +170,10 @@ public final class CacheFile: @unchecked Sendable {
   /// or expired (or, with `allowingExpired`, only when missing). Reads count towards
   /// the hit and miss statistics only with `countingStatistics`. Lock-free.
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
-  public func get(_ key: [UInt8], allowingExpired: Bool = false,
-                  countingStatistics: Bool = false) throws(CacheError) -> (value: [UInt8], info: EntryInfo)? {
+  public func get(
+    _ key: [UInt8], allowingExpired: Bool = false,
+    countingStatistics: Bool = false
+  ) throws(CacheError) -> (value: [UInt8], info: EntryInfo)? {
     if key.isEmpty { throw .emptyKey }
     if key.count > engine.layout.maxKey { throw .keyTooLarge(size: key.count, limit: engine.layout.maxKey) }
     return key.withUnsafeBytes { k in
@@ -226,13 +237,17 @@ public final class CacheFile: @unchecked Sendable {
   /// copied whole under its slot's seqlock, in index order. Like Redis's SCAN, entries
   /// written, removed or moved while the scan runs may be missed or seen twice.
   /// Return false from `body` to stop.
-  public func forEachEntry(prefix: [UInt8] = [], values: Bool = false, includeExpired: Bool = false,
-                           _ body: (Entry) throws -> Bool) rethrows {
+  public func forEachEntry(
+    prefix: [UInt8] = [], values: Bool = false, includeExpired: Bool = false,
+    _ body: (Entry) throws -> Bool
+  ) rethrows {
     try engine.forEachEntry(values: values, includeExpired: includeExpired) { e in
       guard e.key.starts(with: prefix) else { return true }
-      return try body(Entry(key: e.key, value: e.value, valueCount: e.info.valueCount,
-                            expiryMilliseconds: e.info.expiryMilliseconds, version: e.info.version,
-                            isExpired: e.info.isExpired, inMainLog: e.inMainLog))
+      return try body(
+        Entry(
+          key: e.key, value: e.value, valueCount: e.info.valueCount,
+          expiryMilliseconds: e.info.expiryMilliseconds, version: e.info.version,
+          isExpired: e.info.isExpired, inMainLog: e.inMainLog))
     }
   }
 

@@ -35,7 +35,8 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
     var defaultExpiry: CacheExpiry
 
     mutating func unlink(_ i: Int) {
-      let p = nodes[i].prev, n = nodes[i].next
+      let p = nodes[i].prev
+      let n = nodes[i].next
       if p >= 0 { nodes[p].next = n } else { head = n }
       if n >= 0 { nodes[n].prev = p } else { tail = p }
       nodes[i].prev = -1
@@ -69,7 +70,10 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
     mutating func live(_ key: String, now: UInt64) -> Int? {
       guard let i = index[key] else { return nil }
       let e = nodes[i].expiry
-      if e != 0 && e <= now { remove(i); return nil }
+      if e != 0 && e <= now {
+        remove(i)
+        return nil
+      }
       return i
     }
   }
@@ -91,22 +95,35 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
   ///   - defaultExpiry: used by `setObject` when given no expiry.
   ///   - cost: an entry's cost when `setObject` is given none (default 0; for example
   ///     `{ $0.count }` for byte arrays).
-  public init(countLimit: Int = 0, totalCostLimit: Int = 0, defaultExpiry: CacheExpiry = .never,
-              cost: (@Sendable (Value) -> Int)? = nil) {
-    stateStorage = (State(countLimit: max(0, countLimit), costLimit: max(0, totalCostLimit), defaultExpiry: defaultExpiry))
+  public init(
+    countLimit: Int = 0, totalCostLimit: Int = 0, defaultExpiry: CacheExpiry = .never,
+    cost: (@Sendable (Value) -> Int)? = nil
+  ) {
+    stateStorage =
+      (State(countLimit: max(0, countLimit), costLimit: max(0, totalCostLimit), defaultExpiry: defaultExpiry))
     costOf = cost
   }
 
   /// Most entries kept (0 = no limit); lowering it evicts the least recently used at once.
   public var countLimit: Int {
     get { withLock { $0.countLimit } }
-    set { withLock { $0.countLimit = max(0, newValue); $0.trim() } }
+    set {
+      withLock {
+        $0.countLimit = max(0, newValue)
+        $0.trim()
+      }
+    }
   }
 
   /// Most total cost kept (0 = no limit); lowering it evicts the least recently used at once.
   public var totalCostLimit: Int {
     get { withLock { $0.costLimit } }
-    set { withLock { $0.costLimit = max(0, newValue); $0.trim() } }
+    set {
+      withLock {
+        $0.costLimit = max(0, newValue)
+        $0.trim()
+      }
+    }
   }
 
   /// The expiry `setObject` uses when it is given none.
@@ -154,7 +171,13 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
       } else {
         let node = Node(key: key, value: value, expiry: expiry, cost: cost)
         let i: Int
-        if let f = s.free.popLast() { s.nodes[f] = node; i = f } else { s.nodes.append(node); i = s.nodes.count - 1 }
+        if let f = s.free.popLast() {
+          s.nodes[f] = node
+          i = f
+        } else {
+          s.nodes.append(node)
+          i = s.nodes.count - 1
+        }
         s.index[key] = i
         s.totalCost += cost
         s.pushFront(i)
@@ -174,7 +197,12 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
 
   public func removeAllObjects() throws {
     withLock { s in
-      s.index = [:]; s.nodes = []; s.free = []; s.head = -1; s.tail = -1; s.totalCost = 0
+      s.index = [:]
+      s.nodes = []
+      s.free = []
+      s.head = -1
+      s.tail = -1
+      s.totalCost = 0
     }
   }
 

@@ -38,9 +38,11 @@ public struct OpenPolicy: Sendable, Equatable {
   public var sharedGroup: String? = nil
 
   /// A policy; the defaults are the safe choices (see each property).
-  public init(allowOtherOwner: Bool = false, allowGroupOrWorldWritable: Bool = false,
-              readOnly: Bool = false, create: Bool = true, verifyChecksumsOnRead: Bool = false,
-              sharedGroup: String? = nil) {
+  public init(
+    allowOtherOwner: Bool = false, allowGroupOrWorldWritable: Bool = false,
+    readOnly: Bool = false, create: Bool = true, verifyChecksumsOnRead: Bool = false,
+    sharedGroup: String? = nil
+  ) {
     self.allowOtherOwner = allowOtherOwner
     self.allowGroupOrWorldWritable = allowGroupOrWorldWritable
     self.readOnly = readOnly

@@ -10,8 +10,10 @@ extension SharedCache where Value: FixedWidthInteger {
   /// Throws `.notAnInteger` when the stored bytes are not a `Value` (nothing is changed)
   /// and `.invalidArgument` when the result would overflow `Value` (nothing is changed).
   @discardableResult
-  public func increment(forKey key: String, by delta: Value = 1, initial: Value = 0,
-                        expires: CacheExpiry? = nil) throws -> Value {
+  public func increment(
+    forKey key: String, by delta: Value = 1, initial: Value = 0,
+    expires: CacheExpiry? = nil
+  ) throws -> Value {
     try adjust(key, expires, initial) { old in
       let (r, overflow) = old.addingReportingOverflow(delta)
       return overflow ? nil : r
@@ -20,16 +22,20 @@ extension SharedCache where Value: FixedWidthInteger {
 
   /// Subtracts `delta` from the counter under `key`; see `increment`.
   @discardableResult
-  public func decrement(forKey key: String, by delta: Value = 1, initial: Value = 0,
-                        expires: CacheExpiry? = nil) throws -> Value {
+  public func decrement(
+    forKey key: String, by delta: Value = 1, initial: Value = 0,
+    expires: CacheExpiry? = nil
+  ) throws -> Value {
     try adjust(key, expires, initial) { old in
       let (r, overflow) = old.subtractingReportingOverflow(delta)
       return overflow ? nil : r
     }
   }
 
-  private func adjust(_ key: String, _ expires: CacheExpiry?, _ initial: Value,
-                      _ op: (Value) -> Value?) throws -> Value {
+  private func adjust(
+    _ key: String, _ expires: CacheExpiry?, _ initial: Value,
+    _ op: (Value) -> Value?
+  ) throws -> Value {
     let now = Sys.wallClockMilliseconds()
     let given = expires.map { $0.milliseconds(now: now) }
     let fresh = (defaultExpiry).milliseconds(now: now)
@@ -43,7 +49,8 @@ extension SharedCache where Value: FixedWidthInteger {
           old = initial
         }
         guard let new = op(old) else {
-          throw CacheError.invalidArgument("changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
+          throw CacheError.invalidArgument(
+            "changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
         }
         result = new
         let expiry = given ?? (info.map { $0.expiryMilliseconds ?? 0 } ?? fresh)
@@ -118,12 +125,15 @@ extension SharedCache {
   /// slot's version counter, without the write lock. Return false to stop. Entries
   /// written or moved during the walk may be missed; none is visited twice. A value that
   /// fails to decode throws `.decodingFailed` and ends the walk.
-  public func forEachObject(includeExpired: Bool = false,
-                            _ body: (_ key: String, _ value: Value, _ expires: CacheExpiry) throws -> Bool) throws {
+  public func forEachObject(
+    includeExpired: Bool = false,
+    _ body: (_ key: String, _ value: Value, _ expires: CacheExpiry) throws -> Bool
+  ) throws {
     var seen = Set<[UInt8]>()
     try engine.forEachEntry(values: true, includeExpired: includeExpired) { e in
       guard let key = String(validating: e.key, as: UTF8.self), let bytes = e.value,
-            seen.insert(e.key).inserted else { return true }
+        seen.insert(e.key).inserted
+      else { return true }
       let value = try bytes.withUnsafeBytes { try decode($0, key: key) }
       return try body(key, value, CacheExpiry.from(milliseconds: e.info.expiryMilliseconds))
     }
@@ -132,7 +142,10 @@ extension SharedCache {
   /// Every live entry as a dictionary (see `forEachObject`).
   public func allObjects() throws -> [String: Value] {
     var out: [String: Value] = [:]
-    try forEachObject { k, v, _ in out[k] = v; return true }
+    try forEachObject { k, v, _ in
+      out[k] = v
+      return true
+    }
     return out
   }
 }

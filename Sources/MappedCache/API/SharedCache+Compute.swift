@@ -20,8 +20,10 @@ public struct ComputeOptions: Sendable, Equatable {
   public var maxPollInterval: TimeInterval
 
   /// Options for get-or-compute; see each property.
-  public init(waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
-              maxPollInterval: TimeInterval = 0.02) {
+  public init(
+    waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
+    maxPollInterval: TimeInterval = 0.02
+  ) {
     self.waitTimeout = waitTimeout
     self.serveStale = serveStale
     self.cacheFailuresFor = cacheFailuresFor
@@ -107,8 +109,10 @@ extension SharedCache where Value: Codable & SendableMetatype {
   ///   a cached failure lasts; ``CacheError/fileReplaced(path:)`` when the path now names
   ///   another file (a claim there would exclude nobody); the errors of `object(forKey:)`
   ///   and `setObject(_:forKey:expires:)`.
-  public func object(forKey key: String, expires: CacheExpiry? = nil, options: ComputeOptions = ComputeOptions(),
-                     orCompute compute: () async throws -> Value) async throws -> (value: Value, fromCache: Bool) {
+  public func object(
+    forKey key: String, expires: CacheExpiry? = nil, options: ComputeOptions = ComputeOptions(),
+    orCompute compute: () async throws -> Value
+  ) async throws -> (value: Value, fromCache: Bool) {
     if let v = try object(forKey: key) { return (v, true) }
     try throwIfFailureCached(key)
     guard engine.writable else { return (try await compute(), false) }
@@ -139,10 +143,15 @@ extension SharedCache where Value: Codable & SendableMetatype {
   /// `completion(nil, false, error)` follows. As with `object(forKey:orCompute:)`, only
   /// one process computes a key at a time; a caller that has to wait for another does
   /// so on a background queue and gets its completion there.
-  public func setObject(forKey key: String, options: ComputeOptions = ComputeOptions(),
-                        cacheBlock: @escaping @Sendable (_ success: @escaping @Sendable (Value, CacheExpiry) -> Void,
-                                                         _ failure: @escaping @Sendable (Error?) -> Void) -> Void,
-                        completion: @escaping @Sendable (_ value: Value?, _ isLoadedFromCache: Bool, _ error: Error?) -> Void) {
+  public func setObject(
+    forKey key: String, options: ComputeOptions = ComputeOptions(),
+    cacheBlock:
+      @escaping @Sendable (
+        _ success: @escaping @Sendable (Value, CacheExpiry) -> Void,
+        _ failure: @escaping @Sendable (Error?) -> Void
+      ) -> Void,
+    completion: @escaping @Sendable (_ value: Value?, _ isLoadedFromCache: Bool, _ error: Error?) -> Void
+  ) {
     let claim: ComputeClaim?
     do {
       if let v = try object(forKey: key) { return completion(v, true, nil) }
@@ -160,7 +169,9 @@ extension SharedCache where Value: Codable & SendableMetatype {
         switch try step(key, box.claim, options, deadline) {
         case .cached(let v): completion(v, true, nil)
         case .claimed: runBlock(key, box, options, cacheBlock, completion)
-        case .timedOut: box.claim.release(); runBlock(key, nil, options, cacheBlock, completion)
+        case .timedOut:
+          box.claim.release()
+          runBlock(key, nil, options, cacheBlock, completion)
         case .wait: return false
         }
       } catch {
@@ -211,7 +222,10 @@ extension SharedCache where Value: Codable & SendableMetatype {
     if try claim.tryAcquire() {
       // The previous claimer may have stored the value just before releasing.
       do {
-        if let v = try peek(key, allowingExpired: false) { claim.release(); return .cached(v) }
+        if let v = try peek(key, allowingExpired: false) {
+          claim.release()
+          return .cached(v)
+        }
         try throwIfFailureCached(key)
       } catch {
         claim.release()
@@ -232,8 +246,10 @@ extension SharedCache where Value: Codable & SendableMetatype {
     }
   }
 
-  private func computeAndStore(_ key: String, _ expires: CacheExpiry?, _ options: ComputeOptions,
-                               _ compute: () async throws -> Value) async throws -> Value {
+  private func computeAndStore(
+    _ key: String, _ expires: CacheExpiry?, _ options: ComputeOptions,
+    _ compute: () async throws -> Value
+  ) async throws -> Value {
     let value: Value
     do { value = try await compute() } catch {
       rememberFailure(key, error, options)
@@ -243,28 +259,40 @@ extension SharedCache where Value: Codable & SendableMetatype {
     return value
   }
 
-  private func runBlock(_ key: String, _ box: ClaimBox?, _ options: ComputeOptions,
-                        _ cacheBlock: @escaping @Sendable (_ success: @escaping @Sendable (Value, CacheExpiry) -> Void,
-                                                           _ failure: @escaping @Sendable (Error?) -> Void) -> Void,
-                        _ completion: @escaping @Sendable (Value?, Bool, Error?) -> Void) {
+  private func runBlock(
+    _ key: String, _ box: ClaimBox?, _ options: ComputeOptions,
+    _ cacheBlock:
+      @escaping @Sendable (
+        _ success: @escaping @Sendable (Value, CacheExpiry) -> Void,
+        _ failure: @escaping @Sendable (Error?) -> Void
+      ) -> Void,
+    _ completion: @escaping @Sendable (Value?, Bool, Error?) -> Void
+  ) {
     let once = Mutex(false)
-    @Sendable func first() -> Bool { once.withLock { done in defer { done = true }; return !done } }
-    cacheBlock({ value, expiry in
-      guard first() else { return }
-      defer { box?.claim.release() }
-      do {
-        try self.setObject(value, forKey: key, expires: expiry)
-        completion(value, false, nil)
-      } catch {
-        completion(nil, false, error)
+    @Sendable func first() -> Bool {
+      once.withLock { done in
+        defer { done = true }
+        return !done
       }
-    }, { error in
-      guard first() else { return }
-      defer { box?.claim.release() }
-      let e = error ?? CacheError.computeFailed(key: key, reason: "the cache block reported failure")
-      self.rememberFailure(key, e, options)
-      completion(nil, false, e)
-    })
+    }
+    cacheBlock(
+      { value, expiry in
+        guard first() else { return }
+        defer { box?.claim.release() }
+        do {
+          try self.setObject(value, forKey: key, expires: expiry)
+          completion(value, false, nil)
+        } catch {
+          completion(nil, false, error)
+        }
+      },
+      { error in
+        guard first() else { return }
+        defer { box?.claim.release() }
+        let e = error ?? CacheError.computeFailed(key: key, reason: "the cache block reported failure")
+        self.rememberFailure(key, e, options)
+        completion(nil, false, e)
+      })
   }
 
   // MARK: Negative caching

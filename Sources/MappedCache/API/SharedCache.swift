@@ -72,20 +72,25 @@ public final class SharedCache<Value>: @unchecked Sendable {
   ///   ``CacheError/diskFull(path:bytes:)``; ``CacheError/invalidArgument(_:)`` for
   ///   creation options out of range; ``CacheError/tooManyProcesses(limit:)``;
   ///   ``CacheError/system(_:)`` for any other failed system call.
-  public init(path: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
-              policy: OpenPolicy = OpenPolicy(), lockMode: LockMode = .sharedWord) throws where Value: Codable {
+  public init(
+    path: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
+    policy: OpenPolicy = OpenPolicy(), lockMode: LockMode = .sharedWord
+  ) throws where Value: Codable {
     var o = options
     if capacity != 64 << 20 || o.capacity == 64 << 20 { o.capacity = capacity }
     let codec = ValueCodec<Value>.make()
     self.codec = codec
-    engine = try CacheEngine(path: path, options: o, policy: policy, lockMode: lockMode,
-                             typeFingerprint: codec.fingerprint, typeName: codec.typeName)
+    engine = try CacheEngine(
+      path: path, options: o, policy: policy, lockMode: lockMode,
+      typeFingerprint: codec.fingerprint, typeName: codec.typeName)
   }
 
   /// Opens or creates the cache called `name` at the embedded default location:
   /// `/dev/shm/<name>.mcache`, or the temporary directory where /dev/shm is missing.
-  public convenience init(name: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
-                          policy: OpenPolicy = OpenPolicy()) throws where Value: Codable {
+  public convenience init(
+    name: String, capacity: Int = 64 << 20, options: CacheOptions = CacheOptions(),
+    policy: OpenPolicy = OpenPolicy()
+  ) throws where Value: Codable {
     try self.init(path: SharedCache.defaultPath(forName: name), capacity: capacity, options: options, policy: policy)
   }
 
@@ -95,7 +100,8 @@ public final class SharedCache<Value>: @unchecked Sendable {
       throw CacheError.invalidArgument("cache name \"\(name)\" must be 1 to 200 characters without '/'")
     }
     var isDir: ObjCBool = false
-    let dir = FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
+    let dir =
+      FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
       ? "/dev/shm" : NSTemporaryDirectory()
     return (dir as NSString).appendingPathComponent("\(name).mcache")
   }
@@ -194,9 +200,12 @@ public final class SharedCache<Value>: @unchecked Sendable {
       // its instructions.)
       let n = try withKey(key) { k in
         try checkKeySize(k)
-        return try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) { buffer -> Int in
+        return try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
+          buffer -> Int in
           let n = engine.copyValue(k, into: buffer)
-          if n >= 0 && n <= CacheEngine.stackBufferBytes { result = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key) }
+          if n >= 0 && n <= CacheEngine.stackBufferBytes {
+            result = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
+          }
           return n
         }
       }
@@ -319,21 +328,27 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// ``objectWithVersion(forKey:)``); false when another write came first, or the entry is gone.
   /// - Throws: as ``setObject(_:forKey:expires:)-(_,String,_)`` does.
   @discardableResult
-  public func setObject(_ value: Value, forKey key: String, ifVersion version: UInt64,
-                        expires: CacheExpiry? = nil) throws -> Bool {
+  public func setObject(
+    _ value: Value, forKey key: String, ifVersion version: UInt64,
+    expires: CacheExpiry? = nil
+  ) throws -> Bool {
     if case .stored = try store(value, key, expires, .ifVersion(version)) { return true }
     return false
   }
 
   @inlinable
-  func store(_ value: Value, _ key: String, _ expires: CacheExpiry?,
-             _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
+  func store(
+    _ value: Value, _ key: String, _ expires: CacheExpiry?,
+    _ condition: CacheEngine.SetCondition
+  ) throws -> CacheEngine.SetOutcome {
     try withKey(key) { try store(value, $0, expires, condition) }
   }
 
   @inlinable
-  func store(_ value: Value, _ key: UnsafeRawBufferPointer, _ expires: CacheExpiry?,
-             _ condition: CacheEngine.SetCondition) throws -> CacheEngine.SetOutcome {
+  func store(
+    _ value: Value, _ key: UnsafeRawBufferPointer, _ expires: CacheExpiry?,
+    _ condition: CacheEngine.SetCondition
+  ) throws -> CacheEngine.SetOutcome {
     let ms = expiryMs(expires)
     var outcome = CacheEngine.SetOutcome.conflict
     try codec.withValueBytes(value) { v in
@@ -445,8 +460,10 @@ extension SharedCache where Value == [UInt8] {
   /// with no `Array` built (a buffer reused from write to write allocates nothing).
   /// Throws as `setObject` does: for an empty or oversized key, a value too large.
   @inlinable
-  public func setBytes(_ bytes: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer,
-                       expires: CacheExpiry? = nil) throws {
+  public func setBytes(
+    _ bytes: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer,
+    expires: CacheExpiry? = nil
+  ) throws {
     _ = try engine.set(key, bytes, expiry: expiryMs(expires), condition: .always)
   }
 

@@ -21,13 +21,17 @@ struct CacheDecodingError: Error, CustomStringConvertible {
 
 extension Array: CacheValueEncodable where Element == UInt8 {
   public static var cacheTypeName: String { "bytes" }
-  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try withUnsafeBytes(body)
+  }
   public init(cacheBytes b: UnsafeRawBufferPointer) { self.init(b) }
 }
 
 extension Data: CacheValueEncodable {
   public static var cacheTypeName: String { "bytes" }
-  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+  public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try withUnsafeBytes(body)
+  }
   public init(cacheBytes b: UnsafeRawBufferPointer) { self.init(b) }
 }
 
@@ -47,7 +51,9 @@ extension String: CacheValueEncodable {
       return b.count
     }
     // A native string (every string here) is contiguous: `withUTF8` copies nothing.
-    let same = s.withUTF8 { u in u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0) }
+    let same = s.withUTF8 { u in
+      u.count == b.count && (b.count == 0 || memcmp(u.baseAddress!, b.baseAddress!, b.count) == 0)
+    }
     guard same else { throw CacheDecodingError(description: "not valid UTF-8") }
     self = s
   }
@@ -175,7 +181,9 @@ extension ValueCodec {
       var s = unsafeBitCast(v, to: String.self)
       return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
-    if Value.self == Int.self { return try Swift.withUnsafeBytes(of: unsafeBitCast(v, to: Int.self).littleEndian, body) }
+    if Value.self == Int.self {
+      return try Swift.withUnsafeBytes(of: unsafeBitCast(v, to: Int.self).littleEndian, body)
+    }
     try withBytes(v, body)
   }
 

@@ -27,9 +27,11 @@ extension CacheEngine {
     try withWriteLock { held in
       let main = logs.state(.main)
       guard case .found(let i, let e) = index.find(key, hash: KeyHash.key(key), held),
-            main.need(e.recordSize) + layout.mainReserve <= main.free else { return false }
-      policy.moveToMainHead(slot: i, record: e.loc, size: e.recordSize,
-                            meta: index.meta(at: i) & ~Format.referencedBit, midway: whileHeld, held)
+        main.need(e.recordSize) + layout.mainReserve <= main.free
+      else { return false }
+      policy.moveToMainHead(
+        slot: i, record: e.loc, size: e.recordSize,
+        meta: index.meta(at: i) & ~Format.referencedBit, midway: whileHeld, held)
       return true
     }
   }

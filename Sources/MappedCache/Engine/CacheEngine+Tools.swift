@@ -53,10 +53,11 @@ extension CacheEngine {
     var out: [AttachedProcess] = []
     for i in 0..<layout.procCount where i != registration?.slot {
       guard Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i)) else { continue }
-      out.append(AttachedProcess(
-        slot: i,
-        pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
-        openedMs: memory.procWord(i, Format.P.openedMs).load(.relaxed)))
+      out.append(
+        AttachedProcess(
+          slot: i,
+          pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
+          openedMs: memory.procWord(i, Format.P.openedMs).load(.relaxed)))
     }
     return out
   }

@@ -49,10 +49,13 @@ final class CacheEngine: @unchecked Sendable {
   /// Copied from `file` so the read path touches no reference (and no reference count).
   let writable: Bool
 
-  init(path: String, options: CacheOptions, policy openPolicy: OpenPolicy, lockMode: LockMode,
-       typeFingerprint: UInt64, typeName: String) throws(CacheError) {
-    let opened = try CacheFileOpener.open(path: path, options: options, policy: openPolicy,
-                                          typeFingerprint: typeFingerprint, typeName: typeName)
+  init(
+    path: String, options: CacheOptions, policy openPolicy: OpenPolicy, lockMode: LockMode,
+    typeFingerprint: UInt64, typeName: String
+  ) throws(CacheError) {
+    let opened = try CacheFileOpener.open(
+      path: path, options: options, policy: openPolicy,
+      typeFingerprint: typeFingerprint, typeName: typeName)
     file = opened.file
     layout = opened.layout
     maxKey = opened.layout.maxKey
@@ -80,13 +83,16 @@ final class CacheEngine: @unchecked Sendable {
     index = SlotIndex(memory: memory)
     logs = RecordLogs(memory: memory, layout: opened.layout)
     counters = TableCounters(memory: memory)
-    self.policy = EvictionPolicy(index: index, logs: logs, counters: counters, ghost: GhostTable(memory: memory),
-                                 maxEntries: opened.layout.maxEntries, path: path)
-    reader = Reader(index: index, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
-                    writable: opened.file.writable,
-                    liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
-    writer = Writer(index: index, logs: logs, policy: self.policy, counters: counters, maxKey: opened.layout.maxKey,
-                    maxValue: opened.layout.maxValue, path: path)
+    self.policy = EvictionPolicy(
+      index: index, logs: logs, counters: counters, ghost: GhostTable(memory: memory),
+      maxEntries: opened.layout.maxEntries, path: path)
+    reader = Reader(
+      index: index, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
+      writable: opened.file.writable,
+      liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
+    writer = Writer(
+      index: index, logs: logs, policy: self.policy, counters: counters, maxKey: opened.layout.maxKey,
+      maxValue: opened.layout.maxValue, path: path)
     checker = Checker(index: index, logs: logs, counters: counters)
   }
 
@@ -169,16 +175,20 @@ final class CacheEngine: @unchecked Sendable {
   func checkKey(_ key: UnsafeRawBufferPointer) throws(CacheError) { try writer.checkKey(key) }
 
   @inline(__always)
-  func prepare(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-               expiry: UInt64) throws(CacheError) -> PreparedWrite {
+  func prepare(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+    expiry: UInt64
+  ) throws(CacheError) -> PreparedWrite {
     try writer.prepare(key, value, expiry: expiry)
   }
 
   /// Stores one entry: prepared before the lock, then the in-place overwrite when it
   /// applies, else the write protocol (`Writer.store`).
   @usableFromInline
-  func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
-           condition: SetCondition = .always) throws -> SetOutcome {
+  func set(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
+    condition: SetCondition = .always
+  ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
     return try withWriteLock(checkingLogs: false) { held in
       if condition == .always, w.inline, let outcome = writer.overwriteInPlace(key, value, w, held) { return outcome }
@@ -190,8 +200,10 @@ final class CacheEngine: @unchecked Sendable {
   /// The write protocol (`Writer.store`), out of line: `set`'s in-place path stays short,
   /// and the layers are reached through this object rather than copied to the stack.
   @inline(never)
-  func store(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-             condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held) throws -> SetOutcome {
+  func store(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held
+  ) throws -> SetOutcome {
     try writer.store(key, value, w, condition: condition, now: now, held)
   }
 
@@ -235,9 +247,12 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// Read-modify-write of one entry under the lock (`Writer.update`).
-  func update(_ key: UnsafeRawBufferPointer,
-              _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> Writer.UpdateAction)
-    throws -> Writer.UpdateOutcome {
+  func update(
+    _ key: UnsafeRawBufferPointer,
+    _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> Writer.UpdateAction
+  )
+    throws -> Writer.UpdateOutcome
+  {
     try checkKey(key)
     let hash = KeyHash.key(key)
     return try withWriteLock { held in
@@ -259,8 +274,9 @@ final class CacheEngine: @unchecked Sendable {
   func removeExpired(maxSlots: Int) throws -> Int {
     try withWriteLock { held in
       let n = layout.slotCount
-      let r = writer.expireSlots(from: Int(counters.value(.sweepHand) % UInt64(n)), count: min(max(1, maxSlots), n),
-                                 now: Sys.expiryClockMilliseconds(), held)
+      let r = writer.expireSlots(
+        from: Int(counters.value(.sweepHand) % UInt64(n)), count: min(max(1, maxSlots), n),
+        now: Sys.expiryClockMilliseconds(), held)
       counters.set(.sweepHand, UInt64(r.next), held)
       return r.removed
     }
@@ -303,8 +319,10 @@ final class CacheEngine: @unchecked Sendable {
   /// non-generic, it costs no generic-metadata lookups per call.
   /// Precondition: `checkKey(key)` passed (every public entry point checks it first).
   @usableFromInline
-  func read(_ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
-            _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Bool {
+  func read(
+    _ key: UnsafeRawBufferPointer, allowExpired: Bool, countStats: Bool,
+    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
+  ) rethrows -> Bool {
     let hash = KeyHash.key(key)
     // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
     // the stack with no size check.
@@ -331,32 +349,40 @@ final class CacheEngine: @unchecked Sendable {
   /// One lookup into `buffer`, calling `body` on a hit (and setting `found`). Returns the
   /// size to try again with when the value is larger than the buffer, else 0.
   @inline(__always)
-  private func attempt(_ key: UnsafeRawBufferPointer, _ hash: UInt64, _ allowExpired: Bool, _ countStats: Bool,
-                       _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
-                       _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Int {
+  private func attempt(
+    _ key: UnsafeRawBufferPointer, _ hash: UInt64, _ allowExpired: Bool, _ countStats: Bool,
+    _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
+    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
+  ) rethrows -> Int {
     // The common case first: an inline entry, by the straight-line path. (`now` is 0:
     // the clock is read lazily, only for an entry with an expiry.)
     if !allowExpired {
-      var expiry: UInt64 = 0, version: UInt64 = 0
+      var expiry: UInt64 = 0
+      var version: UInt64 = 0
       let n = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version)
       if n >= 0 {
-        let info = EntryInfo(valueCount: n, expiryMilliseconds: expiry == 0 ? nil : expiry, version: version,
-                             isExpired: false)
+        let info = EntryInfo(
+          valueCount: n, expiryMilliseconds: expiry == 0 ? nil : expiry, version: version,
+          isExpired: false)
         return try finish(.hit(info), countStats, buffer, &found, body)
       }
       if n == Reader.fastMiss {
         // An empty slot before the key: only the miss's confirmation is left to do.
-        return try finish(reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer),
-                          countStats, buffer, &found, body)
+        return try finish(
+          reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer),
+          countStats, buffer, &found, body)
       }
     }
-    return try finish(reader.lookup(key, hash: hash, now: 0, allowExpired: allowExpired, into: buffer),
-                      countStats, buffer, &found, body)
+    return try finish(
+      reader.lookup(key, hash: hash, now: 0, allowExpired: allowExpired, into: buffer),
+      countStats, buffer, &found, body)
   }
 
   @inline(__always)
-  private func finish(_ outcome: Reader.Probe, _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer,
-                      _ found: inout Bool, _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void) rethrows -> Int {
+  private func finish(
+    _ outcome: Reader.Probe, _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer,
+    _ found: inout Bool, _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
+  ) rethrows -> Int {
     switch outcome {
     case .hit(let info):
       if countStats { reader.countHit() }
@@ -384,7 +410,8 @@ final class CacheEngine: @unchecked Sendable {
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     let hash = KeyHash.key(key)
     guard reader.isPlain else { return copyValueSlowly(key, hash: hash, fast: Reader.fastUnsure, into: buffer) }
-    var expiry: UInt64 = 0, version: UInt64 = 0
+    var expiry: UInt64 = 0
+    var version: UInt64 = 0
     let fast = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version, plain: true)
     if fast >= 0 {
       reader.countHit()
@@ -395,9 +422,12 @@ final class CacheEngine: @unchecked Sendable {
 
   /// `copyValue` past its fast path: kept out of line so that the fast path stays small.
   @inline(never)
-  func copyValueSlowly(_ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
-                       into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    let outcome = fast == Reader.fastMiss
+  func copyValueSlowly(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Int {
+    let outcome =
+      fast == Reader.fastMiss
       ? reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer)
       : reader.lookup(key, hash: hash, now: 0, allowExpired: false, into: buffer)
     switch outcome {
@@ -417,8 +447,10 @@ final class CacheEngine: @unchecked Sendable {
 
   /// `read` returning what `body` returns (nil on a miss). Same costs as `read`.
   @inline(__always)
-  func withValue<R>(forKey key: UnsafeRawBufferPointer, allowExpired: Bool = false, countStats: Bool = true,
-                    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> R) rethrows -> R? {
+  func withValue<R>(
+    forKey key: UnsafeRawBufferPointer, allowExpired: Bool = false, countStats: Bool = true,
+    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> R
+  ) rethrows -> R? {
     var result: R? = nil
     _ = try read(key, allowExpired: allowExpired, countStats: countStats) { bytes, info in
       result = try body(bytes, info)
@@ -427,8 +459,10 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// Visits live entries without the write lock (`Reader.forEachEntry`).
-  func forEachEntry(values: Bool, includeExpired: Bool = false,
-                    _ body: (Reader.ScannedEntry) throws -> Bool) rethrows {
+  func forEachEntry(
+    values: Bool, includeExpired: Bool = false,
+    _ body: (Reader.ScannedEntry) throws -> Bool
+  ) rethrows {
     try reader.forEachEntry(values: values, includeExpired: includeExpired, body)
   }
 
@@ -462,7 +496,8 @@ final class CacheEngine: @unchecked Sendable {
 
   /// Values of the process-wide counters, summed over the process table.
   func statistics() -> CacheStatistics {
-    var hits = counters.value(.retiredHits), misses = counters.value(.retiredMisses)
+    var hits = counters.value(.retiredHits)
+    var misses = counters.value(.retiredMisses)
     var busy = counters.value(.retiredBusy)
     for i in 0..<layout.procCount {
       hits &+= memory.procWord(i, Format.P.hits).load(.relaxed)
@@ -474,7 +509,8 @@ final class CacheEngine: @unchecked Sendable {
       misses &+= handleCounters.misses.load(.relaxed)
       busy &+= handleCounters.busy.load(.relaxed)
     }
-    let small = logs.state(.small), main = logs.state(.main)
+    let small = logs.state(.small)
+    let main = logs.state(.main)
     return CacheStatistics(
       entries: counters.count(.entries), liveBytes: counters.count(.liveBytes),
       capacity: layout.fileSize, hits: TableCounters.clamp(hits), misses: TableCounters.clamp(misses),

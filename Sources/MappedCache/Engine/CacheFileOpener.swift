@@ -26,8 +26,10 @@ enum CacheFileOpener {
     var created: Bool
   }
 
-  static func open(path: String, options: CacheOptions, policy: OpenPolicy,
-                   typeFingerprint: UInt64, typeName: String) throws(CacheError) -> Opened {
+  static func open(
+    path: String, options: CacheOptions, policy: OpenPolicy,
+    typeFingerprint: UInt64, typeName: String
+  ) throws(CacheError) -> Opened {
     try refuseSymlink(path)
     let group = try policy.sharedGroup.map { name throws(CacheError) in try SharedGroup(name) }
     if !policy.readOnly && policy.create && Sys.lstatIfPresent(path) == nil {
@@ -35,8 +37,10 @@ enum CacheFileOpener {
       // creation leaves nothing behind. (An existing cache opens with its own parameters.)
       _ = try Layout(options: options)
       if let group, !group.callerMayGiveFiles {
-        throw .unsafeFile(path: path, reason: "it would be shared with group \(group.name), and only its members "
-                            + "(or root) may give a file to a group")
+        throw .unsafeFile(
+          path: path,
+          reason: "it would be shared with group \(group.name), and only its members "
+            + "(or root) may give a file to a group")
       }
     }
     let (fd, writable) = try openDescriptor(path, policy: policy, mode: options.mode)
@@ -46,11 +50,13 @@ enum CacheFileOpener {
 
     try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
     defer { _ = try? Sys.flock(fd, LOCK_UN) }
-    let created = try createOrTakeOver(fd, path: path, canCreate: writable && policy.create, options: options,
-                                       group: group, typeFingerprint: typeFingerprint, typeName: typeName)
+    let created = try createOrTakeOver(
+      fd, path: path, canCreate: writable && policy.create, options: options,
+      group: group, typeFingerprint: typeFingerprint, typeName: typeName)
     let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
-    let (header, layout) = try readHeader(fd, path: path, fileSize: Int(st.st_size),
-                                          typeFingerprint: typeFingerprint, typeName: typeName)
+    let (header, layout) = try readHeader(
+      fd, path: path, fileSize: Int(st.st_size),
+      typeFingerprint: typeFingerprint, typeName: typeName)
     let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
@@ -69,8 +75,10 @@ enum CacheFileOpener {
   /// Step 2. Returns the descriptor and whether it is open for writing: an existing file
   /// this user may read but not write (its permissions, a read-only file system) opens
   /// read-only, and the handle then refuses writes with `CacheError.readOnly`.
-  private static func openDescriptor(_ path: String, policy: OpenPolicy,
-                                     mode: UInt32) throws(CacheError) -> (fd: Int32, writable: Bool) {
+  private static func openDescriptor(
+    _ path: String, policy: OpenPolicy,
+    mode: UInt32
+  ) throws(CacheError) -> (fd: Int32, writable: Bool) {
     let writable = !policy.readOnly
     let creating = policy.create && writable
     let existed = Sys.lstatIfPresent(path) != nil
@@ -84,7 +92,8 @@ enum CacheFileOpener {
     } catch {
       if error.code == .tooManySymbolicLinks { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
       if writable, error.code == .permissionDenied || error.code == .readOnlyFileSystem, Sys.statIfPresent(path) != nil,
-         let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) {
+        let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0)
+      {
         return (ro, false)
       }
       throw .system(error)
@@ -96,8 +105,10 @@ enum CacheFileOpener {
   /// the policy's shared group may be another user's and writable by the group (see
   /// `OpenPolicy.sharedGroup`); nothing makes an others-writable file acceptable but
   /// `allowGroupOrWorldWritable`.
-  private static func checkOwnershipAndMode(_ fd: Int32, path: String, policy: OpenPolicy,
-                                            group: SharedGroup?) throws(CacheError) {
+  private static func checkOwnershipAndMode(
+    _ fd: Int32, path: String, policy: OpenPolicy,
+    group: SharedGroup?
+  ) throws(CacheError) {
     let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     guard (st.st_mode & S_IFMT) == S_IFREG else { throw .notACacheFile(path: path) }
     let shared = group.map { st.st_gid == $0.id } ?? false
@@ -109,7 +120,8 @@ enum CacheFileOpener {
     if !policy.allowGroupOrWorldWritable {
       if st.st_mode & 0o002 != 0 { throw .unsafeFile(path: path, reason: "others can write it (mode \(mode))") }
       if st.st_mode & 0o020 != 0, !shared {
-        let hint = group.map { ", and it belongs to gid \(st.st_gid), not to the shared group \($0.name)" }
+        let hint =
+          group.map { ", and it belongs to gid \(st.st_gid), not to the shared group \($0.name)" }
           ?? " (OpenPolicy.sharedWithGroup trusts one group)"
         throw .unsafeFile(path: path, reason: "its group can write it (mode \(mode))\(hint)")
       }
@@ -119,9 +131,11 @@ enum CacheFileOpener {
   /// Step 4, under the `flock`: an empty file is laid out; a file whose creation was
   /// interrupted (it starts with the initialising marker) is laid out again. Returns
   /// whether this call made the cache. Without `canCreate`, both are refused.
-  private static func createOrTakeOver(_ fd: Int32, path: String, canCreate: Bool, options: CacheOptions,
-                                       group: SharedGroup?, typeFingerprint: UInt64,
-                                       typeName: String) throws(CacheError) -> Bool {
+  private static func createOrTakeOver(
+    _ fd: Int32, path: String, canCreate: Bool, options: CacheOptions,
+    group: SharedGroup?, typeFingerprint: UInt64,
+    typeName: String
+  ) throws(CacheError) -> Bool {
     let size = Int(try system { () throws(SystemError) in try Sys.fstat(fd) }.st_size)
     let wasEmpty: Bool
     if size == 0 {
@@ -130,14 +144,16 @@ enum CacheFileOpener {
       wasEmpty = true
     } else {
       let first = try system { () throws(SystemError) in try Sys.pread(fd, count: 8, at: 0) }
-      guard first.count == 8, HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic
+      guard first.count == 8,
+        HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic
       else { return false }
       guard canCreate else { throw .corrupted(path: path, reason: "its creation was interrupted") }
       wasEmpty = false
     }
     if let group { try give(fd, path: path, to: group, mode: options.mode) }
-    try initialise(fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
-                   typeName: typeName, wasEmpty: wasEmpty)
+    try initialise(
+      fd: fd, path: path, options: options, typeFingerprint: typeFingerprint,
+      typeName: typeName, wasEmpty: wasEmpty)
     return true
   }
 
@@ -161,8 +177,10 @@ enum CacheFileOpener {
 
   /// Step 5: the header must be a finished one of this format whose fields agree with
   /// each other, with the file's size, and with the value type asked for.
-  private static func readHeader(_ fd: Int32, path: String, fileSize: Int, typeFingerprint: UInt64,
-                                 typeName: String) throws(CacheError) -> (HeaderFields, Layout) {
+  private static func readHeader(
+    _ fd: Int32, path: String, fileSize: Int, typeFingerprint: UInt64,
+    typeName: String
+  ) throws(CacheError) -> (HeaderFields, Layout) {
     let bytes = try system { () throws(SystemError) in try Sys.pread(fd, count: 256, at: 0) }
     let h = HeaderFields(bytes: bytes)
     guard bytes.count == 256, h.magic == Format.magic else { throw .notACacheFile(path: path) }
@@ -189,8 +207,10 @@ enum CacheFileOpener {
   /// Lays out a new cache in `fd` (held under `flock` by the caller), in the order that
   /// makes an interruption at any point recognisable: the marker first, then the blocks,
   /// then the header, then the magic.
-  private static func initialise(fd: Int32, path: String, options: CacheOptions, typeFingerprint: UInt64,
-                                 typeName: String, wasEmpty: Bool) throws(CacheError) {
+  private static func initialise(
+    fd: Int32, path: String, options: CacheOptions, typeFingerprint: UInt64,
+    typeName: String, wasEmpty: Bool
+  ) throws(CacheError) {
     let layout = try Layout(options: options)
     // Mark the file as ours before it has its final size: an interrupted creation is
     // recognised and redone, while a foreign file is never mistaken for one. On a full
@@ -213,14 +233,16 @@ enum CacheFileOpener {
       if Int(try Sys.fstat(fd).st_size) != layout.fileSize { try Sys.ftruncate(fd, size: layout.fileSize) }
     }
     pauseForTest(at: "allocated")
-    let header = HeaderFields(layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
-                              createdMs: Sys.wallClockMilliseconds())
+    let header = HeaderFields(
+      layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
+      createdMs: Sys.wallClockMilliseconds())
     let base = try system { () throws(SystemError) in try Sys.mmap(fd, size: layout.fileSize, writable: true) }
     defer { Sys.munmap(base, size: layout.fileSize) }
     // A file being created again must read as zero everywhere but the logs (log bytes are
     // only reached through slots); the "header" test pause splits the image's copy.
-    MappedMemory.writeHeader(base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.logOffset,
-                             midway: { pauseForTest(at: "header") })
+    MappedMemory.writeHeader(
+      base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.logOffset,
+      midway: { pauseForTest(at: "header") })
     pauseForTest(at: "unpublished")
     MappedMemory.publishMagic(base, Format.magic)
   }

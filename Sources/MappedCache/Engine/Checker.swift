@@ -121,7 +121,8 @@ struct Checker {
       while pos < log.head {
         let loc = log.offset(pos)
         guard let rh = index.memory.recordHeader(at: loc), UInt64(rh.size) <= log.head &- pos,
-              loc + rh.size <= log.base + log.size else {
+          loc + rh.size <= log.base + log.size
+        else {
           problem(&r, "\(id) log: bad record at position \(pos)")
           broken.append(id)
           break
@@ -141,9 +142,12 @@ struct Checker {
 
   /// Step 2: every slot. Counts the entries that pass into `r`; returns the slots to drop
   /// and the moved slot whose odd sequence to finish.
-  private func checkSlots(_ r: inout VerifyReport, logs states: [LogID: LogState], movedSlot: Int?,
-                          checksums: Bool) -> (drop: [Int], finishMove: [Int]) {
-    var drop: [Int] = [], finishMove: [Int] = []
+  private func checkSlots(
+    _ r: inout VerifyReport, logs states: [LogID: LogState], movedSlot: Int?,
+    checksums: Bool
+  ) -> (drop: [Int], finishMove: [Int]) {
+    var drop: [Int] = []
+    var finishMove: [Int] = []
     var seenLocs = Set<Int>()
     for i in 0..<index.slotCount {
       r.slotsChecked += 1
@@ -173,8 +177,10 @@ struct Checker {
   }
 
   /// Whether slot `i`'s entry is whole and its own: its record's offset and key+value bytes, or why not.
-  private func checkEntry(slot i: Int, hash h: UInt64, logs states: [LogID: LogState], seen: Set<Int>,
-                          checksums: Bool) -> Result<(Int, Int), LayoutProblem> {
+  private func checkEntry(
+    slot i: Int, hash h: UInt64, logs states: [LogID: LogState], seen: Set<Int>,
+    checksums: Bool
+  ) -> Result<(Int, Int), LayoutProblem> {
     let loc = index.loc(at: i)
     let inline = index.meta(at: i) & Format.inlineBit != 0
     guard let rh = index.memory.recordHeader(at: loc), rh.kind == (inline ? Format.kindHeaderOnly : Format.kindEntry)
@@ -192,8 +198,10 @@ struct Checker {
   /// (An inline entry's record is its header alone, and the value may have been rewritten
   /// in place since, so only the key's length is compared; the key must hash to the
   /// slot's hash, which the caller has matched with the record's.)
-  private func checkValue(slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader, inline: Bool,
-                          checksums: Bool) -> Result<Int, LayoutProblem> {
+  private func checkValue(
+    slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader, inline: Bool,
+    checksums: Bool
+  ) -> Result<Int, LayoutProblem> {
     if inline {
       guard let l = index.memory.inlineLengths(i), l.klen == rh.klen else {
         return .failure(LayoutProblem("inline lengths disagree with the record"))
@@ -218,10 +226,12 @@ struct Checker {
   private func checkReachability(_ r: inout VerifyReport) -> [Int] {
     let n = index.slotCount
     var out: [Int] = []
-    var total = 0, count = 0
+    var total = 0
+    var count = 0
     r.maxProbe = 0
     for i in 0..<n where index.hash(at: i) != 0 {
-      var j = index.home(index.hash(at: i)), distance = 0
+      var j = index.home(index.hash(at: i))
+      var distance = 0
       while j != i && index.hash(at: j) != 0 && distance < n {
         j = index.next(j)
         distance += 1
@@ -256,7 +266,8 @@ struct Checker {
   /// then set), which is not reported as a problem.
   @discardableResult
   private func checkCounts(_ r: inout VerifyReport) -> Bool {
-    let entries = counters.value(.entries), live = counters.value(.liveBytes)
+    let entries = counters.value(.entries)
+    let live = counters.value(.liveBytes)
     guard counters.count(.entries) != r.entries || counters.count(.liveBytes) != r.liveBytes else { return false }
     if counters.value(.intent) == 0 {
       problem(&r, "counts say \(entries) entries / \(live) bytes, slots hold \(r.entries) / \(r.liveBytes)")

@@ -50,8 +50,10 @@ struct EvictionPolicy {
   /// Frees room for a record of `size` bytes in log `id`, and (with `enforceLimits`) for
   /// a new entry of `liveDelta` key+value bytes under the count and cost limits (step 1).
   /// Returns whether anything moved (slots may have shifted: look the key up again).
-  func makeRoom(_ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
-                _ held: borrowing WriteLock.Held) throws -> Bool {
+  func makeRoom(
+    _ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) throws -> Bool {
     var changed = false
     var budget = EvictionBudget()
     let reserve = id == .main ? logs.mainReserve : 0
@@ -84,7 +86,8 @@ struct EvictionPolicy {
     var budget = EvictionBudget.noSecondChances
     var rounds = 0
     while rounds < 4 * index.slotCount {
-      let countLimit = counters.countLimit, costLimit = counters.costLimit
+      let countLimit = counters.countLimit
+      let costLimit = counters.costLimit
       let overCount = countLimit > 0 && counters.count(.entries) > countLimit
       let overCost = costLimit > 0 && counters.count(.liveBytes) > costLimit
       guard overCount || overCost else { return }
@@ -98,14 +101,17 @@ struct EvictionPolicy {
   /// For entry and cost limits: keep small's share near its tenth (S3-FIFO), or main is
   /// never swept.
   private func victimForLimits() -> LogID {
-    let small = logs.state(.small), main = logs.state(.main)
+    let small = logs.state(.small)
+    let main = logs.state(.main)
     if small.isEmpty { return .main }
     return main.isEmpty || small.used * 10 >= small.used + main.used ? .small : .main
   }
 
   @inline(__always)
-  private func evictTail(of id: LogID, now: UInt64, budget: inout EvictionBudget,
-                         _ held: borrowing WriteLock.Held) throws {
+  private func evictTail(
+    of id: LogID, now: UInt64, budget: inout EvictionBudget,
+    _ held: borrowing WriteLock.Held
+  ) throws {
     if id == .small {
       try evictSmallTail(now: now, budget: &budget, held)
     } else {
@@ -117,7 +123,8 @@ struct EvictionPolicy {
   /// dead record, which it skips (steps 2 and 7). Throws for a record that breaks the
   /// log's invariants.
   private func liveTail(_ id: LogID, _ held: borrowing WriteLock.Held)
-    throws -> (loc: Int, record: MappedMemory.RecordHeader, slot: Int)? {
+    throws -> (loc: Int, record: MappedMemory.RecordHeader, slot: Int)?
+  {
     let log = logs.state(id)
     let loc = log.offset(log.tail)
     guard let rh = index.memory.recordHeader(at: loc), rh.size <= log.used, loc + rh.size <= log.base + log.size else {
@@ -145,7 +152,8 @@ struct EvictionPolicy {
     // While the cache is filling (log space, entry and cost limits all slack), new
     // entries flow into main unreferenced; once full, only referenced ones do.
     let costLimit = counters.costLimit
-    let underLimits = counters.count(.entries) < entryLimit
+    let underLimits =
+      counters.count(.entries) < entryLimit
       && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
     let referenced = meta & Format.referencedBit != 0
     // An unread newcomer may still displace an unread entry that only got into main
@@ -160,8 +168,9 @@ struct EvictionPolicy {
         // Promoted unread (while filling, or displacing): mark it unearned.
         let m = index.meta(at: j)
         let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
-        moveToMainHead(slot: j, record: loc, size: rh.size,
-                       meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned, held)
+        moveToMainHead(
+          slot: j, record: loc, size: rh.size,
+          meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned, held)
         counters.bump(.promotions, held)
       }
     } else {
@@ -182,7 +191,8 @@ struct EvictionPolicy {
       counters.bump(.expirations, held)
     } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
       budget.spend(rh.size)
-      moveToMainHead(slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit), held)
+      moveToMainHead(
+        slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit), held)
       counters.bump(.reinsertions, held)
     } else {
       index.remove(i, counters: counters, held)
@@ -192,8 +202,10 @@ struct EvictionPolicy {
   }
 
   /// Evicts from main's tail until a record of `size` bytes fits with the reserve to spare.
-  private func ensureMainRoom(for size: Int, now: UInt64, budget: inout EvictionBudget,
-                              _ held: borrowing WriteLock.Held) throws {
+  private func ensureMainRoom(
+    for size: Int, now: UInt64, budget: inout EvictionBudget,
+    _ held: borrowing WriteLock.Held
+  ) throws {
     var rounds = 0
     while true {
       let main = logs.state(.main)
@@ -231,8 +243,10 @@ struct EvictionPolicy {
   /// old copy becomes dead once the caller advances its log's tail. Precondition: main
   /// has room for `size` bytes.
   @inline(__always)
-  func moveToMainHead(slot i: Int, record loc: Int, size: Int, meta: UInt64, midway: () -> Void = {},
-                      _ held: borrowing WriteLock.Held) {
+  func moveToMainHead(
+    slot i: Int, record loc: Int, size: Int, meta: UInt64, midway: () -> Void = {},
+    _ held: borrowing WriteLock.Held
+  ) {
     let to = logs.reserve(.main, size, held)
     index.memory.moveRecord(from: loc, to: to, size: size, held)
     logs.commit(.main, size, held)

@@ -37,4 +37,3 @@ final class MappedFile {
     return UInt64(st.st_dev) != device || UInt64(st.st_ino) != inode
   }
 }
-

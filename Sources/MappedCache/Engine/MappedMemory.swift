@@ -18,17 +18,27 @@ import Synchronization
 struct SharedWord {
   fileprivate let address: UnsafeMutablePointer<Atomic<UInt64>>
 
-  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt64 { address.pointee.load(ordering: ordering) }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func store(_ value: UInt64, _ ordering: AtomicStoreOrdering) {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt64 {
+    address.pointee.load(ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func store(
+    _ value: UInt64, _ ordering: AtomicStoreOrdering
+  ) {
     address.pointee.store(value, ordering: ordering)
   }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func add(_ value: UInt64, _ ordering: AtomicUpdateOrdering) {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func add(
+    _ value: UInt64, _ ordering: AtomicUpdateOrdering
+  ) {
     address.pointee.wrappingAdd(value, ordering: ordering)
   }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(_ value: UInt64, _ ordering: AtomicUpdateOrdering) -> UInt64 {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(
+    _ value: UInt64, _ ordering: AtomicUpdateOrdering
+  ) -> UInt64 {
     address.pointee.exchange(value, ordering: ordering)
   }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func bitwiseOr(_ bits: UInt64, _ ordering: AtomicUpdateOrdering) {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func bitwiseOr(
+    _ bits: UInt64, _ ordering: AtomicUpdateOrdering
+  ) {
     address.pointee.bitwiseOr(bits, ordering: ordering)
   }
   @_semantics("atomics.requires_constant_orderings") @_transparent
@@ -44,11 +54,17 @@ struct SharedWord {
 struct SharedWord32 {
   fileprivate let address: UnsafeMutablePointer<Atomic<UInt32>>
 
-  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt32 { address.pointee.load(ordering: ordering) }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func store(_ value: UInt32, _ ordering: AtomicStoreOrdering) {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func load(_ ordering: AtomicLoadOrdering) -> UInt32 {
+    address.pointee.load(ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func store(
+    _ value: UInt32, _ ordering: AtomicStoreOrdering
+  ) {
     address.pointee.store(value, ordering: ordering)
   }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(_ value: UInt32, _ ordering: AtomicUpdateOrdering) -> UInt32 {
+  @_semantics("atomics.requires_constant_orderings") @_transparent func exchange(
+    _ value: UInt32, _ ordering: AtomicUpdateOrdering
+  ) -> UInt32 {
     address.pointee.exchange(value, ordering: ordering)
   }
   @_semantics("atomics.requires_constant_orderings") @_transparent
@@ -77,8 +93,9 @@ struct HandleCounters {
   static func allocatePrivate() -> HandleCounters {
     let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 3)
     for i in 0..<3 { (p + i).initialize(to: Atomic(0)) }
-    return HandleCounters(hits: SharedWord(address: p), misses: SharedWord(address: p + 1),
-                          busy: SharedWord(address: p + 2))
+    return HandleCounters(
+      hits: SharedWord(address: p), misses: SharedWord(address: p + 1),
+      busy: SharedWord(address: p + 2))
   }
 
   /// Frees a block made by `allocatePrivate()`. Precondition: nothing uses it any more.
@@ -167,8 +184,9 @@ struct MappedMemory {
   @inline(__always)
   func procWord(_ i: Int, _ field: Int) -> SharedWord {
     assert(i >= 0 && i < procCount, "process-table entry out of range")
-    return SharedWord(address: (base + Format.headerPage + i &* Format.procEntryBytes + field)
-      .assumingMemoryBound(to: Atomic<UInt64>.self))
+    return SharedWord(
+      address: (base + Format.headerPage + i &* Format.procEntryBytes + field)
+        .assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
   // MARK: Slot words
@@ -247,8 +265,10 @@ struct MappedMemory {
 
   /// Writes slot `i`'s inline area. Precondition: `key.count + value.count <= inlineCapacity`,
   /// and the caller is inside the slot's seqlock write.
-  func writeInline(_ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
-                   _ held: borrowing WriteLock.Held) {
+  func writeInline(
+    _ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) {
     precondition(key.count + value.count <= inlineCapacity, "inline entry too large")
     let p = slotsBase + i &* slotBytes
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.S.klen, as: UInt16.self)
@@ -260,8 +280,10 @@ struct MappedMemory {
   /// Precondition: `klen + value.count <= inlineCapacity`, and the caller is inside the
   /// slot's seqlock write.
   @inline(__always)
-  func writeInlineValue(_ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
-                        _ held: borrowing WriteLock.Held) {
+  func writeInlineValue(
+    _ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) {
     precondition(klen + value.count <= inlineCapacity, "inline entry too large")
     let p = slotsBase + i &* slotBytes
     p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
@@ -274,8 +296,9 @@ struct MappedMemory {
   func copyInlineArea(from: Int, to: Int, _ held: borrowing WriteLock.Held) {
     guard slotBytes > Format.slotHeaderBytes else { return }
     (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
-      .copyMemory(from: slotsBase + from &* slotBytes + Format.slotHeaderBytes,
-                  byteCount: slotBytes - Format.slotHeaderBytes)
+      .copyMemory(
+        from: slotsBase + from &* slotBytes + Format.slotHeaderBytes,
+        byteCount: slotBytes - Format.slotHeaderBytes)
   }
 
   // MARK: Ghost tags
@@ -329,10 +352,11 @@ struct MappedMemory {
     case Format.kindHeaderOnly: guard size == Format.headerOnlyRecordBytes else { return nil }
     default: return nil
     }
-    return RecordHeader(size: size, klen: klen, kind: kind, vlen: vlen,
-                        sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
-                        hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
-                        cas: p.load(fromByteOffset: Format.R.cas, as: UInt64.self))
+    return RecordHeader(
+      size: size, klen: klen, kind: kind, vlen: vlen,
+      sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
+      hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
+      cas: p.load(fromByteOffset: Format.R.cas, as: UInt64.self))
   }
 
   /// Whether the key stored in the record at `loc` (header already checked) equals `key`.
@@ -347,7 +371,8 @@ struct MappedMemory {
   static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
     if n <= 16 {
       // `b` is the caller's key: read it as the hash does (no load crossing its byte 8).
-      let x = KeyHash.shortWords(a, n), y = KeyHash.shortWords(b, n)
+      let x = KeyHash.shortWords(a, n)
+      let y = KeyHash.shortWords(b, n)
       return x.0 == y.0 && x.1 == y.1
     }
     return memcmp(a, b, n) == 0
@@ -375,14 +400,17 @@ struct MappedMemory {
   /// Writes an entry record at `loc` (with `headerOnly`, the header alone: key and value go
   /// inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no slot
   /// refers to it; `size` is the record's size for these lengths.
-  func writeRecord(at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-                   headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64, _ held: borrowing WriteLock.Held) {
+  func writeRecord(
+    at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+    headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64, _ held: borrowing WriteLock.Held
+  ) {
     precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
     let p = base + loc
     p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
     p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
-    p.storeBytes(of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind,
-                 as: UInt16.self)
+    p.storeBytes(
+      of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind,
+      as: UInt16.self)
     p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
     p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)

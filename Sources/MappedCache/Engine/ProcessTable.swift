@@ -43,8 +43,10 @@ enum ProcessTable {
   private static func claim(_ i: Int, memory: MappedMemory) -> Registration {
     let gen = memory.procWord(i, Format.P.generation)
     let old = gen.load(.relaxed)
-    let retire: [(Int, HeaderWord)] = [(Format.P.hits, .retiredHits), (Format.P.misses, .retiredMisses),
-                                       (Format.P.busy, .retiredBusy)]
+    let retire: [(Int, HeaderWord)] = [
+      (Format.P.hits, .retiredHits), (Format.P.misses, .retiredMisses),
+      (Format.P.busy, .retiredBusy),
+    ]
     for (field, retired) in retire {
       memory.header(retired).add(memory.procWord(i, field).exchange(0, .relaxed), .relaxed)
     }
@@ -56,8 +58,9 @@ enum ProcessTable {
 
   /// The handle's own counters, in its entry.
   static func counters(of registration: Registration, memory: MappedMemory) -> HandleCounters {
-    HandleCounters(hits: memory.procWord(registration.slot, Format.P.hits),
-                   misses: memory.procWord(registration.slot, Format.P.misses),
-                   busy: memory.procWord(registration.slot, Format.P.busy))
+    HandleCounters(
+      hits: memory.procWord(registration.slot, Format.P.hits),
+      misses: memory.procWord(registration.slot, Format.P.misses),
+      busy: memory.procWord(registration.slot, Format.P.busy))
   }
 }

@@ -104,8 +104,10 @@ struct Reader {
   /// The read protocol, steps 1–4, for any entry (inline or in a record, fitting the
   /// buffer or not, expired or not).
   @inline(__always)
-  func probe(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-             into buffer: UnsafeMutableRawBufferPointer) -> Probe {
+  func probe(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Probe {
     var i = index.home(hash)
     var probes = 0
     var retries = 0
@@ -136,20 +138,25 @@ struct Reader {
 
   /// Step 4 for a whole copy of this key's entry.
   @inline(__always)
-  private func judge(_ e: SlotIndex.Entry, slot i: Int, meta: UInt64, hash: UInt64, now: UInt64, allowExpired: Bool,
-                     buffer: UnsafeMutableRawBufferPointer) -> Probe {
+  private func judge(
+    _ e: SlotIndex.Entry, slot i: Int, meta: UInt64, hash: UInt64, now: UInt64, allowExpired: Bool,
+    buffer: UnsafeMutableRawBufferPointer
+  ) -> Probe {
     let expiry = meta & Format.expiryMask
     // The clock is read only for entries that can expire (`now` 0: not read yet).
     let expired = expiry != 0 && expiry <= (now != 0 ? now : Sys.expiryClockMilliseconds())
     if expired && !allowExpired { return .miss }
     if e.vlen > buffer.count { return .needs(e.vlen) }
     if checksumOnRead,
-       KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum {
+      KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
+    {
       return .corrupt
     }
     if meta & Format.referencedBit == 0 && writable { index.markReferenced(i) }
-    return .hit(EntryInfo(valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
-                          version: e.cas, isExpired: expired))
+    return .hit(
+      EntryInfo(
+        valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+        version: e.cas, isExpired: expired))
   }
 
   /// `probe`, with misses confirmed: a miss counts only if no removal moved entries
@@ -157,8 +164,10 @@ struct Reader {
   /// on a busy slot is confirmed the same way (the second probe waits again: a
   /// descheduled writer may have finished), and stays `busy` if that one misses too.
   @inline(__always)
-  func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-              into buffer: UnsafeMutableRawBufferPointer) -> Probe {
+  func lookup(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Probe {
     let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
     switch first {
     case .miss, .busy: break
@@ -172,10 +181,13 @@ struct Reader {
   /// Confirms a miss: probes again until no removal moved entries meanwhile (the shift
   /// sequence even and unchanged across the probe: a seqlock read of the whole index).
   @inline(__always)
-  func confirmMiss(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-                   into buffer: UnsafeMutableRawBufferPointer) -> Probe {
+  func confirmMiss(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Probe {
     let shift = index.memory.header(.shiftSeq)
-    var waits = 0, tries = 0
+    var waits = 0
+    var tries = 0
     while tries < Self.confirmTries {
       let s0 = shift.load(.acquiring)
       if s0 & 1 != 0 {
@@ -222,8 +234,10 @@ struct Reader {
   /// With `plain` (a constant at its call site) the caller has checked that this handle
   /// is writable and reads without checksums (`isPlain`), and the flags are not read again.
   @inline(__always)
-  func probeInline(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-                   expiry: inout UInt64, version: inout UInt64, plain: Bool = false) -> Int {
+  func probeInline(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    expiry: inout UInt64, version: inout UInt64, plain: Bool = false
+  ) -> Int {
     var i = index.home(hash)
     var probes = 0
     while true {
@@ -237,17 +251,20 @@ struct Reader {
     let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
       let meta = index.meta(at: i)
       guard meta & Format.inlineBit != 0, let out = buffer.baseAddress,
-            let e = index.entry(at: i, meta: meta, matching: key), e.vlen <= buffer.count else { return nil }
+        let e = index.entry(at: i, meta: meta, matching: key), e.vlen <= buffer.count
+      else { return nil }
       index.copyValue(of: e, slot: i, to: out)
       return (e, meta)
     }
     guard case .stable(let found?) = read else { return Self.fastUnsure }
     // The copy is whole and is this key's. Now judge it.
-    let e = found.0, meta = found.meta
+    let e = found.0
+    let meta = found.meta
     let exp = meta & Format.expiryMask
     if exp != 0 && exp <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
     if !plain && checksumOnRead,
-       KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum {
+      KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
+    {
       return Self.fastUnsure
     }
     if meta & Format.referencedBit == 0 && (plain || writable) { index.markReferenced(i) }
@@ -302,14 +319,16 @@ struct Reader {
           let loc = index.loc(at: i)
           // An inline entry's record must be its header alone; an entry's, a whole entry.
           guard let e = index.entry(at: i, meta: meta),
-                let rh = m.recordHeader(at: loc), rh.kind == (e.inline ? Format.kindHeaderOnly : Format.kindEntry)
+            let rh = m.recordHeader(at: loc), rh.kind == (e.inline ? Format.kindHeaderOnly : Format.kindEntry)
           else { return .some(nil) }
           let bytes = index.bytes(of: e, slot: i)
           let expiry = meta & Format.expiryMask
-          let info = EntryInfo(valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
-                               isExpired: expiry != 0 && expiry <= now)
-          let scanned = ScannedEntry(key: Array(bytes.key), value: values ? Array(bytes.value) : nil, info: info,
-                                     inMainLog: loc >= m.mainBase)
+          let info = EntryInfo(
+            valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
+            isExpired: expiry != 0 && expiry <= now)
+          let scanned = ScannedEntry(
+            key: Array(bytes.key), value: values ? Array(bytes.value) : nil, info: info,
+            inMainLog: loc >= m.mainBase)
           return .some((scanned, e.sum, h))
         }
         guard case .stable(let result) = read else {
@@ -319,8 +338,8 @@ struct Reader {
         // Whole, but intact? As on the read path: the key must hash to the slot's hash
         // and the value match its checksum; a damaged entry is skipped, never handed out.
         guard let found = result, let (entry, sum, h) = found,
-              entry.key.withUnsafeBytes({ KeyHash.key($0) }) == h,
-              entry.value.map({ v in v.withUnsafeBytes { KeyHash.checksum($0, hash: h) } == sum }) ?? true
+          entry.key.withUnsafeBytes({ KeyHash.key($0) }) == h,
+          entry.value.map({ v in v.withUnsafeBytes { KeyHash.checksum($0, hash: h) } == sum }) ?? true
         else { break }
         if entry.info.isExpired && !includeExpired { break }
         if try !body(entry) { return }

@@ -61,9 +61,10 @@ struct RecordLogs {
 
   func state(_ id: LogID) -> LogState {
     let w = words(id)
-    return LogState(base: id == .small ? memory.smallBase : memory.mainBase,
-                    size: id == .small ? smallSize : mainSize,
-                    head: memory.header(w.head).load(.relaxed), tail: memory.header(w.tail).load(.relaxed))
+    return LogState(
+      base: id == .small ? memory.smallBase : memory.mainBase,
+      size: id == .small ? smallSize : mainSize,
+      head: memory.header(w.head).load(.relaxed), tail: memory.header(w.tail).load(.relaxed))
   }
 
   /// Whether both logs' positions satisfy the first invariant line above.

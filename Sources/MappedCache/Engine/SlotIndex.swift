@@ -76,8 +76,9 @@ struct SlotIndex {
   func entry(at i: Int, meta: UInt64) -> Entry? {
     if meta & Format.inlineBit != 0 {
       guard let l = memory.inlineLengths(i) else { return nil }
-      return Entry(loc: 0, inline: true, klen: l.klen, vlen: l.vlen, sum: memory.inlineSum(i),
-                   cas: memory.inlineVersion(i), recordSize: Format.headerOnlyRecordBytes)
+      return Entry(
+        loc: 0, inline: true, klen: l.klen, vlen: l.vlen, sum: memory.inlineSum(i),
+        cas: memory.inlineVersion(i), recordSize: Format.headerOnlyRecordBytes)
     }
     let loc = Int(truncatingIfNeeded: memory.loc(i).load(.relaxed))
     guard let rh = memory.recordHeader(at: loc), rh.kind == Format.kindEntry else { return nil }
@@ -108,8 +109,11 @@ struct SlotIndex {
   /// for a lock-free scan, valid only until the slot's seqlock is re-checked.
   func bytes(of e: Entry, slot i: Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
     if e.inline { return memory.inlineBytes(i, klen: e.klen, vlen: e.vlen) }
-    return memory.recordBytes(e.loc, MappedMemory.RecordHeader(size: e.recordSize, klen: e.klen, kind: Format.kindEntry,
-                                                               vlen: e.vlen, sum: e.sum, hash: 0, cas: e.cas))
+    return memory.recordBytes(
+      e.loc,
+      MappedMemory.RecordHeader(
+        size: e.recordSize, klen: e.klen, kind: Format.kindEntry,
+        vlen: e.vlen, sum: e.sum, hash: 0, cas: e.cas))
   }
 
   // MARK: Lock-free reads of a slot
@@ -214,8 +218,10 @@ struct SlotIndex {
   }
 
   /// Writes a whole inline entry into slot `i`: the words and the inline area.
-  func publishInline(_ i: Int, hash: UInt64, loc: Int, meta: UInt64, key: UnsafeRawBufferPointer,
-                     value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64, _ held: borrowing WriteLock.Held) {
+  func publishInline(
+    _ i: Int, hash: UInt64, loc: Int, meta: UInt64, key: UnsafeRawBufferPointer,
+    value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64, _ held: borrowing WriteLock.Held
+  ) {
     seqlockWrite(i) {
       storeWords(i, hash: hash, loc: loc, meta: meta | Format.inlineBit)
       memory.writeInline(i, key: key, value: value, sum: sum, cas: cas, held)
@@ -225,8 +231,10 @@ struct SlotIndex {
   /// Rewrites slot `i`'s inline value in place, its key (`klen` bytes) and words other
   /// than `meta` unchanged.
   @inline(__always)
-  func rewriteInlineValue(_ i: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
-                          cas: UInt64, _ held: borrowing WriteLock.Held) {
+  func rewriteInlineValue(
+    _ i: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
+    cas: UInt64, _ held: borrowing WriteLock.Held
+  ) {
     seqlockWrite(i) {
       memory.meta(i).store(meta | Format.inlineBit, .relaxed)
       memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas, held)

@@ -80,7 +80,8 @@ struct WriteLock: @unchecked Sendable {
 
   /// The lock-word value naming process-table slot `slot` at `generation`.
   static func token(slot: Int, generation: UInt64) -> UInt32 {
-    UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & Format.Lock.generationMask) << Format.Lock.generationShift)
+    UInt32(slot + 1)
+      | (UInt32(truncatingIfNeeded: generation & Format.Lock.generationMask) << Format.Lock.generationShift)
   }
 
   /// Invariant behind "a word with this handle's token is held by one of its threads":

@@ -47,8 +47,10 @@ struct Writer {
   /// stores, and each stalled until those reached the cache (28 % of `set`'s own time
   /// in a profile of write-only Zipf runs).
   @inline(__always)
-  func prepare(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-               expiry: UInt64) throws(CacheError) -> PreparedWrite {
+  func prepare(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+    expiry: UInt64
+  ) throws(CacheError) -> PreparedWrite {
     try checkKey(key)
     if value.count > maxValue { throw .valueTooLarge(size: value.count, limit: maxValue) }
     let hash = KeyHash.key(key)
@@ -57,8 +59,9 @@ struct Writer {
     index.memory.prefetchSlot(index.home(hash))
     let inline = key.count &+ value.count <= index.memory.inlineCapacity
     let size = inline ? Format.headerOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count)
-    return PreparedWrite(hash: hash, sum: KeyHash.checksum(value, hash: hash), recordSize: size,
-                         expiry: expiry & Format.expiryMask, inline: inline)
+    return PreparedWrite(
+      hash: hash, sum: KeyHash.checksum(value, hash: hash), recordSize: size,
+      expiry: expiry & Format.expiryMask, inline: inline)
   }
 
   /// Stores one entry: the write protocol, steps 2–6 (see the type's comment). `now` is
@@ -66,8 +69,10 @@ struct Writer {
   /// expiry, and for step 3 (eviction judges expiry), which every store that reaches it
   /// runs; only the in-place rewrite of an inline entry reads no clock.
   @inline(__always)
-  func store(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-             condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held) throws -> SetOutcome {
+  func store(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held
+  ) throws -> SetOutcome {
     var clock = now
     func currentTime() -> UInt64 {
       if clock == 0 { clock = Sys.expiryClockMilliseconds() }
@@ -96,7 +101,8 @@ struct Writer {
     }
 
     // 3. Make room in the destination log.
-    let isNew: Bool, oldBytes: Int
+    let isNew: Bool
+    let oldBytes: Int
     if case .found(_, let e) = found { (isNew, oldBytes) = (false, e.liveBytes) } else { (isNew, oldBytes) = (true, 0) }
     let dest = destination(of: found, w, held)
     let liveDelta = key.count + value.count - oldBytes
@@ -107,12 +113,14 @@ struct Writer {
     // 4. Write the record at the log's head, then advance the head.
     let loc = logs.reserve(dest, w.recordSize, held)
     let cas = counters.nextVersion(held)
-    index.memory.writeRecord(at: loc, size: w.recordSize, key: key, value: value, headerOnly: w.inline,
-                             sum: w.sum, hash: w.hash, cas: cas, held)
+    index.memory.writeRecord(
+      at: loc, size: w.recordSize, key: key, value: value, headerOnly: w.inline,
+      sum: w.sum, hash: w.hash, cas: cas, held)
     logs.commit(dest, w.recordSize, held)
 
     // 5. Publish: one seqlock write of the slot.
-    let slot: Int, oldBytesHere: Int
+    let slot: Int
+    let oldBytesHere: Int
     switch found {
     case .found(let i, let e): (slot, oldBytesHere) = (i, e.liveBytes)
     case .empty(let i): (slot, oldBytesHere) = (i, -1)
@@ -139,8 +147,10 @@ struct Writer {
   /// Step 5: points slot `slot` at the record just written at `loc` (inline entries also
   /// carry their key and value in the slot), keeping an old entry's reference bit.
   @inline(__always)
-  private func publish(_ slot: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-                       _ w: PreparedWrite, loc: Int, cas: UInt64, _ held: borrowing WriteLock.Held) {
+  private func publish(
+    _ slot: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+    _ w: PreparedWrite, loc: Int, cas: UInt64, _ held: borrowing WriteLock.Held
+  ) {
     let meta = w.expiry | (index.meta(at: slot) & Format.referencedBit)
     if w.inline {
       index.publishInline(slot, hash: w.hash, loc: loc, meta: meta, key: key, value: value, sum: w.sum, cas: cas, held)
@@ -167,8 +177,10 @@ struct Writer {
   /// analysis around it. Returns nil, having changed nothing, for every other case.
   /// Precondition: `w.inline`.
   @inline(__always)
-  func overwriteInPlace(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-                        _ held: borrowing WriteLock.Held) -> SetOutcome? {
+  func overwriteInPlace(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    _ held: borrowing WriteLock.Held
+  ) -> SetOutcome? {
     var i = index.home(w.hash)
     for _ in 0..<SlotIndex.shortProbe {
       let h = index.hash(at: i)
@@ -190,15 +202,18 @@ struct Writer {
   /// would pass the cost limit (the general path then makes room). Preconditions: slot
   /// `i` holds `key` inline, `w.inline`.
   @inline(__always)
-  func rewriteInline(_ i: Int, oldBytes: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-                     _ w: PreparedWrite, _ held: borrowing WriteLock.Held) -> SetOutcome? {
+  func rewriteInline(
+    _ i: Int, oldBytes: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+    _ w: PreparedWrite, _ held: borrowing WriteLock.Held
+  ) -> SetOutcome? {
     let live = counters.count(.liveBytes) - oldBytes + key.count + value.count
     let costLimit = counters.costLimit
     guard costLimit == 0 || live <= costLimit else { return nil }
     let cas = counters.nextVersion(held)
     // Hash, loc and key stay as they are: only meta and the value change.
-    index.rewriteInlineValue(i, klen: key.count, meta: w.expiry | (index.meta(at: i) & Format.referencedBit),
-                             value: value, sum: w.sum, cas: cas, held)
+    index.rewriteInlineValue(
+      i, klen: key.count, meta: w.expiry | (index.meta(at: i) & Format.referencedBit),
+      value: value, sum: w.sum, cas: cas, held)
     counters.set(.liveBytes, UInt64(max(0, live)), held)
     counters.bump(.sets, held)
     return .stored(version: cas)
@@ -213,8 +228,10 @@ struct Writer {
   }
 
   /// Changes the expiry of a live entry, keeping its value; false when absent or expired.
-  func touch(_ key: UnsafeRawBufferPointer, hash: UInt64, expiry: UInt64, now: UInt64,
-             _ held: borrowing WriteLock.Held) -> Bool {
+  func touch(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, expiry: UInt64, now: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) -> Bool {
     guard case .found(let i, _) = index.find(key, hash: hash, held) else { return false }
     let meta = index.meta(at: i)
     guard !Expiry.isExpired(meta, now: now) else { return false }
@@ -239,9 +256,12 @@ struct Writer {
   /// Removes the expired entries of slots `start ..< start+count` (wrapping). Removal
   /// pulls a later entry into the slot, so each slot is looked at until it stays.
   /// Returns how many it removed and the slot after the range.
-  func expireSlots(from start: Int, count: Int, now: UInt64,
-                   _ held: borrowing WriteLock.Held) -> (removed: Int, next: Int) {
-    var i = start, removed = 0
+  func expireSlots(
+    from start: Int, count: Int, now: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) -> (removed: Int, next: Int) {
+    var i = start
+    var removed = 0
     for _ in 0..<count {
       var pulled = 0
       while index.hash(at: i) != 0, Expiry.isExpired(index.meta(at: i), now: now), pulled < index.slotCount {
@@ -279,17 +299,22 @@ struct Writer {
   ///  3. apply the closure's answer: keep, remove, or store new bytes through the write
   ///     protocol (`store`), so crash safety is the same as for a set.
   /// The closure runs while the lock is held: it must be short and must not touch the cache.
-  func update(_ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ held: borrowing WriteLock.Held,
-              _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> UpdateAction)
-    throws -> UpdateOutcome {
+  func update(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ held: borrowing WriteLock.Held,
+    _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> UpdateAction
+  )
+    throws -> UpdateOutcome
+  {
     var slot: Int? = nil
     var action: UpdateAction
     if case .found(let i, let e) = index.find(key, hash: hash, held), !Expiry.isExpired(index.meta(at: i), now: now),
-       case let bytes = index.bytes(of: e, slot: i).value, KeyHash.checksum(bytes, hash: hash) == e.sum {
+      case let bytes = index.bytes(of: e, slot: i).value, KeyHash.checksum(bytes, hash: hash) == e.sum
+    {
       slot = i
       let expiry = index.meta(at: i) & Format.expiryMask
-      let info = EntryInfo(valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
-                           isExpired: false)
+      let info = EntryInfo(
+        valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
+        isExpired: false)
       action = try body(bytes, info)
     } else {
       action = try body(nil, nil)

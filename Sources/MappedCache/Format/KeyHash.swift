@@ -62,18 +62,21 @@ enum KeyHash {
   /// words of `shortWords`, so short keys cost two to four loads and two multiplies.
   @inline(__always)
   static func fold(_ k: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
-    let p1: UInt64 = 0xA076_1D64_78BD_642F, p2: UInt64 = 0xE703_7ED1_A0B4_28DB
+    let p1: UInt64 = 0xA076_1D64_78BD_642F
+    let p2: UInt64 = 0xE703_7ED1_A0B4_28DB
     let n = k.count
     var h = seed ^ (UInt64(truncatingIfNeeded: n) &* p1)
     guard let p = k.baseAddress, n > 0 else { return mix(h ^ p2, p1) }
-    var a: UInt64, b: UInt64
+    var a: UInt64
+    var b: UInt64
     if n <= 16 {
       (a, b) = shortWords(p, n)
     } else {
       var i = 0
       while i &+ 16 < n {
-        h = mix(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
-                p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
+        h = mix(
+          p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
+          p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
         i &+= 16
       }
       a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)

@@ -278,8 +278,10 @@ struct Layout: Equatable {
     // 80 % of the log (the rest absorbs the small log's turnover, main's reserve and
     // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 1)·N), 1 = ghost bytes.
     let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
-    let avgRecord = Double(inlined ? Format.headerOnlyRecordBytes
-                                   : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
+    let avgRecord = Double(
+      inlined
+        ? Format.headerOnlyRecordBytes
+        : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
     let fill = 0.8
     slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 1))))
     slotsOffset = headerBytes
@@ -307,8 +309,9 @@ struct Layout: Equatable {
     try need(h.fileSize == actualFileSize, "header says \(h.fileSize) bytes, file has \(actualFileSize)")
     try need(h.fileSize >= Format.minCapacity && h.fileSize <= Format.maxCapacity, "file size out of range")
     try need((1...1000).contains(h.procCount), "process table size \(h.procCount)")
-    try need(h.headerBytes == Format.align(Format.headerPage + h.procCount * Format.procEntryBytes, 4096),
-             "header size \(h.headerBytes)")
+    try need(
+      h.headerBytes == Format.align(Format.headerPage + h.procCount * Format.procEntryBytes, 4096),
+      "header size \(h.headerBytes)")
     try need(Format.slotSizes.contains(h.slotBytes), "slot size \(h.slotBytes)")
     try need(h.slotCount >= 1024 && h.slotCount <= h.fileSize / h.slotBytes, "slot count \(h.slotCount)")
     try need(h.slotsOffset == h.headerBytes, "slot offset")
@@ -318,8 +321,9 @@ struct Layout: Equatable {
     try need(h.smallSize > 0 && h.mainSize > 0 && h.smallSize % 8 == 0 && h.mainSize % 8 == 0, "log sizes")
     try need(h.logOffset + h.smallSize + h.mainSize <= h.fileSize, "logs end past the file")
     try need((1...4096).contains(h.maxKey), "key limit \(h.maxKey)")
-    try need(h.maxValue >= 0 && Format.recordSize(keyCount: h.maxKey, valueCount: h.maxValue) * 8 <= h.mainSize + 64,
-             "value limit \(h.maxValue)")
+    try need(
+      h.maxValue >= 0 && Format.recordSize(keyCount: h.maxKey, valueCount: h.maxValue) * 8 <= h.mainSize + 64,
+      "value limit \(h.maxValue)")
     fileSize = h.fileSize
     headerBytes = h.headerBytes
     procCount = h.procCount
@@ -336,7 +340,10 @@ struct Layout: Equatable {
   }
 }
 
-struct LayoutProblem: Error { var reason: String; init(_ r: String) { reason = r } }
+struct LayoutProblem: Error {
+  var reason: String
+  init(_ r: String) { reason = r }
+}
 
 /// The identity fields of a header, as plain integers (read with `pread` or from the mapping).
 struct HeaderFields {

@@ -15,8 +15,9 @@ enum AgentCommand {
     var options = NearCacheOptions(heartbeatInterval: heartbeat)
     if let c = try inv.size("--capacity") { options.capacity = c }
     Signals.installInterruptHandler()
-    let agent = try NearCacheAgent(path: path, url: url, keyPrefix: prefix,
-                                   maxStaleness: .milliseconds(Int64(staleness * 1000)), options: options)
+    let agent = try NearCacheAgent(
+      path: path, url: url, keyPrefix: prefix,
+      maxStaleness: .milliseconds(Int64(staleness * 1000)), options: options)
     Output.line("agent pid \(getpid()) for \(path), keys under \"\(prefix)\" of \(try RedisEndpoint(url: url))")
     Output.flush()
     var held: Bool? = nil

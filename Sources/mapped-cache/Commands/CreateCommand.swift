@@ -30,8 +30,9 @@ enum CreateCommand {
     }
     let file: CacheFile
     do {
-      file = try CacheFile(creating: path, options: o, typeName: typeName,
-                           policy: OpenPolicy(verifyChecksumsOnRead: true, sharedGroup: group))
+      file = try CacheFile(
+        creating: path, options: o, typeName: typeName,
+        policy: OpenPolicy(verifyChecksumsOnRead: true, sharedGroup: group))
     } catch {
       // Leave nothing behind: an empty file made by this failed attempt goes.
       if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
@@ -42,11 +43,12 @@ enum CreateCommand {
       throw CLIFailure.failed("\(path) was created by another process at the same moment; left as it is")
     }
     let i = file.info
-    Output.line("created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
-                + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
-                + "values up to \(Units.bytes(i.maxValueSize))"
-                + (interrupted ? " (in place of a creation that a process had left unfinished)" : "")
-                + (group.map { "; shared with group \($0)" } ?? ""))
+    Output.line(
+      "created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
+        + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
+        + "values up to \(Units.bytes(i.maxValueSize))"
+        + (interrupted ? " (in place of a creation that a process had left unfinished)" : "")
+        + (group.map { "; shared with group \($0)" } ?? ""))
     return ExitCode.ok
   }
 }

@@ -35,9 +35,11 @@ enum ListingCommands {
     }
 
     // For people: an aligned table (so rows are collected first), then a total.
-    var table = detailed
-      ? TextTable(header: ["KEY", "SIZE", "TTL", "EXPIRES", "VERSION", "LOG"] + (values ? ["VALUE"] : []),
-                  align: [.left, .right, .right, .left, .right, .left, .left])
+    var table =
+      detailed
+      ? TextTable(
+        header: ["KEY", "SIZE", "TTL", "EXPIRES", "VERSION", "LOG"] + (values ? ["VALUE"] : []),
+        align: [.left, .right, .right, .left, .right, .left, .left])
       : TextTable(header: ["KEY", "SIZE", "TTL"], align: [.left, .right, .right])
     var bytes = 0
     if limit > 0 {
@@ -54,8 +56,9 @@ enum ListingCommands {
       }
     }
     Output.out(table.render())
-    Output.line("\(Units.count(shown)) \(shown == 1 ? "entry" : "entries"), \(Units.bytes(bytes)) of values"
-                + (shown == limit ? " (limit reached)" : ""))
+    Output.line(
+      "\(Units.count(shown)) \(shown == 1 ? "entry" : "entries"), \(Units.bytes(bytes)) of values"
+        + (shown == limit ? " (limit reached)" : ""))
     return ExitCode.ok
   }
 

@@ -7,7 +7,9 @@ enum MaintenanceCommands {
   static func verify(_ inv: Invocation) throws -> Int32 {
     let repair = inv.flag("--repair")
     let file = try Opening.forWriting(inv)
-    if repair && !file.isWritable { throw CLIFailure.failed("\(file.path) is not writable by this user: cannot repair") }
+    if repair && !file.isWritable {
+      throw CLIFailure.failed("\(file.path) is not writable by this user: cannot repair")
+    }
     let first = try file.verify(repair: repair)
     // After a repair, check again: only a clean second pass earns exit 0.
     let after = repair && !first.ok ? try file.verify(repair: false) : nil
@@ -21,11 +23,14 @@ enum MaintenanceCommands {
       Output.line(JSON.string(o))
     } else {
       for p in first.problems { Output.line("problem: \(p)") }
-      if repair && first.repaired > 0 { Output.line("repaired: \(first.repaired) \(first.repaired == 1 ? "fix" : "fixes")") }
+      if repair && first.repaired > 0 {
+        Output.line("repaired: \(first.repaired) \(first.repaired == 1 ? "fix" : "fixes")")
+      }
       if let after { for p in after.problems { Output.line("remaining problem: \(p)") } }
       if !file.isWritable {
-        Output.line("note: the file is read-only for this user, so it was checked without the write lock; "
-                    + "on a busy cache, changes made during the check can show as problems")
+        Output.line(
+          "note: the file is read-only for this user, so it was checked without the write lock; "
+            + "on a busy cache, changes made during the check can show as problems")
       }
       let r = after ?? first
       var t = TextTable(align: [.left, .right])
@@ -37,10 +42,16 @@ enum MaintenanceCommands {
       t.add(["max probe", Units.count(r.maxProbe)])
       Output.out(t.render())
       let verdict: String
-      if first.ok { verdict = "OK: \(file.path) is consistent" }
-      else if sound { verdict = "REPAIRED: \(file.path) had \(first.problems.count) problem(s) and is now consistent" }
-      else if repair { verdict = "DAMAGED: \(file.path) still has problems after repair; recreate the cache" }
-      else { verdict = "DAMAGED: \(file.path) has \(first.problems.count) problem(s); run '\(Usage.tool) verify \(file.path) --repair'" }
+      if first.ok {
+        verdict = "OK: \(file.path) is consistent"
+      } else if sound {
+        verdict = "REPAIRED: \(file.path) had \(first.problems.count) problem(s) and is now consistent"
+      } else if repair {
+        verdict = "DAMAGED: \(file.path) still has problems after repair; recreate the cache"
+      } else {
+        verdict =
+          "DAMAGED: \(file.path) has \(first.problems.count) problem(s); run '\(Usage.tool) verify \(file.path) --repair'"
+      }
       Output.line(verdict)
     }
     if !sound { throw CLIFailure.invalidCache("") }
@@ -48,9 +59,11 @@ enum MaintenanceCommands {
   }
 
   static func json(_ r: VerifyReport) -> [String: Any] {
-    ["ok": r.ok, "problems": r.problems, "repaired": r.repaired, "entries": r.entries,
-     "live_bytes": r.liveBytes, "slots_checked": r.slotsChecked, "records_checked": r.recordsChecked,
-     "max_probe": r.maxProbe, "mean_probe": JSON.number(r.meanProbe)]
+    [
+      "ok": r.ok, "problems": r.problems, "repaired": r.repaired, "entries": r.entries,
+      "live_bytes": r.liveBytes, "slots_checked": r.slotsChecked, "records_checked": r.recordsChecked,
+      "max_probe": r.maxProbe, "mean_probe": JSON.number(r.meanProbe),
+    ]
   }
 
   /// `mapped-cache sweep PATH`

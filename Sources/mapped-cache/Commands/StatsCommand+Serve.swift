@@ -15,19 +15,22 @@ extension StatsCommand {
       case "/metrics":
         switch source.current() {
         case .success(let file):
-          return HTTPServer.Response(status: 200, contentType: prometheusContentType,
-                                     body: Prometheus.exposition(Snapshot(file)))
+          return HTTPServer.Response(
+            status: 200, contentType: prometheusContentType,
+            body: Prometheus.exposition(Snapshot(file)))
         case .failure(let why):
           return HTTPServer.Response(status: 503, body: why.description + "\n")
         }
       case "/":
-        return HTTPServer.Response(status: 200, body: """
-          mapped-cache metrics for \(opened.path)
+        return HTTPServer.Response(
+          status: 200,
+          body: """
+            mapped-cache metrics for \(opened.path)
 
-          GET /metrics  the cache's figures in the Prometheus text format (version 0.0.4),
-                        read afresh at each scrape without locking the cache
+            GET /metrics  the cache's figures in the Prometheus text format (version 0.0.4),
+                          read afresh at each scrape without locking the cache
 
-          """)
+            """)
       default:
         return nil
       }
@@ -57,8 +60,9 @@ extension StatsCommand {
       guard let now else { return .failure(.invalidArgument("\(file.path) no longer exists")) }
       if let known = identity, known == now { return .success(file) }
       do {
-        file = try CacheFile(path: file.path, readOnly: true,
-                             policy: OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true))
+        file = try CacheFile(
+          path: file.path, readOnly: true,
+          policy: OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true))
         identity = now
         return .success(file)
       } catch {

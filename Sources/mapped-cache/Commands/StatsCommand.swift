@@ -28,16 +28,19 @@ enum StatsCommand {
 
   /// Counters shown with a rate under --watch: (label, JSON/Prometheus name, value).
   static func counters(_ s: CacheStatistics) -> [(label: String, name: String, value: Int)] {
-    [("hits", "hits", s.hits), ("misses", "misses", s.misses), ("busy misses", "busy_misses", s.busyMisses),
-     ("sets", "sets", s.sets),
-     ("removals", "removals", s.removals), ("evictions", "evictions", s.evictions),
-     ("expirations", "expirations", s.expirations), ("promotions", "promotions", s.promotions),
-     ("reinsertions", "reinsertions", s.reinsertions), ("recoveries", "recoveries", s.recoveries),
-     ("lock takeovers", "lock_takeovers", s.lockTakeovers)]
+    [
+      ("hits", "hits", s.hits), ("misses", "misses", s.misses), ("busy misses", "busy_misses", s.busyMisses),
+      ("sets", "sets", s.sets),
+      ("removals", "removals", s.removals), ("evictions", "evictions", s.evictions),
+      ("expirations", "expirations", s.expirations), ("promotions", "promotions", s.promotions),
+      ("reinsertions", "reinsertions", s.reinsertions), ("recoveries", "recoveries", s.recoveries),
+      ("lock takeovers", "lock_takeovers", s.lockTakeovers),
+    ]
   }
 
   static func run(_ inv: Invocation) throws -> Int32 {
-    let json = inv.flag("--json"), prometheus = inv.flag("--prometheus")
+    let json = inv.flag("--json")
+    let prometheus = inv.flag("--prometheus")
     if json && prometheus { throw inv.usageError("--json and --prometheus cannot be combined") }
     let watch = try inv.seconds("--watch", allowZero: false)
     let count = try inv.integer("--count", in: 1...Int.max)
@@ -58,9 +61,13 @@ enum StatsCommand {
 
     guard let interval = watch else {
       let s = Snapshot(file)
-      if json { Output.line(JSON.string(jsonObject(s, previous: nil))) }
-      else if prometheus { Output.out(Prometheus.exposition(s)) }
-      else { Output.out(human(s, previous: nil)) }
+      if json {
+        Output.line(JSON.string(jsonObject(s, previous: nil)))
+      } else if prometheus {
+        Output.out(Prometheus.exposition(s))
+      } else {
+        Output.out(human(s, previous: nil))
+      }
       return ExitCode.ok
     }
 
@@ -94,26 +101,33 @@ enum StatsCommand {
   // MARK: Human
 
   static func human(_ s: Snapshot, previous: Snapshot?) -> String {
-    let st = s.stats, t = s.table
+    let st = s.stats
+    let t = s.table
     let elapsed = previous.map { s.at.timeIntervalSince($0.at) } ?? 0
     var rates: [String: Double] = [:]
     if let p = previous, elapsed > 0 {
       for (c, old) in zip(counters(st), counters(p.stats)) { rates[c.name] = Double(c.value - old.value) / elapsed }
     }
-    var table = TextTable(header: previous == nil ? ["FIGURE", "VALUE", "NOTE"] : ["FIGURE", "VALUE", "RATE", "NOTE"],
-                          align: previous == nil ? [.left, .right, .left] : [.left, .right, .right, .left])
+    var table = TextTable(
+      header: previous == nil ? ["FIGURE", "VALUE", "NOTE"] : ["FIGURE", "VALUE", "RATE", "NOTE"],
+      align: previous == nil ? [.left, .right, .left] : [.left, .right, .right, .left])
     func add(_ label: String, _ value: String, _ note: String = "", rate: String? = nil) {
       table.add(previous == nil ? [label, value, note] : [label, value, rate ?? "", note])
     }
-    add("entries", Units.count(st.entries), "\(Units.percent(Double(st.entries) / Double(max(1, st.maxEntries)))) of \(Units.count(st.maxEntries)) max")
+    add(
+      "entries", Units.count(st.entries),
+      "\(Units.percent(Double(st.entries) / Double(max(1, st.maxEntries)))) of \(Units.count(st.maxEntries)) max")
     add("live bytes", Units.bytes(st.liveBytes), "keys and values")
     add("capacity", Units.bytes(st.capacity))
     add("fill", Units.percent(st.fill), "live bytes / capacity")
-    add("log used", Units.bytes(st.logBytesUsed), "\(Units.percent(Double(st.logBytesUsed) / Double(max(1, st.logBytes)))) of \(Units.bytes(st.logBytes))")
+    add(
+      "log used", Units.bytes(st.logBytesUsed),
+      "\(Units.percent(Double(st.logBytesUsed) / Double(max(1, st.logBytes)))) of \(Units.bytes(st.logBytes))")
     for c in counters(st) {
       add(c.label, Units.count(c.value), note(for: c.name), rate: rates[c.name].map(Units.rate))
       if c.name == "misses" {
-        add("hit ratio", Units.percent(st.hitRatio), st.hits + st.misses == 0 ? "no reads yet" : "hits / (hits + misses)")
+        add(
+          "hit ratio", Units.percent(st.hitRatio), st.hits + st.misses == 0 ? "no reads yet" : "hits / (hits + misses)")
       }
     }
     add("table load", Units.percent(t.load), "\(Units.count(t.occupiedSlots)) of \(Units.count(t.slotCount)) slots")
@@ -125,14 +139,21 @@ enum StatsCommand {
     add("sweeper hand", Units.count(s.sweeperSlot), "next slot of the expiry sweeper")
     add("count limit", st.countLimit == 0 ? "none" : Units.count(st.countLimit))
     add("cost limit", st.costLimit == 0 ? "none" : Units.bytes(st.costLimit))
-    add("processes", Units.count(s.processes.count),
-        s.processes.isEmpty ? "with the file open for writing" : "pids " + s.processes.map { "\($0.pid)" }.joined(separator: ", "))
+    add(
+      "processes", Units.count(s.processes.count),
+      s.processes.isEmpty
+        ? "with the file open for writing" : "pids " + s.processes.map { "\($0.pid)" }.joined(separator: ", "))
     var text = "cache \(s.path)\n" + table.render()
     if let n = s.near {
       var t = TextTable(header: ["NEAR CACHE", "VALUE", "NOTE"], align: [.left, .right, .left])
-      t.add(["holder", n.holderPID.map { "\($0)" } ?? "none", n.holderPID == nil ? "" : n.holderAlive ? "alive" : "dead"])
+      t.add([
+        "holder", n.holderPID.map { "\($0)" } ?? "none", n.holderPID == nil ? "" : n.holderAlive ? "alive" : "dead",
+      ])
       for (i, age) in n.heartbeatAgeMilliseconds.enumerated() {
-        t.add(["heartbeat age", age.map { "\($0) ms" } ?? "never", "node \(i)\(n.fenceFresh ? "" : ", fenced: reads go to Redis")"])
+        t.add([
+          "heartbeat age", age.map { "\($0) ms" } ?? "never",
+          "node \(i)\(n.fenceFresh ? "" : ", fenced: reads go to Redis")",
+        ])
       }
       t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
       t.add(["invalidations", Units.count(Int(n.invalidationsReceived)), "keys received"])
@@ -143,7 +164,10 @@ enum StatsCommand {
       t.add(["stale serves", Units.count(Int(n.staleServes)), "served past the fence (serveStale)"])
       t.add(["fence misses", Units.count(Int(n.fenceMisses)), "went to Redis: fence too old"])
       t.add(["epoch misses", Units.count(Int(n.epochMisses)), "entries of an earlier session"])
-      t.add(["remote fetches", Units.count(Int(n.remoteFetches)), String(format: "mean %.1f µs", n.remoteFetchMeanMicroseconds)])
+      t.add([
+        "remote fetches", Units.count(Int(n.remoteFetches)),
+        String(format: "mean %.1f µs", n.remoteFetchMeanMicroseconds),
+      ])
       text += "\n" + t.render()
     }
     return text
@@ -164,7 +188,8 @@ enum StatsCommand {
   // MARK: JSON
 
   static func jsonObject(_ s: Snapshot, previous: Snapshot?, watching: Bool = false) -> [String: Any] {
-    let st = s.stats, t = s.table
+    let st = s.stats
+    let t = s.table
     var o: [String: Any] = [
       "path": s.path, "entries": st.entries, "max_entries": st.maxEntries, "live_bytes": st.liveBytes,
       "capacity_bytes": st.capacity, "fill": JSON.number(st.fill), "log_bytes": st.logBytes,
