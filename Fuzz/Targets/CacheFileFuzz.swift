@@ -46,6 +46,14 @@ final class FuzzWorld: @unchecked Sendable {
     let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
     dir = "\(base)/mc-fuzz-cachefile-\(getpid())"
     path = "\(dir)/input.mcache"
+    // A fuzzer that stopped on a crash or timeout exits without atexit handlers: remove
+    // the directories of processes that are gone.
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+    where name.hasPrefix("mc-fuzz-cachefile-") {
+      guard let pid = Int32(name.dropFirst("mc-fuzz-cachefile-".count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
+      for f in ["input.mcache", "input.mcache.template"] { unlink("\(base)/\(name)/\(f)") }
+      rmdir("\(base)/\(name)")
+    }
     mkdir(dir, 0o700)
     templates = [makeTemplate(typed: false), makeTemplate(typed: true)]
     atexit { FuzzWorld.cleanUp() }
