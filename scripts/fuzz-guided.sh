@@ -17,7 +17,8 @@
 #   binary-coding  BinaryCoding.decode of nested Codable types; decoded values round-trip
 #   tool-args      mapped-cache's command-line parser (every command, every typed option)
 #   stress-args    cache-stress's option parser; parsed options survive the trip to a worker
-#   (resp          the RESP parser of the Redis tier: not yet; see docs/fuzzing.md)
+#   resp           the Redis tier's RESP parser: any split of a stream gives the same values,
+#                  and every value parsed round-trips through its encoding
 #
 # The library is compiled once (whole module, -O, -enable-testing so that targets may
 # `@testable import` it); each target links against it. Per target the script prints
@@ -53,7 +54,7 @@ else
   shift
   TARGETS=("$@")
 fi
-ALL_TARGETS=(cache-file binary-coding tool-args stress-args)
+ALL_TARGETS=(cache-file binary-coding tool-args stress-args resp)
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 
 BUILD=${MC_FUZZ_BUILD:-$ROOT/.build/fuzz}
@@ -108,6 +109,8 @@ target_sources() {
     # The tool's own files, main.swift left out (it runs the tool and exits).
     tool-args) echo Fuzz/Targets/ToolArgsFuzz.swift $(find Sources/mapped-cache -name '*.swift' ! -name main.swift | sort) ;;
     stress-args) echo Fuzz/Targets/StressArgsFuzz.swift $(find Stress -name '*.swift' ! -name main.swift | sort) ;;
+    # The parser's own file: it needs only MappedCache (for CacheError).
+    resp) echo Fuzz/Targets/RESPFuzz.swift Sources/MappedCacheRedis/RESP.swift ;;
     *) echo "unknown target $1" >&2; return 1 ;;
   esac
 }
@@ -133,6 +136,7 @@ max_len() {
     cache-file) echo 4096 ;;
     binary-coding) echo 4096 ;;
     tool-args|stress-args) echo 512 ;;
+    resp) echo 4096 ;;
   esac
 }
 

@@ -7,6 +7,7 @@
 // bytes (for types without dictionaries, whose order is not stable), and the decoded
 // copy equals the first (Doubles compared by bit pattern, so NaNs compare equal).
 import Foundation
+
 @testable import MappedCache
 
 /// A Double compared by its bits, so that a decoded NaN equals itself.
@@ -14,7 +15,10 @@ struct Bits: Codable, Equatable {
   var value: Double
   init(value: Double) { self.value = value }
   init(from decoder: Decoder) throws { value = try decoder.singleValueContainer().decode(Double.self) }
-  func encode(to encoder: Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(value) }
+  func encode(to encoder: Encoder) throws {
+    var c = encoder.singleValueContainer()
+    try c.encode(value)
+  }
   static func == (a: Bits, b: Bits) -> Bool { a.value.bitPattern == b.value.bitPattern }
 }
 
@@ -69,7 +73,10 @@ struct Manual: Codable, Equatable {
     var pairs: [[String]] = []
     // A hostile count must not be used to allocate: bound it by what is there.
     while !list.isAtEnd {
-      if try list.decodeNil() { pairs.append([]); continue }
+      if try list.decodeNil() {
+        pairs.append([])
+        continue
+      }
       var pair = try list.nestedUnkeyedContainer()
       var p: [String] = []
       while !pair.isAtEnd { p.append(try pair.decode(String.self)) }
@@ -87,7 +94,10 @@ struct Manual: Codable, Equatable {
     var inner = c.nestedContainer(keyedBy: Inner.self, forKey: .inner)
     var list = inner.nestedUnkeyedContainer(forKey: .pairs)
     for p in pairs {
-      if p.isEmpty { try list.encodeNil(); continue }
+      if p.isEmpty {
+        try list.encodeNil()
+        continue
+      }
       var pair = list.nestedUnkeyedContainer()
       for s in p { try pair.encode(s) }
     }
@@ -111,7 +121,9 @@ struct Keyed: Codable {
 func roundTrip<T: Codable & Equatable>(_ type: T.Type, _ bytes: [UInt8]) {
   guard let first = try? BinaryCoding.decode(type, from: bytes) else { return }
   let encoded: [UInt8]
-  do { encoded = try BinaryCoding.encode(first) } catch { fatalError("\(T.self): a decoded value failed to encode: \(error)") }
+  do { encoded = try BinaryCoding.encode(first) } catch {
+    fatalError("\(T.self): a decoded value failed to encode: \(error)")
+  }
   let second: T
   do { second = try BinaryCoding.decode(type, from: encoded) } catch {
     fatalError("\(T.self): re-encoded bytes failed to decode: \(error)")
@@ -140,16 +152,21 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
 /// Seeds: with MC_FUZZ_WRITE_SEEDS=DIR, writes the encodings of sample values of every
 /// type above into DIR and exits (how Fuzz/corpus/binary-coding was made).
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func initialize(
+  _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
   guard let dir = ProcessInfo.processInfo.environment["MC_FUZZ_WRITE_SEEDS"] else { return 0 }
   let child = Child(flag: true, level: 3, next: [Child(flag: false, level: 1, next: [])])
-  let profile = Profile(id: -42, small: -3, wide: .max, name: "Ada Lovelace", tags: ["admin", "é"],
-                        scores: [Bits(value: 1.5), Bits(value: .nan)], nickname: nil, avatar: Data([1, 2, 3]),
-                        raw: [9, 8, 7], uuid: UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)),
-                        created: Date(timeIntervalSince1970: 1_700_000_000), ratio: 0.25,
-                        shapes: [.point, .circle(radius: 7), .polygon([1, -2, 3], closed: true),
-                                 .group(.circle(radius: 1), name: "g")],
-                        nested: [[1, 2], [], [65535]], child: child)
+  let profile = Profile(
+    id: -42, small: -3, wide: .max, name: "Ada Lovelace", tags: ["admin", "é"],
+    scores: [Bits(value: 1.5), Bits(value: .nan)], nickname: nil, avatar: Data([1, 2, 3]),
+    raw: [9, 8, 7], uuid: UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)),
+    created: Date(timeIntervalSince1970: 1_700_000_000), ratio: 0.25,
+    shapes: [
+      .point, .circle(radius: 7), .polygon([1, -2, 3], closed: true),
+      .group(.circle(radius: 1), name: "g"),
+    ],
+    nested: [[1, 2], [], [65535]], child: child)
   let manual = try! BinaryCoding.decode(Manual.self, from: BinaryCoding.encode(ManualSeed()))
   let seeds: [(String, [UInt8])] = [
     ("profile", try! BinaryCoding.encode(profile)),

@@ -26,6 +26,7 @@
 // file sound, and a value set after the repair reads back as set.
 import Foundation
 import Glibc
+
 @testable import MappedCache
 
 /// What the process prepared once: the directory, the template images and their layouts.
@@ -50,7 +51,9 @@ final class FuzzWorld: @unchecked Sendable {
     // the directories of processes that are gone.
     for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
     where name.hasPrefix("mc-fuzz-cachefile-") {
-      guard let pid = Int32(name.dropFirst("mc-fuzz-cachefile-".count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
+      guard let pid = Int32(name.dropFirst("mc-fuzz-cachefile-".count)), kill(pid, 0) != 0, errno == ESRCH else {
+        continue
+      }
       for f in ["input.mcache", "input.mcache.template"] { unlink("\(base)/\(name)/\(f)") }
       rmdir("\(base)/\(name)")
     }
@@ -107,7 +110,8 @@ final class FuzzWorld: @unchecked Sendable {
       for (i, k) in Self.keys.enumerated() {
         let size = i % 13 == 0 ? 2000 + i * 10 : (typed ? 8 + i % 40 : 40 + i * 3 % 900)
         let value = (0..<size).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
-        let expires: CacheExpiry = i % 11 == 0 ? .date(Date(timeIntervalSinceNow: -5)) : (i % 5 == 0 ? .seconds(3600) : .never)
+        let expires: CacheExpiry =
+          i % 11 == 0 ? .date(Date(timeIntervalSinceNow: -5)) : (i % 5 == 0 ? .seconds(3600) : .never)
         try c.setObject(value, forKey: k, expires: expires)
         if round > 2 && i % 3 == 0 { _ = try c.object(forKey: k) }  // referenced: promoted on wrap
       }
@@ -251,7 +255,10 @@ enum CacheFileFuzz {
       _ = ro.sweeperSlot
       for k in t.keys.prefix(8) { _ = try? ro.get(Array(k.utf8), allowingExpired: true) }
       var n = 0
-      ro.forEachEntry(values: true, includeExpired: true) { _ in n += 1; return n < 400 }
+      ro.forEachEntry(values: true, includeExpired: true) { _ in
+        n += 1
+        return n < 400
+      }
       _ = try? ro.verify()
       if (try? ro.set(Array("x".utf8), [1])) != nil { fatalError("a read-only handle stored a value") }
     }
@@ -278,12 +285,18 @@ enum CacheFileFuzz {
       case 3: _ = try? f.delete(k)
       case 4:
         var n = 0
-        f.forEachEntry(prefix: Array(key(t, arg).utf8.prefix(Int(op & 3))), values: op & 16 != 0,
-                       includeExpired: op & 32 != 0) { _ in n += 1; return n < 300 }
+        f.forEachEntry(
+          prefix: Array(key(t, arg).utf8.prefix(Int(op & 3))), values: op & 16 != 0,
+          includeExpired: op & 32 != 0
+        ) { _ in
+          n += 1
+          return n < 300
+        }
       case 5: _ = try? f.sweep()
       case 6: _ = try? f.verify(repair: op & 16 != 0)
       case 7: if op & 48 == 48 { try? f.clear() } else { _ = f.statistics }
-      case 8: _ = try? f.set(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80), value(arg * 131, arg))
+      case 8:
+        _ = try? f.set(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80), value(arg * 131, arg))
       default: _ = try? f.get(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80))
       }
     }
@@ -294,7 +307,8 @@ enum CacheFileFuzz {
     do {
       let again = try f.verify()
       if !again.ok { fatalError("verify after verify(repair: true) still finds problems: \(again.problems.prefix(3))") }
-      let k = Array("after-repair".utf8), v = value(100, 9)
+      let k = Array("after-repair".utf8)
+      let v = value(100, 9)
       try f.set(k, v)
       guard let got = try f.get(k), got.value == v else { fatalError("a value set after repair did not read back") }
     } catch {
@@ -305,7 +319,8 @@ enum CacheFileFuzz {
   }
 
   /// The typed handle applications use.
-  static func runSharedCache(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>, live: [Edit]) {
+  static func runSharedCache(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>, live: [Edit])
+  {
     var policy = OpenPolicy()
     policy.create = false
     policy.verifyChecksumsOnRead = flags & 8 != 0
@@ -333,13 +348,18 @@ enum CacheFileFuzz {
         // Batches and counters (opcodes 224...255; below them the table is op % 16).
         switch op % 4 {
         case 0: _ = try? c.removeObjects(forKeys: t.keys.dropFirst(arg % 100).prefix(arg % 9))
-        case 1: try? c.setObjects(Dictionary(uniqueKeysWithValues: (0..<(arg % 5)).map { (key(t, arg + $0), value($0 * 40, arg)) }),
-                                  expires: op & 8 != 0 ? .seconds(10) : nil)
+        case 1:
+          try? c.setObjects(
+            Dictionary(uniqueKeysWithValues: (0..<(arg % 5)).map { (key(t, arg + $0), value($0 * 40, arg)) }),
+            expires: op & 8 != 0 ? .seconds(10) : nil)
         default:
           // An integer view of the same file (untyped template only; typed: typeMismatch).
           if counters == nil { counters = try? SharedCache<Int64>(path: path, policy: policy) }
-          if op % 4 == 2 { _ = try? counters?.increment(forKey: k, by: Int64(arg) - 128) }
-          else { _ = try? counters?.decrement(forKey: k, by: op & 8 != 0 ? .max : 1, initial: Int64(arg)) }
+          if op % 4 == 2 {
+            _ = try? counters?.increment(forKey: k, by: Int64(arg) - 128)
+          } else {
+            _ = try? counters?.decrement(forKey: k, by: op & 8 != 0 ? .max : 1, initial: Int64(arg))
+          }
         }
         continue
       }
@@ -362,8 +382,11 @@ enum CacheFileFuzz {
       case 12: _ = try? c.removeObject(forKey: k)
       case 13: _ = try? c.removeExpiredObjects()
       case 14:
-        if op & 16 != 0 { try? c.setLimits(count: arg * 4, cost: op & 32 != 0 ? arg * 1000 : nil) }
-        else { _ = try? c.objects(forKeys: t.keys.prefix(arg % 24)) }
+        if op & 16 != 0 {
+          try? c.setLimits(count: arg * 4, cost: op & 32 != 0 ? arg * 1000 : nil)
+        } else {
+          _ = try? c.objects(forKeys: t.keys.prefix(arg % 24))
+        }
       default:
         if op & 16 != 0 { _ = c.allKeys.count } else { _ = try? c.verify(repair: op & 32 != 0) }
       }
@@ -375,7 +398,9 @@ enum CacheFileFuzz {
       if !again.ok { fatalError("verify after verify(repair: true) still finds problems: \(again.problems.prefix(3))") }
       let v = value(77, 5)
       try c.setObject(v, forKey: "after-repair-typed")
-      guard try c.object(forKey: "after-repair-typed") == v else { fatalError("a value set after repair did not read back") }
+      guard try c.object(forKey: "after-repair-typed") == v else {
+        fatalError("a value set after repair did not read back")
+      }
     } catch {
       fatalError("after repair: \(error)")
     }
@@ -408,7 +433,9 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
 /// Makes the templates before the first input, so that their cost (a few hundred
 /// milliseconds under the fuzzer's instrumentation) is not charged to it.
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func initialize(
+  _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
   _ = FuzzWorld.shared
   return 0
 }

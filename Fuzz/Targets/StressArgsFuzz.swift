@@ -10,6 +10,7 @@
 // `OptionTable.workerArguments(options)` gives the same options back (so a worker
 // runs exactly the workload its coordinator was given).
 import Foundation
+
 @testable import MappedCache
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -26,7 +27,8 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   if o.help { _ = OptionTable.helpText }
   do { try OptionTable.validate(o) } catch { fatalError("parse accepted options its own validation refuses: \(error)") }
   guard o.valueMin >= ValueFormat.headerSize, o.valueMin <= o.valueMax, o.keys >= 1, o.procs >= 1, o.threads >= 1,
-        o.capacity >= 1 << 20, o.duration > 0, o.trackEvery > 0, o.trackEvery & (o.trackEvery - 1) == 0 else {
+    o.capacity >= 1 << 20, o.duration > 0, o.trackEvery > 0, o.trackEvery & (o.trackEvery - 1) == 0
+  else {
     fatalError("parse accepted inconsistent options: \(o)")
   }
   _ = try? Layout(options: o.cacheOptions)

@@ -11,6 +11,7 @@
 // of bytes read from a cache file (keys and values: `Units.printable`, `JSON`) takes
 // any bytes.
 import Foundation
+
 @testable import MappedCache
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -25,7 +26,9 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   _ = Usage.line(for: command)
   do {
     guard let inv = try Invocation.parse(args, for: command) else {
-      guard args.contains(where: { $0 == "-h" || $0 == "--help" }) else { fatalError("parse returned nil without -h/--help") }
+      guard args.contains(where: { $0 == "-h" || $0 == "--help" }) else {
+        fatalError("parse returned nil without -h/--help")
+      }
       _ = Usage.help(for: command)
       return 0
     }
@@ -41,7 +44,9 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     }
     // Every typed accessor, on every valued option, as the commands call them.
     for spec in command.options where spec.value != nil {
-      if let n = try? inv.integer(spec.name, in: 1...4096), !(1...4096).contains(n) { fatalError("integer out of range") }
+      if let n = try? inv.integer(spec.name, in: 1...4096), !(1...4096).contains(n) {
+        fatalError("integer out of range")
+      }
       if let n = try? inv.integer(spec.name, in: 0...Int.max), n < 0 { fatalError("integer out of range") }
       if let s = try? inv.size(spec.name) {
         guard s >= 0 else { fatalError("negative size \(s)") }

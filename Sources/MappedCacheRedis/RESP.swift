@@ -316,6 +316,11 @@ public struct RESPParser: Sendable {
       case UInt8(ascii: "!"): return .some(.blobError(body))
       default:
         guard len >= 4 && body[3] == UInt8(ascii: ":") else { throw violation("a verbatim string without its format") }
+        // The format is three printable ASCII bytes (`txt`, `mkd`): anything else could not
+        // be kept as the `String` the value carries, byte for byte.
+        guard body[0..<3].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+          throw violation("a verbatim string whose format is not three printable ASCII bytes")
+        }
         return .some(.verbatim(format: String(decoding: body[0..<3], as: UTF8.self), text: Array(body[4...])))
       }
     case UInt8(ascii: "*"), UInt8(ascii: "%"), UInt8(ascii: "~"), UInt8(ascii: ">"), UInt8(ascii: "|"):

@@ -191,6 +191,8 @@ struct SeededRandom: RandomNumberGenerator {
     violation(",abc\r\n", contains: "double")
     violation("(12x\r\n", contains: "big number")
     violation("=2\r\nab\r\n", contains: "verbatim")
+    // Found by the libFuzzer target: a format that is not ASCII did not round-trip.
+    violation("=7\r\nt\u{93}:abc\r\n", contains: "printable ASCII")
     violation("_x\r\n", contains: "null")
     violation("?\r\n", contains: "unknown type")
     violation("+a\rb\r\n", contains: "CR not followed by LF")
