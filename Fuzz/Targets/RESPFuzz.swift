@@ -9,8 +9,9 @@
 import MappedCache
 
 /// Low limits, so that the fuzzer reaches them with short inputs.
-let limits = RESPLimits(maxDepth: 8, maxAggregateCount: 64, maxBulkLength: 2048, maxLineLength: 512,
-                        maxReplyElements: 512, maxReplyBytes: 0)
+let limits = RESPLimits(
+  maxDepth: 8, maxAggregateCount: 64, maxBulkLength: 2048, maxLineLength: 512,
+  maxReplyElements: 512, maxReplyBytes: 0)
 
 /// Every value the parser yields from `pieces`, fed in order, and whether it then threw.
 func parse(_ pieces: [ArraySlice<UInt8>], limits: RESPLimits = limits) -> (values: [RESPValue], failed: Bool) {
