@@ -99,6 +99,22 @@ EOF
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$lib/MappedCache.o"; return 1; }
     echo "   library built in $(( $(date +%s) - t0 )) s"
   fi
+  # The modules the tools' sources import beside MappedCache: CacheTools (both tools) and
+  # MappedCacheRedis (mapped-cache's agent command), each compiled once like the library.
+  build_module CacheTools Sources/CacheTools || return 1
+  build_module MappedCacheRedis Sources/MappedCacheRedis || return 1
+}
+
+build_module() { # NAME DIR
+  local lib=$BUILD/lib name=$1 dir=$2
+  if newer_than "$lib/$name.o" "$dir" "$lib/MappedCache.o"; then
+    echo "== building $name"
+    # shellcheck disable=SC2046
+    "$SWIFTC" -c -parse-as-library -module-name "$name" -wmo "${OPT[@]}" "${SAN[@]}" \
+      -emit-module -emit-module-path "$lib/$name.swiftmodule" -I "$lib" \
+      $(find "$dir" -name '*.swift' | sort) -o "$lib/$name.o" 2>&1 | quiet
+    [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$lib/$name.o"; return 1; }
+  fi
 }
 
 # The sources of each target (beyond its own file in Fuzz/Targets).
@@ -119,13 +135,14 @@ build_target() {
   local t=$1 srcs
   srcs=$(target_sources "$t") || return 1
   # shellcheck disable=SC2086
-  if newer_than "$OUT/$t" $srcs "$BUILD/lib/MappedCache.o"; then
+  if newer_than "$OUT/$t" $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o"; then
     echo "== building $t"
     local module
     module=$(echo "$t" | tr -d '-')
     # shellcheck disable=SC2086
     "$SWIFTC" -parse-as-library -module-name "fuzz_$module" "${OPT[@]}" "${SAN[@]}" -I "$BUILD/lib" \
-      $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
+      $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o" \
+      "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$OUT/$t"; return 1; }
   fi
 }

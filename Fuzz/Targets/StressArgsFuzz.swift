@@ -26,7 +26,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   }
   if o.help { _ = OptionTable.helpText }
   do { try OptionTable.validate(o) } catch { fatalError("parse accepted options its own validation refuses: \(error)") }
-  guard o.valueMin >= ValueFormat.headerSize, o.valueMin <= o.valueMax, o.keys >= 1, o.procs >= 1, o.threads >= 1,
+  guard o.valueMin >= ValueFormat.minimumSize, o.valueMin <= o.valueMax, o.keys >= 1, o.procs >= 1, o.threads >= 1,
     o.capacity >= 1 << 20, o.duration > 0, o.trackEvery > 0, o.trackEvery & (o.trackEvery - 1) == 0
   else {
     fatalError("parse accepted inconsistent options: \(o)")
@@ -51,6 +51,8 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   expected.coordinatorPID = 99
   expected.json = back.json  // not passed on: workers report through control files
   expected.help = back.help
+  expected.version = back.version  // nor are --version and --report: the coordinator answers them
+  expected.reportPath = back.reportPath
   if "\(back)" != "\(expected)" {
     fatalError("options changed on the way to a worker:\n  given  \(expected)\n  worker \(back)\n  args   \(passed)")
   }

@@ -10,6 +10,7 @@
 // options; a size, duration or mode that parses is in range; and the tool's printing
 // of bytes read from a cache file (keys and values: `Units.printable`, `JSON`) takes
 // any bytes.
+import CacheTools
 import Foundation
 
 @testable import MappedCache
@@ -71,8 +72,9 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
 
   // Sizes and durations from any argument; then bytes as a cache file may hold them.
   for a in parts {
-    if let s = Units.parseSize(a), s < 0 { fatalError("negative size from \(a)") }
-    if let d = Units.parseDuration(a), !(d.isFinite && d >= 0) { fatalError("bad duration from \(a)") }
+    // The parsers both tools share (CacheTools): a value they accept is in range.
+    if let s = try? ByteSize.parse(a), s < 0 { fatalError("negative size from \(a)") }
+    if let d = try? DurationText.parse(a), !(d.isFinite && d >= 0) { fatalError("bad duration from \(a)") }
   }
   let bytes = Array(raw)
   let shown = Units.printable(bytes)
