@@ -124,6 +124,20 @@ indirect enum TCTree: Codable {
     #expect(try BinaryCoding.decode(TCEverything.self, from: bytes) == Self.everything)
   }
 
+  /// The binary-coding fuzz target's finding: a NaN `Float` (or a NaN date) decodes to
+  /// the same bits, so the round trip holds by bit pattern even where `==` says no.
+  @Test func floatingPointValuesComeBackBitForBit() throws {
+    let floats: [Float] = [.nan, -.nan, Float(bitPattern: 0x7FC0_1234), -0.0, .infinity, .leastNonzeroMagnitude]
+    let back = try BinaryCoding.decode([Float].self, from: BinaryCoding.encode(floats))
+    #expect(back.map(\.bitPattern) == floats.map(\.bitPattern))
+    let doubles: [Double] = [.nan, Double(bitPattern: 0x7FF8_0000_0000_00AB), -0.0, -.infinity]
+    let dback = try BinaryCoding.decode([Double].self, from: BinaryCoding.encode(doubles))
+    #expect(dback.map(\.bitPattern) == doubles.map(\.bitPattern))
+    let date = Date(timeIntervalSinceReferenceDate: .nan)
+    let dateBack = try BinaryCoding.decode(Date.self, from: BinaryCoding.encode(date))
+    #expect(dateBack.timeIntervalSinceReferenceDate.bitPattern == date.timeIntervalSinceReferenceDate.bitPattern)
+  }
+
   @Test func topLevelScalarsAndOptionals() throws {
     #expect(try BinaryCoding.decode(Int.self, from: BinaryCoding.encode(42)) == 42)
     #expect(try BinaryCoding.decode(String.self, from: BinaryCoding.encode("s")) == "s")
