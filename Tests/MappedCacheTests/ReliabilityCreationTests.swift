@@ -6,8 +6,9 @@ import Testing
 
 /// A process SIGKILLed at each step of creating a cache file (held there by the
 /// `MC_TEST_CREATE_PAUSE` hook, so the kill lands exactly at that step), while others
-/// try to open it: whatever it leaves, `mapped-cache create`, `info`, `set` and
-/// `SharedCache(path:)` afterwards end with a sound cache.
+/// try to open it: whatever it leaves, `mapped-cache create`, `set` with creation
+/// options and `SharedCache(path:)` afterwards end with a sound cache, and every other
+/// command says it is an unfinished creation and leaves it alone.
 @Suite(.serialized) struct ReliabilityCreationTests {
   /// The hook's steps, in the order creation reaches them (see `CacheFileOpener`).
   static let steps = ["opened", "locked", "marked", "allocated", "header", "unpublished"]
@@ -99,26 +100,37 @@ import Testing
       #expect(create.text.contains("left unfinished") == !empty, "\(step): \(create.text)")
       #expect(try CLITests.cli(["verify", p1]).status == 0, "\(step) create")
 
-      // info and set: a marked leftover is created afresh (with a note), an empty one
-      // is reported as not a cache yet, with the command that makes it one.
-      for command in [["info"], ["set", "k", "v"]] {
+      // Without creation options, every other command reports an unfinished creation
+      // (exit 2) and leaves the file exactly as it was: the capacity its creator meant
+      // is unknown, so the tool does not guess one.
+      for command in [["info"], ["get", "k"], ["set", "k", "v"], ["delete", "k"], ["verify"], ["keys"]] {
         let p = Support.tempPath("kc-\(command[0])")
         defer { Support.cleanup(p) }
         try Self.leftover(p, at: step)
+        let before = RelSupport.image(p)
         let r = try CLITests.cli([command[0], p] + command.dropFirst())
-        if empty {
-          #expect(
-            r.status == 2 && r.err.contains("is empty, not a cache yet") && r.err.contains("create \(p)"),
-            "\(step) \(command): \(r.status) \(r.err)")
-          continue
-        }
-        #expect(r.status == 0, "\(step) \(command): \(r.err)")
-        #expect(r.err.hasPrefix("note: \(p) had been left half-created"), "\(step) \(command): \(r.err)")
-        if command[0] == "info" { #expect(r.text.contains("format version") && r.text.contains("64.0 MiB")) }
-        if command[0] == "set" { #expect(try CLITests.cli(["get", p, "k"]).text == "v", "\(step)") }
-        #expect(try CLITests.cli(["verify", p]).status == 0, "\(step) \(command)")
-        #expect(try CLITests.cli(["info", p]).err.isEmpty, "\(step): taken over once, then a plain cache")
+        #expect(
+          r.status == 2 && r.err.contains("\(p) is an unfinished creation") && r.err.contains("create \(p)"),
+          "\(step) \(command): \(r.status) \(r.err)")
+        #expect(r.err.contains(empty ? "it is empty" : "creation marker"), "\(step) \(command): \(r.err)")
+        #expect(RelSupport.image(p) == before, "\(step) \(command): the leftover was changed")
       }
+
+      // set with creation options takes it over with them, says so, and stores.
+      let p2 = Support.tempPath("kc-set-options")
+      defer { Support.cleanup(p2) }
+      try Self.leftover(p2, at: step)
+      let set = try CLITests.cli(["set", p2, "k", "v", "--capacity", "3M", "--type", "bytes"])
+      #expect(set.status == 0, "\(step) set --capacity: \(set.err)")
+      #expect(set.err.hasPrefix("note: \(p2) was an unfinished creation"), "\(step): \(set.err)")
+      #expect(try CLITests.cli(["get", p2, "k"]).text == "v", "\(step)")
+      let info = try CLITests.cli(["info", p2])
+      #expect(info.err.isEmpty && info.text.contains("3.0 MiB") && info.text.contains("bytes"), "\(step): \(info.text)")
+      #expect(try CLITests.cli(["verify", p2]).status == 0, "\(step) set --capacity")
+      // A finished cache keeps its own parameters: the options only ever create.
+      let again = try CLITests.cli(["set", p2, "k2", "w", "--capacity", "8M"])
+      #expect(again.status == 0 && again.err.isEmpty, "\(step): \(again.err)")
+      #expect(try CLITests.cli(["info", p2]).text.contains("3.0 MiB"), "\(step)")
 
       // The library, as before: SharedCache(path:) takes any leftover over.
       let p4 = Support.tempPath("kc-lib")
@@ -147,29 +159,28 @@ import Testing
         #expect(try c.object(forKey: "first") == [1] && (try c.verify().ok))
         continue
       }
+      // Under the creation lock: a library opener and a `set` with creation options
+      // both wait for it, and once it is killed one of them takes the file over.
       let setter = Process()
       setter.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
-      setter.arguments = ["set", path, "k", "after-\(step)"]
+      setter.arguments = ["set", path, "k", "after-\(step)", "--capacity", "2M"]
       setter.standardOutput = FileHandle.nullDevice
       setter.standardError = FileHandle.nullDevice
       setter.standardInput = FileHandle.nullDevice
       try setter.run()
+      let opener = try RelSupport.Child(RelSupport.helper, ["open-only", path, "0"])
       usleep(300_000)
-      #expect(setter.isRunning, "\(step): the setter waits on the creation lock")
+      #expect(setter.isRunning && opener.isRunning, "\(step): both wait on the creation lock")
       creator.kill()
       let deadline = Date().addingTimeInterval(30)
       while setter.isRunning && Date() < deadline { usleep(5_000) }
       if setter.isRunning { kill(setter.processIdentifier, SIGKILL) }
       setter.waitUntilExit()
-      if step == "locked" {
-        // The creator died before marking the file: the waiting `set` finds it empty.
-        #expect(setter.terminationStatus == 2, "\(step)")
-        #expect(try CLITests.cli(["create", path]).status == 0)
-      } else {
-        #expect(
-          setter.terminationReason == .exit && setter.terminationStatus == 0, "\(step): \(setter.terminationStatus)")
-        #expect(try CLITests.cli(["get", path, "k"]).text == "after-\(step)", "\(step)")
-      }
+      let opened = opener.finish(timeout: 30)
+      #expect(opened.ok && RelSupport.fields(opened.stdout)["open"] == "ok", "\(step): \(opened)")
+      #expect(
+        setter.terminationReason == .exit && setter.terminationStatus == 0, "\(step): \(setter.terminationStatus)")
+      #expect(try CLITests.cli(["get", path, "k"]).text == "after-\(step)", "\(step)")
       #expect(try CLITests.cli(["verify", path]).status == 0, "\(step)")
     }
   }
