@@ -57,6 +57,7 @@ enum CacheFileOpener {
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
+    if writable && !created { try reserveHoles(fd, path: path, st: st, size: layout.fileSize) }
     let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
@@ -200,6 +201,20 @@ enum CacheFileOpener {
       throw .typeMismatch(path: path, expected: typeName, found: h.typeName)
     }
     return (h, layout)
+  }
+
+  /// Step 5b, for a writable open of an existing cache: a file with fewer blocks than
+  /// bytes has holes (copied with `cp --sparse`, restored from an archive); a store
+  /// into one on a full file system would raise SIGBUS, so they are allocated now, and
+  /// a file system with no room for them is `diskFull` at open instead.
+  private static func reserveHoles(_ fd: Int32, path: String, st: stat, size: Int) throws(CacheError) {
+    guard Int(st.st_blocks) * 512 < size else { return }
+    do {
+      try Sys.allocateHoles(fd, size: size)
+    } catch {
+      if error.code.rawValue == EOPNOTSUPP { return }  // nothing better to do there
+      throw spaceError(error, path: path, bytes: size)
+    }
   }
 
   // MARK: Creation

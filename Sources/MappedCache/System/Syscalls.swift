@@ -59,6 +59,17 @@ enum Sys {
     if r != 0 { throw SystemError(errno: r, operation: "posix_fallocate \(size) bytes") }
   }
 
+  /// Allocates whatever blocks of the first `size` bytes are still holes, changing no
+  /// byte: for a cache file that lost its reservation (copied sparse, restored from an
+  /// archive), which writers would otherwise fill page by page until a full disk
+  /// raises SIGBUS. Unlike `posix_fallocate` it never falls back to writing zeros,
+  /// which could race with other processes' stores; a file system without it answers
+  /// `EOPNOTSUPP`. The corresponding C function is `fallocate` (mode 0, through the shim).
+  static func allocateHoles(_ fd: Int32, size: Int) throws(SystemError) {
+    let r = mc_fallocate(fd, Int64(size))
+    if r != 0 { throw SystemError(errno: -r, operation: "fallocate \(size) bytes") }
+  }
+
   /// The corresponding C function is `ftruncate`.
   static func ftruncate(_ fd: Int32, size: Int) throws(SystemError) {
     if retrying({ Glibc.ftruncate(fd, off_t(size)) }) != 0 {
