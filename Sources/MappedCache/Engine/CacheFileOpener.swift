@@ -11,6 +11,7 @@ import Glibc
 ///    creation that a process left unfinished (it died holding the `flock`, which the
 ///    kernel then released).
 /// 5. `readHeader`: magic, version, layout fingerprint, sizes, value type.
+/// 5b. `reserveHoles`: for writing, allocate the blocks of an existing file copied sparse.
 /// 6. map the file (`MappedFile`).
 ///
 /// Creation is serialised by the `flock`, so two processes creating one path at the
