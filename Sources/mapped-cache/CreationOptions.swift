@@ -20,7 +20,7 @@ enum CreationOptions {
       help: "Expected key+value size, used to size the index."),
     OptionSpec(
       name: "--mode", value: "MODE", defaultValue: "0600",
-      help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
+      help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),
     OptionSpec(
       name: "--type", value: "NAME",
       help: "Value type to record (bytes, string, int64, ...); default untyped."),
