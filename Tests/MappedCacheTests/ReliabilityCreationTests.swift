@@ -185,6 +185,25 @@ import Testing
     }
   }
 
+  /// `set` with creation options also makes a missing file (silently: nothing was
+  /// there to take over); refused options leave no file.
+  @Test func setWithCreationOptionsMakesAMissingFile() throws {
+    let path = Support.tempPath("kc-set-new")
+    defer { Support.cleanup(path) }
+    let bad = try CLITests.cli(["set", path, "k", "v", "--capacity", "1K"])
+    #expect(bad.status == 64 && bad.err.contains("capacity"), "\(bad.err)")
+    #expect(access(path, F_OK) != 0, "a refused creation left a file")
+    let set = try CLITests.cli(["set", path, "k", "v", "--capacity", "2M", "--max-key", "64"])
+    #expect(set.status == 0 && set.err.isEmpty, "\(set.err)")
+    #expect(try CLITests.cli(["get", path, "k"]).text == "v")
+    let info = try CLITests.cli(["info", path, "--json"]).text
+    #expect(info.contains("\"capacity_bytes\": 2097152") && info.contains("\"max_key_bytes\": 64"), "\(info)")
+    // Without creation options a missing file is still an error, as before.
+    let other = Support.tempPath("kc-set-none")
+    let none = try CLITests.cli(["set", other, "k", "v"])
+    #expect(none.status == 3 && none.err.contains("no such file") && access(other, F_OK) != 0)
+  }
+
   /// A cache that was created whole is never taken for an interrupted one: the marker
   /// alone decides, and a finished file never holds it.
   @Test func aFinishedCacheIsNeverTakenOver() throws {
