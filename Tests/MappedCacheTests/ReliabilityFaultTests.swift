@@ -107,7 +107,9 @@ import Testing
 
         let create = try Self.run(Self.tool, ["create", path, "--capacity", "2M"], env: env)
         #expect(create.status == 3 && !create.signaled, "\(what): \(create.status) \(create.err)")
-        let says = errno == "ENOSPC" ? "no space to reserve 2097152 bytes for \(path)" : "Input/output error (EIO"
+        let says =
+          errno == "ENOSPC"
+          ? "no space to reserve 2097152 bytes for \(path)" : "(reserving \(path)): Input/output error (EIO"
         #expect(create.err.contains(says), "\(what): \(create.err)")
         #expect(!Self.exists(path), "\(what): create left a file behind")
         #expect(lib.takeLog().contains("\(call) \(errno == "EIO" ? EIO : ENOSPC)"), "\(what): the fault never fired")

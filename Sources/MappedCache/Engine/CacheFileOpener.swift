@@ -292,9 +292,11 @@ enum CacheFileOpener {
   // MARK: Errors and test hooks
 
   /// A failure to reserve space: `diskFull` when the file system (or the file size
-  /// limit, or a quota) is what said no.
+  /// limit, or a quota) is what said no; otherwise (EIO, say) the system error, naming
+  /// the file, since the call alone ("pwrite") does not say which.
   private static func spaceError(_ e: SystemError, path: String, bytes: Int) -> CacheError {
-    e.code.isOutOfSpace ? .diskFull(path: path, bytes: bytes) : .system(e)
+    if e.code.isOutOfSpace { return .diskFull(path: path, bytes: bytes) }
+    return .system(SystemError(errno: e.errno, operation: "\(e.operation) (reserving \(path))"))
   }
 
   /// Runs system calls, reporting their failure as `CacheError.system`.
