@@ -204,6 +204,19 @@ import Testing
     }
     let get = try Self.run(Self.tool, ["get", path, "k"])
     #expect(get.status == 0 && get.out == "value")
+
+    // A failure in the middle of a longer output (the third refresh of `stats --watch`,
+    // each written as it comes) is reported too, not lost in a silent partial listing.
+    let out = "/tmp/mc-fault-stdout-\(getpid())-\(UUID().uuidString.prefix(8))"
+    FileManager.default.createFile(atPath: out, contents: nil)
+    defer { unlink(out) }
+    var env = lib.environment(calls: "write", errno: "EIO", pattern: (out as NSString).lastPathComponent)
+    env["MC_FAULT_AFTER"] = "2"
+    let watch = try Self.run(Self.tool, ["stats", path, "--watch", "0.05", "--count", "5"], env: env, stdoutPath: out)
+    #expect(watch.status == 3 && !watch.signaled && watch.err.contains("Input/output error"), "\(watch.err)")
+    #expect(lib.takeLog() == ["write \(EIO)"], "the third write, and only it, failed")
+    let written = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+    #expect(written.contains("entries"), "the first two refreshes arrived")
   }
 
   // MARK: Full file systems (root only)
