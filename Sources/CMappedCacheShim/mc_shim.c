@@ -46,3 +46,9 @@ int mc_ofd_byte_is_locked(int fd, int64_t offset) {
   if (r != 0) return r;
   return fl.l_type == F_UNLCK ? 0 : 1;
 }
+
+int mc_fallocate(int fd, int64_t length) {
+  int r;
+  do { r = fallocate(fd, 0, 0, (off_t)length); } while (r != 0 && errno == EINTR);
+  return r == 0 ? 0 : -errno;
+}

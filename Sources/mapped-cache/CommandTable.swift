@@ -39,33 +39,16 @@ enum CommandTable {
     CommandSpec(
       name: "create", summary: "Create a cache file.",
       arguments: [path],
-      options: [
-        OptionSpec(
-          name: "--capacity", value: "SIZE", defaultValue: "64MiB",
-          help:
-            "File size, 1MiB to 64TiB (K or KiB, M or MiB, G or GiB, T or TiB: powers of 1024; KB, MB, GB, TB are refused as ambiguous)."
-        ),
-        OptionSpec(name: "--max-key", value: "B", defaultValue: "250", help: "Longest key in bytes, 1 to 4096."),
-        OptionSpec(
-          name: "--max-value", value: "SIZE", defaultValue: "1MiB",
-          help: "Largest value (lowered when the cache is too small to hold it)."),
-        OptionSpec(
-          name: "--avg-entry", value: "SIZE", defaultValue: "320",
-          help: "Expected key+value size, used to size the index."),
-        OptionSpec(
-          name: "--mode", value: "MODE", defaultValue: "0600",
-          help: "Permission bits (octal), before the umask; with --group: exactly, 0660 unless given."),
+      options: CreationOptions.specs + [
         OptionSpec(
           name: "--group", value: "NAME",
-          help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root)."),
-        OptionSpec(
-          name: "--type", value: "NAME",
-          help: "Value type to record (bytes, string, int64, ...); default untyped."),
+          help: "Give the file to group NAME, to share it between users of that group (you must be a member, or root).")
       ],
       discussion: """
-        Fails (exit 3) when PATH already exists and is not empty, unless it holds a
-        creation that a process left unfinished (killed before it was done): that one is
-        created afresh, as any other command or SharedCache(path:) would do.
+        Fails (exit 3) when PATH already exists and is not empty, unless it is an
+        unfinished creation (a process killed while creating it left it marked
+        "MCCINIT0"): that one is created afresh with these options, as
+        SharedCache(path:options:) would do. An empty file is created in place too.
 
         To share a cache between users, put them in one group and create the file with
         --group NAME (mode 0660 by default then): processes open it with
@@ -135,7 +118,16 @@ enum CommandTable {
         OptionSpec(
           name: "--ttl", value: "SECONDS",
           help: "Expire after SECONDS (units ms, s, m, h, d; 0 = never).")
-      ],
+      ] + CreationOptions.specs,
+      discussion: """
+        Creation options (--capacity, --max-key, --max-value, --avg-entry, --mode, --type)
+        make PATH a cache first when it is missing or an unfinished creation (empty, or
+        left marked by a process killed while creating it); an existing cache keeps its
+        own parameters. Without them, set (like every command but create) refuses an
+        unfinished creation with exit 2 and says so: which capacity its creator meant is
+        unknown, so it is left for create, set with creation options, or
+        SharedCache(path:) to lay out.
+        """,
       run: EntryCommands.set),
     CommandSpec(
       name: "delete", summary: "Remove a key (exit 1 when missing).",

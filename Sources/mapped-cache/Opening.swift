@@ -22,40 +22,66 @@ enum Opening {
     } else if (st.st_mode & S_IFMT) == S_IFDIR {
       throw .invalidCache("\(path) is a directory, not a MappedCache file")
     }
-    // An inspection tool checks every value's checksum when it reads one. A command that
-    // writes trusts a file of one of this user's groups (as `create --group` makes them).
-    var policy =
-      readOnly
-      ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
-      : OpenPolicy(verifyChecksumsOnRead: true)
-    if !readOnly, stat(path, &st) == 0, Groups.callerBelongs(to: st.st_gid) {
-      policy.sharedGroup = Groups.name(of: st.st_gid)
-    }
+    let policy = self.policy(path, readOnly: readOnly)
     do {
       return try CacheFile(path: path, readOnly: readOnly, policy: policy)
     } catch {
+      if let unfinished = unfinishedCreation(path, error) { throw .invalidCache(unfinished) }
       if case .corrupted(_, let why) = error {
-        if creationWasInterrupted(path) {
-          // What `SharedCache(path:)` would do: lay the file out again, then carry on.
-          try takeOverInterruptedCreation(path, policy: policy)
-          do { return try CacheFile(path: path, readOnly: readOnly, policy: policy) } catch { throw CLIFailure(error) }
-        }
         // Opening checks only the header: a damaged header is beyond `verify --repair`.
         throw .invalidCache(
           "\(path) has a damaged header (\(why)); it cannot be repaired: remove the file and create it again")
-      }
-      if case .notACacheFile = error, stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size == 0 {
-        throw .invalidCache(
-          "\(path) is empty, not a cache yet (a process creating it may have stopped before "
-            + "writing anything); make it one with '\(Usage.tool) create \(path)'")
       }
       throw CLIFailure(error)
     }
   }
 
+  /// The policy a command opens with. An inspection tool checks every value's checksum
+  /// when it reads one; a command that writes trusts a file of one of this user's
+  /// groups (as `create --group` makes them).
+  static func policy(_ path: String, readOnly: Bool) -> OpenPolicy {
+    var policy =
+      readOnly
+      ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
+      : OpenPolicy(verifyChecksumsOnRead: true)
+    var st = stat()
+    if !readOnly, stat(path, &st) == 0, Groups.callerBelongs(to: st.st_gid) {
+      policy.sharedGroup = Groups.name(of: st.st_gid)
+    }
+    return policy
+  }
+
+  /// Opens `path` for writing, creating it with `options` when it is missing or an
+  /// unfinished creation (`set` with creation options; an existing cache keeps its own
+  /// parameters, as with `SharedCache(path:options:)`). A failed creation leaves no
+  /// empty file of its own behind.
+  static func forWriting(
+    _ inv: Invocation, creating options: CacheOptions, typeName: String
+  ) throws(CLIFailure) -> CacheFile {
+    let path = inv.argument("PATH")!
+    var st = stat()
+    let existed = lstat(path, &st) == 0
+    if existed, (st.st_mode & S_IFMT) == S_IFDIR {
+      throw .invalidCache("\(path) is a directory, not a MappedCache file")
+    }
+    do {
+      let file = try CacheFile(
+        creating: path, options: options, typeName: typeName, policy: policy(path, readOnly: false))
+      if file.wasCreated && existed {
+        Output.err(
+          "note: \(path) was an unfinished creation (a process creating it stopped before finishing, "
+            + "so it held no entries); created it with the options given (\(Units.bytes(file.info.capacity)))")
+      }
+      return file
+    } catch {
+      if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
+      if case .invalidArgument(let why) = error { throw inv.usageError(why) }
+      throw CLIFailure(error)
+    }
+  }
+
   /// The first bytes of a file whose creation never finished (the library's
-  /// initialising marker, written before anything else and replaced by the magic last):
-  /// its creator died, and the next process that opens it for writing lays it out again.
+  /// initialising marker, written before anything else and replaced by the magic last).
   static let creationMarker = Array("MCCINIT0".utf8)
 
   /// Whether `path` starts with `creationMarker` (read without locking; the library
@@ -69,25 +95,27 @@ enum Opening {
     return n == creationMarker.count && first == creationMarker
   }
 
-  /// Redoes a creation that a process left unfinished, with the default options, as the
-  /// library does when it opens such a file; says so on standard error. The library
-  /// holds the creation lock while it checks and redoes it, so a creator that is still
-  /// alive finishes first and its cache is kept.
-  static func takeOverInterruptedCreation(_ path: String, policy: OpenPolicy) throws(CLIFailure) {
-    do {
-      let file = try CacheFile(creating: path, policy: policy)
-      if file.wasCreated {
-        Output.err(
-          "note: \(path) had been left half-created by a process that stopped before finishing "
-            + "(so it held no entries); created it afresh with the default options "
-            + "(\(Units.bytes(file.info.capacity)); '\(Usage.tool) create' chooses others)")
-      }
-    } catch {
-      throw .invalidCache(
-        "\(path) was left half-created by a process that stopped before finishing, and cannot "
-          + "be created afresh here (\(error)); it holds no entries: run '\(Usage.tool) create "
-          + "\(path)' as a user who can write it")
+  /// The message for a file that was never published as a cache: empty (its creator
+  /// stopped before writing anything, or someone made an empty file) or still carrying
+  /// the creation marker (its creator died midway). Nil for any other failure. Commands
+  /// without creation options never lay such a file out: which capacity its creator
+  /// meant is unknown, and whoever creates it next (`create`, `set` with creation
+  /// options, or `SharedCache(path:)`) chooses.
+  static func unfinishedCreation(_ path: String, _ error: CacheError) -> String? {
+    var st = stat()
+    guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+    let what: String
+    switch error {
+    case .notACacheFile where st.st_size == 0:
+      what = "it is empty: a process creating it stopped before writing anything, or it was made empty"
+    case .corrupted where creationWasInterrupted(path):
+      what = "it still carries the creation marker: a process creating it was stopped or killed before it was done"
+    default:
+      return nil
     }
+    return "\(path) is an unfinished creation (\(what)), so it holds no entries. Make it a cache with "
+      + "'\(Usage.tool) create \(path) [--capacity SIZE ...]' or 'set' with creation options, which take it "
+      + "over (as SharedCache(path:) does)"
   }
 
   static func key(_ inv: Invocation) throws(CLIFailure) -> [UInt8] {

@@ -53,6 +53,11 @@ enum Usage {
         3   any other failure (permissions, I/O, limits), with a message
         64  usage error
 
+      A file whose creation never finished (a process killed while creating it left it
+      empty or marked "MCCINIT0") holds no entries: every command reports it as an
+      unfinished creation (exit 2) and leaves it alone, except create and set with
+      creation options (--capacity, ...), which lay it out with their options.
+
       Put -- before a KEY or VALUE that starts with a dash.
       See '\(tool) COMMAND --help' for a command's arguments and options.
 

@@ -2,7 +2,7 @@ import Foundation
 
 // A child process for multi-process tests: tests re-execute this binary (never fork
 // without exec) with a command name and its arguments. Each concern keeps its commands
-// in its own file (Core, Typed, Reliability, CLI, Redis); this table routes them.
+// in its own file (Core, Typed, Reliability, Faults, CLI, Redis); this table routes them.
 typealias HelperCommand = @Sendable ([String]) throws -> Int32
 
 let commands: [String: HelperCommand] =
@@ -12,6 +12,7 @@ let commands: [String: HelperCommand] =
   .merging(cliCommands) { a, _ in a }
   .merging(instructionLoopCommands) { a, _ in a }
   .merging(redisCommands) { a, _ in a }
+  .merging(faultCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {

@@ -573,7 +573,7 @@ import Testing
     let random = Data((0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
     var fakeMagic = Data("MCACHE01".utf8)  // the magic, then garbage: a damaged header
     fakeMagic.append(random.prefix(1 << 20))
-    // (A file marked as an unfinished creation is taken over: see ReliabilityCreationTests.)
+    // (Unfinished creations, empty or marked: see ReliabilityCreationTests.)
     let contents: [(String, Data)] = [
       ("random", random), ("text", Data("hello, world\n".utf8)), ("empty", Data()),
       ("magic", fakeMagic),

@@ -1,5 +1,5 @@
-// The few things Swift cannot call directly: variadic `syscall(SYS_futex)` and
-// `fcntl` with the `_GNU_SOURCE`-only open-file-description lock commands.
+// The few things Swift cannot call directly: variadic `syscall(SYS_futex)`, and
+// the `_GNU_SOURCE`-only `fallocate` and open-file-description lock commands of `fcntl`.
 #ifndef MC_SHIM_H
 #define MC_SHIM_H
 #include <stdint.h>
@@ -27,6 +27,10 @@ int mc_ofd_unlock_byte(int fd, int64_t offset);
 /// Asks whether any other open file description holds a lock on the byte.
 /// Returns 1 (held), 0 (free), or -errno.
 int mc_ofd_byte_is_locked(int fd, int64_t offset);
+
+/// `fallocate(fd, 0, 0, length)` (a `_GNU_SOURCE` call): allocates the holes of the
+/// first `length` bytes, never writing data. Returns 0 or -errno (EINTR retried).
+int mc_fallocate(int fd, int64_t length);
 
 /// A CPU hint for spin-wait loops.
 static inline void mc_cpu_relax(void) {

@@ -230,7 +230,10 @@ public final class SharedCache<Value>: @unchecked Sendable {
   }
 
   /// Hands the stored bytes of `key` to `body` without allocating; nil when missing.
-  /// The buffer is a private copy, valid only during `body`.
+  /// The buffer is a private copy (on the stack), taken whole under the entry's seqlock
+  /// before `body` runs: a value some set wrote whole for this key, as of that read. It
+  /// never changes while `body` runs, whatever other threads or processes do to the
+  /// entry meanwhile (overwrite, remove, evict, repair), and is valid only during `body`.
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key, and whatever `body` throws.
   @inlinable
   public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {

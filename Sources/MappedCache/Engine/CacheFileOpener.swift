@@ -11,6 +11,7 @@ import Glibc
 ///    creation that a process left unfinished (it died holding the `flock`, which the
 ///    kernel then released).
 /// 5. `readHeader`: magic, version, layout fingerprint, sizes, value type.
+/// 5b. `reserveHoles`: for writing, allocate the blocks of an existing file copied sparse.
 /// 6. map the file (`MappedFile`).
 ///
 /// Creation is serialised by the `flock`, so two processes creating one path at the
@@ -57,6 +58,7 @@ enum CacheFileOpener {
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
+    if writable && !created { try reserveHoles(fd, path: path, st: st, size: layout.fileSize) }
     let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
@@ -202,6 +204,20 @@ enum CacheFileOpener {
     return (h, layout)
   }
 
+  /// Step 5b, for a writable open of an existing cache: a file with fewer blocks than
+  /// bytes has holes (copied with `cp --sparse`, restored from an archive); a store
+  /// into one on a full file system would raise SIGBUS, so they are allocated now, and
+  /// a file system with no room for them is `diskFull` at open instead.
+  private static func reserveHoles(_ fd: Int32, path: String, st: stat, size: Int) throws(CacheError) {
+    guard Int(st.st_blocks) * 512 < size else { return }
+    do {
+      try Sys.allocateHoles(fd, size: size)
+    } catch {
+      if error.code.rawValue == EOPNOTSUPP { return }  // nothing better to do there
+      throw spaceError(error, path: path, bytes: size)
+    }
+  }
+
   // MARK: Creation
 
   /// Lays out a new cache in `fd` (held under `flock` by the caller), in the order that
@@ -276,9 +292,11 @@ enum CacheFileOpener {
   // MARK: Errors and test hooks
 
   /// A failure to reserve space: `diskFull` when the file system (or the file size
-  /// limit, or a quota) is what said no.
+  /// limit, or a quota) is what said no; otherwise (EIO, say) the system error, naming
+  /// the file, since the call alone ("pwrite") does not say which.
   private static func spaceError(_ e: SystemError, path: String, bytes: Int) -> CacheError {
-    e.code.isOutOfSpace ? .diskFull(path: path, bytes: bytes) : .system(e)
+    if e.code.isOutOfSpace { return .diskFull(path: path, bytes: bytes) }
+    return .system(SystemError(errno: e.errno, operation: "\(e.operation) (reserving \(path))"))
   }
 
   /// Runs system calls, reporting their failure as `CacheError.system`.

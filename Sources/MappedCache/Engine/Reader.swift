@@ -144,7 +144,7 @@ struct Reader {
   ) -> Probe {
     let expiry = meta & Format.expiryMask
     // The clock is read only for entries that can expire (`now` 0: not read yet).
-    let expired = expiry != 0 && expiry <= (now != 0 ? now : Sys.expiryClockMilliseconds())
+    let expired = expiry != 0 && Expiry.isExpired(meta, now: now != 0 ? now : Sys.expiryClockMilliseconds())
     if expired && !allowExpired { return .miss }
     if e.vlen > buffer.count { return .needs(e.vlen) }
     if checksumOnRead,
@@ -261,7 +261,7 @@ struct Reader {
     let e = found.0
     let meta = found.meta
     let exp = meta & Format.expiryMask
-    if exp != 0 && exp <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
+    if exp != 0 && Expiry.isExpired(meta, now: Sys.expiryClockMilliseconds()) { return Self.fastUnsure }
     if !plain && checksumOnRead,
       KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
     {
@@ -325,7 +325,7 @@ struct Reader {
           let expiry = meta & Format.expiryMask
           let info = EntryInfo(
             valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
-            isExpired: expiry != 0 && expiry <= now)
+            isExpired: Expiry.isExpired(meta, now: now))
           let scanned = ScannedEntry(
             key: Array(bytes.key), value: values ? Array(bytes.value) : nil, info: info,
             inMainLog: loc >= m.mainBase)

@@ -61,7 +61,7 @@ struct Writer {
     let size = inline ? Format.headerOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count)
     return PreparedWrite(
       hash: hash, sum: KeyHash.checksum(value, hash: hash), recordSize: size,
-      expiry: expiry & Format.expiryMask, inline: inline)
+      expiry: expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds()), inline: inline)
   }
 
   /// Stores one entry: the write protocol, steps 2–6 (see the type's comment). `now` is
@@ -235,7 +235,7 @@ struct Writer {
     guard case .found(let i, _) = index.find(key, hash: hash, held) else { return false }
     let meta = index.meta(at: i)
     guard !Expiry.isExpired(meta, now: now) else { return false }
-    index.setMeta(i, (expiry & Format.expiryMask) | (meta & (Format.referencedBit | Format.inlineBit)), held)
+    index.setMeta(i, Expiry.stamp(expiry, now: now) | (meta & (Format.referencedBit | Format.inlineBit)), held)
     return true
   }
 

@@ -29,8 +29,9 @@
 ///     0 seq  u64  seqlock: odd while a writer changes the slot
 ///     8 hash u64  key hash | 1; 0 = empty
 ///    16 loc  u64  file offset of the entry's record in a log
-///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 61 unearned
-///                 (promoted unread); bit 62 inline; bit 63 referenced
+///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bits 48..53 its
+///                 horizon (`Expiry`); bit 61 unearned (promoted unread); bit 62
+///                 inline; bit 63 referenced
 ///    32 inline area (slots larger than 32 bytes), used when bit 62 is set:
 ///       32 klen u16, 34 vlen u16, 36 sum u32, 40 cas u64, 48 key bytes then value bytes
 ///

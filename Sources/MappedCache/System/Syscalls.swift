@@ -59,6 +59,17 @@ enum Sys {
     if r != 0 { throw SystemError(errno: r, operation: "posix_fallocate \(size) bytes") }
   }
 
+  /// Allocates whatever blocks of the first `size` bytes are still holes, changing no
+  /// byte: for a cache file that lost its reservation (copied sparse, restored from an
+  /// archive), which writers would otherwise fill page by page until a full disk
+  /// raises SIGBUS. Unlike `posix_fallocate` it never falls back to writing zeros,
+  /// which could race with other processes' stores; a file system without it answers
+  /// `EOPNOTSUPP`. The corresponding C function is `fallocate` (mode 0, through the shim).
+  static func allocateHoles(_ fd: Int32, size: Int) throws(SystemError) {
+    let r = mc_fallocate(fd, Int64(size))
+    if r != 0 { throw SystemError(errno: -r, operation: "fallocate \(size) bytes") }
+  }
+
   /// The corresponding C function is `ftruncate`.
   static func ftruncate(_ fd: Int32, size: Int) throws(SystemError) {
     if retrying({ Glibc.ftruncate(fd, off_t(size)) }) != 0 {
@@ -229,7 +240,7 @@ enum Sys {
   static func wallClockMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
-    return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec / 1_000_000)
+    return milliseconds(ts)
   }
 
   /// "Now" for judging expiry on the read path: the coarse clock (a few nanoseconds
@@ -242,8 +253,20 @@ enum Sys {
   static func expiryClockMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME_COARSE, &ts)
-    return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec / 1_000_000) &+ coarseSlackMilliseconds
+    return milliseconds(ts) &+ coarseSlackMilliseconds
   }
+
+  /// A clock reading in milliseconds, shifted by the test offset. A clock set before
+  /// 1970 reads as 1970 (converting its negative seconds would trap).
+  @inline(__always)
+  private static func milliseconds(_ ts: timespec) -> UInt64 {
+    let ms = Int64(ts.tv_sec) &* 1000 &+ Int64(ts.tv_nsec / 1_000_000) &+ clockOffsetMilliseconds
+    return ms > 0 ? UInt64(ms) : 0
+  }
+
+  /// Added to every wall-clock reading: 0, except in a test process that plays a host
+  /// whose clock is wrong (`TestClock`, set before any cache is opened).
+  nonisolated(unsafe) static var clockOffsetMilliseconds: Int64 = 0
 
   static let coarseSlackMilliseconds: UInt64 = {
     var res = timespec()

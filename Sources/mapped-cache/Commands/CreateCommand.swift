@@ -1,20 +1,13 @@
 import Glibc
 import MappedCache
 
-/// `mapped-cache create PATH [--capacity SIZE] [--max-key B] [--max-value SIZE] [--mode 0600] [--group NAME]`
+/// `mapped-cache create PATH [creation options] [--group NAME]` (`CreationOptions`)
 enum CreateCommand {
   static func run(_ inv: Invocation) throws -> Int32 {
     let path = inv.argument("PATH")!
-    var o = CacheOptions()
-    if let c = try inv.size("--capacity") { o.capacity = c }
-    if let k = try inv.integer("--max-key", in: 1...4096) { o.maxKeySize = k }
-    if let v = try inv.size("--max-value") { o.maxValueSize = v }
-    if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
-    if let m = try inv.mode("--mode") { o.mode = m }
+    let (o, typeName) = try CreationOptions.parse(inv)
     let group = inv.value("--group")
     if group?.isEmpty == true { throw inv.usageError("--group needs a group name") }
-    let typeName = inv.value("--type") ?? ""
-    if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }
 
     // Refuse to touch anything already there (a cache or not): create makes new files
     // only, or finishes the creation of one whose creator stopped before it was done.

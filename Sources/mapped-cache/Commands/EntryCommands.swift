@@ -14,7 +14,7 @@ enum EntryCommands {
     return ExitCode.ok
   }
 
-  /// `mapped-cache set PATH KEY [VALUE|-] [--ttl SECONDS]`
+  /// `mapped-cache set PATH KEY [VALUE|-] [--ttl SECONDS] [creation options]`
   static func set(_ inv: Invocation) throws -> Int32 {
     let key = try Opening.key(inv)
     let ttl = try inv.seconds("--ttl", allowZero: true)
@@ -22,7 +22,13 @@ enum EntryCommands {
     if given == nil && isatty(0) != 0 {
       throw inv.usageError("missing VALUE (give it, or - to read standard input)")
     }
-    let file = try Opening.forWriting(inv)
+    let file: CacheFile
+    if CreationOptions.given(inv) {
+      let (options, typeName) = try CreationOptions.parse(inv)
+      file = try Opening.forWriting(inv, creating: options, typeName: typeName)
+    } else {
+      file = try Opening.forWriting(inv)
+    }
     if !file.isWritable { throw CLIFailure.failed("\(file.path) is not writable by this user") }
     let value: [UInt8]
     if let given, given != "-" {

@@ -1,0 +1,44 @@
+import MappedCache
+
+/// The options that say what cache to make: `create` takes them all, and `set` takes
+/// them too, to make the file when PATH is missing or an unfinished creation (a process
+/// killed while creating it left it empty or marked "MCCINIT0"), as
+/// `SharedCache(path:options:)` does with the options it is given.
+enum CreationOptions {
+  static let specs: [OptionSpec] = [
+    OptionSpec(
+      name: "--capacity", value: "SIZE", defaultValue: "64MiB",
+      help:
+        "File size, 1MiB to 64TiB (K or KiB, M or MiB, G or GiB, T or TiB: powers of 1024; KB, MB, GB, TB are refused as ambiguous)."
+    ),
+    OptionSpec(name: "--max-key", value: "B", defaultValue: "250", help: "Longest key in bytes, 1 to 4096."),
+    OptionSpec(
+      name: "--max-value", value: "SIZE", defaultValue: "1MiB",
+      help: "Largest value (lowered when the cache is too small to hold it)."),
+    OptionSpec(
+      name: "--avg-entry", value: "SIZE", defaultValue: "320",
+      help: "Expected key+value size, used to size the index."),
+    OptionSpec(
+      name: "--mode", value: "MODE", defaultValue: "0600",
+      help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),
+    OptionSpec(
+      name: "--type", value: "NAME",
+      help: "Value type to record (bytes, string, int64, ...); default untyped."),
+  ]
+
+  /// Whether the command line names any creation option.
+  static func given(_ inv: Invocation) -> Bool { specs.contains { inv.value($0.name) != nil } }
+
+  /// The cache options and the value type name the command line asks for.
+  static func parse(_ inv: Invocation) throws(CLIFailure) -> (options: CacheOptions, typeName: String) {
+    var o = CacheOptions()
+    if let c = try inv.size("--capacity") { o.capacity = c }
+    if let k = try inv.integer("--max-key", in: 1...4096) { o.maxKeySize = k }
+    if let v = try inv.size("--max-value") { o.maxValueSize = v }
+    if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
+    if let m = try inv.mode("--mode") { o.mode = m }
+    let typeName = inv.value("--type") ?? ""
+    if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }
+    return (o, typeName)
+  }
+}
