@@ -133,8 +133,8 @@ struct TraceReplay {
 
   /// The capacity (a multiple of 4 KiB, at least 1 MiB) at which a fresh file holds
   /// about `entries` entries of `valueSize`-byte values under `keySize`-byte keys once
-  /// full, by bytes alone: found by filling trial files with distinct keys (entries
-  /// held grow with capacity; a few secant steps). Returns the capacity and the entries
+  /// full, by bytes alone: found by filling trial files with distinct keys, each read
+  /// once (entries held grow with capacity; a few secant steps). Returns the capacity and the entries
   /// the chosen file held.
   static func capacity(
     holding entries: Int, keySize: Int, valueSize: Int, options: StressOptions, directory: String
@@ -147,6 +147,7 @@ struct TraceReplay {
       let cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o.cacheOptions)
       let value = [UInt8](repeating: 0x5A, count: valueSize)
       var key = [UInt8](repeating: 0x30, count: keySize)
+      var scratch = [UInt8](repeating: 0, count: valueSize + 1)
       // Three fills' worth of distinct keys: past the first fill, into the steady state.
       let total = 3 * entries
       for i in 0..<total {
@@ -157,7 +158,12 @@ struct TraceReplay {
           v /= 10
           p -= 1
         }
-        try key.withUnsafeBytes { k in try value.withUnsafeBytes { try cache.setBytes($0, forKey: k) } }
+        // Each key is read once after it is set, so that eviction treats it as wanted:
+        // the file is then full to what its bytes (or slots) hold, as under a trace.
+        try key.withUnsafeBytes { k in
+          try value.withUnsafeBytes { try cache.setBytes($0, forKey: k) }
+          try scratch.withUnsafeMutableBytes { _ = try cache.copyBytes(forKey: k, into: $0) }
+        }
       }
       return cache.statistics.entries
     }

@@ -276,17 +276,19 @@ struct Layout: Equatable {
     slotBytes = inlineWanted == 0 ? 32 : Format.slotSizes.first { $0 - Format.S.bytes >= inlineWanted }!
     // Size the index so that, at 75 % load, records of the average size fill about
     // 80 % of the log (the rest absorbs the small log's turnover, main's reserve and
-    // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 1)·N), 1 = ghost bytes.
+    // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 3)·N), 3 = ghost bytes per slot.
     let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
     let avgRecord = Double(
       inlined
         ? Format.headerOnlyRecordBytes
         : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
     let fill = 0.8
-    slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 1))))
+    slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 3))))
     slotsOffset = headerBytes
     ghostOffset = slotsOffset + slotCount * slotBytes
-    ghostCount = max(256, slotCount / 4)
+    // Room for S3-FIFO's ghost of 0.9 × the load limit (3/4 of the slots), in whole
+    // buckets (`GhostTable`); files made with a quarter of the slots still open.
+    ghostCount = (slotCount * 3 / 4 + GhostTable.ways - 1) / GhostTable.ways * GhostTable.ways
     logOffset = Format.align(ghostOffset + ghostCount * 4, 64)
     let logSize = size - logOffset
     // The sizing above leaves the logs at least a tenth of the file (header-only records
