@@ -16,11 +16,12 @@
 ///     unread while the cache filled, and was not read since): copy it to main's head,
 ///     point its slot there, clear its bit (a promotion; promoted unread, it is marked
 ///     unearned);
-///  5. any other small-log entry: remember its hash in the ghost table, remove it (an
-///     eviction); a later insert of a remembered key goes straight to main;
-///  6. main-log entry referenced since the hand last passed: copy it to main's head and
-///     clear its bit (a second chance, while the call's budget lasts: see
-///     `EvictionBudget`); otherwise remove it (an eviction);
+///  5. any other small-log entry: remember its hash in the ghost table (`GhostTable`:
+///     the last 0.9 × the entry limit such keys), remove it (an eviction); a later
+///     insert of a remembered key goes straight to main;
+///  6. main-log entry read since the hand last passed: copy it to main's head with its
+///     hit count (1 to 3, `Format.hitBits`) less one (a second chance, while the call's
+///     budget lasts: see `EvictionBudget`); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
 /// A crash between any two steps leaves a dead record (skipped later), or a slot left
 /// odd inside a move, whose entry repair keeps (`SlotIndex.move`).
@@ -170,7 +171,7 @@ struct EvictionPolicy {
         let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
         moveToMainHead(
           slot: j, record: loc, size: rh.size,
-          meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned, held)
+          meta: (m & ~(Format.hitBits | Format.unearnedBit)) | unearned, held)
         counters.bump(.promotions, held)
       }
     } else {
@@ -191,8 +192,12 @@ struct EvictionPolicy {
       counters.bump(.expirations, held)
     } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
       budget.spend(rh.size)
+      // One pass per hit, up to 3 (S3-FIFO's counter): the count goes down by one.
+      let left =
+        meta & Format.hotBit != 0
+        ? Format.referencedBit | Format.frequentBit : meta & Format.frequentBit != 0 ? Format.referencedBit : 0
       moveToMainHead(
-        slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit), held)
+        slot: i, record: loc, size: rh.size, meta: (meta & ~(Format.hitBits | Format.unearnedBit)) | left, held)
       counters.bump(.reinsertions, held)
     } else {
       index.remove(i, counters: counters, held)

@@ -29,8 +29,9 @@
 ///     0 seq  u64  seqlock: odd while a writer changes the slot
 ///     8 hash u64  key hash | 1; 0 = empty
 ///    16 loc  u64  file offset of the entry's record in a log
-///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bit 61 unearned
-///                 (promoted unread); bit 62 inline; bit 63 referenced
+///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bits 59, 60 hot,
+///                 frequent (read 3, 2 times); bit 61 unearned (promoted unread);
+///                 bit 62 inline; bit 63 referenced (read)
 ///    32 inline area (slots larger than 32 bytes), used when bit 62 is set:
 ///       32 klen u16, 34 vlen u16, 36 sum u32, 40 cas u64, 48 key bytes then value bytes
 ///
@@ -130,6 +131,15 @@ enum Format {
   static let inlineBit: UInt64 = 1 << 62
   /// Set on an entry promoted to main without having been read (while the cache filled).
   static let unearnedBit: UInt64 = 1 << 61
+  /// With `referencedBit` and `hotBit`, a hit count since insertion or since the clock
+  /// hand last passed, saturating at 3 (S3-FIFO's frequency counter): 1 sets
+  /// `referencedBit`, 2 this, 3 `hotBit`. Each pass of the hand takes one off. Files of
+  /// builds before them have both clear, and those builds leave them alone (an
+  /// overwrite by one keeps only `referencedBit`).
+  static let frequentBit: UInt64 = 1 << 60
+  static let hotBit: UInt64 = 1 << 59
+  /// The three hit bits: a hit that finds them all set stores nothing.
+  static let hitBits: UInt64 = referencedBit | frequentBit | hotBit
 
   // Record field offsets and kinds.
   enum R { static let size = 0, klen = 4, kind = 6, vlen = 8, sum = 12, hash = 16, cas = 24 }
