@@ -138,7 +138,7 @@ enum Format {
   /// overwrite by one keeps only `referencedBit`).
   static let frequentBit: UInt64 = 1 << 60
   static let hotBit: UInt64 = 1 << 59
-  /// The three hit bits: a hit that finds them all set stores nothing.
+  /// The three hit bits (a hit that finds `hotBit` set stores nothing).
   static let hitBits: UInt64 = referencedBit | frequentBit | hotBit
 
   // Record field offsets and kinds.
