@@ -201,7 +201,7 @@ enum OptionTable {
     OptionSpec(
       flag: "--trace", valueName: "FILE", defaultText: "none",
       help:
-        "replay FILE instead: one request per line, KEY or KEY,SIZE (value bytes; without it, --value-size's MIN), each a read, a miss storing the key (read-through); one process, no expiry; reports requests, hits and the hit ratio. --procs, --threads, --duration, --keys and the key and read options do not apply",
+        "replay FILE instead: one request per line, KEY or KEY,SIZE (value bytes; without it, --value-size's MIN), each a read, a miss storing the key (read-through); one process, no expiry; reports requests, hits and the hit ratio (with --path, entries already in the file count as hits). --procs, --threads, --duration, --keys and the key and read options do not apply",
       apply: { o, v throws(UsageError) in
         guard !v.isEmpty else { throw UsageError("--trace needs a file name") }
         o.tracePath = v

@@ -23,7 +23,8 @@ struct TraceReplay {
     var hits = 0
     var misses = 0
     var distinctKeys = 0
-    /// Hits whose value had another length than the last one stored for the key.
+    /// Hits whose value had another length than the last one this replay stored for the
+    /// key (an entry already in a file given by `--path` counts as a hit).
     var wrongLengths = 0
     var errors = 0
     var firstError: String? = nil
@@ -112,7 +113,8 @@ struct TraceReplay {
             do {
               if let got = try cache.copyBytes(forKey: key, into: out) {
                 r.hits += 1
-                if got != lastSize[id] { r.wrongLengths += 1 }
+                // A key this replay has not stored may be in a file given by --path.
+                if let last = lastSize[id], got != last { r.wrongLengths += 1 }
                 if got == size { continue }
               } else {
                 r.misses += 1

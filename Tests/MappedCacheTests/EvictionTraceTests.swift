@@ -139,6 +139,28 @@ private struct ReferencePolicy {
     #expect(r3.status == 64 && r3.stderr.contains("cannot read"), "\(r3.stderr)")
   }
 
+  /// A replay into a file that already holds the trace's keys (`--path`) counts them as
+  /// hits, not as wrong values: the second pass over a trace that fits hits every time.
+  @Test func aSecondReplayIntoTheSameFileHitsWhatTheFirstStored() throws {
+    let file = Support.tempPath("trace-again").replacingOccurrences(of: ".mcache", with: ".txt")
+    let path = Support.tempPath("trace-again")
+    defer {
+      Support.cleanup(file)
+      Support.cleanup(path)
+    }
+    let keys = (0..<300).map { "k\($0 % 100)" }
+    try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
+    var hits: [Int] = []
+    for _ in 0..<2 {
+      let r = try Support.run(Self.stress, ["--trace", file, "--path", path, "--capacity", "1MiB", "--json"])
+      #expect(r.status == 0, "\(r.stderr)")
+      let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+      #expect((json["wrong_lengths"] as? NSNumber)?.intValue == 0)
+      hits.append((json["hits"] as? NSNumber)?.intValue ?? -1)
+    }
+    #expect(hits == [200, 300], "first pass: 100 misses; second: all hits")
+  }
+
   /// Where `key`'s record lives, or nil when absent.
   private func log(of key: String, in cache: SharedCache<[UInt8]>) throws -> LogID? {
     guard let loc = try Array(key.utf8).withUnsafeBytes({ try cache.engine._find($0)?.entry.loc }) else { return nil }
