@@ -30,7 +30,7 @@ CP="${CLOUDPHYSICS:-.build/traces/cloudPhysicsIO.txt}"
 if [[ ! -s "$CP" ]]; then
   mkdir -p "$(dirname "$CP")"
   curl -fsSL --max-time 60 -o "$CP" \
-    https://raw.githubusercontent.com/1a1a11a/libCacheSim/master/data/cloudPhysicsIO.txt ||
+    https://raw.githubusercontent.com/1a1a11a/libCacheSim/develop/data/cloudPhysicsIO.txt ||
     { rm -f "$CP"; echo "note: cannot download cloudPhysicsIO.txt; set CLOUDPHYSICS=FILE" >&2; }
 fi
 [[ -s "$CP" ]] && TRACES+=("$CP")
