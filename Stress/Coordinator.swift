@@ -92,6 +92,7 @@ final class Coordinator: @unchecked Sendable {
     } catch {
       throw StressFailure("cannot open the cache at \(path): \(error)")
     }
+    if let n = o.countLimit { try cache.setLimits(count: n) }
     if o.keySize > cache.maxKeySize || o.valueMax > cache.maxValueSize {
       throw StressFailure(
         "\(path) takes keys up to \(cache.maxKeySize) bytes and values up to \(cache.maxValueSize); this run needs \(o.keySize) and \(o.valueMax)"

@@ -28,6 +28,12 @@ struct StressOptions: Sendable {
   var json = false
   /// Where `--report` writes its HTML page.
   var reportPath: String? = nil
+  /// `--trace`: replay this file read-through in one process instead (`TraceReplay`).
+  var tracePath: String? = nil
+  /// The cache's count limit (`SharedCache.countLimit`), set after opening.
+  var countLimit: Int? = nil
+  /// With `--trace`: size a fresh file to hold about this many entries by bytes alone.
+  var capacityEntries: Int? = nil
   var lock = LockChoice.word
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
@@ -192,6 +198,27 @@ enum OptionTable {
       flag: "--no-prefill", valueName: nil, defaultText: "prefill on",
       help: "skip setting every key before the timed run",
       apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
+    OptionSpec(
+      flag: "--trace", valueName: "FILE", defaultText: "none",
+      help:
+        "replay FILE instead: one request per line, KEY or KEY,SIZE (value bytes; without it, --value-size's MIN), each a read, a miss storing the key (read-through); one process, no expiry; reports requests, hits and the hit ratio (with --path, entries already in the file count as hits). --procs, --threads, --duration, --keys and the key and read options do not apply",
+      apply: { o, v throws(UsageError) in
+        guard !v.isEmpty else { throw UsageError("--trace needs a file name") }
+        o.tracePath = v
+      }, passOn: { $0.tracePath }),
+    OptionSpec(
+      flag: "--count-limit", valueName: "N", defaultText: "none",
+      help: "most entries the cache keeps (SharedCache.countLimit, stored in the file), 1 to 10^12",
+      apply: { o, v throws(UsageError) in
+        o.countLimit = try parseInt(v, flag: "--count-limit", in: 1...1_000_000_000_000)
+      }, passOn: { $0.countLimit.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--capacity-entries", valueName: "N", defaultText: "none",
+      help:
+        "with --trace: size a fresh file (instead of --capacity) so that about N entries of the trace's mean size fill it by bytes, with no count limit (found by filling trial files), 1 to 100000000",
+      apply: { o, v throws(UsageError) in
+        o.capacityEntries = try parseInt(v, flag: "--capacity-entries", in: 1...100_000_000)
+      }, passOn: { $0.capacityEntries.map { "\($0)" } }),
     OptionSpec(
       flag: "--chaos-kills", valueName: "N", defaultText: "0",
       help: "SIGKILL N random workers during the run (0 to 10000) and restart them",
@@ -375,6 +402,10 @@ enum OptionTable {
 
   /// Checks the options against each other.
   static func validate(_ o: StressOptions) throws(UsageError) {
+    if o.capacityEntries != nil && o.tracePath == nil { throw UsageError("--capacity-entries needs --trace") }
+    if o.capacityEntries != nil && o.path != nil {
+      throw UsageError("--capacity-entries sizes a fresh file: it cannot be used with --path")
+    }
     if o.valueMin < ValueFormat.minimumSize {
       throw UsageError("--value-size must be between \(ValueFormat.minimumSize) and 1048576 bytes, not \(o.valueMin)")
     }

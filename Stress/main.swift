@@ -8,7 +8,8 @@ import Foundation
 //   progress, merge, verify), Worker.swift (the timed loop), ValueFormat.swift (what a
 //   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
 //   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
-//   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page).
+//   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page),
+//   TraceReplay.swift (--trace: a recorded key sequence, read-through, one process).
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
@@ -29,6 +30,9 @@ if options.version {
 if options.help {
   print(OptionTable.helpText, terminator: "")
   exit(0)
+}
+if options.tracePath != nil && options.workerID == nil {
+  exit(TraceReplay.run(options))
 }
 if options.workerID != nil {
   exit(Worker.run(options))

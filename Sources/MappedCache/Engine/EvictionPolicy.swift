@@ -16,11 +16,12 @@
 ///     unread while the cache filled, and was not read since): copy it to main's head,
 ///     point its slot there, clear its bit (a promotion; promoted unread, it is marked
 ///     unearned);
-///  5. any other small-log entry: remember its hash in the ghost table, remove it (an
-///     eviction); a later insert of a remembered key goes straight to main;
-///  6. main-log entry referenced since the hand last passed: copy it to main's head and
-///     clear its bit (a second chance, while the call's budget lasts: see
-///     `EvictionBudget`); otherwise remove it (an eviction);
+///  5. any other small-log entry: remember its hash in the ghost table (`GhostTable`:
+///     the last 0.9 × the entry limit such keys), remove it (an eviction); a later
+///     insert of a remembered key goes straight to main;
+///  6. main-log entry read since the hand last passed: copy it to main's head with its
+///     hit count (1 to 3, `Format.hitBits`) less one (a second chance, while the call's
+///     budget lasts: see `EvictionBudget`); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
 /// A crash between any two steps leaves a dead record (skipped later), or a slot left
 /// odd inside a move, whose entry repair keeps (`SlotIndex.move`).
@@ -170,7 +171,7 @@ struct EvictionPolicy {
         let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
         moveToMainHead(
           slot: j, record: loc, size: rh.size,
-          meta: (m & ~(Format.referencedBit | Format.unearnedBit)) | unearned, held)
+          meta: (m & ~(Format.hitBits | Format.unearnedBit)) | unearned, held)
         counters.bump(.promotions, held)
       }
     } else {
@@ -191,8 +192,12 @@ struct EvictionPolicy {
       counters.bump(.expirations, held)
     } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
       budget.spend(rh.size)
+      // One pass per hit, up to 3 (S3-FIFO's counter): the count goes down by one.
+      let left =
+        meta & Format.hotBit != 0
+        ? Format.referencedBit | Format.frequentBit : meta & Format.frequentBit != 0 ? Format.referencedBit : 0
       moveToMainHead(
-        slot: i, record: loc, size: rh.size, meta: meta & ~(Format.referencedBit | Format.unearnedBit), held)
+        slot: i, record: loc, size: rh.size, meta: (meta & ~(Format.hitBits | Format.unearnedBit)) | left, held)
       counters.bump(.reinsertions, held)
     } else {
       index.remove(i, counters: counters, held)
@@ -278,32 +283,83 @@ struct EvictionBudget {
   }
 }
 
-/// Keys recently evicted from the small log (S3-FIFO's ghost queue): one 32-bit tag per
-/// place, indexed by bits of the key's hash. A later insert of a remembered key goes
-/// straight to main. Written and read only under the lock (relaxed).
+/// Keys recently evicted from the small log (S3-FIFO's ghost queue): a later insert of a
+/// remembered key goes straight to main. Written and read only under the lock (relaxed).
+///
+/// S3-FIFO's ghost is a FIFO of the hashes of the last 0.9 × C keys evicted from small,
+/// C being the cache's size in entries. Here it is a set-associative table: buckets of
+/// `ways` 32-bit tags (0 marks a free way), each bucket a FIFO of its own, newest at way
+/// 0. A key's bucket comes from bits 20..51 of its hash, range-reduced over the buckets
+/// in use, its tag from bits 1..32. `remember` inserts at way 0, shifting older tags
+/// along until a free way or the same tag absorbs the shift (the oldest falls off the
+/// end); `recall` frees the tag's way. Only `usedBuckets` buckets are used: enough for
+/// `ghostFraction` × the entry limit (the count limit, or the table's load limit) tags,
+/// at most the whole area. A key's ghost thus lasts for about 0.9 × C later evictions
+/// into its bucket's share (the FIFO's depth, ± a quarter: a bucket sees a Poisson share
+/// of them), as in S3-FIFO; a ghost that remembered far longer would send every key
+/// seen twice, however long ago, to main, and main would fill with keys never read again.
+///
+/// The bucket count depends on the count limit only (not on the live count), so it is
+/// stable: a new count limit re-places the ghosts, which forgets them (no harm: the
+/// table is a hint). New files have a ghost area of 3/4 of the slots, room for 0.9 ×
+/// the load limit; files made before (a quarter of the slots) keep a shorter ghost.
 struct GhostTable {
   let memory: MappedMemory
 
-  /// The tag's place (bits 20..51 of the hash, range-reduced) and the tag (other bits,
-  /// never 0, which marks a free place).
-  @inline(__always)
-  private func place(_ hash: UInt64) -> (index: Int, tag: UInt32) {
-    let index = Int(truncatingIfNeeded: ((hash >> 20) & 0xFFFF_FFFF) &* UInt64(memory.ghostCount) >> 32)
-    return (index, UInt32(truncatingIfNeeded: hash >> 1) | 1)
+  /// Tags per bucket: one cache line of them.
+  static let ways = 16
+  /// The ghost's length as a share of the cache's size in entries (S3-FIFO's 0.9).
+  static let ghostFraction = 0.9
+
+  /// The bucket count for a cache of `entryLimit` entries and `ghostCount` tags.
+  static func usedBuckets(entryLimit: Int, ghostCount: Int) -> Int {
+    let wanted = Int((Double(max(entryLimit, 1)) * ghostFraction / Double(ways)).rounded(.up))
+    return max(1, min(wanted, ghostCount / ways))
   }
 
+  /// The entry limit eviction works to (`EvictionPolicy.entryLimit`): the count limit,
+  /// or the load limit (`Layout.maxEntries`, 3/4 of the slots) when lower or unset.
+  private var entryLimit: Int {
+    let maxEntries = memory.slotCount * 3 / 4
+    let limit = TableCounters(memory: memory).countLimit
+    return limit > 0 ? min(maxEntries, limit) : maxEntries
+  }
+
+  /// The first tag of `hash`'s bucket, and its tag (never 0, which marks a free way).
+  @inline(__always)
+  private func place(_ hash: UInt64) -> (first: Int, tag: UInt32) {
+    let buckets = UInt64(Self.usedBuckets(entryLimit: entryLimit, ghostCount: memory.ghostCount))
+    // The parentheses matter: Swift's `>>` binds tighter than `&*` (written without
+    // them, `x &* n >> 32` was `x &* 0`, and every key shared one place).
+    let bucket = Int(truncatingIfNeeded: (((hash >> 20) & 0xFFFF_FFFF) &* buckets) >> 32)
+    return (bucket &* Self.ways, UInt32(truncatingIfNeeded: hash >> 1) | 1)
+  }
+
+  /// Remembers `hash` as the newest ghost of its bucket (its older copy, if any, is
+  /// dropped; the bucket's oldest ghost falls off when the bucket is full).
   func remember(_ hash: UInt64, _ held: borrowing WriteLock.Held) {
     let g = place(hash)
-    memory.ghost(g.index).store(g.tag, .relaxed)
+    var carry = g.tag
+    for k in 0..<Self.ways {
+      let w = memory.ghost(g.first &+ k)
+      let old = w.load(.relaxed)
+      w.store(carry, .relaxed)
+      if old == 0 || old == g.tag { return }
+      carry = old
+    }
   }
 
   /// Whether `hash` was recently evicted from the small log (and forgets it).
   func recall(_ hash: UInt64, _ held: borrowing WriteLock.Held) -> Bool {
     let g = place(hash)
-    let w = memory.ghost(g.index)
-    guard w.load(.relaxed) == g.tag else { return false }
-    w.store(0, .relaxed)
-    return true
+    for k in 0..<Self.ways {
+      let w = memory.ghost(g.first &+ k)
+      if w.load(.relaxed) == g.tag {
+        w.store(0, .relaxed)
+        return true
+      }
+    }
+    return false
   }
 
   func clear(_ held: borrowing WriteLock.Held) {

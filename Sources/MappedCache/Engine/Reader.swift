@@ -152,7 +152,7 @@ struct Reader {
     {
       return .corrupt
     }
-    if meta & Format.referencedBit == 0 && writable { index.markReferenced(i) }
+    if meta & Format.hotBit == 0 && writable { index.markHit(i, meta: meta) }
     return .hit(
       EntryInfo(
         valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
@@ -267,7 +267,7 @@ struct Reader {
     {
       return Self.fastUnsure
     }
-    if meta & Format.referencedBit == 0 && (plain || writable) { index.markReferenced(i) }
+    if meta & Format.hotBit == 0 && (plain || writable) { index.markHit(i, meta: meta) }
     expiry = exp
     version = e.cas
     return e.vlen

@@ -152,6 +152,21 @@ struct SlotIndex {
   @inline(__always)
   func markReferenced(_ i: Int) { memory.meta(i).bitwiseOr(Format.referencedBit, .relaxed) }
 
+  /// Counts a hit on slot `i`, whose `meta` the reader saw: the reference bit on the
+  /// first, the frequent bit on the second, the hot bit on the third (the main log's
+  /// clock keeps an entry for one pass of the hand per hit, up to 3, as S3-FIFO's
+  /// frequency counter does). Call it only when `meta` lacks `Format.hotBit`: the bits
+  /// are set in order, so the last one set means all are (a bit set late, after the
+  /// hand cleared the others, only changes eviction order). Stores as `markReferenced`
+  /// (two readers racing may set one bit for two hits).
+  @inline(__always)
+  func markHit(_ i: Int, meta: UInt64) {
+    let bit =
+      meta & Format.referencedBit == 0
+      ? Format.referencedBit : meta & Format.frequentBit == 0 ? Format.frequentBit : Format.hotBit
+    memory.meta(i).bitwiseOr(bit, .relaxed)
+  }
+
   // MARK: Writers' lookups (under the lock, so slots cannot change underneath)
 
   enum Find {

@@ -30,8 +30,9 @@
 ///     8 hash u64  key hash | 1; 0 = empty
 ///    16 loc  u64  file offset of the entry's record in a log
 ///    24 meta u64  bits 0..47 expiry (ms since 1970, 0 = never); bits 48..53 its
-///                 horizon (`Expiry`); bit 61 unearned (promoted unread); bit 62
-///                 inline; bit 63 referenced
+///                 horizon (`Expiry`); bits 59, 60 hot, frequent (read 3, 2 times);
+///                 bit 61 unearned (promoted unread); bit 62 inline; bit 63
+///                 referenced (read)
 ///    32 inline area (slots larger than 32 bytes), used when bit 62 is set:
 ///       32 klen u16, 34 vlen u16, 36 sum u32, 40 cas u64, 48 key bytes then value bytes
 ///
@@ -131,6 +132,15 @@ enum Format {
   static let inlineBit: UInt64 = 1 << 62
   /// Set on an entry promoted to main without having been read (while the cache filled).
   static let unearnedBit: UInt64 = 1 << 61
+  /// With `referencedBit` and `hotBit`, a hit count since insertion or since the clock
+  /// hand last passed, saturating at 3 (S3-FIFO's frequency counter): 1 sets
+  /// `referencedBit`, 2 this, 3 `hotBit`. Each pass of the hand takes one off. Files of
+  /// builds before them have both clear, and those builds leave them alone (an
+  /// overwrite by one keeps only `referencedBit`).
+  static let frequentBit: UInt64 = 1 << 60
+  static let hotBit: UInt64 = 1 << 59
+  /// The three hit bits (a hit that finds `hotBit` set stores nothing).
+  static let hitBits: UInt64 = referencedBit | frequentBit | hotBit
 
   // Record field offsets and kinds.
   enum R { static let size = 0, klen = 4, kind = 6, vlen = 8, sum = 12, hash = 16, cas = 24 }
@@ -277,17 +287,19 @@ struct Layout: Equatable {
     slotBytes = inlineWanted == 0 ? 32 : Format.slotSizes.first { $0 - Format.S.bytes >= inlineWanted }!
     // Size the index so that, at 75 % load, records of the average size fill about
     // 80 % of the log (the rest absorbs the small log's turnover, main's reserve and
-    // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 1)·N), 1 = ghost bytes.
+    // pads): 0.75·N·avgRecord = 0.8·(size − (slot + 3)·N), 3 = ghost bytes per slot.
     let inlined = inlineWanted > 0 && o.averageEntrySize <= inlineWanted
     let avgRecord = Double(
       inlined
         ? Format.headerOnlyRecordBytes
         : Format.recordSize(keyCount: 0, valueCount: o.averageEntrySize))
     let fill = 0.8
-    slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 1))))
+    slotCount = max(1024, Int(fill * Double(size - headerBytes) / (0.75 * avgRecord + fill * Double(slotBytes + 3))))
     slotsOffset = headerBytes
     ghostOffset = slotsOffset + slotCount * slotBytes
-    ghostCount = max(256, slotCount / 4)
+    // Room for S3-FIFO's ghost of 0.9 × the load limit (3/4 of the slots), in whole
+    // buckets (`GhostTable`); files made with a quarter of the slots still open.
+    ghostCount = (slotCount * 3 / 4 + GhostTable.ways - 1) / GhostTable.ways * GhostTable.ways
     logOffset = Format.align(ghostOffset + ghostCount * 4, 64)
     let logSize = size - logOffset
     // The sizing above leaves the logs at least a tenth of the file (header-only records
