@@ -9,6 +9,8 @@ import Foundation
 //   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
 //   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
 //   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page).
+//   The Redis mode (--redis): RedisMode.swift (its coordinator: hosts, redis-server,
+//   faults), RedisWorker.swift (a host's process), RedisReport.swift (its report).
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
@@ -31,9 +33,10 @@ if options.help {
   exit(0)
 }
 if options.workerID != nil {
-  exit(Worker.run(options))
+  exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
 }
 do {
+  if options.redisMode { exit(try RedisCoordinator(options: options).run()) }
   let coordinator = try Coordinator(options: options)
   exit(coordinator.run())
 } catch {
