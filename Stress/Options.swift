@@ -59,6 +59,10 @@ struct StressOptions: Sendable {
   /// One worker writes a value whose last byte is wrong (through the normal API),
   /// so a run can prove that the checker detects bad values.
   var plantCorruption = false
+  /// Redis mode: host 0's processes serve stale entries (`serveStale`) and its holder is
+  /// stopped (SIGSTOP) from a third of the run on, so a run can prove that the staleness
+  /// check finds values served past the bound.
+  var plantStale = false
   /// `CacheOptions.averageEntrySize` for a new file (nil: key size + average value size).
   var averageEntrySize: Int? = nil
   var workerID: Int? = nil
@@ -335,6 +339,10 @@ enum OptionTable {
       flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
       hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
     OptionSpec(
+      flag: "--plant-stale", valueName: nil, defaultText: "",
+      help: "test only (Redis mode): host 0 serves stale entries while its holder is stopped", hidden: true,
+      apply: { o, _ in o.plantStale = true }, passOn: { $0.plantStale ? "" : nil }),
+    OptionSpec(
       flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
       help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
       apply: { o, v throws(UsageError) in
@@ -471,11 +479,14 @@ enum OptionTable {
     guard o.redisMode else {
       for (flag, set) in [
         ("--kill-holder-every", o.killHolderEvery != nil), ("--blackhole-every", o.blackholeEvery != nil),
-        ("--kill-redis-every", o.killRedisEvery != nil),
+        ("--kill-redis-every", o.killRedisEvery != nil), ("--plant-stale", o.plantStale),
       ] where set {
         throw UsageError("\(flag) needs --redis URL or --redis-spawn")
       }
       return
+    }
+    if o.plantStale && o.procs < 2 {
+      throw UsageError("--plant-stale needs --procs 2 or more (one host process is stopped)")
     }
     if o.killRedisEvery != nil && !o.redisSpawn {
       throw UsageError("--kill-redis-every needs --redis-spawn (only a server of the run's own is killed)")

@@ -113,6 +113,8 @@ final class RedisCoordinator: @unchecked Sendable {
       usleep(2000)
     }
     let before = observers.map(\.statistics)
+    // Every host's holder has confirmed a heartbeat: Redis sees one tracking connection each.
+    if let n = trackingConnections(direct) { tracking.append(n) }
 
     let start = monotonicNanoseconds() + 20_000_000
     let durationNs = UInt64(o.duration * 1e9)
@@ -123,6 +125,9 @@ final class RedisCoordinator: @unchecked Sendable {
     var nextHole = every(o.blackholeEvery).map { start + $0 }
     var nextRedisKill = every(o.killRedisEvery).map { start + $0 }
     var holeEnds: [Int: UInt64] = [:]
+    var plantAt = o.plantStale ? start + durationNs / 3 : nil
+    var stopped: Int32? = nil
+    defer { if let pid = stopped { kill(pid, SIGCONT) } }
     var nextProgress = start + 1_000_000_000
     while true {
       let now = monotonicNanoseconds()
@@ -131,6 +136,12 @@ final class RedisCoordinator: @unchecked Sendable {
       for (h, t) in holeEnds where now >= t {
         proxies[h].mode = .pass
         holeEnds[h] = nil
+      }
+      if let t = plantAt, now >= t, let pid = observers[0].statistics.holderPID {
+        kill(pid, SIGSTOP)
+        stopped = pid
+        plantAt = nil
+        progress("plant: host 0's holder (pid \(pid)) stopped; host 0 serves stale entries")
       }
       if let t = nextKill, now >= t {
         killHolder(observers)
@@ -170,6 +181,10 @@ final class RedisCoordinator: @unchecked Sendable {
       usleep(2000)
     }
     for p in proxies { p.mode = .pass }
+    if let pid = stopped {
+      kill(pid, SIGCONT)
+      stopped = nil
+    }
     try waitForWorkers(deadline: end + 30_000_000_000)
     let after = observers.map(\.statistics)
     var merged = merge()

@@ -421,7 +421,7 @@ enum RedisWorker {
       let near = try NearCache<[UInt8]>(
         path: layout.hostPath(layout.host(ofWorker: id)), remote: remote,
         maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)),
-        options: NearCacheOptions(capacity: o.hostCapacity))
+        options: NearCacheOptions(capacity: o.hostCapacity, serveStale: o.plantStale && layout.host(ofWorker: id) == 0))
       defer { near.close() }
       let log = try WriteLog(path: layout.logPath, keys: layout.keys)
       let nearKeys = (0..<o.keys).map { layout.keys[$0] }
