@@ -54,6 +54,8 @@ struct StressOptions: Sendable {
   /// How long each black hole lasts, seconds.
   var blackholeFor = 0.4
   var killRedisEvery: Double? = nil
+  /// Redis mode: a pause after each operation, seconds (0: none).
+  var thinkTime = 0.0
 
   // Hidden: test-only and coordinator → worker.
   /// One worker writes a value whose last byte is wrong (through the normal API),
@@ -326,6 +328,13 @@ enum OptionTable {
       apply: { o, v throws(UsageError) in
         o.killRedisEvery = try parseDuration(v, flag: "--kill-redis-every", min: 0.1, max: 3600)
       }, passOn: { $0.killRedisEvery.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--think-time", valueName: "TIME", defaultText: "0: none",
+      help:
+        "Redis mode: sleep this long after each operation, 0 to 1s (e.g. 0.2ms): a paced service, which leaves the invalidation holders CPU on a machine with fewer cores than busy processes",
+      apply: { o, v throws(UsageError) in
+        o.thinkTime = v == "0" ? 0 : try parseDuration(v, flag: "--think-time", min: 0.000_001, max: 1)
+      }, passOn: { $0.thinkTime > 0 ? "\($0.thinkTime)" : nil }),
     OptionSpec(
       flag: "--help", valueName: nil, defaultText: "",
       help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),

@@ -180,18 +180,28 @@ final class RedisCoordinator: @unchecked Sendable {
       }
       usleep(2000)
     }
+    // The hosts' figures as the run ends: when the workers close, each host's role passes
+    // from one closing process to the next, which is not part of the run.
+    let after = observers.map(\.statistics)
     for p in proxies { p.mode = .pass }
     if let pid = stopped {
       kill(pid, SIGCONT)
       stopped = nil
     }
     try waitForWorkers(deadline: end + 30_000_000_000)
-    let after = observers.map(\.statistics)
     var merged = merge()
     for w in 0..<workers where RedisWorkerResult.read(dir.path, w, incarnations[w])?.final != true {
       failures.append("worker \(w).\(incarnations[w]) left no final result")
     }
     merged.messages += failures
+    // Each write's staleness, over the writes some read saw stale (the versions after 1).
+    for k in 0..<o.keys {
+      guard let last = try log.latest(k)?.version, last >= 2 else { continue }
+      for v in 2...last {
+        merged.writesLogged += 1
+        if let late = try log.staleness(k, version: v) { merged.writeStaleHist.record(late) }
+      }
+    }
     return RedisRunReport(
       options: o, url: server == nil ? url : "\(url) (spawned)", merged: merged, before: before, after: after,
       faults: faults, tracking: tracking, toolErrors: failures.count, seconds: o.duration)
@@ -372,6 +382,9 @@ struct RedisMerged {
   var getHist = LatencyHistogram()
   var setHist = LatencyHistogram()
   var staleHist = LatencyHistogram()
+  /// Staleness of each write that some read saw stale: the latest such read's lateness.
+  var writeStaleHist = LatencyHistogram()
+  var writesLogged: UInt64 = 0
   var messages: [String] = []
 }
 

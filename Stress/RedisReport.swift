@@ -26,6 +26,7 @@ struct RedisRunReport {
   }
   var boundMs: Double { (options.maxStaleness + 0.05) * 1000 }
   func stale(_ p: Double) -> UInt64 { merged.staleHist.percentile(p) }
+  func writeStale(_ p: Double) -> UInt64 { merged.writeStaleHist.percentile(p) }
 
   var failureReasons: [String] {
     var r: [String] = []
@@ -56,7 +57,10 @@ struct RedisRunReport {
       writes:           \(Fmt.grouped(c.writes)) (\(Fmt.count(Double(c.writes) / seconds))/s)
       get latency:      p50 \(Fmt.ns(merged.getHist.percentile(0.5))), p99 \(Fmt.ns(merged.getHist.percentile(0.99)))
       set latency:      p50 \(Fmt.ns(merged.setHist.percentile(0.5))), p99 \(Fmt.ns(merged.setHist.percentile(0.99)))
-      staleness:        \(Fmt.grouped(c.staleReads)) stale reads; p50 \(ms(stale(0.5))), p99 \(ms(stale(0.99))), \
+      staleness:        per write (ack to the last read of the old value, over the \
+      \(Fmt.grouped(merged.writeStaleHist.total)) of \(Fmt.grouped(merged.writesLogged)) writes read stale): \
+      p50 \(ms(writeStale(0.5))), p99 \(ms(writeStale(0.99))), max \(ms(c.maxLatenessNs))
+      stale reads:      \(Fmt.grouped(c.staleReads)); lateness p50 \(ms(stale(0.5))), p99 \(ms(stale(0.99))), \
       max \(ms(c.maxLatenessNs))
       violations:       \(c.violations) (stale by more than \(String(format: "%.0f", boundMs)) ms); \
       \(c.unknownLateness) of unknown lateness
@@ -105,10 +109,17 @@ struct RedisRunReport {
     j["get_p99_ns"] = .int(Int(merged.getHist.percentile(0.99)))
     j["set_p50_ns"] = .int(Int(merged.setHist.percentile(0.5)))
     j["set_p99_ns"] = .int(Int(merged.setHist.percentile(0.99)))
-    j["stale_reads"] = .int(Int(c.staleReads))
-    j["staleness_p50_us"] = .double(Double(stale(0.5)) / 1000)
-    j["staleness_p99_us"] = .double(Double(stale(0.99)) / 1000)
+    // Per write: from its acknowledgement to the last read (on any host) of the value it
+    // replaced, over the writes some read saw stale.
+    j["writes_read_stale"] = .int(Int(merged.writeStaleHist.total))
+    j["writes_logged"] = .int(Int(merged.writesLogged))
+    j["staleness_p50_us"] = .double(Double(writeStale(0.5)) / 1000)
+    j["staleness_p99_us"] = .double(Double(writeStale(0.99)) / 1000)
     j["staleness_max_us"] = .double(Double(c.maxLatenessNs) / 1000)
+    // Per stale read: how long after the overwrite's acknowledgement it began.
+    j["stale_reads"] = .int(Int(c.staleReads))
+    j["stale_read_p50_us"] = .double(Double(stale(0.5)) / 1000)
+    j["stale_read_p99_us"] = .double(Double(stale(0.99)) / 1000)
     j["violations"] = .int(Int(c.violations))
     j["violation_bound_ms"] = .double(boundMs)
     j["unknown_lateness"] = .int(Int(c.unknownLateness))

@@ -64,26 +64,34 @@ struct RedisRunLayout {
 /// the machine), read by the writer after Redis's reply: a reader compares them with
 /// the moment its own read began.
 ///
-///     "v" + key   16 bytes: latest version u64, its acknowledgement u64
-///     "r" + key   ringSize × 16 bytes: (version, acknowledgement) at version mod ringSize
+///     "v" + key           16 bytes: latest version u64, its acknowledgement u64
+///     "r" + key           ringSize × 16 bytes: (version, acknowledgement) at version mod ringSize
+///     "m" + key + ":" + v  8 bytes: the latest any read began after v's acknowledgement
+///                         and still returned an older version (ns after it; written
+///                         by compare-and-swap, only for writes some read saw stale)
 ///
 /// The owner writes the ring before the latest pair, so a reader that sees version L
-/// as the latest finds L, and the versions before it, in the ring.
+/// as the latest finds L, and the versions before it, in the ring. The "m" entries give
+/// each write's staleness: how long after its acknowledgement some host still returned
+/// the value it replaced (the coordinator collects them after the run).
 struct WriteLog {
   static let ringSize = 32
   static let ringBytes = ringSize * 16
   let cache: SharedCache<[UInt8]>
   private let latestKeys: [String]
   private let ringKeys: [String]
+  private let keys: [String]
 
   /// Opens (or creates) the log at `path` for `keys`.
   init(path: String, keys: KeySet) throws {
-    let capacity = max(8 << 20, keys.count * (Self.ringBytes + 2 * keys.size + 192) * 2)
+    // The "m" entries have room for some 300,000 writes read stale besides.
+    let capacity = max(8 << 20, keys.count * (Self.ringBytes + 2 * keys.size + 192) * 2) + (32 << 20)
     var options = CacheOptions(capacity: capacity)
     options.averageEntrySize = (Self.ringBytes + 16) / 2 + keys.size
     cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: options)
     latestKeys = (0..<keys.count).map { "v" + keys[$0] }
     ringKeys = (0..<keys.count).map { "r" + keys[$0] }
+    self.keys = (0..<keys.count).map { keys[$0] }
   }
 
   /// Key `k`'s latest logged version and its acknowledgement (nil: none logged).
@@ -103,6 +111,27 @@ struct WriteLog {
       guard b.load(fromByteOffset: slot, as: UInt64.self) == version else { return nil }
       return b.load(fromByteOffset: slot + 8, as: UInt64.self)
     }
+  }
+
+  /// Notes that a read began `late` ns after version `version` of key `k` was
+  /// acknowledged and still returned an older version.
+  func noteStale(_ k: Int, version: UInt64, late: UInt64) throws {
+    let key = "m\(keys[k]):\(version)"
+    let mine = withUnsafeBytes(of: late) { [UInt8]($0) }
+    for _ in 0..<100 {
+      guard let (bytes, v) = try cache.objectWithVersion(forKey: key) else {
+        if try cache.add(mine, forKey: key) { return }
+        continue
+      }
+      guard bytes.count == 8, bytes.withUnsafeBytes({ $0.loadUnaligned(as: UInt64.self) }) < late else { return }
+      if try cache.setObject(mine, forKey: key, ifVersion: v) { return }
+    }
+  }
+
+  /// Version `version` of key `k`'s staleness as noted (nil: no read saw it stale).
+  func staleness(_ k: Int, version: UInt64) throws -> UInt64? {
+    guard let bytes = try cache.object(forKey: "m\(keys[k]):\(version)"), bytes.count == 8 else { return nil }
+    return bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
   }
 
   /// Key `k`'s ring as logged (zeros when none), for its owner to go on from.
@@ -290,7 +319,9 @@ struct RedisThreadLoop {
     let mask = ops.count - 1
     var pos = (thread &* 7919 &+ writerID &* 104_729) & mask
     var lastPublish = monotonicNanoseconds()
+    let think = UInt32(o.thinkTime * 1e6)
     while true {
+      if think > 0 { usleep(think) }
       let op = ops[pos & mask]
       pos &+= 1
       let t0 = monotonicNanoseconds()
@@ -389,6 +420,7 @@ struct RedisThreadLoop {
       counters.staleReads += 1
       staleHist.record(late)
       counters.maxLatenessNs = max(counters.maxLatenessNs, late)
+      try log.noteStale(k, version: version + 1, late: late)
       if late > boundNs {
         counters.violations += 1
         note(

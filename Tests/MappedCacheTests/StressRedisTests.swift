@@ -48,12 +48,24 @@ import Testing
     #expect(int(j, "wrong_values") == 0)
     #expect(int(j, "violations") == 0)
     #expect(int(j, "unknown_lateness") == 0)
-    for key in ["staleness_p50_us", "staleness_p99_us", "staleness_max_us", "stale_reads", "hit_ratio"] {
+    for key in [
+      "staleness_p50_us", "staleness_p99_us", "staleness_max_us", "stale_reads", "stale_read_p50_us",
+      "stale_read_p99_us", "writes_read_stale", "writes_logged", "hit_ratio",
+    ] {
       #expect(j[key] is NSNumber, "report lacks \(key)")
     }
     #expect(double(j, "staleness_p50_us") <= double(j, "staleness_p99_us"))
+    #expect(double(j, "stale_read_p50_us") <= double(j, "stale_read_p99_us"))
     // Percentiles are bucket lower bounds; the maximum is exact.
     #expect(double(j, "staleness_p99_us") <= double(j, "staleness_max_us") + 0.001)
+    // Every acknowledged write is in the log (a SIGKILLed worker's last counts, since its
+    // last flush, are not in `writes`); a write read stale had a stale read.
+    if int(j, "holder_kills") == 0 {
+      #expect(int(j, "writes_logged") == int(j, "writes"))
+    } else {
+      #expect(int(j, "writes_logged") >= int(j, "writes"))
+    }
+    #expect(int(j, "writes_read_stale") <= int(j, "stale_reads"))
     #expect(double(j, "hit_ratio") >= 0 && double(j, "hit_ratio") <= 1)
   }
 
