@@ -125,6 +125,7 @@ final class RedisCoordinator: @unchecked Sendable {
     var nextHole = every(o.blackholeEvery).map { start + $0 }
     var nextRedisKill = every(o.killRedisEvery).map { start + $0 }
     var holeEnds: [Int: UInt64] = [:]
+    var maxHeartbeatAge = [UInt64](repeating: 0, count: o.hosts)
     var plantAt = o.plantStale ? start + durationNs / 3 : nil
     var stopped: Int32? = nil
     defer { if let pid = stopped { kill(pid, SIGCONT) } }
@@ -167,6 +168,13 @@ final class RedisCoordinator: @unchecked Sendable {
         nextRedisKill = t + every(o.killRedisEvery)!
       }
       noteUnexpectedExits(end: end)
+      // How stale each host's fence got: a holder descheduled, stopped, killed or cut off
+      // leaves it aging, and until it is maxStaleness old reads still trust the file.
+      for (h, obs) in observers.enumerated() {
+        if let age = obs.statistics.heartbeatAgeMilliseconds.first ?? nil {
+          maxHeartbeatAge[h] = max(maxHeartbeatAge[h], age)
+        }
+      }
       if now >= nextProgress {
         if let n = trackingConnections(direct) { tracking.append(n) }
         let m = merge()
@@ -204,7 +212,8 @@ final class RedisCoordinator: @unchecked Sendable {
     }
     return RedisRunReport(
       options: o, url: server == nil ? url : "\(url) (spawned)", merged: merged, before: before, after: after,
-      faults: faults, tracking: tracking, toolErrors: failures.count, seconds: o.duration)
+      faults: faults, tracking: tracking, maxHeartbeatAgeMs: maxHeartbeatAge, toolErrors: failures.count,
+      seconds: o.duration)
   }
 
   private func prefill(_ client: RedisClient, _ log: WriteLog) throws {

@@ -13,6 +13,8 @@ struct RedisRunReport {
   let faults: RedisFaults
   /// Tracking connections in CLIENT LIST, sampled once a second.
   let tracking: [Int]
+  /// Per host, the oldest its fence (last confirmed heartbeat) was seen during the run.
+  let maxHeartbeatAgeMs: [UInt64]
   let toolErrors: Int
   let seconds: Double
 
@@ -77,7 +79,8 @@ struct RedisRunReport {
         host \(h):           invalidations \(a.invalidationsReceived - b.invalidationsReceived) received, \
         \(a.invalidationsApplied - b.invalidationsApplied) applied; remote fetches \(a.remoteFetches - b.remoteFetches); \
         fence misses \(a.fenceMisses - b.fenceMisses); epoch misses \(a.epochMisses - b.epochMisses); \
-        reconnects \(a.reconnects - b.reconnects); holder changes \(a.holderChanges - b.holderChanges)
+        reconnects \(a.reconnects - b.reconnects); holder changes \(a.holderChanges - b.holderChanges); \
+        oldest heartbeat \(maxHeartbeatAgeMs[h]) ms
 
         """
     }
@@ -139,6 +142,7 @@ struct RedisRunReport {
     j["epoch_misses"] = .int(Int(sum(\.epochMisses)))
     j["reconnects"] = .int(Int(sum(\.reconnects)))
     j["holder_changes"] = .int(Int(sum(\.holderChanges)))
+    j["max_heartbeat_age_ms"] = .int(Int(maxHeartbeatAgeMs.max() ?? 0))
     j["messages"] = .strings(merged.messages)
     j["pass"] = .bool(failureReasons.isEmpty)
     return j.rendered
