@@ -3,9 +3,10 @@
 # reads, NearCache hit reads (same keys, same 40-byte values), a direct Redis GET per
 # read from one client, and a 90 % hit mix (one read in ten a key never read before: a
 # fill, that is a placeholder, a GET and a compare-and-swap). `mc-test-helper near-bench`
-# interleaves plain and near reads (best of seven rounds each) within a rep; this script
-# runs REPS reps, one after another, and prints every rep and then the best and the
-# median of each figure, ratios best/best (median/median).
+# interleaves plain and near reads (best of seven rounds each), and GETs and the mix (best
+# of five rounds each), within a rep; this script runs REPS reps, one after another, and
+# prints every rep, then each rep's ratios (best and median over reps), then the best and
+# the median of each figure with ratios best/best (median/median).
 #
 #   scripts/near-bench.sh                 # REPS=5 READS=1000000 WRITES=500
 #   REPS=7 NO_BUILD=1 scripts/near-bench.sh
@@ -59,6 +60,12 @@ def best_med(k):
     v = col(k)
     return min(v), statistics.median(v)
 (pb, pm), (nb, nm), (gb, gm), (mb, mm) = (best_med(k) for k in ("plain", "near", "get", "mix"))
+def ratios(f):
+    v = [f(d) for d in rows]
+    return max(v), statistics.median(v)
+rn, rh, rm = ratios(lambda d: d["plain"] / d["near"]), ratios(lambda d: d["get"] / d["near"]), ratios(lambda d: d["get"] / d["mix"])
+print(f"per-rep ratios (best, median): near/plain {rn[0]:.2f}x ({rn[1]:.2f}x); all hits vs GET {rh[0]:.0f}x ({rh[1]:.0f}x); "
+      f"90% mix vs GET {rm[0]:.1f}x ({rm[1]:.1f}x)")
 print(f"summary over {len(rows)} reps (best, median):")
 print(f"  SharedCache hit {pb:.1f} ns ({pm:.1f}); NearCache hit {nb:.1f} ns ({nm:.1f}): "
       f"near/plain throughput {pb / nb:.2f}x ({pm / nm:.2f}x)")
