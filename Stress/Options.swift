@@ -517,7 +517,8 @@ enum OptionTable {
         "--value-size must be at least \(ValueFormat.trackedMinimumSize) bytes in the Redis mode (room for the version), not \(o.valueMin)"
       )
     }
-    if o.keys > 1_000_000 { throw UsageError("--keys must be at most 1000000 in the Redis mode, not \(o.keys)") }
+    // The write log keeps a 512-byte ring per key in /dev/shm (about 1.5 KiB per key in all).
+    if o.keys > 100_000 { throw UsageError("--keys must be at most 100000 in the Redis mode, not \(o.keys)") }
     if o.valueMax > o.hostCapacity / 16 - o.keySize - 64 {
       throw UsageError("--value-size \(o.valueSizeText) is too large for --host-capacity \(o.hostCapacity)")
     }
