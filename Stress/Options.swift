@@ -427,9 +427,11 @@ enum OptionTable {
       logged (version, CLOCK_MONOTONIC time after Redis's reply) in a cache file shared by
       every process. Every read is checked as above, and a read that returns a version
       older than the key's latest logged one is stale by the time from the acknowledgement
-      of the write that replaced it to the read's start; staleness percentiles are over the
-      stale reads, and a read stale by more than --max-staleness + 50 ms is a violation.
-      Exit status 1 also on any violation, or an error while no fault was made.
+      of the write that replaced it to the read's start. A write's staleness is the latest
+      such lateness against it (how long after its acknowledgement some host still returned
+      the value it replaced); the report gives p50, p99 and max over the writes read stale,
+      and over the stale reads. A read stale by more than --max-staleness + 50 ms is a
+      violation. Exit status 1 also on any violation, or an error while no fault was made.
 
       """
     return s
