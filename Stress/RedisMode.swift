@@ -350,7 +350,7 @@ final class RedisCoordinator: @unchecked Sendable {
         m.getHist.merge(LatencyHistogram(sparse: r.getHist))
         m.setHist.merge(LatencyHistogram(sparse: r.setHist))
         m.staleHist.merge(LatencyHistogram(sparse: r.staleHist))
-        for msg in r.messages where m.messages.count < 20 { m.messages.append("worker \(w).\(inc): \(msg)") }
+        for msg in r.messages where m.messages.count < 40 { m.messages.append("worker \(w).\(inc): \(msg)") }
       }
     }
     return m

@@ -285,6 +285,7 @@ struct RedisThreadLoop {
   var staleHist = LatencyHistogram()
   var rng: SplitMix64
   var notes = 0
+  var checkNotes = 0
 
   init(
     o: StressOptions, layout: RedisRunLayout, near: NearCache<[UInt8]>, log: WriteLog, board: RedisBoard,
@@ -308,9 +309,16 @@ struct RedisThreadLoop {
     rng = SplitMix64(seed: seed)
   }
 
-  mutating func note(_ s: String) {
-    notes += 1
-    if notes <= 10 { board.note(s) }
+  /// Passes a message on: the first few errors, and apart from them the first few failed
+  /// checks (so that errors during a fault do not hide them).
+  mutating func note(_ s: String, check: Bool = false) {
+    if check {
+      checkNotes += 1
+      if checkNotes <= 10 { board.note(s) }
+    } else {
+      notes += 1
+      if notes <= 5 { board.note(s) }
+    }
   }
 
   func publish() { board.publish(thread, counters, getHist, setHist, staleHist) }
@@ -393,16 +401,24 @@ struct RedisThreadLoop {
     }
     guard case .whole(let writer, let version) = verdict, Int(writer) == layout.owner(ofKey: k) else {
       counters.corruptReads += 1
-      note("corrupt read of \(nearKeys[k]): \(bytes.count) bytes that are not a whole value of its writer")
+      note("corrupt read of \(nearKeys[k]): \(bytes.count) bytes that are not a whole value of its writer (\(Self.header(bytes)))", check: true)
       return
     }
     if version < seen[k] {
       counters.wrongValues += 1
-      note("\(nearKeys[k]): version \(version) read after version \(seen[k])")
+      note("\(nearKeys[k]): version \(version) read after version \(seen[k])", check: true)
     } else {
       seen[k] = version
     }
     judgeStaleness(k, version: version, start: t0)
+  }
+
+  /// What a value's header says (for a message about a corrupt read).
+  static func header(_ b: [UInt8]) -> String {
+    guard b.count >= ValueFormat.headerSize else { return "a short value" }
+    return b.withUnsafeBytes { p in
+      "its header: key \(p.loadUnaligned(fromByteOffset: 4, as: UInt32.self)), writer \(p.loadUnaligned(fromByteOffset: 8, as: UInt32.self)), length \(p.loadUnaligned(fromByteOffset: 12, as: UInt32.self)), version \(p.loadUnaligned(fromByteOffset: 16, as: UInt64.self))"
+    }
   }
 
   /// Whether the write that replaced `version` (version + 1) had been acknowledged
@@ -412,7 +428,7 @@ struct RedisThreadLoop {
       guard let latest = try log.latest(k), version < latest.version else { return }
       guard let ack = try log.acknowledgement(k, version: version + 1) else {
         counters.unknownLateness += 1
-        note("\(nearKeys[k]): version \(version) read when \(latest.version) was the latest, past the log's ring")
+        note("\(nearKeys[k]): version \(version) read when \(latest.version) was the latest, past the log's ring", check: true)
         return
       }
       guard t0 > ack else { return }  // the read overlapped the write
@@ -424,8 +440,8 @@ struct RedisThreadLoop {
       if late > boundNs {
         counters.violations += 1
         note(
-          "\(nearKeys[k]): version \(version) served \(String(format: "%.1f", Double(late) / 1e6)) ms after version \(version + 1) was acknowledged"
-        )
+          "\(nearKeys[k]): version \(version) served \(String(format: "%.1f", Double(late) / 1e6)) ms after version \(version + 1) was acknowledged",
+          check: true)
       }
     } catch {
       counters.errors += 1
