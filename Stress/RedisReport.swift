@@ -67,7 +67,8 @@ struct RedisRunReport {
       violations:       \(c.violations) (stale by more than \(String(format: "%.0f", boundMs)) ms); \
       \(c.unknownLateness) of unknown lateness
       checks:           \(c.corruptReads) corrupt, \(c.wrongValues) back in time, \(c.errors) read errors, \
-      \(c.writeErrors) write errors
+      \(c.writeErrors) write errors; \(c.lateWriteReads) reads of a version whose SET went unanswered \
+      (may have landed late: not judged)
       faults:           \(faults.holderKills) holder kills (\(faults.holderKillsSkipped) skipped: no holder), \
       \(faults.blackholes) black holes of \(Int(o.blackholeFor * 1000)) ms, \(faults.redisKills) redis-server kills
       tracking conns:   \(tracking.min().map(String.init) ?? "?")-\(tracking.max().map(String.init) ?? "?") \
@@ -130,6 +131,7 @@ struct RedisRunReport {
     j["wrong_values"] = .int(Int(c.wrongValues))
     j["errors"] = .int(Int(c.errors))
     j["write_errors"] = .int(Int(c.writeErrors))
+    j["late_write_reads"] = .int(Int(c.lateWriteReads))
     j["holder_kills"] = .int(faults.holderKills)
     j["blackholes"] = .int(faults.blackholes)
     j["redis_kills"] = .int(faults.redisKills)

@@ -66,6 +66,8 @@ struct RedisRunLayout {
 ///
 ///     "v" + key           16 bytes: latest version u64, its acknowledgement u64
 ///     "r" + key           ringSize × 16 bytes: (version, acknowledgement) at version mod ringSize
+///     "f" + key + ":" + v  present when a SET of v went unanswered (timed out, or its
+///                         connection broke) before it was acknowledged on a retry
 ///     "m" + key + ":" + v  8 bytes: the latest any read began after v's acknowledgement
 ///                         and still returned an older version (ns after it; written
 ///                         by compare-and-swap, only for writes some read saw stale)
@@ -128,6 +130,20 @@ struct WriteLog {
     }
   }
 
+  /// Notes that a SET of version `version` of key `k` went unanswered. Redis may still
+  /// apply it late, after the versions that follow: TCP delivers what was sent before a
+  /// close once a partition heals (so does the fault proxy, when its thread runs late).
+  /// Then Redis itself holds the older version for a while, and reads of it say nothing
+  /// about the near cache.
+  func markUnanswered(_ k: Int, version: UInt64) throws {
+    try cache.setObject([1], forKey: "f\(keys[k]):\(version)")
+  }
+
+  /// Whether a SET of version `version` of key `k` went unanswered.
+  func wasUnanswered(_ k: Int, version: UInt64) throws -> Bool {
+    try cache.object(forKey: "f\(keys[k]):\(version)") != nil
+  }
+
   /// Version `version` of key `k`'s staleness as noted (nil: no read saw it stale).
   func staleness(_ k: Int, version: UInt64) throws -> UInt64? {
     guard let bytes = try cache.object(forKey: "m\(keys[k]):\(version)"), bytes.count == 8 else { return nil }
@@ -170,8 +186,12 @@ struct RedisCounters: Codable {
   /// Stale reads whose replacing write had left the log's ring (lateness unknown).
   var unknownLateness: UInt64 = 0
   var maxLatenessNs: UInt64 = 0
+  /// Reads of a version whose SET went unanswered before a retry was acknowledged (Redis
+  /// may have applied it late, after later versions): not judged.
+  var lateWriteReads: UInt64 = 0
 
   mutating func add(_ o: RedisCounters) {
+    lateWriteReads += o.lateWriteReads
     reads += o.reads
     writes += o.writes
     absent += o.absent
@@ -361,6 +381,7 @@ struct RedisThreadLoop {
       } catch {
         counters.writeErrors += 1
         note("set \(nearKeys[k]) version \(version): \(error)")
+        do { try log.markUnanswered(k, version: version) } catch { note("write log of \(nearKeys[k]): \(error)") }
         if monotonicNanoseconds() >= end { return }
         usleep(1000)
         continue
@@ -401,8 +422,24 @@ struct RedisThreadLoop {
     }
     guard case .whole(let writer, let version) = verdict, Int(writer) == layout.owner(ofKey: k) else {
       counters.corruptReads += 1
-      note("corrupt read of \(nearKeys[k]): \(bytes.count) bytes that are not a whole value of its writer (\(Self.header(bytes)))", check: true)
+      note(
+        "corrupt read of \(nearKeys[k]): \(bytes.count) bytes that are not a whole value of its writer (\(Self.header(bytes)))",
+        check: true)
       return
+    }
+    let latest: (version: UInt64, ack: UInt64)?
+    do { latest = try log.latest(k) } catch {
+      counters.errors += 1
+      note("write log of \(nearKeys[k]): \(error)")
+      return
+    }
+    if version < seen[k] || version < latest?.version ?? 0 {
+      // Older than seen, or than logged: was it a SET that went unanswered, and may have
+      // landed late, so that Redis itself held it? Such reads are counted, not judged.
+      if (try? log.wasUnanswered(k, version: version)) == true {
+        counters.lateWriteReads += 1
+        return
+      }
     }
     if version < seen[k] {
       counters.wrongValues += 1
@@ -410,7 +447,7 @@ struct RedisThreadLoop {
     } else {
       seen[k] = version
     }
-    judgeStaleness(k, version: version, start: t0)
+    if let latest { judgeStaleness(k, version: version, start: t0, latest: latest) }
   }
 
   /// What a value's header says (for a message about a corrupt read).
@@ -423,12 +460,16 @@ struct RedisThreadLoop {
 
   /// Whether the write that replaced `version` (version + 1) had been acknowledged
   /// before this read began, and by how much.
-  mutating func judgeStaleness(_ k: Int, version: UInt64, start t0: UInt64) {
+  mutating func judgeStaleness(
+    _ k: Int, version: UInt64, start t0: UInt64, latest: (version: UInt64, ack: UInt64)
+  ) {
     do {
-      guard let latest = try log.latest(k), version < latest.version else { return }
+      guard version < latest.version else { return }
       guard let ack = try log.acknowledgement(k, version: version + 1) else {
         counters.unknownLateness += 1
-        note("\(nearKeys[k]): version \(version) read when \(latest.version) was the latest, past the log's ring", check: true)
+        note(
+          "\(nearKeys[k]): version \(version) read when \(latest.version) was the latest, past the log's ring",
+          check: true)
         return
       }
       guard t0 > ack else { return }  // the read overlapped the write
