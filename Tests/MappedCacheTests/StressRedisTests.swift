@@ -50,7 +50,7 @@ import Testing
     #expect(int(j, "unknown_lateness") == 0)
     for key in [
       "staleness_p50_us", "staleness_p99_us", "staleness_max_us", "stale_reads", "stale_read_p50_us",
-      "stale_read_p99_us", "writes_read_stale", "writes_logged", "hit_ratio",
+      "stale_read_p99_us", "writes_read_stale", "writes_logged", "hit_ratio", "late_write_reads",
     ] {
       #expect(j[key] is NSNumber, "report lacks \(key)")
     }
