@@ -331,9 +331,14 @@ enum OptionTable {
     OptionSpec(
       flag: "--think-time", valueName: "TIME", defaultText: "0: none",
       help:
-        "Redis mode: sleep this long after each operation, 0 to 1s (e.g. 0.2ms): a paced service, which leaves the invalidation holders CPU on a machine with fewer cores than busy processes",
+        "Redis mode: sleep this long after each operation, 0 or 0.1ms to 1s (e.g. 0.2ms): a paced service, which leaves the invalidation holders CPU on a machine with fewer cores than busy processes",
       apply: { o, v throws(UsageError) in
-        o.thinkTime = v == "0" ? 0 : try parseDuration(v, flag: "--think-time", min: 0.000_001, max: 1)
+        // From 0.1 ms: a smaller number would pass on to the workers in exponent form.
+        let t = try parseDuration(v, flag: "--think-time", min: 0, max: 1)
+        guard t == 0 || t >= 0.000_1 else {
+          throw UsageError("--think-time must be 0 or between 0.1ms and 1s, not \(v)")
+        }
+        o.thinkTime = t
       }, passOn: { $0.thinkTime > 0 ? "\($0.thinkTime)" : nil }),
     OptionSpec(
       flag: "--help", valueName: nil, defaultText: "",

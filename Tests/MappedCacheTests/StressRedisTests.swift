@@ -124,6 +124,7 @@ import Testing
       (["--redis", "http://x"], "redis:// or unix://"),
       (["--redis-spawn", "--value-size", "8"], "at least 16 bytes"),
       (["--redis-spawn", "--chaos-kills", "3"], "not used in the Redis mode"),
+      (["--redis-spawn", "--think-time", "0.05ms"], "--think-time must be 0 or between 0.1ms and 1s"),
     ] {
       let r = try Support.run(Self.stress, args)
       #expect(r.status == 64, "\(args): \(r.stderr)")
