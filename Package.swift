@@ -21,12 +21,16 @@ let package = Package(
     .executableTarget(
       name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
       path: "Sources/mapped-cache"),
-    .executableTarget(name: "cache-stress", dependencies: ["MappedCache", "CacheTools"], path: "Stress"),
+    // The Redis mode (--redis) runs hosts of NearCache and, for --blackhole-every, a fault proxy per host.
+    .executableTarget(
+      name: "cache-stress", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy"],
+      path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests.
+    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests
+    // and cache-stress --redis --blackhole-every.
     .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
     .executableTarget(
       name: "mc-test-helper",

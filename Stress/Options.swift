@@ -44,10 +44,33 @@ struct StressOptions: Sendable {
   var help = false
   var version = false
 
+  // The Redis mode (RedisMode.swift): hosts of near caches in front of one Redis.
+  /// The Redis every host's near cache is in front of (`--redis URL`).
+  var redisURL: String? = nil
+  /// Start a private redis-server on a free loopback port for the run.
+  var redisSpawn = false
+  var hosts = 4
+  /// Each host's file size.
+  var hostCapacity = 16 << 20
+  /// The near caches' `maxStaleness`, seconds.
+  var maxStaleness = 0.5
+  /// Fault schedules, seconds between faults (nil: none).
+  var killHolderEvery: Double? = nil
+  var blackholeEvery: Double? = nil
+  /// How long each black hole lasts, seconds.
+  var blackholeFor = 0.4
+  var killRedisEvery: Double? = nil
+  /// Redis mode: a pause after each operation, seconds (0: none).
+  var thinkTime = 0.0
+
   // Hidden: test-only and coordinator → worker.
   /// One worker writes a value whose last byte is wrong (through the normal API),
   /// so a run can prove that the checker detects bad values.
   var plantCorruption = false
+  /// Redis mode: host 0's processes serve stale entries (`serveStale`) and its holder is
+  /// stopped (SIGSTOP) from a third of the run on, so a run can prove that the staleness
+  /// check finds values served past the bound.
+  var plantStale = false
   /// `CacheOptions.averageEntrySize` for a new file (nil: key size + average value size).
   var averageEntrySize: Int? = nil
   var workerID: Int? = nil
@@ -56,6 +79,7 @@ struct StressOptions: Sendable {
   var coordinatorPID: Int32 = 0
 
   var prefill: Bool { !noPrefill && !readThrough }
+  var redisMode: Bool { redisURL != nil || redisSpawn }
   var lockMode: LockMode { lock == .flock ? .flock : .sharedWord }
   var writers: Int { procs * threads }
   var valueSizeText: String { valueMin == valueMax ? "\(valueMin)" : "\(valueMin)-\(valueMax)" }
@@ -270,6 +294,80 @@ enum OptionTable {
         o.reportPath = v
       }, passOn: { _ in nil }),
     OptionSpec(
+      flag: "--redis", valueName: "URL", defaultText: "off",
+      help:
+        "Redis mode: --hosts hosts, each its own cache file and --procs processes, read and write through NearCache in front of this Redis (redis://host:port/db or unix:///path); reports staleness beside throughput",
+      apply: { o, v throws(UsageError) in
+        guard v.hasPrefix("redis://") || v.hasPrefix("unix://") else {
+          throw UsageError("--redis wants a redis:// or unix:// URL, not \(v.isEmpty ? "nothing" : v)")
+        }
+        o.redisURL = v
+      }, passOn: { $0.redisURL }),
+    OptionSpec(
+      flag: "--redis-spawn", valueName: nil, defaultText: "off",
+      help: "Redis mode against a private redis-server (from PATH) started on a free loopback port for the run",
+      apply: { o, _ in o.redisSpawn = true }, passOn: { $0.redisSpawn ? "" : nil }),
+    OptionSpec(
+      flag: "--hosts", valueName: "H", defaultText: "4",
+      help: "Redis mode: hosts (cache files, each with its own invalidation holder), 1 to 16",
+      apply: { o, v throws(UsageError) in o.hosts = try parseInt(v, flag: "--hosts", in: 1...16) },
+      passOn: { "\($0.hosts)" }),
+    OptionSpec(
+      flag: "--host-capacity", valueName: "SIZE", defaultText: "16MiB",
+      help: "Redis mode: each host's cache file size (--capacity is not used), 1MiB to 1GiB",
+      apply: { o, v throws(UsageError) in
+        o.hostCapacity = try parseSize(v, flag: "--host-capacity")
+        guard o.hostCapacity >= 1 << 20, o.hostCapacity <= 1 << 30 else {
+          throw UsageError("--host-capacity must be between 1MiB and 1GiB, not \(v)")
+        }
+      }, passOn: { "\($0.hostCapacity)" }),
+    OptionSpec(
+      flag: "--max-staleness", valueName: "TIME", defaultText: "500ms",
+      help:
+        "Redis mode: the near caches' maxStaleness, 50ms to 60s; a read served later than this + 50 ms after its overwrite is a violation",
+      apply: { o, v throws(UsageError) in
+        o.maxStaleness = try parseDuration(v, flag: "--max-staleness", min: 0.05, max: 60)
+      }, passOn: { "\($0.maxStaleness)" }),
+    OptionSpec(
+      flag: "--kill-holder-every", valueName: "TIME", defaultText: "off",
+      help:
+        "Redis mode: SIGKILL one host's invalidation holder (a worker process; hosts in turn) this often, 50ms to 1h, and restart it",
+      apply: { o, v throws(UsageError) in
+        o.killHolderEvery = try parseDuration(v, flag: "--kill-holder-every", min: 0.05, max: 3600)
+      }, passOn: { $0.killHolderEvery.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--blackhole-every", valueName: "TIME", defaultText: "off",
+      help:
+        "Redis mode: this often, 50ms to 1h, one host's connections to Redis (through a fault proxy per host) are black-holed for --blackhole-for (hosts in turn)",
+      apply: { o, v throws(UsageError) in
+        o.blackholeEvery = try parseDuration(v, flag: "--blackhole-every", min: 0.05, max: 3600)
+      }, passOn: { $0.blackholeEvery.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--blackhole-for", valueName: "TIME", defaultText: "400ms",
+      help: "Redis mode: length of each black hole, 10ms to 1h",
+      apply: { o, v throws(UsageError) in
+        o.blackholeFor = try parseDuration(v, flag: "--blackhole-for", min: 0.01, max: 3600)
+      }, passOn: { "\($0.blackholeFor)" }),
+    OptionSpec(
+      flag: "--kill-redis-every", valueName: "TIME", defaultText: "off",
+      help:
+        "Redis mode with --redis-spawn: SIGKILL the redis-server this often, 100ms to 1h, and restart it empty on the same port",
+      apply: { o, v throws(UsageError) in
+        o.killRedisEvery = try parseDuration(v, flag: "--kill-redis-every", min: 0.1, max: 3600)
+      }, passOn: { $0.killRedisEvery.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--think-time", valueName: "TIME", defaultText: "0: none",
+      help:
+        "Redis mode: sleep this long after each operation, 0 or 0.1ms to 1s (e.g. 0.2ms): a paced service, which leaves the invalidation holders CPU on a machine with fewer cores than busy processes",
+      apply: { o, v throws(UsageError) in
+        // From 0.1 ms: a smaller number would pass on to the workers in exponent form.
+        let t = try parseDuration(v, flag: "--think-time", min: 0, max: 1)
+        guard t == 0 || t >= 0.000_1 else {
+          throw UsageError("--think-time must be 0 or between 0.1ms and 1s, not \(v)")
+        }
+        o.thinkTime = t
+      }, passOn: { $0.thinkTime > 0 ? "\($0.thinkTime)" : nil }),
+    OptionSpec(
       flag: "--help", valueName: nil, defaultText: "",
       help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
     OptionSpec(
@@ -281,6 +379,10 @@ enum OptionTable {
     OptionSpec(
       flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
       hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
+    OptionSpec(
+      flag: "--plant-stale", valueName: nil, defaultText: "",
+      help: "test only (Redis mode): host 0 serves stale entries while its holder is stopped", hidden: true,
+      apply: { o, _ in o.plantStale = true }, passOn: { $0.plantStale ? "" : nil }),
     OptionSpec(
       flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
       help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
@@ -349,6 +451,20 @@ enum OptionTable {
       Exit status: 0 when no read was corrupt or went back in time, no operation failed and the
       file verified; 1 otherwise (the report says which); 64 for bad flags.
 
+      Redis mode (--redis URL or --redis-spawn): --hosts hosts, each a cache file of its own
+      whose --procs processes read and write through NearCache (so each host elects one
+      invalidation holder), in front of one Redis. Every key has one writer (keys are dealt
+      to the writers of all hosts), whose writes carry a version one higher than the last
+      and are spread evenly over its keys; reads follow --dist. Each acknowledged write is
+      logged (version, CLOCK_MONOTONIC time after Redis's reply) in a cache file shared by
+      every process. Every read is checked as above, and a read that returns a version
+      older than the key's latest logged one is stale by the time from the acknowledgement
+      of the write that replaced it to the read's start. A write's staleness is the latest
+      such lateness against it (how long after its acknowledgement some host still returned
+      the value it replaced); the report gives p50, p99 and max over the writes read stale,
+      and over the stale reads. A read stale by more than --max-staleness + 50 ms is a
+      violation. Exit status 1 also on any violation, or an error while no fault was made.
+
       """
     return s
   }
@@ -400,8 +516,52 @@ enum OptionTable {
     return o
   }
 
+  /// The Redis mode's options against the rest.
+  static func validateRedis(_ o: StressOptions) throws(UsageError) {
+    if o.redisURL != nil && o.redisSpawn { throw UsageError("--redis and --redis-spawn exclude each other") }
+    guard o.redisMode else {
+      for (flag, set) in [
+        ("--kill-holder-every", o.killHolderEvery != nil), ("--blackhole-every", o.blackholeEvery != nil),
+        ("--kill-redis-every", o.killRedisEvery != nil), ("--plant-stale", o.plantStale),
+      ] where set {
+        throw UsageError("\(flag) needs --redis URL or --redis-spawn")
+      }
+      return
+    }
+    if o.plantStale && o.procs < 2 {
+      throw UsageError("--plant-stale needs --procs 2 or more (one host process is stopped)")
+    }
+    if o.killRedisEvery != nil && !o.redisSpawn {
+      throw UsageError("--kill-redis-every needs --redis-spawn (only a server of the run's own is killed)")
+    }
+    if o.blackholeEvery != nil, o.redisURL?.hasPrefix("unix://") == true {
+      throw UsageError("--blackhole-every needs a TCP Redis (the fault proxy is TCP), not \(o.redisURL!)")
+    }
+    for (flag, set) in [
+      ("--path", o.path != nil), ("--chaos-kills", o.chaosKills > 0), ("--report", o.reportPath != nil),
+      ("--read-through", o.readThrough), ("--plant-corruption", o.plantCorruption),
+      ("--trace", o.tracePath != nil),
+    ] where set {
+      throw UsageError("\(flag) is not used in the Redis mode (each host gets a file of its own)")
+    }
+    if o.hosts * o.procs > 1024 {
+      throw UsageError("--hosts \(o.hosts) × --procs \(o.procs) is more than 1024 processes")
+    }
+    if o.valueMin < ValueFormat.trackedMinimumSize {
+      throw UsageError(
+        "--value-size must be at least \(ValueFormat.trackedMinimumSize) bytes in the Redis mode (room for the version), not \(o.valueMin)"
+      )
+    }
+    // The write log keeps a 512-byte ring per key in /dev/shm (about 1.5 KiB per key in all).
+    if o.keys > 100_000 { throw UsageError("--keys must be at most 100000 in the Redis mode, not \(o.keys)") }
+    if o.valueMax > o.hostCapacity / 16 - o.keySize - 64 {
+      throw UsageError("--value-size \(o.valueSizeText) is too large for --host-capacity \(o.hostCapacity)")
+    }
+  }
+
   /// Checks the options against each other.
   static func validate(_ o: StressOptions) throws(UsageError) {
+    try validateRedis(o)
     if o.capacityEntries != nil && o.tracePath == nil { throw UsageError("--capacity-entries needs --trace") }
     if o.capacityEntries != nil && o.path != nil {
       throw UsageError("--capacity-entries sizes a fresh file: it cannot be used with --path")

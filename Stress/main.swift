@@ -10,6 +10,8 @@ import Foundation
 //   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
 //   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page),
 //   TraceReplay.swift (--trace: a recorded key sequence, read-through, one process).
+//   The Redis mode (--redis): RedisMode.swift (its coordinator: hosts, redis-server,
+//   faults), RedisWorker.swift (a host's process), RedisReport.swift (its report).
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
@@ -35,9 +37,10 @@ if options.tracePath != nil && options.workerID == nil {
   exit(TraceReplay.run(options))
 }
 if options.workerID != nil {
-  exit(Worker.run(options))
+  exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
 }
 do {
+  if options.redisMode { exit(try RedisCoordinator(options: options).run()) }
   let coordinator = try Coordinator(options: options)
   exit(coordinator.run())
 } catch {

@@ -99,10 +99,12 @@ EOF
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$lib/MappedCache.o"; return 1; }
     echo "   library built in $(( $(date +%s) - t0 )) s"
   fi
-  # The modules the tools' sources import beside MappedCache: CacheTools (both tools) and
-  # MappedCacheRedis (mapped-cache's agent command), each compiled once like the library.
+  # The modules the tools' sources import beside MappedCache: CacheTools (both tools),
+  # MappedCacheRedis (mapped-cache's agent command, cache-stress --redis) and RedisFaultProxy
+  # (cache-stress --blackhole-every), each compiled once like the library.
   build_module CacheTools Sources/CacheTools || return 1
   build_module MappedCacheRedis Sources/MappedCacheRedis || return 1
+  build_module RedisFaultProxy Tests/RedisFaultProxy || return 1
 }
 
 build_module() { # NAME DIR
@@ -135,14 +137,15 @@ build_target() {
   local t=$1 srcs
   srcs=$(target_sources "$t") || return 1
   # shellcheck disable=SC2086
-  if newer_than "$OUT/$t" $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o"; then
+  if newer_than "$OUT/$t" $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o" \
+    "$BUILD/lib/RedisFaultProxy.o"; then
     echo "== building $t"
     local module
     module=$(echo "$t" | tr -d '-')
     # shellcheck disable=SC2086
     "$SWIFTC" -parse-as-library -module-name "fuzz_$module" "${OPT[@]}" "${SAN[@]}" -I "$BUILD/lib" \
       $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o" \
-      "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
+      "$BUILD/lib/RedisFaultProxy.o" "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$OUT/$t"; return 1; }
   fi
 }

@@ -41,23 +41,27 @@ public final class FaultProxy: @unchecked Sendable {
 
   public var url: String { "redis://127.0.0.1:\(port)/0" }
 
+  // A descriptor is closed only under the state lock, after it left `sockets`, and only
+  // once both pumps of its connection are done with it: a descriptor closed while the
+  // other pump could still send on it could be reused by the next accepted connection,
+  // and that pump would send one connection's held bytes (a reply) to another client.
+  // So every shutdown of a descriptor in `sockets` is made under the lock too.
+
   public var mode: Mode {
     get { state.withLock { $0.mode } }
     set {
-      let toReset: [Int32] = state.withLock { s in
+      state.withLock { s in
         s.mode = newValue
-        return newValue == .reset ? Array(s.sockets) : []
+        if newValue == .reset { for fd in s.sockets { Self.abort(fd) } }
       }
-      for fd in toReset { Self.abort(fd) }
     }
   }
 
   public func stop() {
-    let all: [Int32] = state.withLock { s in
+    state.withLock { s in
       s.stopped = true
-      return Array(s.sockets)
+      for fd in s.sockets { Self.abort(fd) }
     }
-    for fd in all { Self.abort(fd) }
   }
 
   deinit { stop() }
@@ -103,24 +107,36 @@ public final class FaultProxy: @unchecked Sendable {
         continue
       }
       state.withLock { $0.sockets.formUnion([client, upstream]) }
-      Thread.detachNewThread { [self] in pump(from: client, to: upstream) }
-      Thread.detachNewThread { [self] in pump(from: upstream, to: client) }
+      let pair = Pair()
+      Thread.detachNewThread { [self] in pump(from: client, to: upstream, pair) }
+      Thread.detachNewThread { [self] in pump(from: upstream, to: client, pair) }
     }
   }
 
+  /// The two pumps of one connection: the second to finish closes both descriptors.
+  private final class Pair: @unchecked Sendable {
+    var finished = 0
+  }
+
   /// Copies one direction until either side closes, obeying the mode chunk by chunk.
-  private func pump(from a: Int32, to b: Int32) {
+  private func pump(from a: Int32, to b: Int32, _ pair: Pair) {
     var buf = [UInt8](repeating: 0, count: 16 << 10)
     var held: [UInt8] = []
     defer {
-      let closeBoth = state.withLock { s -> Bool in
-        let mine = s.sockets.contains(a)
-        s.sockets.remove(a)
-        s.sockets.remove(b)
-        return mine
+      state.withLock { s in
+        // The first pump to finish wakes the other (RST on both sides); the second closes.
+        if s.sockets.contains(a) {
+          s.sockets.remove(a)
+          s.sockets.remove(b)
+          Self.abort(a)
+          Self.abort(b)
+        }
+        pair.finished += 1
+        if pair.finished == 2 {
+          close(a)
+          close(b)
+        }
       }
-      if closeBoth { Self.abort(b) }
-      close(a)
     }
     while true {
       let (mode, stopped) = state.withLock { ($0.mode, $0.stopped) }

@@ -1,0 +1,134 @@
+import Foundation
+import Testing
+
+/// `cache-stress --redis-spawn` end to end: hosts of near caches against a redis-server
+/// the tool starts for itself. Skipped, saying why, without redis-server on PATH (a
+/// failure with MC_REQUIRE_REDIS=1, as `.ci/run` sets).
+@Suite(.serialized) struct StressRedisTests {
+  static let stress = Support.binary("cache-stress")
+
+  static let redisServer: String? = {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    return (path.split(separator: ":") + ["/usr/bin", "/usr/sbin"]).map { "\($0)/redis-server" }.first {
+      access($0, X_OK) == 0
+    }
+  }()
+
+  /// Whether redis-server is there; prints the reason when it is not.
+  static var available: Bool {
+    if redisServer != nil { return true }
+    print("note: redis-server not found on PATH: the cache-stress --redis tests are skipped")
+    return false
+  }
+
+  @Test func redisServerIsPresentWhenRequired() {
+    if ProcessInfo.processInfo.environment["MC_REQUIRE_REDIS"] == "1" {
+      #expect(Self.redisServer != nil, "MC_REQUIRE_REDIS=1 but redis-server is not on PATH")
+    }
+  }
+
+  func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
+    let r = try Support.run(Self.stress, args + ["--json"], timeout: 120)
+    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
+    let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
+    let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
+    return (r.status, json, r.stderr)
+  }
+
+  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+  func double(_ j: [String: Any], _ key: String) -> Double { (j[key] as? NSNumber)?.doubleValue ?? -1 }
+
+  /// What every Redis-mode report must show: reads and writes done, every read whole, in
+  /// order and within the bound, and the staleness figures in order.
+  func expectSound(_ j: [String: Any], _ stderr: String) {
+    #expect(j["pass"] as? Bool == true, "report: \(j); stderr: \(stderr)")
+    #expect(int(j, "reads") > 0)
+    #expect(int(j, "writes") > 0)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(int(j, "violations") == 0)
+    #expect(int(j, "unknown_lateness") == 0)
+    for key in [
+      "staleness_p50_us", "staleness_p99_us", "staleness_max_us", "stale_reads", "stale_read_p50_us",
+      "stale_read_p99_us", "writes_read_stale", "writes_logged", "hit_ratio", "late_write_reads",
+    ] {
+      #expect(j[key] is NSNumber, "report lacks \(key)")
+    }
+    #expect(double(j, "staleness_p50_us") <= double(j, "staleness_p99_us"))
+    #expect(double(j, "stale_read_p50_us") <= double(j, "stale_read_p99_us"))
+    // Percentiles are bucket lower bounds; the maximum is exact.
+    #expect(double(j, "staleness_p99_us") <= double(j, "staleness_max_us") + 0.001)
+    // Every acknowledged write is in the log (a SIGKILLed worker's last counts, since its
+    // last flush, are not in `writes`); a write read stale had a stale read.
+    if int(j, "holder_kills") == 0 {
+      #expect(int(j, "writes_logged") == int(j, "writes"))
+    } else {
+      #expect(int(j, "writes_logged") >= int(j, "writes"))
+    }
+    #expect(int(j, "writes_read_stale") <= int(j, "stale_reads"))
+    #expect(double(j, "hit_ratio") >= 0 && double(j, "hit_ratio") <= 1)
+  }
+
+  @Test(.enabled(if: available, "redis-server is not installed"))
+  func twoHostsHealthyPassEveryCheckWithOneTrackingConnectionPerHost() throws {
+    let (status, j, err) = try run([
+      "--redis-spawn", "--hosts", "2", "--procs", "2", "--keys", "500", "--duration", "2", "--read-pct", "90",
+      "--seed", "17",
+    ])
+    #expect(status == 0, "stderr: \(err)")
+    expectSound(j, err)
+    #expect(int(j, "hosts") == 2)
+    #expect(int(j, "errors") == 0)
+    #expect(int(j, "write_errors") == 0)
+    // Four processes, two files: two tracking connections, one per host's holder.
+    #expect(int(j, "tracking_connections_min") == 2)
+    #expect(int(j, "tracking_connections_max") == 2)
+    // Writes through either host reached the other's holder as invalidations.
+    #expect(int(j, "invalidations_received") >= int(j, "writes"))
+  }
+
+  @Test(.enabled(if: available, "redis-server is not installed"))
+  func holderKillsAndBlackHolesServeNothingPastTheBound() throws {
+    let (status, j, err) = try run([
+      "--redis-spawn", "--hosts", "2", "--procs", "2", "--keys", "500", "--duration", "3", "--read-pct", "90",
+      "--max-staleness", "200ms", "--kill-holder-every", "0.6", "--blackhole-every", "0.9", "--blackhole-for",
+      "0.4", "--seed", "18",
+    ])
+    #expect(status == 0, "stderr: \(err)")
+    expectSound(j, err)
+    #expect(int(j, "holder_kills") >= 1)
+    #expect(int(j, "blackholes") >= 1)
+    #expect(int(j, "holder_changes") >= 1)
+  }
+
+  /// The check finds what it claims to: host 0 serves stale entries (`serveStale`) while
+  /// its holder is stopped, so values overwritten through host 1 are served past the bound.
+  @Test(.enabled(if: available, "redis-server is not installed"))
+  func staleValuesServedPastTheBoundAreCounted() throws {
+    let (status, j, err) = try run([
+      "--redis-spawn", "--hosts", "2", "--procs", "2", "--keys", "200", "--duration", "3", "--read-pct", "80",
+      "--max-staleness", "100ms", "--plant-stale", "--seed", "19",
+    ])
+    #expect(status == 1, "stderr: \(err)")
+    #expect(j["pass"] as? Bool == false)
+    #expect(int(j, "violations") > 0)
+    #expect(double(j, "staleness_max_us") > 150_000)
+    #expect(int(j, "corrupt_reads") == 0)
+  }
+
+  @Test func redisFlagsAreCheckedAgainstEachOther() throws {
+    for (args, says) in [
+      (["--kill-holder-every", "1"], "needs --redis URL or --redis-spawn"),
+      (["--redis-spawn", "--redis", "redis://127.0.0.1:1/0"], "exclude each other"),
+      (["--redis", "redis://127.0.0.1:1/0", "--kill-redis-every", "1"], "needs --redis-spawn"),
+      (["--redis", "http://x"], "redis:// or unix://"),
+      (["--redis-spawn", "--value-size", "8"], "at least 16 bytes"),
+      (["--redis-spawn", "--chaos-kills", "3"], "not used in the Redis mode"),
+      (["--redis-spawn", "--think-time", "0.05ms"], "--think-time must be 0 or between 0.1ms and 1s"),
+    ] {
+      let r = try Support.run(Self.stress, args)
+      #expect(r.status == 64, "\(args): \(r.stderr)")
+      #expect(r.stderr.contains(says), "\(args): \(r.stderr)")
+    }
+  }
+}
