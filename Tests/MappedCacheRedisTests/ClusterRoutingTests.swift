@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
+import Synchronization
 import Testing
 
 @testable import MappedCacheRedis
@@ -118,6 +119,86 @@ import Testing
       .array([.array([.integer(0), .integer(99_999), .array([.bulkString([]), .integer(1)])])]),
     ] {
       #expect(throws: CacheError.self) { try ClusterSlotMap.fromSlots(g, from: from) }
+    }
+  }
+}
+
+/// A fake cluster node whose slot map and redirects are hostile: clear errors, no trap.
+@Suite struct ClusterHostileReplyTests {
+  /// A node that owns every slot itself and answers each key with `answer(key)`.
+  static func fake(
+    shards: @escaping @Sendable (UInt16) -> RESPValue, answer: @escaping @Sendable (String, UInt16) -> [UInt8]
+  )
+    throws -> FakeServer
+  {
+    let port = Mutex<UInt16>(0)
+    let f = try FakeServer { cmd in
+      switch cmd.commandName {
+      case "HELLO": return RESPValue.map([]).encoded()
+      case "CLUSTER": return shards(port.withLock { $0 }).encoded()
+      default: return answer(cmd.elements?.dropFirst().first?.string ?? "", port.withLock { $0 })
+      }
+    }
+    port.withLock { $0 = f.port }
+    return f
+  }
+
+  static func selfMap(_ port: UInt16) -> RESPValue {
+    .array([
+      .map([
+        RESPPair(.bulkString(Array("slots".utf8)), .array([.integer(0), .integer(16383)])),
+        RESPPair(
+          .bulkString(Array("nodes".utf8)),
+          .array([
+            .map([
+              RESPPair(.bulkString(Array("role".utf8)), .bulkString(Array("master".utf8))),
+              RESPPair(.bulkString(Array("port".utf8)), .integer(Int64(port))),
+              RESPPair(.bulkString(Array("ip".utf8)), .bulkString(Array("127.0.0.1".utf8))),
+            ])
+          ])),
+      ])
+    ])
+  }
+
+  @Test func hostileRedirectsAndMapsAreClearErrors() throws {
+    let f = try Self.fake(shards: Self.selfMap) { key, _ in
+      switch key {
+      case "garbage": return Array("-MOVED 99999 nowhere\r\n".utf8)
+      case "badhost": return Array("-MOVED 12 a\u{01}b:7000\r\n".utf8)
+      case "portless": return Array("-MOVED \(ClusterSlots.slot("portless")) :0\r\n".utf8)
+      default: return Array("+fine\r\n".utf8)
+      }
+    }
+    defer { f.stop() }
+    let c = try RedisClient(url: "redis-cluster://127.0.0.1:\(f.port)", options: RedisOptions(commandTimeout: 0.5))
+    #expect(try c.call("GET", "ok").string == "fine")
+    for key in ["garbage", "badhost", "portless"] {
+      #expect(throws: CacheError.self) { try c.call("GET", key) }
+    }
+    // A redirect that loops back to the same node ends after a bounded number of tries.
+    let g = try Self.fake(shards: Self.selfMap) { _, me in Array("-MOVED 1 127.0.0.1:\(me)\r\n".utf8) }
+    defer { g.stop() }
+    let loop = try RedisClient(url: "redis-cluster://127.0.0.1:\(g.port)")
+    do {
+      try loop.call("GET", "x")
+      Issue.record("a redirect loop must fail")
+    } catch CacheError.remoteError(_, let m) {
+      #expect(m.contains("redirects"))
+    }
+    // The client is still usable.
+    #expect(try c.call("GET", "ok").string == "fine")
+  }
+
+  @Test func aGarbageSlotMapIsAProtocolViolation() throws {
+    let f = try Self.fake(
+      shards: { _ in .array([.integer(7), .bulkString([0xff])]) }, answer: { _, _ in Array("+x\r\n".utf8) })
+    defer { f.stop() }
+    let c = try RedisClient(url: "redis-cluster://127.0.0.1:\(f.port)")
+    #expect {
+      try c.call("GET", "k")
+    } throws: { e in
+      if case CacheError.protocolViolation = e { return true }
+      return false
     }
   }
 }
