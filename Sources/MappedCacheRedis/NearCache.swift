@@ -26,12 +26,16 @@ public struct NearCacheOptions: Sendable, Equatable {
   /// How long a reader waits for another process's fetch of the same key before
   /// fetching itself (seconds); also the lifetime of a fill's placeholder entry.
   public var fillTimeout: Double
+  /// In front of a cluster: how often the holder reads the slot map (seconds). A slot
+  /// that moved is noticed within this (or at once after a redirect), and the file's
+  /// fences never run ahead of the last map read, so keep it well under `maxStaleness`.
+  public var topologyInterval: Double
 
   /// Options with the defaults described above.
   public init(
     capacity: Int = 64 << 20, heartbeatInterval: Double = 0.02, electionInterval: Double = 0.01,
     standsForHolder: Bool = true, reconnectBackoffCap: Double = 0.5, serveStale: Bool = false,
-    cacheMisses: Double? = nil, fillTimeout: Double = 2
+    cacheMisses: Double? = nil, fillTimeout: Double = 2, topologyInterval: Double = 0.1
   ) {
     self.capacity = capacity
     self.heartbeatInterval = heartbeatInterval
@@ -41,6 +45,7 @@ public struct NearCacheOptions: Sendable, Equatable {
     self.serveStale = serveStale
     self.cacheMisses = cacheMisses
     self.fillTimeout = fillTimeout
+    self.topologyInterval = topologyInterval
   }
 }
 
@@ -145,6 +150,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   @usableFromInline let maxKeySize: Int
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
+  /// In front of a cluster: entries are stamped by their slot's bucket word.
+  let clustered: Bool
+  let prefixBytes: [UInt8]
 
   /// Test hooks: called by a fill after its remote fetch, before it stores the value; and
   /// whether fills use placeholders (off only to show the race they close).
@@ -170,6 +178,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.maxStaleness = maxStaleness
     self.options = options
     self.maxStalenessMs = UInt64(ms)
+    clustered = remote.client.isCluster
+    prefixBytes = Array(remote.keyPrefix.utf8)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     maxKeySize = local.maxKeySize
     // One file, one value type and one prefix.
@@ -183,7 +193,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     if options.standsForHolder && local.isWritable {
       let h = NearCacheHolder(
         local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
-        prefix: remote.keyPrefix, options: options)
+        prefix: remote.keyPrefix, options: options, cluster: clustered ? remote.client : nil)
       holder = h
       h.start()
     } else {
@@ -201,11 +211,15 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   // MARK: Freshness
 
-  /// Whether the holder's last confirmed heartbeat is recent enough to trust the file.
-  func fenceFresh() -> Bool { nearFenceFresh(local, maxStalenessMs) }
+  /// The tier word that stamps `key`'s entries: the session word, or (in front of a
+  /// cluster) the bucket of the slot of the key's Redis key.
+  func word(for key: String) -> Int {
+    guard clustered else { return NearLayout.epoch }
+    return NearLayout.bucketWord(slot: ClusterSlots.slot(prefixBytes + Array(key.utf8)))
+  }
 
-  @inline(__always)
-  var currentEpoch: UInt64 { NearLayout.currentEpoch(local) }
+  /// Whether the fence of `word` is recent enough to trust the file's entries it stamps.
+  func fenceFresh(_ word: Int) -> Bool { nearFenceFresh(session: nearSession(local, word), maxStalenessMs) }
 
   // MARK: Reading
 
@@ -248,9 +262,10 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     let header = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
     let tag = header & 0xff
     guard tag == 1 || tag == 3 else { return 0 }
-    // The entry's epoch is the file's, and the fence is fresh (or serveStale, counted).
-    let session = nearSession(local)
-    guard header >> 8 == session >> 32 else { return 0 }
+    // The entry's epoch is its word's (the session word, or its slot bucket's), and that
+    // word's fence is fresh (or serveStale, counted).
+    let session = nearSession(local, Int(truncatingIfNeeded: header >> 40) &+ 1)
+    guard (header >> 8) & 0xffff_ffff == session >> 32 else { return 0 }
     if !nearFenceFresh(session: session, maxStalenessMs) {
       guard options.serveStale else { return 0 }
       countStaleServe()
@@ -273,6 +288,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   struct Claim {
     let epoch: UInt64
+    let word: Int
     let bytes: [UInt8]
     let version: UInt64
   }
@@ -288,12 +304,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// One look at `key`'s entry on the way to a fill: a usable entry, our placeholder put
   /// in place, a wait for another process's fill, or a fetch that stores nothing.
   func step(_ key: String, deadline: UInt64, life: Double? = nil) throws -> Step {
-    guard fenceFresh() else {
+    let word = word(for: key)
+    guard fenceFresh(word) else {
       NearLayout.add(local, NearLayout.fenceMisses, 1)
       return .bypass
     }
-    let epoch = currentEpoch
-    let placeholder = NearLayout.pending(epoch: epoch, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
+    let epoch = NearLayout.currentEpoch(local, word)
+    let placeholder = NearLayout.pending(
+      epoch: epoch, word: word, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
     // The placeholder outlives its owner's fetch (or compute) with a margin; a dead
     // owner's expires by itself.
     let life = CacheExpiry.seconds(life ?? options.fillTimeout)
@@ -324,7 +342,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       guard try local.add(placeholder, forKey: key, expires: life) else { return .again }
     }
     guard let (now, version) = try local.objectWithVersion(forKey: key), now == placeholder else { return .again }
-    return .owned(Claim(epoch: epoch, bytes: placeholder, version: version))
+    return .owned(Claim(epoch: epoch, word: word, bytes: placeholder, version: version))
   }
 
   static func isAlive(_ pid: Int32) -> Bool { pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) }
@@ -351,7 +369,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     afterFetch?(key)
     guard let (bytes, expires) = fetched else {
       if let negative = options.cacheMisses {
-        let frame = NearLayout.frame(tag: NearLayout.tagAbsent, epoch: claim.epoch)
+        let frame = NearLayout.frame(tag: NearLayout.tagAbsent, epoch: claim.epoch, word: claim.word)
         _ = try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: .seconds(negative))
       } else {
         release(key, claim)
@@ -363,7 +381,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       release(key, claim)
       throw error
     }
-    let frame = bytes.withUnsafeBytes { NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, payload: $0) }
+    let frame = bytes.withUnsafeBytes {
+      NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, word: claim.word, payload: $0)
+    }
     // false: an invalidation (or a local write) removed the placeholder meanwhile.
     if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
       release(key, claim)
@@ -388,10 +408,13 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       case .again: continue
       case .owned where !usePlaceholders:
         // The race the placeholder closes, kept for the test that shows it: fetch, then store.
-        let epoch = currentEpoch
+        let word = word(for: key)
+        let epoch = NearLayout.currentEpoch(local, word)
         guard let (bytes, expires) = try fetch(key) else { return nil }
         afterFetch?(key)
-        let frame = bytes.withUnsafeBytes { NearLayout.frame(tag: NearLayout.tagValue, epoch: epoch, payload: $0) }
+        let frame = bytes.withUnsafeBytes {
+          NearLayout.frame(tag: NearLayout.tagValue, epoch: epoch, word: word, payload: $0)
+        }
         try local.setObject(frame, forKey: key, expires: expires)
         return try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }
       case .wait:
@@ -471,7 +494,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         // Waiters may take it from here; our own SET's invalidation removes it soon after
         // (BCAST tells the holder of every write), and later reads fetch it from Redis.
         let frame = try codec.encode(v).withUnsafeBytes {
-          NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, payload: $0)
+          NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, word: claim.word, payload: $0)
         }
         if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
           release(key, claim)
@@ -515,7 +538,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// drops every entry of the file by moving the epoch on (no wipe).
   public func removeAllObjects() throws {
     try remote.removeAllObjects()
-    NearLayout.bumpEpoch(local)
+    NearLayout.bumpAllEpochs(local)
   }
 
   // MARK: Figures
@@ -540,15 +563,22 @@ func nearFenceFresh(session w: UInt64, _ maxStalenessMs: UInt64) -> Bool {
   return UInt64(age) <= maxStalenessMs || age > UInt32.max - 1000
 }
 
-/// The session word of `local` (epoch and fence): the one tier word a hit loads, through
-/// the tier SPI (a call: SPI cannot be used from inlinable code, and the mapping's
-/// pointers stay inside MappedCache).
+/// Tier word `word` of `local` (epoch and fence: the session word, or a cluster slot
+/// bucket's): the one tier word a hit loads, through the tier SPI (a call: SPI cannot be
+/// used from inlinable code, and the mapping's pointers stay inside MappedCache). A word
+/// out of range (a damaged frame) reads as 0: never fresh.
 @usableFromInline
-func nearSession(_ local: SharedCache<[UInt8]>) -> UInt64 { (try? local.tierWord(NearLayout.epoch)) ?? 0 }
+func nearSession(_ local: SharedCache<[UInt8]>, _ word: Int) -> UInt64 { (try? local.tierWord(word)) ?? 0 }
 
-/// Whether the fence of `local` is younger than `maxStalenessMs`.
+/// Whether the fence of `local` is younger than `maxStalenessMs` (every slot bucket's, in
+/// front of a cluster).
 func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {
-  nearFenceFresh(session: (try? local.tierWord(NearLayout.epoch)) ?? 0, maxStalenessMs)
+  guard NearLayout.isClustered(local) else {
+    return nearFenceFresh(session: nearSession(local, NearLayout.epoch), maxStalenessMs)
+  }
+  return (0..<NearLayout.bucketCount).allSatisfy {
+    nearFenceFresh(session: nearSession(local, NearLayout.bucketBase + $0), maxStalenessMs)
+  }
 }
 
 /// The value codec of `SharedCache<Value>` (a `CacheValueEncodable` type's own bytes,
