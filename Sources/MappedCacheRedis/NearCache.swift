@@ -446,8 +446,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   // MARK: Get-or-compute
 
   /// The value for `key`; when neither the file nor Redis has it, computes it (once per
-  /// host: other processes wait for the placeholder's owner), stores it in Redis with
-  /// `expires` and returns it. `fromCache` is false only when computed here. When Redis
+  /// host: other processes wait for the placeholder's owner; with
+  /// `computeOptions.fleetWide`, once in the fleet under a lease in Redis, see
+  /// `FleetLease`), stores it in Redis with `expires` and returns it. `fromCache` is false only when computed here. When Redis
   /// is unreachable, the value is computed and returned without being stored.
   public func object(
     forKey key: String, expires: CacheExpiry? = nil, options computeOptions: ComputeOptions = ComputeOptions(),
@@ -467,6 +468,11 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
           return (try await compute(), false)
         }
         if let (bytes, _) = fetched { return (try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }, true) }
+        if computeOptions.fleetWide,
+          let r = try await fleetCompute(key, nil, expires: expires, computeOptions, compute)
+        {
+          return r
+        }
         let v = try await compute()
         try? remote.setObject(v, forKey: key, expires: expires)
         return (v, false)
@@ -482,6 +488,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
           return (try await compute(), false)
         }
         if fetched != nil, let v = try complete(key, claim, fetched) { return (v, true) }
+        if computeOptions.fleetWide {
+          do {
+            if let r = try await fleetCompute(key, claim, expires: expires, computeOptions, compute) { return r }
+          } catch {
+            release(key, claim)
+            throw error
+          }
+        }
         let v: Value
         do { v = try await compute() } catch {
           release(key, claim)
