@@ -90,6 +90,25 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
   public var remoteFetchMaxMicroseconds: Double
   /// The file's own counters.
   public var local: CacheStatistics
+  /// In front of a cluster: the node of each heartbeat age ("port P"; empty for one server).
+  public var heartbeatNodes: [String] = []
+  /// Cluster redirects followed by the processes of the host: MOVED, and ASK.
+  public var movedRedirects: UInt64 = 0
+  /// ASK redirects followed.
+  public var askRedirects: UInt64 = 0
+  /// Slot maps read by the holder.
+  public var slotMapRefreshes: UInt64 = 0
+  /// Slot buckets whose entries were dropped because a slot of theirs changed owner.
+  public var slotBucketsDropped: UInt64 = 0
+  /// Fleet-wide computes: leases won at once, waits for another owner's value, leases
+  /// taken over after another owner's expired, and stores refused because the lease was lost.
+  public var leaseWins: UInt64 = 0
+  /// Fleet-wide computes that waited for another owner's value.
+  public var leaseWaits: UInt64 = 0
+  /// Leases taken after another owner's had expired (it died or ran out of time).
+  public var leaseTakeovers: UInt64 = 0
+  /// Computed values not stored because the lease was lost meanwhile.
+  public var leasesLost: UInt64 = 0
 
   /// The figures as lines of text.
   public var description: String {
@@ -104,6 +123,19 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
       remote fetches: \(remoteFetches), mean \(String(format: "%.1f", remoteFetchMeanMicroseconds)) µs, \
       max here \(String(format: "%.1f", remoteFetchMaxMicroseconds)) µs
       """
+        + (heartbeatNodes.isEmpty
+          ? ""
+          : """
+
+          cluster: nodes \(heartbeatNodes.joined(separator: ", ")); MOVED \(movedRedirects), ASK \(askRedirects); \
+          slot maps read \(slotMapRefreshes); slot buckets dropped \(slotBucketsDropped)
+          """)
+        + (leaseWins + leaseWaits + leaseTakeovers + leasesLost == 0
+          ? ""
+          : """
+
+          fleet leases: \(leaseWins) won, \(leaseWaits) waits, \(leaseTakeovers) taken over, \(leasesLost) lost
+          """)
   }
 }
 
@@ -153,6 +185,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// In front of a cluster: entries are stamped by their slot's bucket word.
   let clustered: Bool
   let prefixBytes: [UInt8]
+  /// The cluster client's redirect counts already added to the file's.
+  private let seenMoved = Atomic<Int>(0)
+  private let seenAsk = Atomic<Int>(0)
 
   /// Test hooks: called by a fill after its remote fetch, before it stores the value; and
   /// whether fills use placeholders (off only to show the race they close).
@@ -361,7 +396,21 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         m = now
       }
     }
+    defer { noteRedirects() }
     return try remote.fetchBytesAndExpiry(forKey: key)
+  }
+
+  /// Adds the cluster client's new redirects to the file's counters and, after a MOVED,
+  /// bumps the topology word: the holder reads the slot map at once.
+  func noteRedirects() {
+    guard let (moved, ask) = remote.client.cluster?.redirectCounts else { return }
+    let m0 = seenMoved.exchange(moved, ordering: .relaxed)
+    let a0 = seenAsk.exchange(ask, ordering: .relaxed)
+    if moved > m0 {
+      NearLayout.add(local, NearLayout.Cluster.moved, UInt64(moved - m0))
+      NearLayout.add(local, NearLayout.topology, 1)
+    }
+    if ask > a0 { NearLayout.add(local, NearLayout.Cluster.ask, UInt64(ask - a0)) }
   }
 
   /// Stores what the fetch found in place of our placeholder, only if it is still there.
@@ -531,6 +580,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// the next read on this host fetches the new value; other hosts drop theirs when the
   /// invalidation reaches their holder.
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
+    defer { noteRedirects() }
     try remote.setObject(value, forKey: key, expires: expires)
     try removeLocally(key)
   }
@@ -543,6 +593,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// Removes `key` from Redis, then from the file; false when Redis had no such key.
   @discardableResult
   public func removeObject(forKey key: String) throws -> Bool {
+    defer { noteRedirects() }
     let had = try remote.removeObject(forKey: key)
     try removeLocally(key)
     return had

@@ -180,6 +180,9 @@ enum NearLayout {
       remoteFetches: n,
       remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(fetchNanoseconds)) / Double(n) / 1000,
       remoteFetchMaxMicroseconds: Double(fetchMaxNs) / 1000,
-      local: local.statistics)
+      local: local.statistics, heartbeatNodes: nodes.map { "port \($0.port)" },
+      movedRedirects: w(Cluster.moved), askRedirects: w(Cluster.ask), slotMapRefreshes: w(Cluster.slotMapRefreshes),
+      slotBucketsDropped: w(Cluster.bucketsDropped), leaseWins: w(Cluster.leaseWins), leaseWaits: w(Cluster.leaseWaits),
+      leaseTakeovers: w(Cluster.leaseTakeovers), leasesLost: w(Cluster.leaseLost))
   }
 }

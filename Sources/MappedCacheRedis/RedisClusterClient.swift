@@ -105,6 +105,11 @@ final class RedisClusterRouter: @unchecked Sendable {
       slotMapRefreshes: refreshCount.load(ordering: .relaxed), primaries: lock.withLock { map.nodes.count })
   }
 
+  /// MOVED and ASK replies followed so far (two loads, no lock).
+  var redirectCounts: (moved: Int, ask: Int) {
+    (movedCount.load(ordering: .relaxed), askCount.load(ordering: .relaxed))
+  }
+
   /// The endpoint of `node`, with the cluster's login.
   func endpoint(_ node: ClusterNode) -> RedisEndpoint {
     RedisEndpoint(address: .tcp(host: node.host, port: node.port), username: username, password: password)

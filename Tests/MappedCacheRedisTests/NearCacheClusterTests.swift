@@ -90,4 +90,54 @@ struct NearCacheClusterTests {
     try writer.setObject("w", forKey: keys[0])
     #expect(eventually(10) { (try? host.object(forKey: keys[0])) == "w" })
   }
+
+  @Test func theAgentTracksAClusterAndStatsShowItsNodesAndRedirects() throws {
+    let prefix = "ag\(getpid()):"
+    let path = "/dev/shm/mcredis-clag-\(getpid()).mcache"
+    defer {
+      unlink(path)
+      unlink(path + ".holder")
+    }
+    let agent = try Helper.spawn(["agent", path, "--redis", cluster.url(), "--prefix", prefix], binary: Helper.tool)
+    defer {
+      if agent.isRunning {
+        kill(agent.processIdentifier, SIGKILL)
+        agent.waitUntilExit()
+      }
+    }
+    #expect(eventually(10) { NearCacheStatistics.read(path: path)?.fenceFresh == true })
+    let remote = try RedisCache<String>(url: cluster.url(), keyPrefix: prefix)
+    let worker = try NearCache<String>(
+      path: path, remote: remote, maxStaleness: .seconds(3), options: NearCacheOptions(standsForHolder: false))
+    defer { worker.close() }
+    try worker.setObject("1", forKey: "k")
+    #expect(try worker.object(forKey: "k") == "1")
+    // The slot moves under the worker's client: its next write is redirected.
+    let slot = ClusterSlots.slot(prefix + "k")
+    let source = try cluster.owner(ofSlot: slot)
+    try cluster.moveSlot(slot, to: try #require(cluster.servers.first { $0.port != source.port }))
+    try worker.setObject("2", forKey: "k")
+    #expect(eventually(10) { (try? worker.object(forKey: "k")) == "2" })
+    #expect(eventually(10) { (NearCacheStatistics.read(path: path)?.slotBucketsDropped ?? 0) >= 1 })
+
+    let out = Pipe()
+    let stats = try Helper.spawn(["stats", path, "--json"], binary: Helper.tool, output: out)
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    stats.waitUntilExit()
+    let near = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["near_cache"] as? [String: Any]
+    #expect((near?["heartbeat_nodes"] as? [String])?.count == 3)
+    #expect((near?["heartbeat_age_ms"] as? [Any])?.count == 3)
+    #expect((near?["moved_redirects"] as? Int ?? 0) >= 1)
+    #expect((near?["slot_map_refreshes"] as? Int ?? 0) >= 1)
+    #expect((near?["slot_buckets_dropped"] as? Int ?? 0) >= 1)
+    let prom = Pipe()
+    let p2 = try Helper.spawn(["stats", path, "--prometheus"], binary: Helper.tool, output: prom)
+    let text = String(decoding: prom.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p2.waitUntilExit()
+    for s in cluster.servers {
+      #expect(text.contains("mappedcache_near_node_heartbeat_age_ms{path=\"\(path)\",node=\"port \(s.port)\"}"))
+    }
+    #expect(text.contains("mappedcache_near_moved_redirects_total{path=\"\(path)\"}"))
+    #expect(text.contains("mappedcache_near_lease_wins_total{path=\"\(path)\"} 0"))
+  }
 }
