@@ -248,7 +248,16 @@ final class RedisClusterRouter: @unchecked Sendable {
       combine.append(how)
       for (cmd, slot) in split { parts.append(Part(command: cmd, slot: slot, origin: i)) }
     }
-    var replies = try send(parts, idempotent: idempotent)
+    var replies: [RESPValue]
+    do {
+      replies = try send(parts, idempotent: idempotent)
+    } catch CacheError.remoteUnavailable(let ep, let why) {
+      // A primary that cannot be reached may have been replaced (a failover): read the
+      // map again and, when the request may be repeated, send it once more.
+      guard idempotent else { throw CacheError.remoteUnavailable(endpoint: ep, reason: why) }
+      try? refresh()
+      replies = try send(parts, idempotent: idempotent)
+    }
     // Put the split commands back together.
     var out: [RESPValue] = []
     out.reserveCapacity(commands.count)

@@ -43,6 +43,8 @@ final class RedisClusterFixture: @unchecked Sendable {
       let s = try RedisServer(args: [
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
         "--cluster-node-timeout", String(nodeTimeoutMs), "--cluster-require-full-coverage", "no",
+        // Replicas sync at once (no 5 s batching delay) and may always be promoted.
+        "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
       ])
       made.append(s)
     }
@@ -66,7 +68,7 @@ final class RedisClusterFixture: @unchecked Sendable {
   }
 
   /// Waits until every running node reports `cluster_state:ok` and 16384 slots assigned,
-  /// and agrees on the owners of all of them.
+  /// agrees on the owners of all of them, and every replica is in sync.
   func waitUntilHealthy(timeout: Double = 20) throws {
     let ok = eventually(timeout) {
       var maps: [ClusterSlotMap] = []
@@ -77,6 +79,12 @@ final class RedisClusterFixture: @unchecked Sendable {
             s.client().call("CLUSTER", "SHARDS"), from: ClusterNode(host: "127.0.0.1", port: s.port)),
           m.isComplete
         else { return false }
+        // A replica counts once it is in sync with its primary.
+        if let repl = try? s.client().call("INFO", "replication").string, repl.contains("role:slave"),
+          !repl.contains("master_link_status:up")
+        {
+          return false
+        }
         maps.append(m)
       }
       return maps.allSatisfy { $0 == maps[0] }
