@@ -88,6 +88,9 @@ final class RedisClusterRouter: @unchecked Sendable {
   private var clients: [ClusterNode: RedisClient] = [:]
   private var lastRefreshNs: UInt64 = 0
   private var refreshWanted = true
+  /// When each node last could not be reached: the map is asked of the others first
+  /// (a dead primary would cost a connect timeout per read of the map).
+  private var unreachableSince: [ClusterNode: UInt64] = [:]
   private let movedCount = Atomic<Int>(0)
   private let askCount = Atomic<Int>(0)
   private let refreshCount = Atomic<Int>(0)
@@ -175,20 +178,25 @@ final class RedisClusterRouter: @unchecked Sendable {
   /// Asks the known primaries, then the seeds, for the slot map; the first complete
   /// answer wins (else the first partial one: slots being failed over stay unassigned).
   private func readMap() throws {
-    let known = lock.withLock { map.nodes }
+    let (known, down) = lock.withLock { (map.nodes, unreachableSince) }
+    let now = Clock.nanoseconds()
+    let recentlyDown = { (n: ClusterNode) in down[n].map { now &- $0 < 10_000_000_000 } ?? false }
+    let order = (known + seeds).filter { !recentlyDown($0) } + (known + seeds).filter(recentlyDown)
     var tried = Set<ClusterNode>()
     var lastError: Error = CacheError.remoteUnavailable(
       endpoint: seeds.map(\.description).joined(separator: ","), reason: "no cluster node answered")
     var partial: ClusterSlotMap? = nil
-    for node in known + seeds where tried.insert(node).inserted {
+    for node in order where tried.insert(node).inserted {
       do {
         let m = try readMap(from: node)
+        lock.withLock { unreachableSince[node] = nil }
         if m.isComplete {
           install(m)
           return
         }
         if partial == nil && !m.nodes.isEmpty { partial = m }
       } catch {
+        if case CacheError.remoteUnavailable = error { lock.withLock { unreachableSince[node] = Clock.nanoseconds() } }
         lastError = error
       }
     }
@@ -318,7 +326,10 @@ final class RedisClusterRouter: @unchecked Sendable {
       return try client(node).pipeline(commands, idempotent: idempotent)
     } catch let e as CacheError {
       guard case .remoteUnavailable = e else { throw e }
-      lock.withLock { refreshWanted = true }
+      lock.withLock {
+        refreshWanted = true
+        unreachableSince[node] = Clock.nanoseconds()
+      }
       throw e
     }
   }

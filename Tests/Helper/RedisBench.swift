@@ -120,13 +120,15 @@ enum NearBench {
         options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: heartbeat))
     }
     for h in hosts { while !h.statistics.fenceFresh { usleep(1000) } }
-    let key = "stale-probe"
-    try hosts[0].setObject("0", forKey: key)
+    // 100 keys written in turn: in front of a cluster the writes spread over its primaries.
+    let probes = (0..<100).map { "stale-probe-\($0)" }
+    for key in probes { try hosts[0].setObject("0", forKey: key) }
     usleep(50_000)
     var staleness: [Double] = []
     var checked = 0
     for w in 1...writes {
       let v = String(w)
+      let key = probes[w % probes.count]
       try hosts[0].setObject(v, forKey: key)
       let ack = now()
       var pending = Set(1..<hosts.count)
