@@ -160,6 +160,7 @@ public struct ClusterSlotMap: Sendable, Equatable {
     func bad(_ why: String) -> CacheError { .protocolViolation(endpoint: name, reason: "CLUSTER SHARDS: \(why)") }
     guard let shards = reply.withoutAttributes.elements else { throw bad("the reply is not an array") }
     var map = ClusterSlotMap()
+    var ranges = 0
     for shard in shards {
       let fields = try pairs(shard.withoutAttributes, bad)
       guard let slots = fields["slots"]?.elements, slots.count % 2 == 0 else {
@@ -182,6 +183,9 @@ public struct ClusterSlotMap: Sendable, Equatable {
         break
       }
       guard let primary else { continue }  // a shard whose primary is down: its slots stay unassigned
+      // More ranges than slots: garbage, refused before it costs a pass over each.
+      ranges += slots.count / 2
+      guard ranges <= ClusterSlots.count else { throw bad("more slot ranges than slots") }
       var i = 0
       while i < slots.count {
         guard case .integer(let lo) = slots[i].withoutAttributes, case .integer(let hi) = slots[i + 1].withoutAttributes
@@ -197,7 +201,9 @@ public struct ClusterSlotMap: Sendable, Equatable {
   static func fromSlots(_ reply: RESPValue, from: ClusterNode) throws -> ClusterSlotMap {
     let name = from.description
     func bad(_ why: String) -> CacheError { .protocolViolation(endpoint: name, reason: "CLUSTER SLOTS: \(why)") }
-    guard let ranges = reply.withoutAttributes.elements else { throw bad("the reply is not an array") }
+    guard let ranges = reply.withoutAttributes.elements, ranges.count <= ClusterSlots.count else {
+      throw bad("the reply is not an array of at most 16384 ranges")
+    }
     var map = ClusterSlotMap()
     for r in ranges {
       guard let e = r.withoutAttributes.elements, e.count >= 3,

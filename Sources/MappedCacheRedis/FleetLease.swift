@@ -122,8 +122,13 @@ extension NearCache {
         let px = RedisCache<Value>.milliseconds(expires ?? remote.defaultExpiry)
         var ok = false
         if px.map({ $0 > 0 }) ?? true {
-          ok = try FleetLease.store(client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0)
-          if !ok { NearLayout.add(local, NearLayout.Cluster.leaseLost, 1) }
+          // A store that fails (Redis gone meanwhile) still returns the value computed.
+          if let stored = try? FleetLease.store(
+            client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0)
+          {
+            ok = stored
+            if !stored { NearLayout.add(local, NearLayout.Cluster.leaseLost, 1) }
+          }
         } else {
           FleetLease.release(client, lease: lease, owner: owner)
         }

@@ -517,10 +517,13 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
           return (try await compute(), false)
         }
         if let (bytes, _) = fetched { return (try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }, true) }
-        if computeOptions.fleetWide,
-          let r = try await fleetCompute(key, nil, expires: expires, computeOptions, compute)
-        {
-          return r
+        if computeOptions.fleetWide {
+          do {
+            if let r = try await fleetCompute(key, nil, expires: expires, computeOptions, compute) { return r }
+          } catch CacheError.remoteUnavailable {
+            // Redis went away meanwhile: computed here, not stored (as without a lease).
+            return (try await compute(), false)
+          }
         }
         let v = try await compute()
         try? remote.setObject(v, forKey: key, expires: expires)
@@ -540,6 +543,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         if computeOptions.fleetWide {
           do {
             if let r = try await fleetCompute(key, claim, expires: expires, computeOptions, compute) { return r }
+          } catch CacheError.remoteUnavailable {
+            release(key, claim)
+            return (try await compute(), false)
           } catch {
             release(key, claim)
             throw error

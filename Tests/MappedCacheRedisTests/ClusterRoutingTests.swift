@@ -110,6 +110,8 @@ import Testing
       .array([shard([0, 1], [node("master", 70000)])]),
       .array([shard([0, 1], [node("master", 7000, "bad host")])]),
       .array([.bulkString([1, 2, 3])]),
+      // More ranges than there are slots.
+      .array([shard(Array(repeating: [Int64(0), 0], count: 16385).flatMap { $0 }, [node("master", 7000)])]),
     ]
     for g in garbage {
       #expect(throws: CacheError.self) { try ClusterSlotMap.fromShards(g, from: from) }
