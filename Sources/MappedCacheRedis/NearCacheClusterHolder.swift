@@ -90,6 +90,7 @@ extension NearCacheHolder {
     let t = Thread { [self] in
       defer { state.ended(node) }
       var failures = 0
+      var sessions = 0
       let until = { stop.value.load(ordering: .acquiring) || self.stopped.load(ordering: .acquiring) }
       while !until() {
         do {
@@ -97,6 +98,9 @@ extension NearCacheHolder {
             endpoint,
             started: {
               for w in state.bucketWords(of: node) { NearLayout.bumpEpoch(local, w) }
+              // A tracker's later sessions are reconnects (the figures' `reconnects`).
+              if sessions > 0 { NearLayout.add(local, NearLayout.sessions, 1) }
+              sessions += 1
             },
             confirmed: { state.confirm(node, $0) },
             flushed: {

@@ -130,6 +130,13 @@ public final class RedisClient: @unchecked Sendable {
   /// A cluster client's slot map (read from the cluster first if due); nil for a single server.
   public func clusterSlotMap() throws -> ClusterSlotMap? { try cluster?.slotMap() }
 
+  /// A cluster client's slot map read from the cluster now; nil for a single server.
+  public func refreshClusterSlotMap() throws -> ClusterSlotMap? {
+    guard let cluster else { return nil }
+    try cluster.refresh()
+    return try cluster.slotMap()
+  }
+
   /// The endpoints of the servers that own the data: the primaries of a cluster's slot
   /// map (read first if due), or this client's one server.
   public func primaryEndpoints() throws -> [RedisEndpoint] {
