@@ -10,10 +10,13 @@ import Glibc
 ///     *takeover* when it had seen another owner's lease before: that one died or ran
 ///     out of time). It reads the key once more first (a value stored between its miss
 ///     and its lease is returned instead).
-///  2. The value is stored by a Lua script that compares the lease's owner and, only if
-///     it is still ours, sets the key and deletes the lease, atomically:
-///     a computer whose lease expired (and was perhaps taken over) does not overwrite
-///     the value of the one that took it over, or any later write (a *lost* lease).
+///  2. While it computes, the lease is renewed every third of its life (a script that
+///     extends it only if it still names this owner), so only an owner that dies or
+///     stalls for a whole `leaseDuration` loses it. The value is stored by a Lua script
+///     that compares the lease's owner and, only if it is still ours, sets the key and
+///     deletes the lease, atomically: a computer whose lease expired (and was perhaps
+///     taken over) does not overwrite the value of the one that took it over, or any
+///     later write (a *lost* lease); it returns the stored value instead of its own.
 ///  3. Everyone else waits: on its host it holds the fill's placeholder, which the
 ///     holder removes when the key's invalidation arrives (the computer's SET), and that
 ///     wakes it at once; otherwise it polls (GET, then SET NX again) with backoff up to
@@ -38,6 +41,10 @@ enum FleetLease {
       redis.call('DEL', KEYS[2])
       return 1
     end
+    return 0
+    """
+  static let renewScript = """
+    if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
     return 0
     """
   static let releaseScript = """
@@ -81,6 +88,13 @@ enum FleetLease {
     return r == .integer(1)
   }
 
+  /// Extends the lease by `milliseconds` if `owner` still holds it.
+  static func renew(_ client: RedisClient, lease: [UInt8], owner: [UInt8], milliseconds: Int64) {
+    _ = try? client.call(
+      [Array("EVAL".utf8), Array(renewScript.utf8), Array("1".utf8), lease, owner, Array(String(milliseconds).utf8)],
+      idempotent: true)
+  }
+
   /// Gives the lease up if `owner` still holds it (a computation that failed).
   static func release(_ client: RedisClient, lease: [UInt8], owner: [UInt8]) {
     _ = try? client.call(
@@ -111,8 +125,21 @@ extension NearCache {
           FleetLease.release(client, lease: lease, owner: owner)
           return (try stored(key, claim, fetched), true)
         }
+        // Renewed every third of its life while the computation runs: only an owner that
+        // died or stalled for a whole lease loses it.
+        let renewer = Task.detached {
+          while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(leaseMs) * 1_000_000 / 3)
+            if Task.isCancelled { break }
+            FleetLease.renew(client, lease: lease, owner: owner, milliseconds: leaseMs)
+          }
+        }
         let v: Value
-        do { v = try await compute() } catch {
+        do {
+          v = try await compute()
+          renewer.cancel()
+        } catch {
+          renewer.cancel()
           FleetLease.release(client, lease: lease, owner: owner)
           if let claim { release(key, claim) }
           throw error
@@ -123,11 +150,19 @@ extension NearCache {
         var ok = false
         if px.map({ $0 > 0 }) ?? true {
           // A store that fails (Redis gone meanwhile) still returns the value computed.
-          if let stored = try? FleetLease.store(
+          if let done = try? FleetLease.store(
             client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0)
           {
-            ok = stored
-            if !stored { NearLayout.add(local, NearLayout.Cluster.leaseLost, 1) }
+            ok = done
+            if !done {
+              // Another computer took over and stored: every caller gets that one value.
+              NearLayout.add(local, NearLayout.Cluster.leaseLost, 1)
+              if let claim { release(key, claim) }
+              if let fetched = try? remote.fetchBytesAndExpiry(forKey: key) {
+                return (try stored(key, nil, fetched), true)
+              }
+              return (v, false)
+            }
           }
         } else {
           FleetLease.release(client, lease: lease, owner: owner)

@@ -21,6 +21,9 @@ struct ClusterFailoverTests {
     let keys = (0..<60).map { "k\($0)" }
     for k in keys { try writer.setObject("v1-\(k)", forKey: k) }
     for k in keys { #expect(try host.object(forKey: k) == "v1-\(k)") }
+    // Until the writer's own invalidations are all applied (some may land after a fill
+    // and drop it once more), rounds of reads may still fetch; then they are all hits.
+    #expect(quiet(host, keys))
     let slot = ClusterSlots.slot(prefix + keys[0])
     let victim = try cluster.owner(ofSlot: slot)
     // The replica has everything before its primary dies.

@@ -275,6 +275,24 @@ struct ClusterRoutingTests {
     #expect(try rc.object(forKey: "3") == "b-\(keys[3])")
   }
 
+  @Test func theSlotMapIsReadAgainOnATimerWithoutARedirect() throws {
+    let c = try RedisClient(url: cluster.url(), options: RedisOptions(topologyRefreshInterval: 0.05))
+    let tag = "tm\(getpid())"
+    let slot = ClusterSlots.slot(tag)
+    try c.call("SET", "{\(tag)}", "1")
+    let source = try cluster.owner(ofSlot: slot)
+    let target = try #require(cluster.servers.first { $0.port != source.port })
+    try cluster.moveSlot(slot, to: target)
+    // Keyless requests only (no redirect can happen): the timer alone brings the move in.
+    #expect(
+      eventually(10) {
+        _ = try? c.call("PING")
+        return (try? c.clusterSlotMap()?.owner(ofSlot: slot)?.port) == target.port
+      })
+    #expect(c.clusterStatistics?.moved == 0)
+    #expect((c.clusterStatistics?.slotMapRefreshes ?? 0) >= 2)
+  }
+
   @Test func askIsFollowedWhileASlotIsMigrating() throws {
     let c = try RedisClient(url: cluster.url())
     let tag = "ask\(getpid())"

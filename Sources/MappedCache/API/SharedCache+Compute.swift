@@ -23,8 +23,9 @@ public struct ComputeOptions: Sendable, Equatable {
   /// `leaseDuration` seconds, the others wait for its value. `SharedCache` itself, one
   /// host, ignores it.
   public var fleetWide: Bool
-  /// How long a fleet-wide computer's lease lasts: longer than the computation, else its
-  /// value is not stored (another may have taken over) and the key may be computed twice.
+  /// How long a fleet-wide computer's lease lasts without renewal (it is renewed every
+  /// third of that while the computation runs): the longest a dead or stalled computer
+  /// holds the others up before one of them takes over.
   public var leaseDuration: TimeInterval
 
   /// Options for get-or-compute; see each property.
