@@ -127,13 +127,7 @@ extension NearCache {
         }
         // Renewed every third of its life while the computation runs: only an owner that
         // died or stalled for a whole lease loses it.
-        let renewer = Task.detached {
-          while !Task.isCancelled {
-            try? await Task.sleep(nanoseconds: UInt64(leaseMs) * 1_000_000 / 3)
-            if Task.isCancelled { break }
-            FleetLease.renew(client, lease: lease, owner: owner, milliseconds: leaseMs)
-          }
-        }
+        let renewer = LeaseRenewer(client, lease: lease, owner: owner, milliseconds: leaseMs)
         let v: Value
         do {
           v = try await compute()
@@ -210,4 +204,28 @@ extension NearCache {
     if let claim, let v = try complete(key, claim, fetched) { return v }
     return try fetched.0.withUnsafeBytes { try codec.decode($0, forKey: key) }
   }
+}
+
+/// Renews a lease every third of its life on a thread of its own (not a task: a
+/// cooperative pool kept busy by blocking work would starve it) until cancelled.
+final class LeaseRenewer: Sendable {
+  private let stopped = StopFlag()
+
+  init(_ client: RedisClient, lease: [UInt8], owner: [UInt8], milliseconds: Int64) {
+    let period = UInt64(max(1, milliseconds)) * 1_000_000 / 3
+    Thread.detachNewThread { [stopped] in
+      var next = Clock.nanoseconds() &+ period
+      while !stopped.value.load(ordering: .acquiring) {
+        let now = Clock.nanoseconds()
+        if now < next {
+          Clock.sleep(nanoseconds: min(5_000_000, next - now))
+          continue
+        }
+        FleetLease.renew(client, lease: lease, owner: owner, milliseconds: milliseconds)
+        next = Clock.nanoseconds() &+ period
+      }
+    }
+  }
+
+  func cancel() { stopped.value.store(true, ordering: .releasing) }
 }

@@ -56,11 +56,11 @@ struct FleetLeaseTests {
     }
     let raw = try RedisClient(url: cluster.url())
     let counter = "flslowcount\(getpid())"
-    // A lease of 150 ms and a computation of 4 of them: renewals keep it.
-    let opts = ComputeOptions(waitTimeout: 20, maxPollInterval: 0.01, fleetWide: true, leaseDuration: 0.15)
+    // A lease of 500 ms and a computation of 4 of them: renewals keep it.
+    let opts = ComputeOptions(waitTimeout: 20, maxPollInterval: 0.01, fleetWide: true, leaseDuration: 0.5)
     async let first = a.object(forKey: "k", expires: .seconds(60), options: opts) {
       try raw.call("INCR", counter)
-      try await Task.sleep(nanoseconds: 600_000_000)
+      try await Task.sleep(nanoseconds: 2_000_000_000)
       return "slow"
     }
     // b asks once a's lease is taken (the counter moved).
