@@ -26,12 +26,16 @@ public struct NearCacheOptions: Sendable, Equatable {
   /// How long a reader waits for another process's fetch of the same key before
   /// fetching itself (seconds); also the lifetime of a fill's placeholder entry.
   public var fillTimeout: Double
+  /// In front of a cluster: how often the holder reads the slot map (seconds). A slot
+  /// that moved is noticed within this (or at once after a redirect), and the file's
+  /// fences never run ahead of the last map read, so keep it well under `maxStaleness`.
+  public var topologyInterval: Double
 
   /// Options with the defaults described above.
   public init(
     capacity: Int = 64 << 20, heartbeatInterval: Double = 0.02, electionInterval: Double = 0.01,
     standsForHolder: Bool = true, reconnectBackoffCap: Double = 0.5, serveStale: Bool = false,
-    cacheMisses: Double? = nil, fillTimeout: Double = 2
+    cacheMisses: Double? = nil, fillTimeout: Double = 2, topologyInterval: Double = 0.1
   ) {
     self.capacity = capacity
     self.heartbeatInterval = heartbeatInterval
@@ -41,6 +45,7 @@ public struct NearCacheOptions: Sendable, Equatable {
     self.serveStale = serveStale
     self.cacheMisses = cacheMisses
     self.fillTimeout = fillTimeout
+    self.topologyInterval = topologyInterval
   }
 }
 
@@ -85,6 +90,25 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
   public var remoteFetchMaxMicroseconds: Double
   /// The file's own counters.
   public var local: CacheStatistics
+  /// In front of a cluster: the node of each heartbeat age ("port P"; empty for one server).
+  public var heartbeatNodes: [String] = []
+  /// Cluster redirects followed by the processes of the host: MOVED, and ASK.
+  public var movedRedirects: UInt64 = 0
+  /// ASK redirects followed.
+  public var askRedirects: UInt64 = 0
+  /// Slot maps read by the holder.
+  public var slotMapRefreshes: UInt64 = 0
+  /// Slot buckets whose entries were dropped because a slot of theirs changed owner.
+  public var slotBucketsDropped: UInt64 = 0
+  /// Fleet-wide computes: leases won at once, waits for another owner's value, leases
+  /// taken over after another owner's expired, and stores refused because the lease was lost.
+  public var leaseWins: UInt64 = 0
+  /// Fleet-wide computes that waited for another owner's value.
+  public var leaseWaits: UInt64 = 0
+  /// Leases taken after another owner's had expired (it died or ran out of time).
+  public var leaseTakeovers: UInt64 = 0
+  /// Computed values not stored because the lease was lost meanwhile.
+  public var leasesLost: UInt64 = 0
 
   /// The figures as lines of text.
   public var description: String {
@@ -99,6 +123,19 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
       remote fetches: \(remoteFetches), mean \(String(format: "%.1f", remoteFetchMeanMicroseconds)) µs, \
       max here \(String(format: "%.1f", remoteFetchMaxMicroseconds)) µs
       """
+        + (heartbeatNodes.isEmpty
+          ? ""
+          : """
+
+          cluster: nodes \(heartbeatNodes.joined(separator: ", ")); MOVED \(movedRedirects), ASK \(askRedirects); \
+          slot maps read \(slotMapRefreshes); slot buckets dropped \(slotBucketsDropped)
+          """)
+        + (leaseWins + leaseWaits + leaseTakeovers + leasesLost == 0
+          ? ""
+          : """
+
+          fleet leases: \(leaseWins) won, \(leaseWaits) waits, \(leaseTakeovers) taken over, \(leasesLost) lost
+          """)
   }
 }
 
@@ -145,6 +182,12 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   @usableFromInline let maxKeySize: Int
   let holder: NearCacheHolder?
   private let fetchMaxNs = Atomic<UInt64>(0)
+  /// In front of a cluster: entries are stamped by their slot's bucket word.
+  let clustered: Bool
+  let prefixBytes: [UInt8]
+  /// The cluster client's redirect counts already added to the file's.
+  private let seenMoved = Atomic<Int>(0)
+  private let seenAsk = Atomic<Int>(0)
 
   /// Test hooks: called by a fill after its remote fetch, before it stores the value; and
   /// whether fills use placeholders (off only to show the race they close).
@@ -170,6 +213,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     self.maxStaleness = maxStaleness
     self.options = options
     self.maxStalenessMs = UInt64(ms)
+    clustered = remote.client.isCluster
+    prefixBytes = Array(remote.keyPrefix.utf8)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     maxKeySize = local.maxKeySize
     // One file, one value type and one prefix.
@@ -183,7 +228,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     if options.standsForHolder && local.isWritable {
       let h = NearCacheHolder(
         local: local, endpoint: remote.client.endpoint, redisOptions: remote.client.options,
-        prefix: remote.keyPrefix, options: options)
+        prefix: remote.keyPrefix, options: options, cluster: clustered ? remote.client : nil)
       holder = h
       h.start()
     } else {
@@ -201,11 +246,15 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   // MARK: Freshness
 
-  /// Whether the holder's last confirmed heartbeat is recent enough to trust the file.
-  func fenceFresh() -> Bool { nearFenceFresh(local, maxStalenessMs) }
+  /// The tier word that stamps `key`'s entries: the session word, or (in front of a
+  /// cluster) the bucket of the slot of the key's Redis key.
+  func word(for key: String) -> Int {
+    guard clustered else { return NearLayout.epoch }
+    return NearLayout.bucketWord(slot: ClusterSlots.slot(prefixBytes + Array(key.utf8)))
+  }
 
-  @inline(__always)
-  var currentEpoch: UInt64 { NearLayout.currentEpoch(local) }
+  /// Whether the fence of `word` is recent enough to trust the file's entries it stamps.
+  func fenceFresh(_ word: Int) -> Bool { nearFenceFresh(session: nearSession(local, word), maxStalenessMs) }
 
   // MARK: Reading
 
@@ -248,9 +297,10 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     let header = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
     let tag = header & 0xff
     guard tag == 1 || tag == 3 else { return 0 }
-    // The entry's epoch is the file's, and the fence is fresh (or serveStale, counted).
-    let session = nearSession(local)
-    guard header >> 8 == session >> 32 else { return 0 }
+    // The entry's epoch is its word's (the session word, or its slot bucket's), and that
+    // word's fence is fresh (or serveStale, counted).
+    let session = nearSession(local, Int(truncatingIfNeeded: header >> 40) &+ 1)
+    guard (header >> 8) & 0xffff_ffff == session >> 32 else { return 0 }
     if !nearFenceFresh(session: session, maxStalenessMs) {
       guard options.serveStale else { return 0 }
       countStaleServe()
@@ -273,6 +323,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
 
   struct Claim {
     let epoch: UInt64
+    let word: Int
     let bytes: [UInt8]
     let version: UInt64
   }
@@ -288,12 +339,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// One look at `key`'s entry on the way to a fill: a usable entry, our placeholder put
   /// in place, a wait for another process's fill, or a fetch that stores nothing.
   func step(_ key: String, deadline: UInt64, life: Double? = nil) throws -> Step {
-    guard fenceFresh() else {
+    let word = word(for: key)
+    guard fenceFresh(word) else {
       NearLayout.add(local, NearLayout.fenceMisses, 1)
       return .bypass
     }
-    let epoch = currentEpoch
-    let placeholder = NearLayout.pending(epoch: epoch, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
+    let epoch = NearLayout.currentEpoch(local, word)
+    let placeholder = NearLayout.pending(
+      epoch: epoch, word: word, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
     // The placeholder outlives its owner's fetch (or compute) with a margin; a dead
     // owner's expires by itself.
     let life = CacheExpiry.seconds(life ?? options.fillTimeout)
@@ -324,7 +377,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       guard try local.add(placeholder, forKey: key, expires: life) else { return .again }
     }
     guard let (now, version) = try local.objectWithVersion(forKey: key), now == placeholder else { return .again }
-    return .owned(Claim(epoch: epoch, bytes: placeholder, version: version))
+    return .owned(Claim(epoch: epoch, word: word, bytes: placeholder, version: version))
   }
 
   static func isAlive(_ pid: Int32) -> Bool { pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) }
@@ -343,7 +396,21 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         m = now
       }
     }
+    defer { noteRedirects() }
     return try remote.fetchBytesAndExpiry(forKey: key)
+  }
+
+  /// Adds the cluster client's new redirects to the file's counters and, after a MOVED,
+  /// bumps the topology word: the holder reads the slot map at once.
+  func noteRedirects() {
+    guard let (moved, ask) = remote.client.cluster?.redirectCounts else { return }
+    let m0 = seenMoved.exchange(moved, ordering: .relaxed)
+    let a0 = seenAsk.exchange(ask, ordering: .relaxed)
+    if moved > m0 {
+      NearLayout.add(local, NearLayout.Cluster.moved, UInt64(moved - m0))
+      NearLayout.add(local, NearLayout.topology, 1)
+    }
+    if ask > a0 { NearLayout.add(local, NearLayout.Cluster.ask, UInt64(ask - a0)) }
   }
 
   /// Stores what the fetch found in place of our placeholder, only if it is still there.
@@ -351,7 +418,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     afterFetch?(key)
     guard let (bytes, expires) = fetched else {
       if let negative = options.cacheMisses {
-        let frame = NearLayout.frame(tag: NearLayout.tagAbsent, epoch: claim.epoch)
+        let frame = NearLayout.frame(tag: NearLayout.tagAbsent, epoch: claim.epoch, word: claim.word)
         _ = try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: .seconds(negative))
       } else {
         release(key, claim)
@@ -363,7 +430,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       release(key, claim)
       throw error
     }
-    let frame = bytes.withUnsafeBytes { NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, payload: $0) }
+    let frame = bytes.withUnsafeBytes {
+      NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, word: claim.word, payload: $0)
+    }
     // false: an invalidation (or a local write) removed the placeholder meanwhile.
     if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
       release(key, claim)
@@ -388,10 +457,13 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       case .again: continue
       case .owned where !usePlaceholders:
         // The race the placeholder closes, kept for the test that shows it: fetch, then store.
-        let epoch = currentEpoch
+        let word = word(for: key)
+        let epoch = NearLayout.currentEpoch(local, word)
         guard let (bytes, expires) = try fetch(key) else { return nil }
         afterFetch?(key)
-        let frame = bytes.withUnsafeBytes { NearLayout.frame(tag: NearLayout.tagValue, epoch: epoch, payload: $0) }
+        let frame = bytes.withUnsafeBytes {
+          NearLayout.frame(tag: NearLayout.tagValue, epoch: epoch, word: word, payload: $0)
+        }
         try local.setObject(frame, forKey: key, expires: expires)
         return try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }
       case .wait:
@@ -423,8 +495,9 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   // MARK: Get-or-compute
 
   /// The value for `key`; when neither the file nor Redis has it, computes it (once per
-  /// host: other processes wait for the placeholder's owner), stores it in Redis with
-  /// `expires` and returns it. `fromCache` is false only when computed here. When Redis
+  /// host: other processes wait for the placeholder's owner; with
+  /// `computeOptions.fleetWide`, once in the fleet under a lease in Redis, see
+  /// `FleetLease`), stores it in Redis with `expires` and returns it. `fromCache` is false only when computed here. When Redis
   /// is unreachable, the value is computed and returned without being stored.
   public func object(
     forKey key: String, expires: CacheExpiry? = nil, options computeOptions: ComputeOptions = ComputeOptions(),
@@ -444,6 +517,14 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
           return (try await compute(), false)
         }
         if let (bytes, _) = fetched { return (try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }, true) }
+        if computeOptions.fleetWide {
+          do {
+            if let r = try await fleetCompute(key, nil, expires: expires, computeOptions, compute) { return r }
+          } catch CacheError.remoteUnavailable {
+            // Redis went away meanwhile: computed here, not stored (as without a lease).
+            return (try await compute(), false)
+          }
+        }
         let v = try await compute()
         try? remote.setObject(v, forKey: key, expires: expires)
         return (v, false)
@@ -459,6 +540,17 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
           return (try await compute(), false)
         }
         if fetched != nil, let v = try complete(key, claim, fetched) { return (v, true) }
+        if computeOptions.fleetWide {
+          do {
+            if let r = try await fleetCompute(key, claim, expires: expires, computeOptions, compute) { return r }
+          } catch CacheError.remoteUnavailable {
+            release(key, claim)
+            return (try await compute(), false)
+          } catch {
+            release(key, claim)
+            throw error
+          }
+        }
         let v: Value
         do { v = try await compute() } catch {
           release(key, claim)
@@ -471,7 +563,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
         // Waiters may take it from here; our own SET's invalidation removes it soon after
         // (BCAST tells the holder of every write), and later reads fetch it from Redis.
         let frame = try codec.encode(v).withUnsafeBytes {
-          NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, payload: $0)
+          NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, word: claim.word, payload: $0)
         }
         if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
           release(key, claim)
@@ -494,6 +586,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// the next read on this host fetches the new value; other hosts drop theirs when the
   /// invalidation reaches their holder.
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil) throws {
+    defer { noteRedirects() }
     try remote.setObject(value, forKey: key, expires: expires)
     try removeLocally(key)
   }
@@ -506,6 +599,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// Removes `key` from Redis, then from the file; false when Redis had no such key.
   @discardableResult
   public func removeObject(forKey key: String) throws -> Bool {
+    defer { noteRedirects() }
     let had = try remote.removeObject(forKey: key)
     try removeLocally(key)
     return had
@@ -515,7 +609,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   /// drops every entry of the file by moving the epoch on (no wipe).
   public func removeAllObjects() throws {
     try remote.removeAllObjects()
-    NearLayout.bumpEpoch(local)
+    NearLayout.bumpAllEpochs(local)
   }
 
   // MARK: Figures
@@ -540,15 +634,22 @@ func nearFenceFresh(session w: UInt64, _ maxStalenessMs: UInt64) -> Bool {
   return UInt64(age) <= maxStalenessMs || age > UInt32.max - 1000
 }
 
-/// The session word of `local` (epoch and fence): the one tier word a hit loads, through
-/// the tier SPI (a call: SPI cannot be used from inlinable code, and the mapping's
-/// pointers stay inside MappedCache).
+/// Tier word `word` of `local` (epoch and fence: the session word, or a cluster slot
+/// bucket's): the one tier word a hit loads, through the tier SPI (a call: SPI cannot be
+/// used from inlinable code, and the mapping's pointers stay inside MappedCache). A word
+/// out of range (a damaged frame) reads as 0: never fresh.
 @usableFromInline
-func nearSession(_ local: SharedCache<[UInt8]>) -> UInt64 { (try? local.tierWord(NearLayout.epoch)) ?? 0 }
+func nearSession(_ local: SharedCache<[UInt8]>, _ word: Int) -> UInt64 { (try? local.tierWord(word)) ?? 0 }
 
-/// Whether the fence of `local` is younger than `maxStalenessMs`.
+/// Whether the fence of `local` is younger than `maxStalenessMs` (every slot bucket's, in
+/// front of a cluster).
 func nearFenceFresh(_ local: SharedCache<[UInt8]>, _ maxStalenessMs: UInt64) -> Bool {
-  nearFenceFresh(session: (try? local.tierWord(NearLayout.epoch)) ?? 0, maxStalenessMs)
+  guard NearLayout.isClustered(local) else {
+    return nearFenceFresh(session: nearSession(local, NearLayout.epoch), maxStalenessMs)
+  }
+  return (0..<NearLayout.bucketCount).allSatisfy {
+    nearFenceFresh(session: nearSession(local, NearLayout.bucketBase + $0), maxStalenessMs)
+  }
 }
 
 /// The value codec of `SharedCache<Value>` (a `CacheValueEncodable` type's own bytes,

@@ -11,6 +11,8 @@ public final class NearCacheAgent: @unchecked Sendable {
   public let local: SharedCache<[UInt8]>
   let holder: NearCacheHolder
   let maxStalenessMs: UInt64
+  /// Where the keys live, without credentials: `host:port`, or `cluster host:port,…` (seeds).
+  public let remoteDescription: String
 
   /// Opens (or creates) the near-cache file at `path` for the keys under `keyPrefix` of
   /// the Redis at `url`, and starts standing for the role.
@@ -19,7 +21,11 @@ public final class NearCacheAgent: @unchecked Sendable {
     options: NearCacheOptions = NearCacheOptions(), redisOptions: RedisOptions = RedisOptions(),
     policy: OpenPolicy = OpenPolicy()
   ) throws {
-    let endpoint = try RedisEndpoint(url: url)
+    let cluster = ClusterURL.isCluster(url) ? try RedisClient(url: url, options: redisOptions) : nil
+    let endpoint = try cluster?.endpoint ?? RedisEndpoint(url: url)
+    remoteDescription =
+      try cluster.map { _ in "cluster " + (try ClusterURL(url)).seeds.map(\.description).joined(separator: ",") }
+      ?? endpoint.description
     let (s, atto) = maxStaleness.components
     maxStalenessMs = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
@@ -27,7 +33,8 @@ public final class NearCacheAgent: @unchecked Sendable {
       local, NearLayout.prefixIdentity, NearLayout.fingerprint(keyPrefix),
       expected: "a near cache of keys under \"\(keyPrefix)\"", other: "a near cache of another key prefix")
     holder = NearCacheHolder(
-      local: local, endpoint: endpoint, redisOptions: redisOptions, prefix: keyPrefix, options: options)
+      local: local, endpoint: endpoint, redisOptions: redisOptions, prefix: keyPrefix, options: options,
+      cluster: cluster)
     holder.start()
   }
 

@@ -36,16 +36,20 @@ final class NearCacheHolder: @unchecked Sendable {
   let redisOptions: RedisOptions
   let prefix: [UInt8]
   let options: NearCacheOptions
+  /// A cluster client (`redis-cluster://`): then the holder tracks every primary
+  /// (`NearCacheClusterHolder.swift`).
+  let cluster: RedisClient?
   private let lockPath: String
-  private let stopped = Atomic<Bool>(false)
+  let stopped = Atomic<Bool>(false)
   private let holding = Atomic<Bool>(false)
   private let done = DispatchSemaphore(value: 0)
   private var thread: Thread?
 
   init(
     local: SharedCache<[UInt8]>, endpoint: RedisEndpoint, redisOptions: RedisOptions, prefix: String,
-    options: NearCacheOptions
+    options: NearCacheOptions, cluster: RedisClient? = nil
   ) {
+    self.cluster = cluster
     self.local = local
     self.endpoint = endpoint
     self.redisOptions = redisOptions
@@ -100,7 +104,11 @@ final class NearCacheHolder: @unchecked Sendable {
     var rng = SystemRandomNumberGenerator()
     while !stopped.load(ordering: .acquiring) {
       do {
-        try session()
+        if let cluster {
+          try clusterSession(cluster)
+        } else {
+          try session()
+        }
         failures = 0
       } catch {
         failures += 1
@@ -119,6 +127,28 @@ final class NearCacheHolder: @unchecked Sendable {
 
   /// One tracking session; returns when stopped, throws when the connection fails.
   private func session() throws {
+    try track(
+      endpoint,
+      started: {
+        self.bumpEpoch()
+        NearLayout.add(self.local, NearLayout.sessions, 1)
+      },
+      confirmed: { NearLayout.storeFence(self.local, $0) },
+      flushed: {
+        self.bumpEpoch()
+        NearLayout.add(self.local, NearLayout.flushes, 1)
+      },
+      until: { self.stopped.load(ordering: .acquiring) })
+  }
+
+  /// A tracking session on one server: `started` once tracking is on (before any fence),
+  /// `confirmed(ms)` after each heartbeat whose reply was read (every push before it
+  /// applied), `flushed` for a null invalidation. Returns when `until()` is true, throws
+  /// when the connection fails.
+  func track(
+    _ endpoint: RedisEndpoint, started: () -> Void, confirmed: (UInt64) -> Void, flushed: () -> Void,
+    until: () -> Bool
+  ) throws {
     var pushes: [RESPValue] = []
     var ro = redisOptions
     ro.useRESP3 = true
@@ -136,33 +166,32 @@ final class NearCacheHolder: @unchecked Sendable {
     if let m = r.errorMessage { throw CacheError.remoteError(endpoint: endpoint.description, message: m) }
     // From here on every write under the prefix reaches us: entries of earlier sessions
     // may have missed theirs.
-    bumpEpoch()
-    NearLayout.add(local, NearLayout.sessions, 1)
+    started()
     let ping = RESPEncoder.command("PING")
     let intervalNs = UInt64(max(0.001, options.heartbeatInterval) * 1e9)
     let commandNs = UInt64(max(0.001, ro.commandTimeout) * 1e9)
-    while !stopped.load(ordering: .acquiring) {
+    while !until() {
       let t0 = Clock.nanoseconds()
       try c.send(ping)
       let reply = try c.readReply(deadline: t0 &+ commandNs)
       guard reply.errorMessage == nil else {
-        throw CacheError.remoteError(endpoint: endpoint.description, message: reply.errorMessage!)
+        throw CacheError.remoteError(endpoint: endpoint.description, message: reply.errorMessage ?? "")
       }
-      apply(&pushes)
+      apply(&pushes, flushed)
       // Every invalidation the server sent before it answered this PING is applied.
-      NearLayout.storeFence(local, t0 / 1_000_000)
-      while !stopped.load(ordering: .acquiring) {
+      confirmed(t0 / 1_000_000)
+      while !until() {
         let now = Clock.nanoseconds()
         guard now < t0 &+ intervalNs else { break }
         try c.waitForPushes(timeout: Double(t0 &+ intervalNs - now) / 1e9)
-        apply(&pushes)
+        apply(&pushes, flushed)
       }
     }
   }
 
   /// Applies invalidation pushes: their keys removed under one write-lock hold; a null
   /// payload (FLUSHALL, FLUSHDB) bumps the epoch.
-  private func apply(_ pushes: inout [RESPValue]) {
+  private func apply(_ pushes: inout [RESPValue], _ flushed: () -> Void) {
     guard !pushes.isEmpty else { return }
     var keys: [String] = []
     var flush = false
@@ -178,10 +207,7 @@ final class NearCacheHolder: @unchecked Sendable {
       }
     }
     pushes.removeAll(keepingCapacity: true)
-    if flush {
-      bumpEpoch()
-      NearLayout.add(local, NearLayout.flushes, 1)
-    }
+    if flush { flushed() }
     guard !keys.isEmpty else { return }
     // Keys the file cannot hold are not in it; the rest go in one batch (one by one if
     // the batch is refused, so that one bad key cannot keep the others).

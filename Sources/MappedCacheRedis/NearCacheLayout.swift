@@ -24,11 +24,21 @@ import Glibc
 ///    11  fetches    remote fetches                12  fetchNs  their total latency
 ///    13  holders    times a process took the role
 ///    14  prefix     fingerprint of the key prefix the holder tracks (claimed by CAS)
-///    15             reserved (per-node fences of a cluster, issue 18, need more words)
+///    15  topology   bumped by any process that saw a redirect: the holder reads the
+///                   cluster's slot map again at once
+///    16-31          a cluster's per-node fences: port << 48 | CLOCK_MONOTONIC ms of the
+///                   node's last confirmed heartbeat (figures; 0: no node)
+///    32-47          cluster and lease counters (`NearLayout.Cluster`)
+///    64-319         a cluster's slot buckets: bucket b holds slots 64b ..< 64b+64, its
+///                   word is laid out as the session word (epoch << 32 | fence mod 2^32),
+///                   its fence the oldest of the fences of the nodes owning its slots and
+///                   of the holder's last confirmed slot map (`NearCacheSlots.swift`)
 ///
 /// Frame of an entry (little-endian):
 ///
-///     [ header: UInt64 = epoch << 8 | tag ][ payload ]
+///     [ header: UInt64 = word << 40 | epoch << 8 | tag ][ payload ]
+///     word: the tier word that stamps the entry, less 1 (0: the session word; with a
+///           cluster, the slot bucket of the key): the hit loads that one word
 ///     tag 1 value:    payload = the value's bytes (as `SharedCache<Value>` stores them)
 ///     tag 2 pending:  payload = pid (UInt32) + token (UInt64): a fill in flight
 ///     tag 3 absent:   no payload: Redis has no such key (negative caching, opt-in)
@@ -42,18 +52,20 @@ enum NearLayout {
   static let tagValue: UInt8 = 1, tagPending: UInt8 = 2, tagAbsent: UInt8 = 3
   static let epochMask: UInt64 = (1 << 32) - 1
 
-  static func header(tag: UInt8, epoch: UInt64) -> UInt64 { (epoch & epochMask) << 8 | UInt64(tag) }
+  static func header(tag: UInt8, epoch: UInt64, word: Int = epoch) -> UInt64 {
+    UInt64(truncatingIfNeeded: word &- 1) << 40 | (epoch & epochMask) << 8 | UInt64(tag)
+  }
 
-  static func frame(tag: UInt8, epoch: UInt64, payload: UnsafeRawBufferPointer? = nil) -> [UInt8] {
+  static func frame(tag: UInt8, epoch: UInt64, word: Int = epoch, payload: UnsafeRawBufferPointer? = nil) -> [UInt8] {
     var out = [UInt8]()
     out.reserveCapacity(headerSize + (payload?.count ?? 0))
-    withUnsafeBytes(of: header(tag: tag, epoch: epoch).littleEndian) { out.append(contentsOf: $0) }
+    withUnsafeBytes(of: header(tag: tag, epoch: epoch, word: word).littleEndian) { out.append(contentsOf: $0) }
     if let payload { out.append(contentsOf: payload) }
     return out
   }
 
-  static func pending(epoch: UInt64, pid: Int32, token: UInt64) -> [UInt8] {
-    var out = frame(tag: tagPending, epoch: epoch)
+  static func pending(epoch: UInt64, word: Int = epoch, pid: Int32, token: UInt64) -> [UInt8] {
+    var out = frame(tag: tagPending, epoch: epoch, word: word)
     withUnsafeBytes(of: UInt32(bitPattern: pid).littleEndian) { out.append(contentsOf: $0) }
     withUnsafeBytes(of: token.littleEndian) { out.append(contentsOf: $0) }
     return out
@@ -64,7 +76,7 @@ enum NearLayout {
   static func parse(_ b: UnsafeRawBufferPointer) -> (tag: UInt8, epoch: UInt64)? {
     guard b.count >= headerSize else { return nil }
     let h = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
-    return (UInt8(truncatingIfNeeded: h), h >> 8)
+    return (UInt8(truncatingIfNeeded: h), (h >> 8) & epochMask)
   }
 
   /// The pid of a pending frame's filler.
@@ -84,16 +96,19 @@ enum NearLayout {
     }
   }
 
-  /// The current epoch (the high half of the session word).
-  static func currentEpoch(_ cache: SharedCache<[UInt8]>) -> UInt64 { ((try? cache.tierWord(epoch)) ?? 0) >> 32 }
+  /// The current epoch of tier word `word` (its high half): the session word's, or a
+  /// cluster slot bucket's.
+  static func currentEpoch(_ cache: SharedCache<[UInt8]>, _ word: Int = epoch) -> UInt64 {
+    ((try? cache.tierWord(word)) ?? 0) >> 32
+  }
 
-  /// Moves the epoch on (never to 0): every entry stamped before becomes a miss.
-  static func bumpEpoch(_ cache: SharedCache<[UInt8]>) {
+  /// Moves the epoch of `word` on (never to 0): every entry stamped before becomes a miss.
+  static func bumpEpoch(_ cache: SharedCache<[UInt8]>, _ word: Int = epoch) {
     for _ in 0..<1000 {
-      guard let w = try? cache.tierWord(epoch) else { return }
+      guard let w = try? cache.tierWord(word) else { return }
       var next = ((w >> 32) &+ 1) & epochMask
       if next == 0 { next = 1 }
-      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: next << 32 | (w & 0xffff_ffff))) == true {
+      if (try? cache.compareExchangeTierWord(word, expected: w, desired: next << 32 | (w & 0xffff_ffff))) == true {
         return
       }
     }
@@ -102,9 +117,15 @@ enum NearLayout {
   /// Records a confirmed heartbeat sent at `ms` (CLOCK_MONOTONIC) in both fence words.
   static func storeFence(_ cache: SharedCache<[UInt8]>, _ ms: UInt64) {
     try? cache.storeTierWord(fence, ms)
+    storeFenceHalf(cache, epoch, ms)
+  }
+
+  /// Sets the low half (the fence, mod 2^32 ms) of `word`, keeping its epoch.
+  static func storeFenceHalf(_ cache: SharedCache<[UInt8]>, _ word: Int, _ ms: UInt64) {
     for _ in 0..<1000 {
-      guard let w = try? cache.tierWord(epoch) else { return }
-      if (try? cache.compareExchangeTierWord(epoch, expected: w, desired: (w & ~0xffff_ffff) | (ms & 0xffff_ffff)))
+      guard let w = try? cache.tierWord(word) else { return }
+      if w & 0xffff_ffff == ms & 0xffff_ffff { return }
+      if (try? cache.compareExchangeTierWord(word, expected: w, desired: (w & ~0xffff_ffff) | (ms & 0xffff_ffff)))
         == true
       {
         return
@@ -144,16 +165,24 @@ enum NearLayout {
     let n = w(fetches)
     let s = w(sessions)
     let h = w(holders)
+    // In front of a cluster: one age per primary (its last confirmed heartbeat).
+    let nodes = nodeFenceList(local)
+    let ages: [UInt64?] =
+      nodes.isEmpty
+      ? [f == 0 ? nil : now &- min(now, f)] : nodes.map { $0.ms == 0 ? nil : now &- min(now, $0.ms) }
     return NearCacheStatistics(
       holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM),
       isHolder: isHolder,
-      heartbeatAgeMilliseconds: [f == 0 ? nil : now &- min(now, f)], fenceFresh: nearFenceFresh(local, maxStalenessMs),
+      heartbeatAgeMilliseconds: ages, fenceFresh: nearFenceFresh(local, maxStalenessMs),
       epoch: w(epoch) >> 32, invalidationsReceived: w(received), invalidationsApplied: w(applied),
       flushes: w(flushes), reconnects: s &- min(s, h), holderChanges: h,
       staleServes: w(staleServes), fenceMisses: w(fenceMisses), epochMisses: w(epochMisses),
       remoteFetches: n,
       remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(fetchNanoseconds)) / Double(n) / 1000,
       remoteFetchMaxMicroseconds: Double(fetchMaxNs) / 1000,
-      local: local.statistics)
+      local: local.statistics, heartbeatNodes: nodes.map { "port \($0.port)" },
+      movedRedirects: w(Cluster.moved), askRedirects: w(Cluster.ask), slotMapRefreshes: w(Cluster.slotMapRefreshes),
+      slotBucketsDropped: w(Cluster.bucketsDropped), leaseWins: w(Cluster.leaseWins), leaseWaits: w(Cluster.leaseWaits),
+      leaseTakeovers: w(Cluster.leaseTakeovers), leasesLost: w(Cluster.leaseLost))
   }
 }

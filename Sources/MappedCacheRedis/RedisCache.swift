@@ -92,16 +92,25 @@ public final class RedisCache<Value: Codable>: Cache, @unchecked Sendable {
         "removeAllObjects of a RedisCache without a keyPrefix would remove the whole database; give it a prefix")
     }
     let pattern = Self.globEscaped(prefixBytes) + [UInt8(ascii: "*")]
+    var removed = 0
+    // A cluster's primaries are scanned one by one (each SCANs only its own slots).
+    for primary in try client.primaryEndpoints() {
+      removed += try removeAllKeys(matching: pattern, scanning: client.client(forPrimary: primary))
+    }
+    return removed
+  }
+
+  private func removeAllKeys(matching pattern: [UInt8], scanning node: RedisClient) throws -> Int {
     var cursor: [UInt8] = [UInt8(ascii: "0")]
     var removed = 0
     repeat {
-      let r = try client.call([
+      let r = try node.call([
         Array("SCAN".utf8), cursor, Array("MATCH".utf8), pattern,
         Array("COUNT".utf8), Array("1000".utf8),
       ])
       guard let parts = r.elements, parts.count == 2, let next = parts[0].bytes, let keys = parts[1].elements else {
         throw CacheError.protocolViolation(
-          endpoint: client.endpoint.description,
+          endpoint: node.endpoint.description,
           reason: "a SCAN reply that is not [cursor, keys]")
       }
       let names = keys.compactMap(\.bytes)

@@ -26,12 +26,16 @@ public struct RedisOptions: Sendable, Equatable {
   /// Most connections the client opens: requests from that many threads run at once,
   /// further ones wait for a connection to come back.
   public var poolSize: Int
+  /// A cluster client reads the slot map again at least this often (seconds), beside the
+  /// reads that redirects and unreachable nodes cause. Per primary, the pool is `poolSize`.
+  public var topologyRefreshInterval: Double
 
   /// Options with the defaults shown.
   public init(
     connectTimeout: Double = 1, commandTimeout: Double = 1, maxRetries: Int = 5,
     backoffBase: Double = 0.005, backoffCap: Double = 0.5, useRESP3: Bool = true,
-    clientName: String? = nil, limits: RESPLimits = RESPLimits(), poolSize: Int = 4
+    clientName: String? = nil, limits: RESPLimits = RESPLimits(), poolSize: Int = 4,
+    topologyRefreshInterval: Double = 5
   ) {
     self.connectTimeout = connectTimeout
     self.commandTimeout = commandTimeout
@@ -42,6 +46,7 @@ public struct RedisOptions: Sendable, Equatable {
     self.clientName = clientName
     self.limits = limits
     self.poolSize = max(1, poolSize)
+    self.topologyRefreshInterval = topologyRefreshInterval
   }
 }
 
@@ -55,6 +60,10 @@ public struct RedisOptions: Sendable, Equatable {
 /// broke after it was sent is sent again once on a new connection only when marked
 /// `idempotent` (the default, right for the reads and plain writes the caches make);
 /// otherwise the error is thrown.
+///
+/// A `redis-cluster://host:port,host:port` URL makes a cluster client: each command goes
+/// to the primary of its key's slot (`RedisClusterRouter`: slot map, MOVED/ASK, one pool
+/// per primary); `endpoint` is then the first seed, for messages.
 ///
 /// ```swift
 /// let r = try RedisClient(url: "redis://127.0.0.1:6379/0")
@@ -76,6 +85,8 @@ public final class RedisClient: @unchecked Sendable {
   /// Called (on the requesting thread) with every push received.
   private let pushHandler: (@Sendable (RESPValue) -> Void)?
   private let counters = Counters()
+  /// Set for a `redis-cluster://` client (before first use, never changed after).
+  private(set) var cluster: RedisClusterRouter?
 
   final class Counters: Sendable {
     let connects = Atomic<Int>(0)
@@ -93,12 +104,51 @@ public final class RedisClient: @unchecked Sendable {
     self.pushHandler = pushHandler
   }
 
-  /// A client of the server at `url` (see `RedisEndpoint`).
+  /// A client of the server at `url` (see `RedisEndpoint`), or of the cluster at a
+  /// `redis-cluster://[user:password@]host:port[,host:port…]` URL (any subset of its nodes
+  /// as seeds; pushes are not delivered by a cluster client).
   public convenience init(
     url: String, options: RedisOptions = RedisOptions(),
     pushHandler: (@Sendable (RESPValue) -> Void)? = nil
   ) throws {
+    if ClusterURL.isCluster(url) {
+      let parsed = try ClusterURL(url)
+      let router = RedisClusterRouter(url: parsed, options: options)
+      self.init(endpoint: router.endpoint(parsed.seeds[0]), options: options, pushHandler: pushHandler)
+      cluster = router
+      return
+    }
     self.init(endpoint: try RedisEndpoint(url: url), options: options, pushHandler: pushHandler)
+  }
+
+  /// Whether this is a cluster client (`redis-cluster://`).
+  public var isCluster: Bool { cluster != nil }
+
+  /// A cluster client's redirect and slot-map counters (nil for a single server).
+  public var clusterStatistics: RedisClusterStatistics? { cluster?.statistics }
+
+  /// A cluster client's slot map (read from the cluster first if due); nil for a single server.
+  public func clusterSlotMap() throws -> ClusterSlotMap? { try cluster?.slotMap() }
+
+  /// A cluster client's slot map read from the cluster now; nil for a single server.
+  public func refreshClusterSlotMap() throws -> ClusterSlotMap? {
+    guard let cluster else { return nil }
+    try cluster.refresh()
+    return try cluster.slotMap()
+  }
+
+  /// The endpoints of the servers that own the data: the primaries of a cluster's slot
+  /// map (read first if due), or this client's one server.
+  public func primaryEndpoints() throws -> [RedisEndpoint] {
+    guard let cluster else { return [endpoint] }
+    return try cluster.primaries().map { cluster.endpoint($0) }
+  }
+
+  /// A client of one primary of a cluster (the cluster's own pool of it), or self for a
+  /// single server: for commands that each node answers for itself (SCAN).
+  public func client(forPrimary e: RedisEndpoint) -> RedisClient {
+    guard let cluster, case .tcp(let h, let p) = e.address else { return self }
+    return cluster.client(ClusterNode(host: h, port: p))
   }
 
   /// Connections opened so far (the first ones and every reconnect).
@@ -111,6 +161,7 @@ public final class RedisClient: @unchecked Sendable {
 
   /// Closes every connection (idle ones now, busy ones when their request ends).
   public func disconnect() {
+    cluster?.disconnect()
     let closing: [RedisConnection] = cond.withLock {
       generation += 1
       let all = idle.map(\.connection)
@@ -144,6 +195,7 @@ public final class RedisClient: @unchecked Sendable {
   /// times) when it is `idempotent` or when every reply was "not now" (nothing ran).
   public func pipeline(_ commands: [[[UInt8]]], idempotent: Bool = true) throws -> [RESPValue] {
     guard !commands.isEmpty else { return [] }
+    if let cluster { return try cluster.pipeline(commands, idempotent: idempotent) }
     var attempt = 0
     var resent = false
     while true {

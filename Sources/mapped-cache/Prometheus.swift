@@ -70,6 +70,25 @@ enum Prometheus {
       counter("near_remote_fetches", "Fetches from Redis.", Int(n.remoteFetches))
       gauge(
         "near_remote_fetch_mean_us", "Mean latency of a fetch from Redis, microseconds.", n.remoteFetchMeanMicroseconds)
+      if !n.heartbeatNodes.isEmpty {
+        // One series per cluster primary (label `node`).
+        let name = "mappedcache_near_node_heartbeat_age_ms"
+        out += "# HELP \(name) Milliseconds since a cluster primary's last confirmed heartbeat (-1 = never).\n"
+        out += "# TYPE \(name) gauge\n"
+        for (node, age) in zip(n.heartbeatNodes, n.heartbeatAgeMilliseconds) {
+          out += "\(name){path=\"\(escape(s.path))\",node=\"\(escape(node))\"} \(age.map { Int($0) } ?? -1)\n"
+        }
+        counter("near_moved_redirects", "Cluster MOVED redirects followed.", Int(n.movedRedirects))
+        counter("near_ask_redirects", "Cluster ASK redirects followed.", Int(n.askRedirects))
+        counter("near_slot_map_refreshes", "Cluster slot maps read by the holder.", Int(n.slotMapRefreshes))
+        counter(
+          "near_slot_buckets_dropped", "Slot buckets whose entries were dropped after a slot moved.",
+          Int(n.slotBucketsDropped))
+      }
+      counter("near_lease_wins", "Fleet-wide computes that won the lease at once.", Int(n.leaseWins))
+      counter("near_lease_waits", "Fleet-wide computes that waited for another owner's value.", Int(n.leaseWaits))
+      counter("near_lease_takeovers", "Leases taken after another owner's expired.", Int(n.leaseTakeovers))
+      counter("near_leases_lost", "Computed values not stored: the lease was lost.", Int(n.leasesLost))
     }
     return out
   }

@@ -125,13 +125,15 @@ enum NearBench {
         options: NearCacheOptions(capacity: 4 << 20, heartbeatInterval: heartbeat))
     }
     for h in hosts { while !h.statistics.fenceFresh { usleep(1000) } }
-    let key = "stale-probe"
-    try hosts[0].setObject("0", forKey: key)
+    // 100 keys written in turn: in front of a cluster the writes spread over its primaries.
+    let probes = (0..<100).map { "stale-probe-\($0)" }
+    for key in probes { try hosts[0].setObject("0", forKey: key) }
     usleep(50_000)
     var staleness: [Double] = []
     var checked = 0
     for w in 1...writes {
       let v = String(w)
+      let key = probes[w % probes.count]
       try hosts[0].setObject(v, forKey: key)
       let ack = now()
       var pending = Set(1..<hosts.count)
@@ -157,12 +159,14 @@ enum NearBench {
     return 0
   }
 
-  /// `mc-test-helper near-stale-check URL [SECONDS] [FAULT_EVERY_MS] [kill|partition]`:
+  /// `mc-test-helper near-stale-check URL [SECONDS] [FAULT_EVERY_MS] [kill|partition|reshard|failover]`:
   /// writes through host 0 every millisecond, reads on hosts 1-3 (whose holders are
   /// `mapped-cache agent` processes), and every FAULT_EVERY_MS makes a fault on one host:
   /// `kill` SIGKILLs its agent (restarting it) or CLIENT KILLs its tracking connection;
   /// `partition` puts the host behind a proxy that black-holes, or resets, every
-  /// connection between it and Redis for 400 ms (twice maxStaleness). Every read is
+  /// connection between it and Redis for 400 ms (twice maxStaleness); `reshard` (a
+  /// `redis-cluster://` URL) moves the probe key's slot to the next primary; `failover` (a
+  /// cluster with replicas) promotes a replica of the probe's primary. Every read is
   /// checked: a value whose successor was acknowledged more than maxStaleness (200 ms) +
   /// 50 ms before the read began is a violation.
   static func staleCheck(_ args: [String]) throws -> Int32 {
@@ -170,11 +174,14 @@ enum NearBench {
     let seconds = args.count > 1 ? Double(args[1]) ?? 10 : 10
     let faultEveryMs = args.count > 2 ? Int(args[2]) ?? 300 : 300
     let partition = args.count > 3 && args[3] == "partition"
-    guard case .tcp(_, let redisPort) = try RedisEndpoint(url: url).address else { return 64 }
+    let reshard = args.count > 3 && args[3] == "reshard"
+    let failover = args.count > 3 && args[3] == "failover"
     // In partition mode each reader host reaches Redis through its own proxy.
-    let proxies: [Int: FaultProxy] =
-      partition
-      ? Dictionary(uniqueKeysWithValues: try (1...3).map { ($0, try FaultProxy(to: redisPort)) }) : [:]
+    var proxies: [Int: FaultProxy] = [:]
+    if partition {
+      guard case .tcp(_, let redisPort) = try RedisEndpoint(url: url).address else { return 64 }
+      proxies = Dictionary(uniqueKeysWithValues: try (1...3).map { ($0, try FaultProxy(to: redisPort)) })
+    }
     defer { for p in proxies.values { p.stop() } }
     func hostURL(_ h: Int) -> String { proxies[h]?.url ?? url }
     var faultEnds: [Int: UInt64] = [:]
@@ -268,7 +275,15 @@ enum NearBench {
       }
       if now() >= nextFault {
         let h = 1 + faults % 3
-        if partition {
+        if failover {
+          do { try ClusterChaos.failover(ClusterSlots.slot(prefix + "probe"), raw) } catch {
+            print("failover failed: \(error)")
+          }
+        } else if reshard {
+          do { try ClusterChaos.moveSlot(ClusterSlots.slot(prefix + "probe"), raw) } catch {
+            print("reshard failed: \(error)")
+          }
+        } else if partition {
           if faultEnds[h] == nil {
             proxies[h]?.mode = faults % 2 == 0 ? .blackHole : .reset
             faultEnds[h] = now() + 400_000_000
@@ -288,12 +303,17 @@ enum NearBench {
     }
     writerDone.wait()
     let st = hosts[1].statistics
-    let kinds = partition ? "400 ms black hole / reset" : "agent SIGKILL / CLIENT KILL"
+    let kinds =
+      failover
+      ? "the probe's primary failed over"
+      : reshard ? "the probe's slot moved" : partition ? "400 ms black hole / reset" : "agent SIGKILL / CLIENT KILL"
     print(
       "stale check: \(checked) reads checked on 3 hosts, \(violations) violations of maxStaleness 200 ms + 50 ms, "
         + "worst lateness \(String(format: "%.1f", Double(worstNs) / 1e6)) ms; \(faults) faults (\(kinds)); "
         + "\(errors) reads failed; host 1: \(st.holderChanges) holder changes, \(st.reconnects) reconnects, "
-        + "\(st.fenceMisses) fence misses")
+        + "\(st.fenceMisses) fence misses"
+        + (reshard || failover
+          ? "; MOVED \(st.movedRedirects), ASK \(st.askRedirects), slot buckets dropped \(st.slotBucketsDropped)" : ""))
     for h in hosts { h.close() }
     _ = try? hosts[0].remote.removeAllKeys()
     return violations == 0 ? 0 : 1

@@ -18,16 +18,27 @@ public struct ComputeOptions: Sendable, Equatable {
   public var cacheFailuresFor: TimeInterval?
   /// Longest pause between two looks while waiting (backoff starts at 1 ms).
   public var maxPollInterval: TimeInterval
+  /// Single flight across the fleet, for tiers that have one (the Redis near cache):
+  /// one process in the whole fleet computes a missing key under a lease of
+  /// `leaseDuration` seconds, the others wait for its value. `SharedCache` itself, one
+  /// host, ignores it.
+  public var fleetWide: Bool
+  /// How long a fleet-wide computer's lease lasts without renewal (it is renewed every
+  /// third of that while the computation runs): the longest a dead or stalled computer
+  /// holds the others up before one of them takes over.
+  public var leaseDuration: TimeInterval
 
   /// Options for get-or-compute; see each property.
   public init(
     waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
-    maxPollInterval: TimeInterval = 0.02
+    maxPollInterval: TimeInterval = 0.02, fleetWide: Bool = false, leaseDuration: TimeInterval = 10
   ) {
     self.waitTimeout = waitTimeout
     self.serveStale = serveStale
     self.cacheFailuresFor = cacheFailuresFor
     self.maxPollInterval = maxPollInterval
+    self.fleetWide = fleetWide
+    self.leaseDuration = leaseDuration
   }
 }
 

@@ -99,11 +99,12 @@ enum Format {
 
     static let countLimit = 640, costLimit = 648
 
-    /// Words reserved for tiers layered on the cache (the near cache's heartbeats and
-    /// fences): `tierWordCount` words from here, zero in a new file and in files of
-    /// builds that predate them, never read or written by the engine itself.
+    /// Words reserved for tiers layered on the cache (the near cache's heartbeats,
+    /// fences and per-slot epochs): `tierWordCount` words from here to 3968, inside the
+    /// header page, zero in a new file and in files of builds that predate them (the page
+    /// past the fields above was always zero), never read or written by the engine itself.
     static let tierWords = 768
-    static let tierWordCount = 16
+    static let tierWordCount = 400
   }
 
   // Process-table entry field offsets.

@@ -152,8 +152,20 @@ enum StatsCommand {
       for (i, age) in n.heartbeatAgeMilliseconds.enumerated() {
         t.add([
           "heartbeat age", age.map { "\($0) ms" } ?? "never",
-          "node \(i)\(n.fenceFresh ? "" : ", fenced: reads go to Redis")",
+          "node \(i < n.heartbeatNodes.count ? n.heartbeatNodes[i] : "\(i)")\(n.fenceFresh ? "" : ", fenced: reads go to Redis")",
         ])
+      }
+      if !n.heartbeatNodes.isEmpty {
+        t.add(["MOVED", Units.count(Int(n.movedRedirects)), "cluster redirects followed"])
+        t.add(["ASK", Units.count(Int(n.askRedirects)), "redirects during slot migrations"])
+        t.add(["slot maps", Units.count(Int(n.slotMapRefreshes)), "read by the holder"])
+        t.add(["slot buckets dropped", Units.count(Int(n.slotBucketsDropped)), "a slot of theirs moved"])
+      }
+      if n.leaseWins + n.leaseWaits + n.leaseTakeovers + n.leasesLost > 0 {
+        t.add(["leases won", Units.count(Int(n.leaseWins)), "fleet-wide computes"])
+        t.add(["lease waits", Units.count(Int(n.leaseWaits)), "for another owner's value"])
+        t.add(["lease takeovers", Units.count(Int(n.leaseTakeovers)), "after an owner's lease expired"])
+        t.add(["leases lost", Units.count(Int(n.leasesLost)), "values not stored"])
       }
       t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
       t.add(["invalidations", Units.count(Int(n.invalidationsReceived)), "keys received"])
@@ -227,6 +239,10 @@ enum StatsCommand {
       "flushes": Int(n.flushes), "reconnects": Int(n.reconnects), "holder_changes": Int(n.holderChanges),
       "stale_serves": Int(n.staleServes), "fence_misses": Int(n.fenceMisses), "epoch_misses": Int(n.epochMisses),
       "remote_fetches": Int(n.remoteFetches), "remote_fetch_mean_us": JSON.number(n.remoteFetchMeanMicroseconds),
+      "heartbeat_nodes": n.heartbeatNodes, "moved_redirects": Int(n.movedRedirects),
+      "ask_redirects": Int(n.askRedirects), "slot_map_refreshes": Int(n.slotMapRefreshes),
+      "slot_buckets_dropped": Int(n.slotBucketsDropped), "lease_wins": Int(n.leaseWins),
+      "lease_waits": Int(n.leaseWaits), "lease_takeovers": Int(n.leaseTakeovers), "leases_lost": Int(n.leasesLost),
     ]
   }
 }
