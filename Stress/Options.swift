@@ -49,6 +49,11 @@ struct StressOptions: Sendable {
   var redisURL: String? = nil
   /// Start a private redis-server on a free loopback port for the run.
   var redisSpawn = false
+  /// Start a private Redis Cluster of three primaries on free loopback ports for the run.
+  var redisSpawnCluster = false
+  /// Cluster only: seconds between slot moves (the slot of a random key of the run goes
+  /// to the next primary); nil: none.
+  var reshardEvery: Double? = nil
   var hosts = 4
   /// Each host's file size.
   var hostCapacity = 16 << 20
@@ -79,7 +84,9 @@ struct StressOptions: Sendable {
   var coordinatorPID: Int32 = 0
 
   var prefill: Bool { !noPrefill && !readThrough }
-  var redisMode: Bool { redisURL != nil || redisSpawn }
+  var redisMode: Bool { redisURL != nil || redisSpawn || redisSpawnCluster }
+  /// Whether the run's Redis is a cluster (spawned, or named by a redis-cluster:// URL).
+  var redisCluster: Bool { redisSpawnCluster || redisURL?.hasPrefix("redis-cluster://") == true }
   var lockMode: LockMode { lock == .flock ? .flock : .sharedWord }
   var writers: Int { procs * threads }
   var valueSizeText: String { valueMin == valueMax ? "\(valueMin)" : "\(valueMin)-\(valueMax)" }
@@ -296,10 +303,11 @@ enum OptionTable {
     OptionSpec(
       flag: "--redis", valueName: "URL", defaultText: "off",
       help:
-        "Redis mode: --hosts hosts, each its own cache file and --procs processes, read and write through NearCache in front of this Redis (redis://host:port/db or unix:///path); reports staleness beside throughput",
+        "Redis mode: --hosts hosts, each its own cache file and --procs processes, read and write through NearCache in front of this Redis (redis://host:port/db, unix:///path, or redis-cluster://h:p,h:p for a Redis Cluster); reports staleness beside throughput",
       apply: { o, v throws(UsageError) in
-        guard v.hasPrefix("redis://") || v.hasPrefix("unix://") else {
-          throw UsageError("--redis wants a redis:// or unix:// URL, not \(v.isEmpty ? "nothing" : v)")
+        guard v.hasPrefix("redis://") || v.hasPrefix("unix://") || v.hasPrefix("redis-cluster://") else {
+          throw UsageError(
+            "--redis wants a redis://, unix:// or redis-cluster:// URL, not \(v.isEmpty ? "nothing" : v)")
         }
         o.redisURL = v
       }, passOn: { $0.redisURL }),
@@ -307,6 +315,18 @@ enum OptionTable {
       flag: "--redis-spawn", valueName: nil, defaultText: "off",
       help: "Redis mode against a private redis-server (from PATH) started on a free loopback port for the run",
       apply: { o, _ in o.redisSpawn = true }, passOn: { $0.redisSpawn ? "" : nil }),
+    OptionSpec(
+      flag: "--redis-spawn-cluster", valueName: nil, defaultText: "off",
+      help:
+        "Redis mode against a private Redis Cluster of three primaries (redis-server and redis-cli from PATH) on free loopback ports",
+      apply: { o, _ in o.redisSpawnCluster = true }, passOn: { $0.redisSpawnCluster ? "" : nil }),
+    OptionSpec(
+      flag: "--reshard-every", valueName: "TIME", defaultText: "off",
+      help:
+        "Redis mode with a cluster: this often, 50ms to 1h, move the slot of a random key of the run (its keys migrated) to the next primary",
+      apply: { o, v throws(UsageError) in
+        o.reshardEvery = try parseDuration(v, flag: "--reshard-every", min: 0.05, max: 3600)
+      }, passOn: { $0.reshardEvery.map { "\($0)" } }),
     OptionSpec(
       flag: "--hosts", valueName: "H", defaultText: "4",
       help: "Redis mode: hosts (cache files, each with its own invalidation holder), 1 to 16",
@@ -518,11 +538,14 @@ enum OptionTable {
 
   /// The Redis mode's options against the rest.
   static func validateRedis(_ o: StressOptions) throws(UsageError) {
-    if o.redisURL != nil && o.redisSpawn { throw UsageError("--redis and --redis-spawn exclude each other") }
+    if [o.redisURL != nil, o.redisSpawn, o.redisSpawnCluster].filter({ $0 }).count > 1 {
+      throw UsageError("--redis, --redis-spawn and --redis-spawn-cluster exclude each other")
+    }
     guard o.redisMode else {
       for (flag, set) in [
         ("--kill-holder-every", o.killHolderEvery != nil), ("--blackhole-every", o.blackholeEvery != nil),
         ("--kill-redis-every", o.killRedisEvery != nil), ("--plant-stale", o.plantStale),
+        ("--reshard-every", o.reshardEvery != nil),
       ] where set {
         throw UsageError("\(flag) needs --redis URL or --redis-spawn")
       }
@@ -533,6 +556,13 @@ enum OptionTable {
     }
     if o.killRedisEvery != nil && !o.redisSpawn {
       throw UsageError("--kill-redis-every needs --redis-spawn (only a server of the run's own is killed)")
+    }
+    if o.reshardEvery != nil && !o.redisCluster {
+      throw UsageError("--reshard-every needs a cluster: --redis-spawn-cluster or --redis redis-cluster://…")
+    }
+    if o.redisCluster && (o.blackholeEvery != nil || o.killRedisEvery != nil) {
+      throw UsageError(
+        "--blackhole-every and --kill-redis-every work with one server (--redis-spawn), not with a cluster")
     }
     if o.blackholeEvery != nil, o.redisURL?.hasPrefix("unix://") == true {
       throw UsageError("--blackhole-every needs a TCP Redis (the fault proxy is TCP), not \(o.redisURL!)")

@@ -16,6 +16,7 @@ final class RedisCoordinator: @unchecked Sendable {
   private let dir: ControlDirectory
   private let layout: RedisRunLayout
   private var server: SpawnedRedis?
+  private var cluster: SpawnedCluster?
   private var url = ""
   private var proxies: [FaultProxy] = []
   private var processes: [Process?] = []
@@ -70,6 +71,11 @@ final class RedisCoordinator: @unchecked Sendable {
       server = s
       url = s.url
       progress("started redis-server (pid \(s.pid)) on \(s.url)")
+    } else if o.redisSpawnCluster {
+      let c = try SpawnedCluster(dir: dir.path, primaries: 3)
+      cluster = c
+      url = c.url
+      progress("started a Redis Cluster of \(c.nodes.count) primaries on \(c.url)")
     } else {
       url = o.redisURL!
     }
@@ -124,6 +130,8 @@ final class RedisCoordinator: @unchecked Sendable {
     var nextKill = every(o.killHolderEvery).map { start + $0 }
     var nextHole = every(o.blackholeEvery).map { start + $0 }
     var nextRedisKill = every(o.killRedisEvery).map { start + $0 }
+    var nextReshard = every(o.reshardEvery).map { start + $0 }
+    var reshardRNG = SplitMix64(seed: (o.seed ?? 1) &+ 0x5107)
     var holeEnds: [Int: UInt64] = [:]
     var maxHeartbeatAge = [UInt64](repeating: 0, count: o.hosts)
     var plantAt = o.plantStale ? start + durationNs / 3 : nil
@@ -166,6 +174,22 @@ final class RedisCoordinator: @unchecked Sendable {
           failures.append("redis-server did not restart: \(error)")
         }
         nextRedisKill = t + every(o.killRedisEvery)!
+      }
+      if let t = nextReshard, now >= t {
+        // The slot of a random key of the run, so that the move migrates keys readers use.
+        let key = layout.keyPrefix + layout.keys[Int(reshardRNG.next() % UInt64(layout.keys.count))]
+        let slot = ClusterSlots.slot(key)
+        do {
+          let to = try RedisClusterAdmin.moveSlot(slot, direct)
+          faults.reshards += 1
+          if faults.reshards <= 3 || faults.reshards % 20 == 0 {
+            progress("fault: slot \(slot) moved to \(to) (\(faults.reshards) moves)")
+          }
+        } catch {
+          faults.reshardsFailed += 1
+          progress("fault: moving slot \(slot) failed: \(error)")
+        }
+        nextReshard = t + every(o.reshardEvery)!
       }
       noteUnexpectedExits(end: end)
       // How stale each host's fence got: a holder descheduled, stopped, killed or cut off
@@ -254,6 +278,8 @@ final class RedisCoordinator: @unchecked Sendable {
     var wo = o
     wo.redisURL = hostURL(layout.host(ofWorker: w))
     wo.redisSpawn = false
+    wo.redisSpawnCluster = false
+    wo.reshardEvery = nil
     wo.killRedisEvery = nil
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
@@ -364,6 +390,8 @@ final class RedisCoordinator: @unchecked Sendable {
     for p in proxies { p.stop() }
     if let s = server {
       s.stop()
+    } else if let c = cluster {
+      c.stop()
     } else if !url.isEmpty {
       // The run's keys only (SCAN MATCH prefix* + UNLINK).
       if let c = try? RedisClient(url: url, options: RedisOptions(connectTimeout: 2, commandTimeout: 5)) {
@@ -382,7 +410,11 @@ struct RedisFaults {
   var holderKillsSkipped = 0
   var blackholes = 0
   var redisKills = 0
-  var any: Bool { holderKills + holderKillsSkipped + blackholes + redisKills > 0 }
+  /// Slots moved between primaries (`--reshard-every`), and moves that failed (a move
+  /// fails when the cluster is busy; the run goes on).
+  var reshards = 0
+  var reshardsFailed = 0
+  var any: Bool { holderKills + holderKillsSkipped + blackholes + redisKills + reshards + reshardsFailed > 0 }
 }
 
 /// Every worker's counters and histograms, summed.
@@ -414,14 +446,18 @@ final class SpawnedRedis {
     return nil
   }
 
-  init(dir: String) throws {
+  /// A cluster node (`--cluster-enabled`, its nodes file in `dir`) rather than a server.
+  private let clusterNode: Bool
+
+  init(dir: String, clusterNode: Bool = false) throws {
     self.dir = dir
+    self.clusterNode = clusterNode
     var lastError: (any Error)? = nil
     // A port found free can be taken before redis-server binds it: then another one.
     for _ in 0..<8 {
       let p = try Self.freePort()
       do {
-        try Self.start(port: p, dir: dir, into: &process)
+        try Self.start(port: p, dir: dir, clusterNode: clusterNode, into: &process)
         port = p
         return
       } catch {
@@ -431,7 +467,7 @@ final class SpawnedRedis {
     throw lastError ?? StressFailure("cannot start redis-server")
   }
 
-  private static func start(port: UInt16, dir: String, into process: inout Process?) throws {
+  private static func start(port: UInt16, dir: String, clusterNode: Bool, into process: inout Process?) throws {
     guard let binary else { throw StressFailure("--redis-spawn: redis-server is not on PATH") }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: binary)
@@ -439,6 +475,11 @@ final class SpawnedRedis {
       "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
       "--daemonize", "no", "--loglevel", "warning",
     ]
+    if clusterNode {
+      p.arguments! += [
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes-\(port).conf", "--cluster-node-timeout", "5000",
+      ]
+    }
     p.standardInput = FileHandle.nullDevice
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
@@ -468,7 +509,7 @@ final class SpawnedRedis {
   /// SIGKILLs the server and starts it again, empty, on the same port.
   func restart() throws {
     stop()
-    try Self.start(port: port, dir: dir, into: &process)
+    try Self.start(port: port, dir: dir, clusterNode: clusterNode, into: &process)
   }
 
   func stop() {
@@ -496,4 +537,48 @@ final class SpawnedRedis {
     guard ok else { throw StressFailure("bind: \(String(cString: strerror(errno)))") }
     return UInt16(bigEndian: addr.sin_port)
   }
+}
+
+/// A Redis Cluster of the run's own: `primaries` cluster nodes (`SpawnedRedis`), joined by
+/// `redis-cli --cluster create` with no replicas, ready when every node says
+/// `cluster_state:ok` and maps every slot.
+final class SpawnedCluster {
+  let nodes: [SpawnedRedis]
+  var url: String { "redis-cluster://" + nodes.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") }
+
+  init(dir: String, primaries: Int) throws {
+    guard let cli = Self.redisCLI else { throw StressFailure("--redis-spawn-cluster: redis-cli is not on PATH") }
+    nodes = try (0..<primaries).map { _ in try SpawnedRedis(dir: dir, clusterNode: true) }
+    let create = Process()
+    create.executableURL = URL(fileURLWithPath: cli)
+    create.arguments =
+      ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + ["--cluster-replicas", "0", "--cluster-yes"]
+    create.standardInput = FileHandle.nullDevice
+    create.standardOutput = FileHandle.nullDevice
+    create.standardError = FileHandle.nullDevice
+    try create.run()
+    create.waitUntilExit()
+    guard create.terminationStatus == 0 else {
+      throw StressFailure("redis-cli --cluster create failed (status \(create.terminationStatus))")
+    }
+    let deadline = Date().addingTimeInterval(30)
+    for n in nodes {
+      let c = RedisClient(
+        endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: n.port)),
+        options: RedisOptions(connectTimeout: 0.5, commandTimeout: 1))
+      while true {
+        let info = (try? c.call("CLUSTER", "INFO").string) ?? ""
+        if info.contains("cluster_state:ok") && info.contains("cluster_slots_assigned:16384") { break }
+        if Date() > deadline { throw StressFailure("the spawned cluster was not ready within 30 s") }
+        usleep(20_000)
+      }
+    }
+  }
+
+  static var redisCLI: String? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    return (path.split(separator: ":") + ["/usr/bin"]).map { "\($0)/redis-cli" }.first { access($0, X_OK) == 0 }
+  }
+
+  func stop() { for n in nodes { n.stop() } }
 }

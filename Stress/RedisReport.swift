@@ -70,7 +70,8 @@ struct RedisRunReport {
       \(c.writeErrors) write errors; \(c.lateWriteReads) reads of a version whose SET went unanswered \
       (may have landed late: not judged)
       faults:           \(faults.holderKills) holder kills (\(faults.holderKillsSkipped) skipped: no holder), \
-      \(faults.blackholes) black holes of \(Int(o.blackholeFor * 1000)) ms, \(faults.redisKills) redis-server kills
+      \(faults.blackholes) black holes of \(Int(o.blackholeFor * 1000)) ms, \(faults.redisKills) redis-server kills, \
+      \(faults.reshards) slot moves (\(faults.reshardsFailed) failed)
       tracking conns:   \(tracking.min().map(String.init) ?? "?")-\(tracking.max().map(String.init) ?? "?") \
       (\(o.hosts) hosts; sampled \(tracking.count) times)
 
@@ -135,6 +136,8 @@ struct RedisRunReport {
     j["holder_kills"] = .int(faults.holderKills)
     j["blackholes"] = .int(faults.blackholes)
     j["redis_kills"] = .int(faults.redisKills)
+    j["reshards"] = .int(faults.reshards)
+    j["reshards_failed"] = .int(faults.reshardsFailed)
     j["tracking_connections_min"] = tracking.min().map { .int($0) } ?? .null
     j["tracking_connections_max"] = tracking.max().map { .int($0) } ?? .null
     j["invalidations_received"] = .int(Int(sum(\.invalidationsReceived)))

@@ -6,43 +6,10 @@ import MappedCacheRedis
 /// `CLUSTER SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE` sequence that
 /// `redis-cli --cluster reshard` runs, for one slot.
 enum ClusterChaos {
-  /// Moves `slot` from its owner to the next primary of the cluster's slot map (read
-  /// now); returns the new owner's port.
+  /// Moves `slot` from its owner to the next primary; returns the new owner's port.
   @discardableResult
   static func moveSlot(_ slot: Int, _ cluster: RedisClient) throws -> UInt16 {
-    guard let map = try cluster.refreshClusterSlotMap(), let source = map.owner(ofSlot: slot), map.nodes.count > 1,
-      let i = map.nodes.firstIndex(of: source)
-    else { throw CacheError.invalidArgument("slot \(slot) has no owner, or the cluster has one primary") }
-    let target = map.nodes[(i + 1) % map.nodes.count]
-    func client(_ n: ClusterNode) -> RedisClient {
-      cluster.client(forPrimary: RedisEndpoint(address: .tcp(host: n.host, port: n.port)))
-    }
-    let (src, dst) = (client(source), client(target))
-    guard let srcID = try src.call("CLUSTER", "MYID").string, let dstID = try dst.call("CLUSTER", "MYID").string
-    else { throw CacheError.invalidArgument("no node ids") }
-    let s = String(slot)
-    do {
-      try dst.call("CLUSTER", "SETSLOT", s, "IMPORTING", srcID)
-      try src.call("CLUSTER", "SETSLOT", s, "MIGRATING", dstID)
-      while true {
-        let keys = (try src.call("CLUSTER", "GETKEYSINSLOT", s, "1000").elements ?? []).compactMap(\.bytes)
-        if keys.isEmpty { break }
-        try src.call(
-          ["MIGRATE", target.host, String(target.port), "", "0", "5000", "REPLACE", "KEYS"].map { Array($0.utf8) }
-            + keys)
-      }
-      try dst.call("CLUSTER", "SETSLOT", s, "NODE", dstID)
-      try src.call("CLUSTER", "SETSLOT", s, "NODE", dstID)
-    } catch {
-      // Leave no half-made migration behind.
-      _ = try? dst.call("CLUSTER", "SETSLOT", s, "STABLE")
-      _ = try? src.call("CLUSTER", "SETSLOT", s, "STABLE")
-      throw error
-    }
-    for n in map.nodes where n != source && n != target {
-      _ = try? client(n).call("CLUSTER", "SETSLOT", s, "NODE", dstID)
-    }
-    return target.port
+    try RedisClusterAdmin.moveSlot(slot, cluster).port
   }
 
   /// Promotes a replica of the primary of `slot` (`CLUSTER FAILOVER FORCE` on it: the
