@@ -229,15 +229,17 @@ struct SlotIndex {
   }
 
   /// Rewrites slot `i`'s inline value in place, its key (`klen` bytes) and words other
-  /// than `meta` unchanged.
+  /// than `meta` unchanged. `midway` runs after the stores, with `seq` still odd (a test
+  /// hook: the reliability tests kill a counter's rewrite there).
   @inline(__always)
   func rewriteInlineValue(
     _ i: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
-    cas: UInt64, _ held: borrowing WriteLock.Held
+    cas: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
   ) {
     seqlockWrite(i) {
       memory.meta(i).store(meta | Format.inlineBit, .relaxed)
       memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas, held)
+      midway()
     }
   }
 
