@@ -9,7 +9,7 @@ let typedCommands: [String: HelperCommand] = [
   "compute-once": typedComputeOnce,
   "incr": typedIncrement,
   "bench-typed": typedBench,
-]
+].merging(decodedCommands) { a, _ in a }
 
 final class ResultBox<T>: @unchecked Sendable { var result: Result<T, Error>? }
 

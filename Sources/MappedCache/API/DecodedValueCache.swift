@@ -187,7 +187,8 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     s.table.withLock { t in
       if t.hashes.isEmpty {
         t.hashes = Array(repeating: 0, count: s.sets * Self.ways)
-        t.entries = Array(repeating: Entry(stamp: .none, cost: 0, referenced: false, value: nil), count: s.sets * Self.ways)
+        t.entries = Array(
+          repeating: Entry(stamp: .none, cost: 0, referenced: false, value: nil), count: s.sets * Self.ways)
       }
       let b = Self.setStart(hash, sets: s.sets)
       for w in b..<b + Self.ways where t.hashes[w] == hash {

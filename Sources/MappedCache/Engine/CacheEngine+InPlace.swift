@@ -28,3 +28,26 @@ extension CacheEngine {
     }
   }
 }
+
+extension SharedCache where Value: FixedWidthInteger {
+  /// Test hook: adds `delta` to `key`'s inline counter in its slot as `increment` does,
+  /// running `midway` inside the slot's seqlock write (the slot odd, the new value
+  /// stored), where a reliability test kills the process. False when the in-place
+  /// path does not apply (nothing changed, `midway` not run).
+  @_spi(Testing)
+  public func _rewriteInPlace(forKey key: String, by delta: Value, midway: () -> Void) throws -> Bool {
+    try withKey(key) { k in
+      try engine.rewriteInPlace(k, expiry: nil, midway: midway) { current, out in
+        let new = try codec.decodeValue(current) &+ delta
+        var n = -1
+        try codec.withValueBytes(new) { b in
+          if b.count <= out.count, let dst = out.baseAddress, let src = b.baseAddress {
+            dst.copyMemory(from: src, byteCount: b.count)
+            n = b.count
+          }
+        }
+        return n
+      }
+    }
+  }
+}

@@ -1,0 +1,42 @@
+import CheckedValues
+import Foundation
+import Glibc
+@_spi(Testing) import MappedCache
+
+// Child-process commands for the decoded-value cache and in-place counter tests.
+let decodedCommands: [String: HelperCommand] = [
+  "decoded-writer": decodedWriter,
+  "incr-die": incrementDie,
+]
+
+/// decoded-writer PATH KEY ROUNDS REMOVE_EVERY: writes `CountedRecord`s for KEY with
+/// counters 1...ROUNDS in order; after every REMOVE_EVERY-th it removes KEY and then
+/// records the removal under "ack:KEY" (a record whose counter is the last one written
+/// before the removal), so a reader that has read the ack knows no counter up to it may
+/// be read again. Prints "wrote ROUNDS removed R".
+@Sendable func decodedWriter(_ a: [String]) throws -> Int32 {
+  guard a.count == 4, let rounds = Int(a[2]), let every = Int(a[3]), every > 0 else { return 64 }
+  let cache = try SharedCache<CountedRecord>(path: a[0], capacity: 4 << 20)
+  let key = a[1]
+  var removed = 0
+  for c in 1...max(1, rounds) {
+    try cache.setObject(CountedRecord(key: key, counter: c), forKey: key)
+    if c % every == 0 {
+      try cache.removeObject(forKey: key)
+      try cache.setObject(CountedRecord(key: "ack:" + key, counter: c), forKey: "ack:" + key)
+      removed += 1
+    }
+  }
+  print("wrote \(rounds) removed \(removed)")
+  return 0
+}
+
+/// incr-die PATH KEY: adds 1 to KEY's inline counter in place and is killed by SIGKILL
+/// inside the slot's seqlock write (the new value stored, the slot still odd, the lock
+/// held). Exits 2 if the in-place path did not apply.
+@Sendable func incrementDie(_ a: [String]) throws -> Int32 {
+  guard a.count == 2 else { return 64 }
+  let cache = try SharedCache<Int>(path: a[0], capacity: 4 << 20)
+  let applied = try cache._rewriteInPlace(forKey: a[1], by: 1) { kill(getpid(), SIGKILL) }
+  return applied ? 0 : 2
+}
