@@ -7,6 +7,7 @@ import Glibc
 let decodedCommands: [String: HelperCommand] = [
   "decoded-writer": decodedWriter,
   "incr-die": incrementDie,
+  "coder-loop": coderLoop,
 ]
 
 /// decoded-writer PATH KEY ROUNDS REMOVE_EVERY: writes `CountedRecord`s for KEY with
@@ -39,4 +40,20 @@ let decodedCommands: [String: HelperCommand] = [
   let cache = try SharedCache<Int>(path: a[0], capacity: 4 << 20)
   let applied = try cache._rewriteInPlace(forKey: a[1], by: 1) { kill(getpid(), SIGKILL) }
   return applied ? 0 : 2
+}
+
+/// coder-loop decode|encode N: N binary-coder decodes (or encodes) of bench-typed's
+/// 5-field struct, for profilers (`valgrind --tool=callgrind`, `perf`). Prints a checksum.
+@Sendable func coderLoop(_ a: [String]) throws -> Int32 {
+  guard a.count == 2, let n = Int(a[1]) else { return 64 }
+  let record = BenchRecord(id: 42, name: "a small record", score: 3.25, tags: ["red", "green"], active: true)
+  let bytes = try BinaryCoding.encode(record)
+  var sink = 0
+  switch a[0] {
+  case "decode": for _ in 0..<n { sink &+= try BinaryCoding.decode(BenchRecord.self, from: bytes).id }
+  case "encode": for _ in 0..<n { sink &+= try BinaryCoding.encode(record).count }
+  default: return 64
+  }
+  print(sink)
+  return 0
 }
