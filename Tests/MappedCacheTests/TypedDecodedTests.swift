@@ -107,6 +107,22 @@ import Testing
     #expect(try reader.object(forKey: "n") == -10)
   }
 
+  /// Keys spread over the sets and stripes: a thousand keys fit the default limits, and
+  /// reading them again decodes (almost) nothing.
+  @Test func manyKeysAreKept() throws {
+    let p = Support.tempPath("dv-spread")
+    defer { Support.cleanup(p) }
+    let c = try SharedCache<CountedRecord>(path: p, capacity: 8 << 20)
+    let keys = (0..<1000).map { "spread-key-\($0)" }
+    for (i, k) in keys.enumerated() { try c.setObject(CountedRecord(key: k, counter: i), forKey: k) }
+    for (i, k) in keys.enumerated() { #expect(try c.object(forKey: k)?.counter == i) }
+    let kept = c._decodedUsage.count
+    #expect(kept >= 950, "\(kept) of 1000 kept")
+    let d0 = Self.decodes
+    for (i, k) in keys.enumerated() { #expect(try c.object(forKey: k)?.counter == i) }
+    #expect(Self.decodes - d0 <= 1000 - kept, "only keys not kept are decoded again")
+  }
+
   /// The count limit holds however many keys are read; values count their bytes, the
   /// byte limit holds too, and a value too large to keep is still read correctly.
   @Test func staysWithinItsLimits() throws {

@@ -153,7 +153,7 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   /// The first way of `hash`'s set in a stripe of `sets` sets.
   @inlinable @inline(__always)
   static func setStart(_ hash: UInt64, sets: Int) -> Int {
-    Int(truncatingIfNeeded: ((hash >> 1) & 0xFFFF_FFFF) &* UInt64(sets) >> 32) &* ways
+    Int(truncatingIfNeeded: (((hash >> 1) & 0xFFFF_FFFF) &* UInt64(sets)) >> 32) &* ways
   }
 
   /// The kept value for `hash`, with its stamp (to be checked against the file), and
