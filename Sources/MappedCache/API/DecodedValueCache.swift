@@ -49,9 +49,9 @@ public struct DecodedValueCaching: Sendable, Equatable {
 
 /// A process-local, bounded, thread-safe table of decoded values, each with the stamp
 /// (`EntryStamp`: version, length, checksum) of the write it was decoded from. It never
-/// answers a read by itself: `SharedCache.object(forKey:)` takes a candidate from it,
-/// then asks the file whether the key's live entry still carries the candidate's stamp
-/// (`CacheEngine.copyStampedValue`, one seqlock read of the slot), and only then returns it.
+/// answers a read by itself: `SharedCache.object(forKey:)` first reads the stamp of the
+/// key's live entry from the file (`CacheEngine.entryStamp`, one seqlock read of the
+/// slot, nothing copied), and takes a kept value only if it carries that stamp.
 ///
 /// Layout: `stripes` stripes (by the hash's top bits), each behind its own `Mutex` so
 /// threads reading different keys rarely meet; in a stripe, sets of `ways` entries (by
@@ -84,10 +84,11 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     @usableFromInline var hand = 0
   }
 
-  /// A value handed out of a stripe's lock: the caller gets its own copy (a value type's
-  /// storage is shared copy-on-write, whose reference counts are atomic).
+  /// A value handed into or out of a stripe's lock (`Mutex` wants what crosses it to be
+  /// `Sendable`): each side gets its own copy, and a value type's storage is shared
+  /// copy-on-write with atomic reference counts.
   @usableFromInline
-  struct Candidate: @unchecked Sendable {
+  struct Handoff: @unchecked Sendable {
     @usableFromInline var stamp: EntryStamp
     @usableFromInline var value: Value
     @usableFromInline init(stamp: EntryStamp, value: Value) {
@@ -156,22 +157,22 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     Int(truncatingIfNeeded: (((hash >> 1) & 0xFFFF_FFFF) &* UInt64(sets)) >> 32) &* ways
   }
 
-  /// The kept value for `hash`, with its stamp (to be checked against the file), and
-  /// marks it referenced.
+  /// The value kept for `hash` if it was decoded from the write `stamp` names (the
+  /// file's live entry, just read), marking it referenced.
   @inlinable
-  func candidate(_ hash: UInt64) -> Candidate? {
+  func value(_ hash: UInt64, stamp: EntryStamp) -> Value? {
     let s = stripe(hash)
     let sets = s.sets
-    return s.table.withLock { t -> Candidate? in
+    return s.table.withLock { t -> Handoff? in
       guard !t.hashes.isEmpty else { return nil }
       let b = Self.setStart(hash, sets: sets)
       for w in b..<b &+ Self.ways where t.hashes[w] == hash {
+        guard t.entries[w].stamp == stamp, let v = t.entries[w].value else { return nil }
         if !t.entries[w].referenced { t.entries[w].referenced = true }
-        guard let v = t.entries[w].value else { return nil }
-        return Candidate(stamp: t.entries[w].stamp, value: v)
+        return Handoff(stamp: stamp, value: v)
       }
       return nil
-    }
+    }?.value
   }
 
   /// Keeps `value`, decoded from the write `stamp` names, for `hash`. An entry already
@@ -182,8 +183,8 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     let cost = Int(stamp.count) &+ Self.overhead
     guard stamp.version != 0, Int(stamp.count) <= largestValue else { return }
     let s = stripe(hash)
-    // Handed into the lock as a Sendable box: the table takes it over (see `Candidate`).
-    let boxed = Candidate(stamp: stamp, value: value)
+    // Handed into the lock as a Sendable box: the table takes it over (see `Handoff`).
+    let boxed = Handoff(stamp: stamp, value: value)
     s.table.withLock { t in
       if t.hashes.isEmpty {
         t.hashes = Array(repeating: 0, count: s.sets * Self.ways)
@@ -220,17 +221,6 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
       t.count += 1
       t.bytes += cost
       Self.sweep(&t, s, sparing: way)
-    }
-  }
-
-  /// Forgets `hash`'s entry (the file no longer has the write it was decoded from).
-  @usableFromInline
-  func remove(_ hash: UInt64) {
-    let s = stripe(hash)
-    s.table.withLock { t in
-      guard !t.hashes.isEmpty else { return }
-      let b = Self.setStart(hash, sets: s.sets)
-      for w in b..<b + Self.ways where t.hashes[w] == hash { Self.evict(&t, at: w) }
     }
   }
 

@@ -1,23 +1,26 @@
 // The typed read through the per-process cache of decoded values (`DecodedValueCache`).
 
 extension SharedCache {
-  /// `object(forKey:)` with decoded values kept: takes the kept candidate for the key's
-  /// hash, then reads the file as usual except that when the key's live entry is the
-  /// write the candidate was decoded from (same stamp, checked inside the slot's
-  /// seqlock read, expiry judged as on every read) nothing is copied or decoded and the
-  /// candidate is returned. Otherwise the copied bytes are decoded and kept.
+  /// `object(forKey:)` with decoded values kept: one probe of the file reads the key's
+  /// live entry's stamp (inside the slot's seqlock read, expiry judged as on every
+  /// read, nothing copied); when this handle keeps a value decoded from that very
+  /// write, it is returned. Otherwise the entry is read again, copied, decoded and kept.
   @inlinable
   func decodedObject(forKey key: String, _ decoded: DecodedValueCache<Value>) throws -> Value? {
     try withKey(key) { k -> Value? in
       try checkKeySize(k)
       let hash = engine.keyHash(k)
-      let candidate = decoded.candidate(hash)
-      let known = candidate?.stamp ?? .none
       var stamp = EntryStamp.none
+      let size = engine.entryStamp(k, hash: hash, stamp: &stamp)
+      if size == -1 { return nil }
+      if size >= 0, let v = decoded.value(hash, stamp: stamp) {
+        engine.countHit()
+        return v
+      }
       var result: Value? = nil
       let n = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
         buffer -> Int in
-        let n = engine.copyStampedValue(k, hash: hash, known: known, into: buffer, stamp: &stamp)
+        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
         if n >= 0 && n <= CacheEngine.stackBufferBytes {
           let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
           decoded.insert(hash, stamp: stamp, value: v)
@@ -25,14 +28,9 @@ extension SharedCache {
         }
         return n
       }
-      if n == CacheEngine.sameStamp { return candidate?.value }
-      if n < 0 {
-        // Gone from the file: the candidate is stale, forget it.
-        if candidate != nil { decoded.remove(hash) }
-        return nil
-      }
+      if n < 0 { return nil }
       if n <= CacheEngine.stackBufferBytes { return result }
-      return try largerDecodedObject(k, key: key, hash: hash, size: n, known: known, candidate?.value, decoded)
+      return try largerDecodedObject(k, key: key, hash: hash, size: n, decoded)
     }
   }
 
@@ -40,15 +38,14 @@ extension SharedCache {
   /// which it may outgrow meanwhile (a few tries).
   @usableFromInline
   func largerDecodedObject(
-    _ k: UnsafeRawBufferPointer, key: String, hash: UInt64, size: Int, known: EntryStamp,
-    _ candidate: Value?, _ decoded: DecodedValueCache<Value>
+    _ k: UnsafeRawBufferPointer, key: String, hash: UInt64, size: Int, _ decoded: DecodedValueCache<Value>
   ) throws -> Value? {
     var want = size
     for _ in 0..<8 {
       var stamp = EntryStamp.none
       var result: Value? = nil
       let n = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer -> Int in
-        let n = engine.copyStampedValue(k, hash: hash, known: known, into: buffer, stamp: &stamp)
+        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
         if n >= 0 && n <= buffer.count {
           let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
           decoded.insert(hash, stamp: stamp, value: v)
@@ -56,7 +53,6 @@ extension SharedCache {
         }
         return n
       }
-      if n == CacheEngine.sameStamp { return candidate }
       if n < 0 { return nil }
       if n <= want { return result }
       want = n

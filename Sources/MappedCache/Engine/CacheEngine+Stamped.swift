@@ -1,36 +1,58 @@
 /// The read behind the decoded-value cache (`DecodedValueCache`, `SharedCache.object(forKey:)`).
 extension CacheEngine {
-  /// `copyStampedValue` found the entry `known` names and copied nothing.
-  @inlinable static var sameStamp: Int { -3 }
-
   /// The key's hash (the file's fixed hash), for callers that look it up elsewhere first.
   @usableFromInline
   func keyHash(_ key: UnsafeRawBufferPointer) -> UInt64 { KeyHash.key(key) }
 
-  /// `copyValue` for a caller that holds a decoded copy of some write of `key` (named by
-  /// `known`; `.none` for none): returns `sameStamp`, copying nothing, when the live
-  /// entry is that write; else the value's length (copied when it fits `buffer`, like
-  /// `copyValue`) with its stamp in `stamp`, or -1 on a miss. Expired entries are misses.
-  /// A read, counted as a hit or a miss. Precondition: `checkKey(key)` passed, `hash` is
-  /// `keyHash(key)`.
+  /// The stamp of `key`'s live entry, copying nothing: its length (with `stamp` set) when
+  /// the short path found it (`Reader.probeStamped`), -1 on a miss (counted), -2 when
+  /// only a full read can tell (a writer in the slot, a long run, an expired entry: call
+  /// `copyStampedValue`). A hit is not counted: the caller counts it (`countHit`) or
+  /// reads again. Precondition: `checkKey(key)` passed, `hash` is `keyHash(key)`.
+  @usableFromInline
+  func entryStamp(_ key: UnsafeRawBufferPointer, hash: UInt64, stamp: inout EntryStamp) -> Int {
+    let none = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    let fast = reader.probeStamped(key, hash: hash, into: none, stamp: &stamp)
+    if fast >= 0 { return fast }
+    guard fast == Reader.fastMiss else { return -2 }
+    switch reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: none) {
+    case .miss, .corrupt:
+      reader.countMiss()
+      return -1
+    case .busy:
+      reader.countBusyMiss()
+      return -1
+    case .hit, .needs:
+      return -2
+    }
+  }
+
+  /// Counts a hit served without `copyStampedValue` (a kept decoded value).
+  @usableFromInline
+  func countHit() { reader.countHit() }
+
+  /// `copyValue` that also hands back the entry's stamp: the value's length (copied when
+  /// it fits `buffer`, like `copyValue`) with its stamp in `stamp`, or -1 on a miss.
+  /// Expired entries are misses. Counted as a hit or a miss. Precondition:
+  /// `checkKey(key)` passed, `hash` is `keyHash(key)`.
   @usableFromInline
   func copyStampedValue(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, known: EntryStamp,
-    into buffer: UnsafeMutableRawBufferPointer, stamp: inout EntryStamp
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    stamp: inout EntryStamp
   ) -> Int {
-    let fast = reader.probeStamped(key, hash: hash, known: known, into: buffer, stamp: &stamp)
-    if fast >= 0 || fast == Reader.fastSame {
+    let fast = reader.probeStamped(key, hash: hash, into: buffer, stamp: &stamp)
+    if fast >= 0 {
       reader.countHit()
       return fast
     }
-    return copyStampedValueSlowly(key, hash: hash, fast: fast, known: known, into: buffer, stamp: &stamp)
+    return copyStampedValueSlowly(key, hash: hash, fast: fast, into: buffer, stamp: &stamp)
   }
 
   /// `copyStampedValue` past its short path: the general lookup, which always copies. The
   /// stamp's checksum is then computed from the copy (the lookup does not hand it out).
   @inline(never)
   func copyStampedValueSlowly(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int, known: EntryStamp,
+    _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
     into buffer: UnsafeMutableRawBufferPointer, stamp: inout EntryStamp
   ) -> Int {
     let outcome =
@@ -42,7 +64,6 @@ extension CacheEngine {
       reader.countHit()
       let sum = KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), hash: hash)
       stamp = EntryStamp(version: info.version, count: UInt32(truncatingIfNeeded: info.valueCount), sum: sum)
-      if known.version != 0 && stamp == known { return Self.sameStamp }
       return info.valueCount
     case .needs(let n):
       return n

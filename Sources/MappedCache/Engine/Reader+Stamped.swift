@@ -1,8 +1,8 @@
 /// What identifies one write of one entry: its version (the header's cas counter, taken
 /// under the write lock by every write of any key), with the value's length and
 /// checksum. A process-local cache of decoded values (`DecodedValueCache`) keeps the
-/// stamp of the bytes it decoded and asks the file, on every read, whether the key's
-/// entry still carries it.
+/// stamp of the bytes it decoded; on every read it reads the key's live entry's stamp
+/// from the file and returns a kept value only if the stamps are equal.
 ///
 /// Why equal stamps mean equal bytes (no ABA): every store of a value, by any process,
 /// takes a new version from the counter under the lock (`TableCounters.nextVersion`:
@@ -26,36 +26,27 @@ struct EntryStamp: Equatable, Sendable {
     self.sum = sum
   }
 
-  /// No write: matches no entry (versions start at 1).
+  /// No write (versions start at 1): kept values never carry it.
   @usableFromInline static let none = EntryStamp(version: 0, count: 0, sum: 0)
 
   init(_ e: SlotIndex.Entry) {
     self.init(version: e.cas, count: UInt32(truncatingIfNeeded: e.vlen), sum: e.sum)
   }
-
-  /// Whether `e` is the write this stamp names (never for `.none`).
-  @inline(__always)
-  func names(_ e: SlotIndex.Entry) -> Bool {
-    version != 0 && e.cas == version && e.sum == sum && e.vlen == Int(count)
-  }
 }
 
 extension Reader {
-  /// `probeStamped` found the entry that `known` names, and copied nothing.
-  static let fastSame = -3
-
   /// The decoded cache's read: `probeInline`'s short path for any entry (inline or in a
   /// record) within `SlotIndex.shortProbe` slots of home. Inside one seqlock read of the
-  /// key's slot it compares the key and the entry's stamp with `known`; equal, it copies
-  /// nothing and returns `fastSame`, else it copies the value when it fits `buffer` and
-  /// returns its length. Either way `stamp` is the entry's. `fastMiss` at an empty slot,
-  /// `fastUnsure` for everything else (a writer in the slot, a long run, an expired
-  /// entry, a checksum mismatch), which the caller hands to `lookup`. Skipping slots of
-  /// other hashes without a seqlock check is safe, as in `probeInline`.
+  /// key's slot it compares the key, takes the entry's stamp and copies the value when
+  /// it fits `buffer` (with an empty buffer, nothing: the stamp alone), and returns the
+  /// value's length. `fastMiss` at an empty slot, `fastUnsure` for everything else (a
+  /// writer in the slot, a long run, an expired entry, a checksum mismatch), which the
+  /// caller hands to `lookup`. Skipping slots of other hashes without a seqlock check is
+  /// safe, as in `probeInline`.
   @inline(__always)
   func probeStamped(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, known: EntryStamp,
-    into buffer: UnsafeMutableRawBufferPointer, stamp: inout EntryStamp
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    stamp: inout EntryStamp
   ) -> Int {
     var i = index.home(hash)
     var probes = 0
@@ -67,25 +58,24 @@ extension Reader {
       if probes == SlotIndex.shortProbe { return Self.fastUnsure }
       i = index.next(i)
     }
-    let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64, same: Bool)? in
+    let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
       let meta = index.meta(at: i)
       guard let e = index.entry(at: i, meta: meta, matching: key) else { return nil }
-      if known.names(e) { return (e, meta, true) }
       if e.vlen <= buffer.count, let out = buffer.baseAddress { index.copyValue(of: e, slot: i, to: out) }
-      return (e, meta, false)
+      return (e, meta)
     }
     guard case .stable(let found?) = read else { return Self.fastUnsure }
     // Whole, and this key's: now judge it (expiry from `meta`, read in the same bracket).
-    let (e, meta, same) = found
+    let (e, meta) = found
     let exp = meta & Format.expiryMask
     if exp != 0 && exp <= Sys.expiryClockMilliseconds() { return Self.fastUnsure }
-    if !same && e.vlen <= buffer.count && checksumOnRead,
+    if e.vlen <= buffer.count && checksumOnRead,
       KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
     {
       return Self.fastUnsure
     }
     if meta & Format.referencedBit == 0 && writable { index.markReferenced(i) }
     stamp = EntryStamp(e)
-    return same ? Self.fastSame : e.vlen
+    return e.vlen
   }
 }
