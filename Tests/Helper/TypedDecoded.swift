@@ -33,7 +33,7 @@ let decodedCommands: [String: HelperCommand] = [
   return 0
 }
 
-/// incr-die PATH KEY: adds 1 to KEY's inline counter in place and is killed by SIGKILL
+/// incr-die PATH KEY: adds 1 to KEY's counter in place and is killed by SIGKILL
 /// inside the slot's seqlock write (the new value stored, the slot still odd, the lock
 /// held). Exits 2 if the in-place path did not apply.
 @Sendable func incrementDie(_ a: [String]) throws -> Int32 {

@@ -242,16 +242,24 @@ import Testing
 
   // MARK: In-place counters
 
-  /// An inline counter changes in its slot: no record is appended and no slot moves,
-  /// while every change takes a new version; overflow and bad bytes change nothing.
-  @Test func inlineIncrementRewritesInPlace() throws {
+  /// Counters in both layouts: inline in their slots, and in records (no inline area).
+  static func options(inline: Bool) -> CacheOptions {
+    if inline { return Self.inline }
+    var o = CacheOptions(capacity: 4 << 20)
+    o.inlineEntrySize = 0
+    return o
+  }
+
+  /// A counter changes where it stands: no record is appended and no slot moves, while
+  /// every change takes a new version; overflow and bad bytes change nothing.
+  @Test(arguments: [true, false]) func incrementRewritesInPlace(inline: Bool) throws {
     let p = Support.tempPath("dv-inplace")
     defer { Support.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.inline)
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     #expect(try c.increment(forKey: "n") == 1)
     let k = Array("n".utf8)
     let first = try #require(try k.withUnsafeBytes { try c.engine._find($0) })
-    #expect(first.entry.inline)
+    #expect(first.entry.inline == inline)
     let logBytes = c.statistics.logBytesUsed
     for i in 2...100 { #expect(try c.increment(forKey: "n") == i) }
     #expect(try c.decrement(forKey: "n", by: 50) == 50)
@@ -289,10 +297,10 @@ import Testing
     #expect(try c.verify().ok)
   }
 
-  @Test func inlineIncrementsFromSeveralProcessesSumExactly() throws {
+  @Test(arguments: [true, false]) func incrementsFromSeveralProcessesSumExactly(inline: Bool) throws {
     let p = Support.tempPath("dv-incr-mp")
     defer { Support.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.inline)
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     try c.setObject(0, forKey: "hits")
     let k = Array("hits".utf8)
     let loc = try #require(try k.withUnsafeBytes { try c.engine._find($0) }).entry.loc
@@ -315,10 +323,10 @@ import Testing
   /// the lock held) makes no reader see a torn or half-made counter; the next writer
   /// takes the lock over and repairs the slot as it repairs any half-written one (the
   /// counter being written is lost, as a set's entry is), and other entries are kept.
-  @Test func killedMidIncrementIsRepaired() throws {
+  @Test(arguments: [true, false]) func killedMidIncrementIsRepaired(inline: Bool) throws {
     let p = Support.tempPath("dv-incr-kill")
     defer { Support.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.inline)
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     try c.setObject(41, forKey: "n")
     try c.setObject(7, forKey: "other")
     let before = c.statistics

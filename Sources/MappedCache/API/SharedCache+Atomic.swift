@@ -7,8 +7,8 @@ extension SharedCache where Value: FixedWidthInteger {
   /// every process sharing the file (a read-modify-write under the write lock). A missing
   /// or expired counter starts from `initial`. With `expires` the counter's expiry is set;
   /// without, a new counter gets `defaultExpiry` and an existing one keeps its own.
-  /// A counter stored inline in its slot is rewritten there (no new record, a new
-  /// version), in one seqlock write of the slot.
+  /// A counter is rewritten where it stands, inline in its slot or in its record (no new
+  /// record, a new version), in one seqlock write of the slot.
   /// Throws `.notAnInteger` when the stored bytes are not a `Value` (nothing is changed)
   /// and `.invalidArgument` when the result would overflow `Value` (nothing is changed).
   @inlinable @discardableResult
@@ -34,8 +34,8 @@ extension SharedCache where Value: FixedWidthInteger {
     }
   }
 
-  /// The counter's change: in its slot when it is stored inline (`CacheEngine.rewriteInPlace`,
-  /// with no allocation), else through the general update (`adjustByUpdate`).
+  /// The counter's change: in place when it is live (`CacheEngine.rewriteInPlace`, with
+  /// no allocation), else through the general update (`adjustByUpdate`).
   @inlinable
   func adjust(
     _ key: String, _ expires: CacheExpiry?, _ initial: Value,
@@ -68,8 +68,8 @@ extension SharedCache where Value: FixedWidthInteger {
       "changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
   }
 
-  /// The counter's change through `Writer.update` (a counter in a record, a new one, an
-  /// expired one): the new value is stored by the write protocol.
+  /// The counter's change through `Writer.update` (a new counter, an expired one, one far
+  /// from home): the new value is stored by the write protocol.
   @usableFromInline
   func adjustByUpdate(
     _ key: String, _ expires: CacheExpiry?, _ initial: Value,

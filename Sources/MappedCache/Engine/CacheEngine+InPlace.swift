@@ -1,6 +1,6 @@
 /// `increment`'s locked step (`Writer.rewriteInPlace`).
 extension CacheEngine {
-  /// Changes `key`'s inline value in its slot under the write lock (`Writer.rewriteInPlace`):
+  /// Changes `key`'s value where it stands under the write lock (`Writer.rewriteInPlace`):
   /// false, having changed nothing, when that does not apply (the caller then updates
   /// through `update`). `expiry`: absolute milliseconds (0 = never), nil to keep the
   /// entry's. Errors `body` throws are rethrown with nothing changed.
@@ -30,7 +30,7 @@ extension CacheEngine {
 }
 
 extension SharedCache where Value: FixedWidthInteger {
-  /// Test hook: adds `delta` to `key`'s inline counter in its slot as `increment` does,
+  /// Test hook: adds `delta` to `key`'s counter in place as `increment` does,
   /// running `midway` inside the slot's seqlock write (the slot odd, the new value
   /// stored), where a reliability test kills the process. False when the in-place
   /// path does not apply (nothing changed, `midway` not run).

@@ -243,6 +243,23 @@ struct SlotIndex {
     }
   }
 
+  /// Rewrites the value of slot `i`'s entry in its record at `loc` in place (the same
+  /// length; the record's checksum and version too) and the slot's `meta`, in one seqlock
+  /// write of the slot: readers copy a record only inside its slot's bracket, so none
+  /// sees the rewrite half done. `midway` runs after the stores, with `seq` still odd (a
+  /// test hook).
+  @inline(__always)
+  func rewriteRecordValue(
+    _ i: Int, loc: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
+    cas: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
+  ) {
+    seqlockWrite(i) {
+      memory.meta(i).store(meta, .relaxed)
+      memory.rewriteRecordValue(at: loc, klen: klen, value: value, sum: sum, cas: cas, held)
+      midway()
+    }
+  }
+
   /// Replaces slot `i`'s `meta` (expiry and flags), keeping everything else.
   func setMeta(_ i: Int, _ meta: UInt64, _ held: borrowing WriteLock.Held) {
     seqlockWrite(i) { memory.meta(i).store(meta, .relaxed) }
