@@ -36,13 +36,18 @@ public struct OpenPolicy: Sendable, Equatable {
   /// not, but a process that may not write the file gets it read-only. An unknown
   /// group is `CacheError.invalidArgument`.
   public var sharedGroup: String? = nil
+  /// Whether a `SharedCache` keeps decoded values in this process, checked against the
+  /// file on every read (see `DecodedValueCaching`). Default `.automatic`: on for
+  /// values stored through the binary `Codable` coder.
+  public var decodedValues: DecodedValueCaching = .automatic
 
   /// A policy; the defaults are the safe choices (see each property).
   public init(
     allowOtherOwner: Bool = false, allowGroupOrWorldWritable: Bool = false,
     readOnly: Bool = false, create: Bool = true, verifyChecksumsOnRead: Bool = false,
-    sharedGroup: String? = nil
+    sharedGroup: String? = nil, decodedValues: DecodedValueCaching = .automatic
   ) {
+    self.decodedValues = decodedValues
     self.allowOtherOwner = allowOtherOwner
     self.allowGroupOrWorldWritable = allowGroupOrWorldWritable
     self.readOnly = readOnly

@@ -7,9 +7,11 @@ extension SharedCache where Value: FixedWidthInteger {
   /// every process sharing the file (a read-modify-write under the write lock). A missing
   /// or expired counter starts from `initial`. With `expires` the counter's expiry is set;
   /// without, a new counter gets `defaultExpiry` and an existing one keeps its own.
+  /// A counter is rewritten where it stands, inline in its slot or in its record (no new
+  /// record, a new version), in one seqlock write of the slot.
   /// Throws `.notAnInteger` when the stored bytes are not a `Value` (nothing is changed)
   /// and `.invalidArgument` when the result would overflow `Value` (nothing is changed).
-  @discardableResult
+  @inlinable @discardableResult
   public func increment(
     forKey key: String, by delta: Value = 1, initial: Value = 0,
     expires: CacheExpiry? = nil
@@ -21,7 +23,7 @@ extension SharedCache where Value: FixedWidthInteger {
   }
 
   /// Subtracts `delta` from the counter under `key`; see `increment`.
-  @discardableResult
+  @inlinable @discardableResult
   public func decrement(
     forKey key: String, by delta: Value = 1, initial: Value = 0,
     expires: CacheExpiry? = nil
@@ -32,7 +34,44 @@ extension SharedCache where Value: FixedWidthInteger {
     }
   }
 
-  private func adjust(
+  /// The counter's change: in place when it is live (`CacheEngine.rewriteInPlace`, with
+  /// no allocation), else through the general update (`adjustByUpdate`).
+  @inlinable
+  func adjust(
+    _ key: String, _ expires: CacheExpiry?, _ initial: Value,
+    _ op: (Value) -> Value?
+  ) throws -> Value {
+    let given: UInt64? = expires.map { expiryMsComputed($0) }
+    var result = initial
+    let done = try withKey(key) { k in
+      try engine.rewriteInPlace(k, expiry: given) { current, out in
+        let old: Value
+        do { old = try codec.decodeValue(current) } catch { throw CacheError.notAnInteger(key: key) }
+        guard let new = op(old) else { throw overflow(key, old) }
+        result = new
+        var n = -1
+        try codec.withValueBytes(new) { b in
+          if b.count <= out.count, let dst = out.baseAddress {
+            if let src = b.baseAddress { dst.copyMemory(from: src, byteCount: b.count) }
+            n = b.count
+          }
+        }
+        return n
+      }
+    }
+    return done ? result : try adjustByUpdate(key, expires, initial, op)
+  }
+
+  @usableFromInline
+  func overflow(_ key: String, _ old: Value) -> CacheError {
+    CacheError.invalidArgument(
+      "changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
+  }
+
+  /// The counter's change through `Writer.update` (a new counter, an expired one, one far
+  /// from home): the new value is stored by the write protocol.
+  @usableFromInline
+  func adjustByUpdate(
     _ key: String, _ expires: CacheExpiry?, _ initial: Value,
     _ op: (Value) -> Value?
   ) throws -> Value {
@@ -48,10 +87,7 @@ extension SharedCache where Value: FixedWidthInteger {
         } else {
           old = initial
         }
-        guard let new = op(old) else {
-          throw CacheError.invalidArgument(
-            "changing the counter \"\(key)\" (\(old)) would overflow \(Value.self); reset it or use a wider type")
-        }
+        guard let new = op(old) else { throw overflow(key, old) }
         result = new
         let expiry = given ?? (info.map { $0.expiryMilliseconds ?? 0 } ?? fresh)
         return .store(try codec.encode(new), expiry: expiry)

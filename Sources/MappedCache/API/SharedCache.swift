@@ -15,6 +15,8 @@ import Synchronization
 public final class SharedCache<Value>: @unchecked Sendable {
   @usableFromInline let engine: CacheEngine
   @usableFromInline let codec: ValueCodec<Value>
+  /// Decoded values kept in this process (`OpenPolicy.decodedValues`), or nil.
+  @usableFromInline let decoded: DecodedValueCache<Value>?
   /// The default expiry, packed for lock-free reads on every write:
   /// 0 = never; tag 1 in the top bits = seconds (low bits: milliseconds);
   /// tag 2 = a date (low bits: milliseconds since 1970).
@@ -80,6 +82,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
     if capacity != 64 << 20 || o.capacity == 64 << 20 { o.capacity = capacity }
     let codec = ValueCodec<Value>.make()
     self.codec = codec
+    decoded = DecodedValueCache.make(policy.decodedValues, codec: codec)
     engine = try CacheEngine(
       path: path, options: o, policy: policy, lockMode: lockMode,
       typeFingerprint: codec.fingerprint, typeName: codec.typeName)
@@ -194,6 +197,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   public func object(forKey key: String, allowingExpired: Bool) throws -> Value? {
     var result: Value? = nil
     if !allowingExpired {
+      if let decoded { return try decodedObject(forKey: key, decoded) }
       // Most values (up to 256 bytes) go from the file straight to the stack by
       // `copyValue`'s fast path and are decoded there. (Written out here rather than
       // shared with `largerObject`: a shared helper costs a typed read about a tenth of

@@ -142,6 +142,9 @@ extension UUID: CacheValueEncodable {
 @usableFromInline
 struct ValueCodec<Value>: @unchecked Sendable {
   let typeName: String
+  /// Stored as its own bytes (`CacheValueEncodable`), not through the binary coder:
+  /// decoding is a copy, not worth keeping decoded (`DecodedValueCaching.automatic`).
+  let isRaw: Bool
   let encode: (Value) throws -> [UInt8]
   /// Calls the closure with the value's bytes without copying where the type allows.
   @usableFromInline let withBytes: (Value, (UnsafeRawBufferPointer) throws -> Void) throws -> Void
@@ -154,7 +157,7 @@ struct ValueCodec<Value>: @unchecked Sendable {
       return fastCodec(fast)
     }
     return ValueCodec(
-      typeName: "codable:\(String(reflecting: Value.self))",
+      typeName: "codable:\(String(reflecting: Value.self))", isRaw: false,
       encode: { try BinaryEncoder.encode($0) },
       withBytes: { v, body in try BinaryEncoder.encode(v).withUnsafeBytes(body) },
       decode: { try BinaryDecoder.decode(Value.self, from: $0) })
@@ -162,7 +165,7 @@ struct ValueCodec<Value>: @unchecked Sendable {
 
   private static func fastCodec<T: CacheValueEncodable>(_ t: T.Type) -> ValueCodec<Value> {
     ValueCodec(
-      typeName: T.cacheTypeName,
+      typeName: T.cacheTypeName, isRaw: true,
       // Safe: `make` chose this codec because `Value.self` is `T.self`, so the casts
       // below are between a type and itself.
       encode: { v in unsafeBitCast(v, to: T.self).withCacheBytes { Array($0) } },

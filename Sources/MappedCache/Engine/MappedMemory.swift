@@ -424,6 +424,25 @@ struct MappedMemory {
     if used < size { (p + used).initializeMemory(as: UInt8.self, repeating: 0, count: size - used) }
   }
 
+  /// Rewrites the value of the entry record at `loc` in place, with the same length, and
+  /// its checksum and version (an in-place counter change). Preconditions: the header
+  /// was checked (`recordHeader(at:)`: an entry of `klen` key bytes and `value.count`
+  /// value bytes), and the caller is inside the seqlock write of the slot naming it.
+  func rewriteRecordValue(
+    at loc: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
+    _ held: borrowing WriteLock.Held
+  ) {
+    precondition(
+      logEnd(containing: loc).map { loc + Format.recordHeaderBytes + klen + value.count <= $0 } ?? false,
+      "record outside the log")
+    let p = base + loc
+    p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
+    p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
+    if value.count > 0 {
+      (p + Format.recordHeaderBytes + klen).copyMemory(from: value.baseAddress!, byteCount: value.count)
+    }
+  }
+
   /// Copies a checked record to `to` (which has room, in a log, unreferenced).
   func moveRecord(from: Int, to: Int, size: Int, _ held: borrowing WriteLock.Held) {
     precondition(logEnd(containing: to).map { to + size <= $0 } ?? false, "record outside the log")

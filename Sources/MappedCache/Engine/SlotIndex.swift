@@ -244,15 +244,34 @@ struct SlotIndex {
   }
 
   /// Rewrites slot `i`'s inline value in place, its key (`klen` bytes) and words other
-  /// than `meta` unchanged.
+  /// than `meta` unchanged. `midway` runs after the stores, with `seq` still odd (a test
+  /// hook: the reliability tests kill a counter's rewrite there).
   @inline(__always)
   func rewriteInlineValue(
     _ i: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
-    cas: UInt64, _ held: borrowing WriteLock.Held
+    cas: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
   ) {
     seqlockWrite(i) {
       memory.meta(i).store(meta | Format.inlineBit, .relaxed)
       memory.writeInlineValue(i, klen: klen, value: value, sum: sum, cas: cas, held)
+      midway()
+    }
+  }
+
+  /// Rewrites the value of slot `i`'s entry in its record at `loc` in place (the same
+  /// length; the record's checksum and version too) and the slot's `meta`, in one seqlock
+  /// write of the slot: readers copy a record only inside its slot's bracket, so none
+  /// sees the rewrite half done. `midway` runs after the stores, with `seq` still odd (a
+  /// test hook).
+  @inline(__always)
+  func rewriteRecordValue(
+    _ i: Int, loc: Int, klen: Int, meta: UInt64, value: UnsafeRawBufferPointer, sum: UInt32,
+    cas: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
+  ) {
+    seqlockWrite(i) {
+      memory.meta(i).store(meta, .relaxed)
+      memory.rewriteRecordValue(at: loc, klen: klen, value: value, sum: sum, cas: cas, held)
+      midway()
     }
   }
 

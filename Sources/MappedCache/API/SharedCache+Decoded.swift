@@ -1,0 +1,70 @@
+// The typed read through the per-process cache of decoded values (`DecodedValueCache`).
+
+extension SharedCache {
+  /// `object(forKey:)` with decoded values kept: one probe of the file reads the key's
+  /// live entry's stamp (inside the slot's seqlock read, expiry judged as on every
+  /// read, nothing copied); when this handle keeps a value decoded from that very
+  /// write, it is returned. Otherwise the entry is read again, copied, decoded and kept.
+  @inlinable
+  func decodedObject(forKey key: String, _ decoded: DecodedValueCache<Value>) throws -> Value? {
+    try withKey(key) { k -> Value? in
+      try checkKeySize(k)
+      let hash = engine.keyHash(k)
+      var stamp = EntryStamp.none
+      let size = engine.entryStamp(k, hash: hash, stamp: &stamp)
+      if size == -1 { return nil }
+      if size >= 0, let v = decoded.value(hash, stamp: stamp) {
+        engine.countHit()
+        return v
+      }
+      var result: Value? = nil
+      let n = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
+        buffer -> Int in
+        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
+        if n >= 0 && n <= CacheEngine.stackBufferBytes {
+          let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
+          decoded.insert(hash, stamp: stamp, value: v)
+          result = v
+        }
+        return n
+      }
+      if n < 0 { return nil }
+      if n <= CacheEngine.stackBufferBytes { return result }
+      return try largerDecodedObject(k, key: key, hash: hash, size: n, decoded)
+    }
+  }
+
+  /// `decodedObject` for a value larger than the stack buffer: a buffer of its size,
+  /// which it may outgrow meanwhile (a few tries).
+  @usableFromInline
+  func largerDecodedObject(
+    _ k: UnsafeRawBufferPointer, key: String, hash: UInt64, size: Int, _ decoded: DecodedValueCache<Value>
+  ) throws -> Value? {
+    var want = size
+    for _ in 0..<8 {
+      var stamp = EntryStamp.none
+      var result: Value? = nil
+      let n = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer -> Int in
+        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
+        if n >= 0 && n <= buffer.count {
+          let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
+          decoded.insert(hash, stamp: stamp, value: v)
+          result = v
+        }
+        return n
+      }
+      if n < 0 { return nil }
+      if n <= want { return result }
+      want = n
+    }
+    return nil
+  }
+
+  /// Values this handle keeps decoded and the bytes they count (0, 0 when it keeps none).
+  @_spi(Testing)
+  public var _decodedUsage: (count: Int, bytes: Int) { decoded?.usage ?? (0, 0) }
+
+  /// The decoded-value limits as this handle applies them (nil when it keeps none).
+  @_spi(Testing)
+  public var _decodedLimits: (count: Int, bytes: Int)? { decoded?.limits }
+}
