@@ -35,6 +35,9 @@ struct StressOptions: Sendable {
   /// 1 read in `checkEvery` checks the whole value (tag and every byte regenerated from
   /// its header); every read checks its header.
   var checkEvery = 1
+  /// Gets per call: up to this many consecutive gets of a thread's stream go to one
+  /// batch read (`copyBytes(forKeys:into:lengths:)`); 1 = one `copyBytes` per get.
+  var mget = 1
   var help = false
   var version = false
 
@@ -231,6 +234,13 @@ enum OptionTable {
         o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
       }, passOn: { "\($0.checkEvery)" }),
     OptionSpec(
+      flag: "--mget", valueName: "N", defaultText: "1",
+      help:
+        "gets per call, 1 to 64: up to N consecutive gets of a thread's stream go to one batch read (a set ends a batch), each value checked as a single get's is",
+      apply: { o, v throws(UsageError) in
+        o.mget = try parseInt(v, flag: "--mget", in: 1...64)
+      }, passOn: { "\($0.mget)" }),
+    OptionSpec(
       flag: "--json", valueName: nil, defaultText: "off",
       help: "print one JSON object instead of the table",
       apply: { o, _ in o.json = true }, passOn: { _ in nil }),
@@ -392,7 +402,16 @@ enum OptionTable {
         "--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity): at most \(max(largest, 0)) bytes (a sixteenth of the capacity, less the key and 64 bytes)"
       )
     }
+    if o.mget > 1 && o.mget * (o.valueMax + 64) > batchBufferLimit {
+      throw UsageError(
+        "--mget \(o.mget) with --value-size \(o.valueSizeText) needs more than 256MiB of buffers per thread: use fewer gets per call or smaller values"
+      )
+    }
   }
+
+  /// Most bytes of value buffers a thread of a `--mget` run holds (N buffers of the
+  /// largest value).
+  static let batchBufferLimit = 256 << 20
 
   /// The arguments that make a worker run exactly these options.
   static func workerArguments(
