@@ -402,16 +402,7 @@ enum OptionTable {
         "--value-size \(o.valueSizeText) is too large for --capacity \(o.capacity): at most \(max(largest, 0)) bytes (a sixteenth of the capacity, less the key and 64 bytes)"
       )
     }
-    if o.mget > 1 && o.mget * (o.valueMax + 64) > batchBufferLimit {
-      throw UsageError(
-        "--mget \(o.mget) with --value-size \(o.valueSizeText) needs more than 256MiB of buffers per thread: use fewer gets per call or smaller values"
-      )
-    }
   }
-
-  /// Most bytes of value buffers a thread of a `--mget` run holds (N buffers of the
-  /// largest value).
-  static let batchBufferLimit = 256 << 20
 
   /// The arguments that make a worker run exactly these options.
   static func workerArguments(

@@ -12,6 +12,7 @@ let commands: [String: HelperCommand] =
   .merging(cliCommands) { a, _ in a }
   .merging(instructionLoopCommands) { a, _ in a }
   .merging(redisCommands) { a, _ in a }
+  .merging(batchCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {
