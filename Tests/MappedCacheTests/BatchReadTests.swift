@@ -130,6 +130,21 @@ import Testing
     #expect(SharedCache<[UInt8]>.missingLength == -1)
   }
 
+  /// Handles that read by the general path (read-only, or checking checksums on read)
+  /// give the same answers in a batch as alone, for every kind of entry.
+  @Test func otherHandlesBatchAsTheyReadAlone() throws {
+    let path = Support.tempPath("batch-handles")
+    defer { Support.cleanup(path) }
+    let (c, keys) = try Self.populated(path, inline: true)
+    let plain = try keys.map { try Self.single(c, $0, room: 512) }
+    for policy in [OpenPolicy(readOnly: true), OpenPolicy(verifyChecksumsOnRead: true)] {
+      let h = try SharedCache<[UInt8]>(path: path, policy: policy)
+      let singles = try keys.map { try Self.single(h, $0, room: 512) }
+      #expect(singles == plain, "\(policy)")
+      #expect(try Self.batch(h, keys, room: 512) == singles, "\(policy)")
+    }
+  }
+
   /// A batch hit sets the entry's reference bit (S3-FIFO's "read since"), exactly as a
   /// single hit does; keys not read keep theirs clear.
   @Test func aBatchSetsReferenceBitsAsSingleReadsDo() throws {
