@@ -41,6 +41,9 @@ struct StressOptions: Sendable {
   /// 1 read in `checkEvery` checks the whole value (tag and every byte regenerated from
   /// its header); every read checks its header.
   var checkEvery = 1
+  /// Gets per call: up to this many consecutive gets of a thread's stream go to one
+  /// batch read (`copyBytes(forKeys:into:lengths:)`); 1 = one `copyBytes` per get.
+  var mget = 1
   var help = false
   var version = false
 
@@ -288,6 +291,13 @@ enum OptionTable {
       apply: { o, v throws(UsageError) in
         o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
       }, passOn: { "\($0.checkEvery)" }),
+    OptionSpec(
+      flag: "--mget", valueName: "N", defaultText: "1",
+      help:
+        "gets per call, 1 to 64: up to N consecutive gets of a thread's stream go to one batch read (a set ends a batch), each value checked as a single get's is",
+      apply: { o, v throws(UsageError) in
+        o.mget = try parseInt(v, flag: "--mget", in: 1...64)
+      }, passOn: { "\($0.mget)" }),
     OptionSpec(
       flag: "--json", valueName: nil, defaultText: "off",
       help: "print one JSON object instead of the table",
@@ -570,7 +580,7 @@ enum OptionTable {
     for (flag, set) in [
       ("--path", o.path != nil), ("--chaos-kills", o.chaosKills > 0), ("--report", o.reportPath != nil),
       ("--read-through", o.readThrough), ("--plant-corruption", o.plantCorruption),
-      ("--trace", o.tracePath != nil),
+      ("--trace", o.tracePath != nil), ("--mget", o.mget > 1),
     ] where set {
       throw UsageError("\(flag) is not used in the Redis mode (each host gets a file of its own)")
     }
@@ -593,6 +603,9 @@ enum OptionTable {
   static func validate(_ o: StressOptions) throws(UsageError) {
     try validateRedis(o)
     if o.capacityEntries != nil && o.tracePath == nil { throw UsageError("--capacity-entries needs --trace") }
+    if o.tracePath != nil && o.mget > 1 {
+      throw UsageError("--mget is not used with --trace (a replay reads key by key)")
+    }
     if o.capacityEntries != nil && o.path != nil {
       throw UsageError("--capacity-entries sizes a fresh file: it cannot be used with --path")
     }

@@ -109,6 +109,7 @@ struct RunReport {
     j["lock_mode"] = .string(o.lock.rawValue)
     j["track_every"] = .int(o.trackEvery)
     j["check_every"] = .int(o.checkEvery)
+    j["mget"] = .int(o.mget)
     j["keys"] = .int(o.keys)
     j["key_size"] = .int(o.keySize)
     j["value_size"] = .string(o.valueSizeText)
@@ -132,6 +133,7 @@ struct RunReport {
     var s = "cache-stress: \(o.procs) procs × \(o.threads) thread\(o.threads == 1 ? "" : "s"), "
     s += String(format: "%.1f s, ", o.duration)
     s += "\(o.keys) keys (\(dist)), \(o.keySize) B keys, \(o.valueSizeText) B values, \(o.readPct)% gets"
+    s += o.mget > 1 ? " (up to \(o.mget) per batch read)" : ""
     s += o.readThrough ? ", read-through" : ""
     s += o.ttl.map { ", ttl \($0) s" } ?? ""
     s += ", lock \(o.lock.rawValue), seed \(o.seed ?? 0)\n"

@@ -215,6 +215,16 @@ struct ThreadLoop {
   let scratch: UnsafeMutableRawBufferPointer
   /// Where the current key's bytes are formatted.
   let keyBuffer: UnsafeMutableRawBufferPointer
+  /// `--mget N`: the batch's keys (`keyStride` bytes each), views of them and of the
+  /// batch's value buffers (made once: a batch allocates nothing), its lengths, its keys'
+  /// indices.
+  let batchKeyBytes: UnsafeMutableRawBufferPointer
+  let batchKeys: UnsafeMutableBufferPointer<UnsafeRawBufferPointer>
+  let batchValues: UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>
+  let batchValueBytes: UnsafeMutableRawBufferPointer
+  let batchLengths: UnsafeMutableBufferPointer<Int>
+  let batchIndices: UnsafeMutableBufferPointer<Int>
+  let keyStride: Int
 
   init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
     let o = ctx.options
@@ -234,12 +244,34 @@ struct ThreadLoop {
     seqBase = UInt64(ctx.incarnation) << 40
     scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
     keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.keySize, 16), alignment: 16)
+    let batch = max(o.mget, 1)
+    let keyStride = (max(o.keySize, 16) + 15) & ~15
+    let valueStride = (o.valueMax + 64 + 15) & ~15
+    self.keyStride = keyStride
+    batchKeyBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * keyStride, alignment: 16)
+    batchValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * valueStride, alignment: 16)
+    batchKeys = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    batchValues = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    batchLengths = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    batchIndices = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    for j in 0..<batch {
+      batchKeys[j] = UnsafeRawBufferPointer(rebasing: batchKeyBytes[j * keyStride..<j * keyStride + o.keySize])
+      batchValues[j] = UnsafeMutableRawBufferPointer(rebasing: batchValueBytes[j * valueStride..<(j + 1) * valueStride])
+    }
+    batchLengths.initialize(repeating: 0)
+    batchIndices.initialize(repeating: 0)
   }
 
   func release() {
     valueBuffer.deallocate()
     scratch.deallocate()
     keyBuffer.deallocate()
+    batchKeyBytes.deallocate()
+    batchValueBytes.deallocate()
+    batchKeys.deallocate()
+    batchValues.deallocate()
+    batchLengths.deallocate()
+    batchIndices.deallocate()
     tracker.release()
   }
 
@@ -251,6 +283,7 @@ struct ThreadLoop {
   }
 
   mutating func run(start: UInt64, end: UInt64) {
+    if ctx.options.mget > 1 { return runBatched(start: start, end: end) }
     let mask = ops.count - 1
     var pos = (thread &* 7919 &+ ctx.worker &* 104_729) & mask
     var n: UInt64 = 0
@@ -291,8 +324,84 @@ struct ThreadLoop {
         len = -2
       }
       if timed { getHist.record(monotonicNanoseconds() &- t0) }
-      if !judge(k, len, n: n) && readThrough {
+      if !judge(k, len, n: n, in: scratch) && readThrough {
         set(k, cache, timed: timed, spoil: false)
+      }
+    }
+    publish()
+  }
+
+  /// `run` with `--mget N`: up to N consecutive gets of the stream go to one batch read
+  /// (`copyBytes(forKeys:into:lengths:)`); a set ends a batch and follows it, as in the
+  /// peers' multi-get. Each value is judged as a single get's is, in the stream's order
+  /// (so freshness is checked against what this reader saw before). A timed batch's
+  /// latency sample is its time divided by its size.
+  mutating func runBatched(start: UInt64, end: UInt64) {
+    let mask = ops.count - 1
+    var pos = (thread &* 7919 &+ ctx.worker &* 104_729) & mask
+    var n: UInt64 = 0
+    var lastPublish = start
+    var nextPlant: UInt64 = 0
+    let readThrough = ctx.options.readThrough
+    let plant = ctx.options.plantCorruption && ctx.worker == 0 && thread == 0
+    let batch = ctx.options.mget
+    let cache = ctx.cache
+    let keys = UnsafeBufferPointer(batchKeys)
+    let values = UnsafeBufferPointer(batchValues)
+    while true {
+      if plant && n >= nextPlant {
+        set(ctx.hotKey, cache, timed: false, spoil: true)
+        nextPlant = n &+ WorkerTiming.plantEvery
+      }
+      var count = 0
+      var write = -1
+      while count < batch {
+        let op = ops[pos & mask]
+        pos &+= 1
+        let k = Int(op & ~OpStream.writeBit)
+        if op & OpStream.writeBit != 0 {
+          write = k
+          break
+        }
+        batchIndices[count] = k
+        ctx.keys.write(k, to: batchKeyBytes.baseAddress! + count &* keyStride)
+        count &+= 1
+      }
+      let batchOps = UInt64(count + (write >= 0 ? 1 : 0))
+      let timed = n % WorkerTiming.sampleEvery < batchOps
+      var t0: UInt64 = 0
+      if timed {
+        t0 = monotonicNanoseconds()
+        if t0 >= end { break }
+        if t0 &- lastPublish >= WorkerTiming.publishNs {
+          publish()
+          lastPublish = t0
+          t0 = monotonicNanoseconds()
+        }
+      }
+      if count > 0 {
+        var failed = false
+        do {
+          _ = try cache.copyBytes(
+            forKeys: UnsafeBufferPointer(rebasing: keys[..<count]),
+            into: UnsafeBufferPointer(rebasing: values[..<count]),
+            lengths: UnsafeMutableBufferPointer(rebasing: batchLengths[..<count]))
+        } catch {
+          noteError(batchIndices[0], error)
+          failed = true
+        }
+        if timed { getHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
+        for j in 0..<count {
+          let k = batchIndices[j]
+          if !judge(k, failed ? -2 : batchLengths[j], n: n &+ UInt64(j), in: batchValues[j]) && readThrough {
+            set(k, cache, timed: false, spoil: false)
+          }
+        }
+        n &+= UInt64(count)
+      }
+      if write >= 0 {
+        set(write, cache, timed: timed, spoil: false)
+        n &+= 1
       }
     }
     publish()
@@ -315,12 +424,13 @@ struct ThreadLoop {
     if noting { note("get \(ctx.keys[k]): \(error)") }
   }
 
-  /// Counts and checks one get's outcome: `len` is the value's length (in `scratch`),
+  /// Counts and checks one get's outcome: `len` is the value's length (in `scratch`, the
+  /// buffer it was read into),
   /// -1 for a miss, -2 after an error. The value's key, length and writer are always
   /// checked, its tag and every byte when `n`, the operation's number, is a
   /// multiple of `--check-every`. Returns whether the get hit.
   @inline(__always)
-  mutating func judge(_ k: Int, _ len: Int, n: UInt64) -> Bool {
+  mutating func judge(_ k: Int, _ len: Int, n: UInt64, in scratch: UnsafeMutableRawBufferPointer) -> Bool {
     counters.getOps += 1
     if len == -1 {
       counters.misses += 1

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # bench.sh - MappedCache (cache-stress) against the peers in ../shared/peers, on the
-# peers' workload (100,000 keys of 12 bytes, 64-byte values), in one run, with ratios.
+# peers' workload (12-byte keys, 64-byte values; 100,000 keys unless a cell says more),
+# in one run, with ratios.
 #
 #   scripts/bench.sh                 the matrix: procs {1,2} x read% {100,90,0} x {uniform,zipf}
 #   CELLS="1:100:uniform 2:90:zipf" scripts/bench.sh     chosen cells (procs:read%:dist)
+#   CELLS="1:100:uniform:10000000 1:100:uniform:10000000:16" PEERS="limit_c lmdb_c" LOCKS=word \
+#     scripts/bench.sh               big tables (procs:read%:dist:keys) and multi-get
+#                                    (procs:read%:dist:keys:N, cache-stress --mget N against
+#                                    limit_c_mget and redis_mget with MGET_N=N)
 #
-# env: REPS (passes over the matrix, default 2), DURATION (seconds per run, default 5),
-#      PEERS (default "limit_c limit_c_spin lmdb_c"), CAPACITY (MappedCache file, default
-#      32MiB: the size of limit_c's table), PEERS_DIR (default ../shared/peers),
-#      NO_INSTALL=1 (the peers' script skips apt-get), OUT (raw lines; default
-#      /tmp/mc-bench-<date>.txt).
+# env: REPS (passes over the cells, default 2), DURATION (seconds per run, default 5),
+#      PEERS (single-get cells, default "limit_c limit_c_spin lmdb_c"), MGET_PEERS (multi-get
+#      cells, default "limit_c_mget redis_mget"), LOCKS (MappedCache's write locks, default
+#      "word flock"), CAPACITY (MappedCache file at 100,000 keys, default 32MiB: the size of
+#      limit_c's table; scaled with the keys, so every table has the same load, 0.47),
+#      PEERS_DIR (default ../shared/peers), NO_INSTALL=1 (the peers' script skips apt-get),
+#      HUGE_DIR (a tmpfs mounted huge=within_size: every MappedCache and limit_c run is
+#      repeated with its file there, as mappedcache_*_huge and limit_c*_huge), OUT (raw
+#      lines; default /tmp/mc-bench-<date>.txt).
+# The peers are copied to a temporary folder and built there (the shared folder may be
+# read-only or used by others); lmdb_c.c's 1 GiB map is made MAPSIZE bytes (env of the
+# copy), sized here from the keys (256 bytes a key, at least 1 GiB; the file grows only
+# as far as it is used).
 # cache-stress here checks values as the peers do (--check-every 64): every read's key,
 # length and writer (the peers: length and key digits), and the whole value, regenerated
 # from its header and compared, on 1 read in 64 (the peers do the same). Its
@@ -27,7 +40,10 @@ PEERS_DIR="${PEERS_DIR:-$HERE/../shared/peers}"
 REPS="${REPS:-2}"
 DURATION="${DURATION:-5}"
 PEERS="${PEERS:-limit_c limit_c_spin lmdb_c}"
+MGET_PEERS="${MGET_PEERS:-limit_c_mget redis_mget}"
+LOCKS="${LOCKS:-word flock}"
 CAPACITY="${CAPACITY:-32MiB}"
+HUGE_DIR="${HUGE_DIR:-}"
 CELLS="${CELLS:-1:100:uniform 1:100:zipf 1:90:uniform 1:90:zipf 1:0:uniform 1:0:zipf 2:100:uniform 2:100:zipf 2:90:uniform 2:90:zipf 2:0:uniform 2:0:zipf}"
 OUT="${OUT:-/tmp/mc-bench-$(date +%Y-%m-%d-%H%M%S).txt}"
 
@@ -35,19 +51,66 @@ cd "$HERE"
 swift build -c release --product cache-stress >&2
 STRESS="$(swift build -c release --show-bin-path)/cache-stress"
 [ -x "$PEERS_DIR/run_all.sh" ] || { echo "error: no peers at $PEERS_DIR" >&2; exit 2; }
+PEERS_COPY="$(mktemp -d /tmp/mc-bench-peers.XXXXXX)"
+trap 'rm -rf "$PEERS_COPY"' EXIT
+cp -r "$PEERS_DIR"/. "$PEERS_COPY"/
+rm -rf "$PEERS_COPY/build"
+chmod -R u+w "$PEERS_COPY"
+grep -q 'mdb_env_set_mapsize(ENV, (size_t)1 << 30)' "$PEERS_COPY/lmdb_c.c" \
+  || { echo "error: lmdb_c.c no longer sets a 1 GiB map; update the MAPSIZE patch" >&2; exit 2; }
+sed -i 's|mdb_env_set_mapsize(ENV, (size_t)1 << 30)|mdb_env_set_mapsize(ENV, getenv("MAPSIZE") ? (size_t)strtoull(getenv("MAPSIZE"), NULL, 10) : (size_t)1 << 30)|' \
+  "$PEERS_COPY/lmdb_c.c"
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $(uname -r); DURATION=$DURATION REPS=$REPS CAPACITY=$CAPACITY" | tee "$OUT"
+# MappedCache's file for K keys: CAPACITY (for 100,000 keys) scaled by K / 100,000.
+capacity_for() {
+  local keys=$1 base
+  base=$(python3 -c "import re,sys; m=re.fullmatch(r'(\d+)(KiB|MiB|GiB)?', sys.argv[1]); print(int(m[1]) * {None: 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}[m[2]])" "$CAPACITY")
+  echo $(( (base * keys / 100000 + (1 << 20) - 1) >> 20 ))MiB
+}
+
+# One cache-stress run: peer name, then its arguments; the line goes to OUT.
+run_mc() {
+  local name=$1 tag=$2; shift 2
+  local json
+  json=$("$STRESS" "$@" --json 2>/dev/null) || { echo "error: cache-stress failed: $*" >&2; exit 1; }
+  echo "peer=$name $tag json=$json" | tee -a "$OUT" >&2
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(uname -r); DURATION=$DURATION REPS=$REPS CAPACITY=$CAPACITY HUGE_DIR=$HUGE_DIR shmem_enabled=$(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)" | tee "$OUT"
 for rep in $(seq 1 "$REPS"); do
   for cell in $CELLS; do
-    IFS=: read -r procs read dist <<<"$cell"
-    for lock in word flock; do
-      json=$("$STRESS" --procs "$procs" --threads 1 --duration "$DURATION" --keys 100000 --key-size 12 \
-        --value-size 64 --read-pct "$read" --dist "$dist" --capacity "$CAPACITY" --lock "$lock" --seed "$rep" --track-every 16 --check-every 64 --json \
-        2>/dev/null) || { echo "error: cache-stress failed in cell $cell" >&2; exit 1; }
-      echo "peer=mappedcache_$lock procs=$procs read_pct=$read dist=$dist rep=$rep json=$json" | tee -a "$OUT" >&2
+    IFS=: read -r procs read dist keys mget <<<"$cell"
+    keys=${keys:-100000}
+    mget=${mget:-1}
+    cap=$(capacity_for "$keys")
+    tag="procs=$procs read_pct=$read dist=$dist keys=$keys mget=$mget rep=$rep"
+    args=(--procs "$procs" --threads 1 --duration "$DURATION" --keys "$keys" --key-size 12 --value-size 64
+      --read-pct "$read" --dist "$dist" --capacity "$cap" --seed "$rep" --track-every 16 --check-every 64)
+    [ "$mget" -gt 1 ] && args+=(--mget "$mget")
+    for lock in $LOCKS; do
+      name="mappedcache_$lock"
+      [ "$mget" -gt 1 ] && name="mappedcache_${lock}_mget"
+      run_mc "$name" "$tag" "${args[@]}" --lock "$lock"
+      if [ -n "$HUGE_DIR" ]; then
+        f="$HUGE_DIR/mc-bench-$$.mcache"
+        run_mc "${name}_huge" "$tag" "${args[@]}" --lock "$lock" --path "$f"
+        rm -f "$f"
+      fi
     done
-    PROCS=$procs READ_PCT=$read DIST=$dist DURATION=$DURATION PEERS="$PEERS" "$PEERS_DIR/run_all.sh" 2>/dev/null \
-      | sed "s/\$/ rep=$rep/" | tee -a "$OUT" >&2
+    peers=$PEERS
+    [ "$mget" -gt 1 ] && peers=$MGET_PEERS
+    # LMDB: 12 + 64 bytes and a node header per key, in B-tree pages half to wholly full.
+    mapsize=$(( keys * 256 > (1 << 30) ? keys * 256 : (1 << 30) ))
+    KEYS=$keys PROCS=$procs READ_PCT=$read DIST=$dist DURATION=$DURATION PEERS="$peers" MGET_N=$mget MAPSIZE=$mapsize \
+      "$PEERS_COPY/run_all.sh" 2>/dev/null | sed "s/ rep=[0-9]*//; s/\$/ keys=$keys mget=$mget rep=$rep/" | tee -a "$OUT" >&2
+    if [ -n "$HUGE_DIR" ]; then
+      for p in $peers; do
+        case $p in limit_c*) ;; *) continue ;; esac
+        KEYS=$keys PROCS=$procs READ_PCT=$read DIST=$dist DURATION=$DURATION PEERS="$p" MGET_N=$mget DIR="$HUGE_DIR" \
+          "$PEERS_COPY/run_all.sh" 2>/dev/null | sed "s/^peer=\([a-z_]*\)/peer=\1_huge/; s/ rep=[0-9]*//; s/\$/ keys=$keys mget=$mget rep=$rep/" \
+          | tee -a "$OUT" >&2
+      done
+    fi
   done
 done
 python3 "$HERE/scripts/bench_table.py" "$OUT"

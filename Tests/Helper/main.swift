@@ -14,6 +14,7 @@ let commands: [String: HelperCommand] =
   .merging(redisCommands) { a, _ in a }
   .merging(faultCommands) { a, _ in a }
   .merging(fleetCommands) { a, _ in a }
+  .merging(batchCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {

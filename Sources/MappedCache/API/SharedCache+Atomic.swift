@@ -1,6 +1,6 @@
 import Foundation
 
-// Atomic counters, bulk reads and writes, and iteration.
+// Atomic counters, bulk removal, and iteration (bulk reads and writes: SharedCache+Batch.swift).
 
 extension SharedCache where Value: FixedWidthInteger {
   /// Adds `delta` to the counter under `key` and returns the new value, atomically across
@@ -99,39 +99,6 @@ extension SharedCache where Value: FixedWidthInteger {
 
 extension SharedCache {
   // MARK: Bulk
-
-  /// The live values among `keys`; missing and expired keys are left out. A value that
-  /// fails to decode throws `.decodingFailed`. Reads take no lock.
-  public func objects<S: Sequence>(forKeys keys: S) throws -> [String: Value] where S.Element == String {
-    var out: [String: Value] = [:]
-    for k in keys {
-      if let v = try object(forKey: k) { out[k] = v }
-    }
-    return out
-  }
-
-  /// Stores every pair under one acquisition of the write lock: other processes see
-  /// either none or some prefix of the batch while it runs, and the whole batch after.
-  /// Keys and values are all checked and encoded first: an invalid one throws before
-  /// anything is stored.
-  public func setObjects<S: Sequence>(_ items: S, expires: CacheExpiry? = nil) throws
-  where S.Element == (key: String, value: Value) {
-    let ms = expiryMs(expires)
-    var batch: [(key: [UInt8], value: [UInt8], write: CacheEngine.PreparedWrite)] = []
-    for (key, value) in items {
-      let k = Array(key.utf8)
-      let v = try codec.encode(value)
-      let w = try k.withUnsafeBytes { kb in try v.withUnsafeBytes { vb in try engine.prepare(kb, vb, expiry: ms) } }
-      batch.append((k, v, w))
-    }
-    guard !batch.isEmpty else { return }
-    try engine.set(batch: batch)
-  }
-
-  /// `setObjects` for a dictionary.
-  public func setObjects(_ items: [String: Value], expires: CacheExpiry? = nil) throws {
-    try setObjects(items.map { (key: $0.key, value: $0.value) }, expires: expires)
-  }
 
   /// Removes every key of `keys` under one acquisition of the write lock (a batch of
   /// invalidations costs one lock hold, not one per key); returns how many were present.

@@ -207,18 +207,6 @@ final class CacheEngine: @unchecked Sendable {
     try writer.store(key, value, w, condition: condition, now: now, held)
   }
 
-  /// Stores prepared entries under one hold of the lock (`SharedCache.setObjects`).
-  func set(batch: [(key: [UInt8], value: [UInt8], write: PreparedWrite)]) throws {
-    try withWriteLock { held in
-      let now = Sys.expiryClockMilliseconds()
-      for item in batch {
-        _ = try item.key.withUnsafeBytes { k in
-          try item.value.withUnsafeBytes { v in try store(k, v, item.write, condition: .always, now: now, held) }
-        }
-      }
-    }
-  }
-
   /// Removes `key`; false when it was not present.
   func remove(_ key: UnsafeRawBufferPointer) throws -> Bool {
     try checkKey(key)
@@ -408,7 +396,13 @@ final class CacheEngine: @unchecked Sendable {
   /// Precondition: `checkKey(key)` passed.
   @usableFromInline
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    let hash = KeyHash.key(key)
+    copyValue(key, hash: KeyHash.key(key), into: buffer)
+  }
+
+  /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
+  /// the batch read's step 3 (`copyValues`) is exactly this single read.
+  @inline(__always)
+  func copyValue(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     guard reader.isPlain else { return copyValueSlowly(key, hash: hash, fast: Reader.fastUnsure, into: buffer) }
     var expiry: UInt64 = 0
     var version: UInt64 = 0

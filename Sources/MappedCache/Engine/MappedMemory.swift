@@ -218,6 +218,34 @@ struct MappedMemory {
     if slotBytes > 64 { mc_prefetch_for_write(p + 64) }
   }
 
+  /// Starts fetching slot `i`'s cache lines for reading (up to 256 bytes: the words and
+  /// the whole inline area), without waiting for them. A hint that never faults: a batch
+  /// read (`CacheEngine.copyValues`) issues one per key before it probes any, so the
+  /// keys' memory misses (and TLB walks) overlap instead of following one another.
+  @inline(__always)
+  func prefetchSlotForReading(_ i: Int) {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
+    let p = slotsBase + i &* slotBytes
+    mc_prefetch_for_read(p)
+    if slotBytes > 64 { mc_prefetch_for_read(p + 64) }
+    if slotBytes > 128 {
+      mc_prefetch_for_read(p + 128)
+      mc_prefetch_for_read(p + 192)
+    }
+  }
+
+  /// Starts fetching the first two cache lines of the record at `loc` (its header, key
+  /// and the start of its value) for reading. `loc` is read from the file, racily: it is
+  /// checked like any record offset (an aligned offset inside a log), and nothing is
+  /// fetched otherwise. A hint that never faults.
+  @inline(__always)
+  func prefetchRecord(at loc: Int) {
+    guard let end = logEnd(containing: loc) else { return }
+    let p = base + loc
+    mc_prefetch_for_read(p)
+    if loc <= end &- 128 { mc_prefetch_for_read(p + 64) }
+  }
+
   // MARK: Inline entries (in the slot; bounds from `inlineCapacity`, never the file)
 
   /// The inline key and value lengths of slot `i`, or nil when they do not fit its area.
