@@ -60,8 +60,8 @@ import Testing
   ) throws -> Outcome {
     let outPath = stdoutPath ?? "/tmp/mc-fault-out-\(getpid())-\(UUID().uuidString.prefix(8))"
     let errPath = "/tmp/mc-fault-err-\(getpid())-\(UUID().uuidString.prefix(8))"
-    if stdoutPath == nil { FileManager.default.createFile(atPath: outPath, contents: nil) }
-    FileManager.default.createFile(atPath: errPath, contents: nil)
+    if stdoutPath == nil { _ = FileManager.default.createFile(atPath: outPath, contents: nil) }
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     defer {
       if stdoutPath == nil { unlink(outPath) }
       unlink(errPath)
@@ -194,7 +194,7 @@ import Testing
       #expect(full.err.contains("No space left on device"), "\(args): \(full.err)")
 
       let out = "/tmp/mc-fault-stdout-\(getpid())-\(UUID().uuidString.prefix(8))"
-      FileManager.default.createFile(atPath: out, contents: nil)
+      _ = FileManager.default.createFile(atPath: out, contents: nil)
       defer { unlink(out) }
       let env = lib.environment(calls: "write", errno: "EIO", pattern: (out as NSString).lastPathComponent)
       let eio = try Self.run(Self.tool, args, env: env, stdoutPath: out)
@@ -208,7 +208,7 @@ import Testing
     // A failure in the middle of a longer output (the third refresh of `stats --watch`,
     // each written as it comes) is reported too, not lost in a silent partial listing.
     let out = "/tmp/mc-fault-stdout-\(getpid())-\(UUID().uuidString.prefix(8))"
-    FileManager.default.createFile(atPath: out, contents: nil)
+    _ = FileManager.default.createFile(atPath: out, contents: nil)
     defer { unlink(out) }
     var env = lib.environment(calls: "write", errno: "EIO", pattern: (out as NSString).lastPathComponent)
     env["MC_FAULT_AFTER"] = "2"
