@@ -15,6 +15,7 @@ import Synchronization
 /// types. Callers share a kept value: a value that holds a reference to a mutable object
 /// (a class instance) hands every caller the same object, so turn it off for such types.
 public struct DecodedValueCaching: Sendable, Equatable {
+  /// Which value types keep decoded values.
   public enum Mode: Sendable, Equatable {
     /// On for value types stored through the binary `Codable` coder; off otherwise.
     case automatic
@@ -24,6 +25,7 @@ public struct DecodedValueCaching: Sendable, Equatable {
     case off
   }
 
+  /// Which value types keep decoded values (`automatic`: those of the binary coder).
   public var mode: Mode
   /// Most values kept (per handle). Default 4,096.
   public var countLimit: Int
@@ -31,6 +33,7 @@ public struct DecodedValueCaching: Sendable, Equatable {
   /// handle). A value larger than a 32nd of it is not kept. Default 4 MiB.
   public var byteLimit: Int
 
+  /// A setting with these limits; see each property.
   public init(mode: Mode = .automatic, countLimit: Int = 4096, byteLimit: Int = 4 << 20) {
     self.mode = mode
     self.countLimit = countLimit
