@@ -55,24 +55,9 @@ extension CacheEngine {
     _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
     into buffer: UnsafeMutableRawBufferPointer, stamp: inout EntryStamp
   ) -> Int {
-    let outcome =
-      fast == Reader.fastMiss
-      ? reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer)
-      : reader.lookup(key, hash: hash, now: 0, allowExpired: false, into: buffer)
-    switch outcome {
-    case .hit(let info):
-      reader.countHit()
+    copyValueSlowly(key, hash: hash, fast: fast, into: buffer) { info in
       let sum = KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), hash: hash)
       stamp = EntryStamp(version: info.version, count: UInt32(truncatingIfNeeded: info.valueCount), sum: sum)
-      return info.valueCount
-    case .needs(let n):
-      return n
-    case .miss, .corrupt:
-      reader.countMiss()
-      return -1
-    case .busy:
-      reader.countBusyMiss()
-      return -1
     }
   }
 }

@@ -418,7 +418,7 @@ final class CacheEngine: @unchecked Sendable {
   @inline(never)
   func copyValueSlowly(
     _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
-    into buffer: UnsafeMutableRawBufferPointer
+    into buffer: UnsafeMutableRawBufferPointer, onHit: (EntryInfo) -> Void = { _ in }
   ) -> Int {
     let outcome =
       fast == Reader.fastMiss
@@ -427,6 +427,7 @@ final class CacheEngine: @unchecked Sendable {
     switch outcome {
     case .hit(let info):
       reader.countHit()
+      onHit(info)
       return info.valueCount
     case .needs(let n):
       return n

@@ -48,16 +48,8 @@ extension Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
     stamp: inout EntryStamp
   ) -> Int {
-    var i = index.home(hash)
-    var probes = 0
-    while true {
-      let h = index.hash(at: i)
-      if h == hash { break }
-      if h == 0 { return Self.fastMiss }
-      probes &+= 1
-      if probes == SlotIndex.shortProbe { return Self.fastUnsure }
-      i = index.next(i)
-    }
+    let i = shortScan(hash)
+    guard i >= 0 else { return i }
     let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
       let meta = index.meta(at: i)
       guard let e = index.entry(at: i, meta: meta, matching: key) else { return nil }

@@ -233,21 +233,30 @@ struct Reader {
   ///
   /// With `plain` (a constant at its call site) the caller has checked that this handle
   /// is writable and reads without checksums (`isPlain`), and the flags are not read again.
+  /// The short paths' scan: from the home slot, the first slot whose hash is `hash`
+  /// (comparing hashes only), within `SlotIndex.shortProbe` slots; `fastMiss` at an empty
+  /// slot first, `fastUnsure` past the limit.
   @inline(__always)
-  func probeInline(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    expiry: inout UInt64, version: inout UInt64, plain: Bool = false
-  ) -> Int {
+  func shortScan(_ hash: UInt64) -> Int {
     var i = index.home(hash)
     var probes = 0
     while true {
       let h = index.hash(at: i)
-      if h == hash { break }
+      if h == hash { return i }
       if h == 0 { return Self.fastMiss }
       probes &+= 1
       if probes == SlotIndex.shortProbe { return Self.fastUnsure }
       i = index.next(i)
     }
+  }
+
+  @inline(__always)
+  func probeInline(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    expiry: inout UInt64, version: inout UInt64, plain: Bool = false
+  ) -> Int {
+    let i = shortScan(hash)
+    guard i >= 0 else { return i }
     let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
       let meta = index.meta(at: i)
       guard meta & Format.inlineBit != 0, let out = buffer.baseAddress,
