@@ -507,10 +507,14 @@ enum RedisWorker {
       let remote = try RedisCache<[UInt8]>(
         url: url, keyPrefix: layout.keyPrefix,
         options: RedisOptions(connectTimeout: timeout, commandTimeout: timeout))
+      // The planted fault stops host 0's holder process, whose fills' placeholders
+      // then hold up that host's other readers for a fill timeout: kept short there, so
+      // that the run measures the stale serves the plant is for.
+      let planted = o.plantStale && layout.host(ofWorker: id) == 0
       let near = try NearCache<[UInt8]>(
         path: layout.hostPath(layout.host(ofWorker: id)), remote: remote,
         maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)),
-        options: NearCacheOptions(capacity: o.hostCapacity, serveStale: o.plantStale && layout.host(ofWorker: id) == 0))
+        options: NearCacheOptions(capacity: o.hostCapacity, serveStale: planted, fillTimeout: planted ? 0.1 : 2))
       defer { near.close() }
       let log = try WriteLog(path: layout.logPath, keys: layout.keys)
       let nearKeys = (0..<o.keys).map { layout.keys[$0] }

@@ -331,19 +331,23 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
   enum Step {
     case found(Value?)
     case owned(Claim)
-    case bypass
     case wait
     case again
   }
 
   /// One look at `key`'s entry on the way to a fill: a usable entry, our placeholder put
-  /// in place, a wait for another process's fill, or a fetch that stores nothing.
+  /// in place, or a wait for another process's fill.
+  ///
+  /// A stale fence makes the entry unusable, not the fill: the value is fetched through a
+  /// placeholder all the same and replaces the file's older copy. Storing is as safe as
+  /// with a fresh fence (an invalidation in flight removes the placeholder; one that was
+  /// lost ends its tracking session, whose successor moves the epoch on before any fence
+  /// is fresh again), and it keeps reads monotonic on the host: a reader that got version
+  /// n + 1 from Redis while the fence was stale cannot find n in the file once a
+  /// heartbeat sent before that write makes the fence fresh again.
   func step(_ key: String, deadline: UInt64, life: Double? = nil) throws -> Step {
     let word = word(for: key)
-    guard fenceFresh(word) else {
-      NearLayout.add(local, NearLayout.fenceMisses, 1)
-      return .bypass
-    }
+    let fresh = fenceFresh(word)
     let epoch = NearLayout.currentEpoch(local, word)
     let placeholder = NearLayout.pending(
       epoch: epoch, word: word, pid: getpid(), token: UInt64.random(in: 1...UInt64.max))
@@ -354,12 +358,12 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       if let (tag, e) = bytes.withUnsafeBytes({ NearLayout.parse($0) }) {
         if e == epoch {
           switch tag {
-          case NearLayout.tagValue:
+          case NearLayout.tagValue where fresh:
             return .found(
               try bytes.withUnsafeBytes {
                 try codec.decode(UnsafeRawBufferPointer(rebasing: $0[NearLayout.headerSize...]), forKey: key)
               })
-          case NearLayout.tagAbsent:
+          case NearLayout.tagAbsent where fresh:
             return .found(nil)
           case NearLayout.tagPending:
             if let pid = NearLayout.pendingPID(bytes), Self.isAlive(pid), Clock.nanoseconds() < deadline {
@@ -377,6 +381,8 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
       guard try local.add(placeholder, forKey: key, expires: life) else { return .again }
     }
     guard let (now, version) = try local.objectWithVersion(forKey: key), now == placeholder else { return .again }
+    // A read that goes to Redis because of the fence (counted once, by the fetcher).
+    if !fresh { NearLayout.add(local, NearLayout.fenceMisses, 1) }
     return .owned(Claim(epoch: epoch, word: word, bytes: placeholder, version: version))
   }
 
@@ -453,7 +459,6 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     for _ in 0..<10_000 {
       switch try step(key, deadline: deadline) {
       case .found(let v): return v
-      case .bypass: return try fetchDecoded(key)
       case .again: continue
       case .owned where !usePlaceholders:
         // The race the placeholder closes, kept for the test that shows it: fetch, then store.
@@ -510,7 +515,7 @@ public final class NearCache<Value: Codable>: @unchecked Sendable {
     for _ in 0..<100_000 {
       switch try step(key, deadline: deadline, life: wait) {
       case .found(let v?): return (v, true)
-      case .found(nil), .bypass:
+      case .found(nil):
         let fetched: ([UInt8], CacheExpiry)?
         do { fetched = try fetch(key) } catch let e as CacheError {
           guard case .remoteUnavailable = e else { throw e }

@@ -172,6 +172,36 @@ struct NearCacheInProcessTests {
     #expect(try s.object(forKey: "k") == nil)
   }
 
+  /// A read that went to Redis past a stale fence stores what it got: once a late
+  /// heartbeat, sent before the write, makes the fence fresh again without the write's
+  /// invalidation, the file holds the newer value, not the one the reader already saw
+  /// replaced (reads on a host never go back a version).
+  @Test func aReadPastAStaleFenceReplacesTheFilesOlderCopy() throws {
+    let server = try RedisServer()
+    defer { server.stop() }
+    let a = try makeHost(server, staleness: .milliseconds(100))
+    defer { dispose(a) }
+    #expect(waitReady(a))
+    let raw = server.client()
+    _ = try raw.call("SET", "t:k", "v1")
+    #expect(eventually(10) { a.statistics.invalidationsReceived >= 1 })
+    #expect(try a.object(forKey: "k") == "v1")
+    #expect(try a.local.containsObject(forKey: "k"))
+    // No holder from here on: no heartbeats, no invalidations applied.
+    a.close()
+    _ = try raw.call("SET", "t:k", "v2")
+    #expect(eventually(5) { !a.statistics.fenceFresh })
+    let misses = a.statistics.fenceMisses
+    #expect(try a.object(forKey: "k") == "v2")
+    #expect(a.statistics.fenceMisses == misses + 1)
+    // The heartbeat that comes in late, as from a holder that was descheduled.
+    NearLayout.storeFence(a.local, Clock.coarseMilliseconds())
+    #expect(a.statistics.fenceFresh)
+    let fetches = a.statistics.remoteFetches
+    #expect(try a.object(forKey: "k") == "v2")
+    #expect(a.statistics.remoteFetches == fetches)  // from the file
+  }
+
   @Test func flushallDropsEveryEntryLazily() throws {
     let server = try RedisServer()
     defer { server.stop() }
