@@ -57,6 +57,9 @@ struct StressOptions: Sendable {
   /// Cluster only: seconds between slot moves (the slot of a random key of the run goes
   /// to the next primary); nil: none.
   var reshardEvery: Double? = nil
+  /// Redis mode with a spawned cluster (then of 3 primaries with a replica each): this
+  /// often, the primary of a random key's slot is SIGKILLed and its replica promoted.
+  var failoverEvery: Double? = nil
   var hosts = 4
   /// Each host's file size.
   var hostCapacity = 16 << 20
@@ -338,6 +341,13 @@ enum OptionTable {
         o.reshardEvery = try parseDuration(v, flag: "--reshard-every", min: 0.05, max: 3600)
       }, passOn: { $0.reshardEvery.map { "\($0)" } }),
     OptionSpec(
+      flag: "--failover-every", valueName: "TIME", defaultText: "off",
+      help:
+        "Redis mode with --redis-spawn-cluster (then 3 primaries with a replica each): this often, 1s to 1h, SIGKILL the primary of a random key's slot, promote its replica and restart the killed node as the new primary's replica",
+      apply: { o, v throws(UsageError) in
+        o.failoverEvery = try parseDuration(v, flag: "--failover-every", min: 1, max: 3600)
+      }, passOn: { $0.failoverEvery.map { "\($0)" } }),
+    OptionSpec(
       flag: "--hosts", valueName: "H", defaultText: "4",
       help: "Redis mode: hosts (cache files, each with its own invalidation holder), 1 to 16",
       apply: { o, v throws(UsageError) in o.hosts = try parseInt(v, flag: "--hosts", in: 1...16) },
@@ -555,7 +565,7 @@ enum OptionTable {
       for (flag, set) in [
         ("--kill-holder-every", o.killHolderEvery != nil), ("--blackhole-every", o.blackholeEvery != nil),
         ("--kill-redis-every", o.killRedisEvery != nil), ("--plant-stale", o.plantStale),
-        ("--reshard-every", o.reshardEvery != nil),
+        ("--reshard-every", o.reshardEvery != nil), ("--failover-every", o.failoverEvery != nil),
       ] where set {
         throw UsageError("\(flag) needs --redis URL or --redis-spawn")
       }
@@ -566,6 +576,9 @@ enum OptionTable {
     }
     if o.killRedisEvery != nil && !o.redisSpawn {
       throw UsageError("--kill-redis-every needs --redis-spawn (only a server of the run's own is killed)")
+    }
+    if o.failoverEvery != nil && !o.redisSpawnCluster {
+      throw UsageError("--failover-every needs --redis-spawn-cluster (only nodes of the run's own are killed)")
     }
     if o.reshardEvery != nil && !o.redisCluster {
       throw UsageError("--reshard-every needs a cluster: --redis-spawn-cluster or --redis redis-cluster://…")

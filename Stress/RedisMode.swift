@@ -72,10 +72,12 @@ final class RedisCoordinator: @unchecked Sendable {
       url = s.url
       progress("started redis-server (pid \(s.pid)) on \(s.url)")
     } else if o.redisSpawnCluster {
-      let c = try SpawnedCluster(dir: dir.path, primaries: 3)
+      let replicas = o.failoverEvery == nil ? 0 : 1
+      let c = try SpawnedCluster(dir: dir.path, primaries: 3, replicas: replicas)
       cluster = c
       url = c.url
-      progress("started a Redis Cluster of \(c.nodes.count) primaries on \(c.url)")
+      progress(
+        "started a Redis Cluster of 3 primaries\(replicas == 0 ? "" : " with a replica each") on \(c.url)")
     } else {
       url = o.redisURL!
     }
@@ -131,6 +133,8 @@ final class RedisCoordinator: @unchecked Sendable {
     var nextHole = every(o.blackholeEvery).map { start + $0 }
     var nextRedisKill = every(o.killRedisEvery).map { start + $0 }
     var nextReshard = every(o.reshardEvery).map { start + $0 }
+    var nextFailover = every(o.failoverEvery).map { start + $0 }
+    var failover: FailoverJob? = nil
     var reshardRNG = SplitMix64(seed: (o.seed ?? 1) &+ 0x5107)
     var holeEnds: [Int: UInt64] = [:]
     var maxHeartbeatAge = [UInt64](repeating: 0, count: o.hosts)
@@ -191,6 +195,27 @@ final class RedisCoordinator: @unchecked Sendable {
         }
         nextReshard = t + every(o.reshardEvery)!
       }
+      // A failover takes seconds (promotion, restart, resync): it runs on a thread of its
+      // own while this loop goes on sampling, and the next one counts from its end, as the
+      // killed node must be a synced replica again before its shard loses another primary.
+      if let job = failover, let outcome = job.outcome {
+        switch outcome {
+        case .success(let (killed, promoted)):
+          faults.failovers += 1
+          progress(
+            "fault: primary :\(killed) of slot \(job.slot) SIGKILLed, replica :\(promoted) promoted, :\(killed) back as its replica (\(faults.failovers) failovers)"
+          )
+        case .failure(let error):
+          faults.failoversFailed += 1
+          progress("fault: failover of slot \(job.slot) failed: \(error)")
+        }
+        failover = nil
+        nextFailover = now + every(o.failoverEvery)!
+      }
+      if failover == nil, let t = nextFailover, now >= t, let c = cluster {
+        let key = layout.keyPrefix + layout.keys[Int(reshardRNG.next() % UInt64(layout.keys.count))]
+        failover = FailoverJob(c, slot: ClusterSlots.slot(key))
+      }
       noteUnexpectedExits(end: end)
       // How stale each host's fence got: a holder descheduled, stopped, killed or cut off
       // leaves it aging, and until it is maxStaleness old reads still trust the file.
@@ -208,9 +233,14 @@ final class RedisCoordinator: @unchecked Sendable {
             Double(now - start) / 1e9, Fmt.count(Double(m.counters.reads) / (Double(now - start) / 1e9)),
             Fmt.count(Double(m.counters.writes) / (Double(now - start) / 1e9)), m.counters.staleReads,
             Double(m.counters.maxLatenessNs) / 1e6, m.counters.violations, tracking.last.map { "\($0)" } ?? "?"))
-        nextProgress += 1_000_000_000
+        while nextProgress <= now { nextProgress += 1_000_000_000 }
       }
       usleep(2000)
+    }
+    if let job = failover {
+      // One still under way ends before the nodes are stopped.
+      job.wait()
+      if case .success = job.outcome { faults.failovers += 1 } else { faults.failoversFailed += 1 }
     }
     // The hosts' figures as the run ends: when the workers close, each host's role passes
     // from one closing process to the next, which is not part of the run.
@@ -280,6 +310,7 @@ final class RedisCoordinator: @unchecked Sendable {
     wo.redisSpawn = false
     wo.redisSpawnCluster = false
     wo.reshardEvery = nil
+    wo.failoverEvery = nil
     wo.killRedisEvery = nil
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
@@ -414,7 +445,14 @@ struct RedisFaults {
   /// fails when the cluster is busy; the run goes on).
   var reshards = 0
   var reshardsFailed = 0
-  var any: Bool { holderKills + holderKillsSkipped + blackholes + redisKills + reshards + reshardsFailed > 0 }
+  /// Primaries SIGKILLed and replaced by their replica (`--failover-every`), and attempts
+  /// that failed.
+  var failovers = 0
+  var failoversFailed = 0
+  var any: Bool {
+    holderKills + holderKillsSkipped + blackholes + redisKills + reshards + reshardsFailed + failovers
+      + failoversFailed > 0
+  }
 }
 
 /// Every worker's counters and histograms, summed.
@@ -539,20 +577,56 @@ final class SpawnedRedis {
   }
 }
 
-/// A Redis Cluster of the run's own: `primaries` cluster nodes (`SpawnedRedis`), joined by
-/// `redis-cli --cluster create` with no replicas, ready when every node says
-/// `cluster_state:ok` and maps every slot.
-final class SpawnedCluster {
+/// A failover (`SpawnedCluster.failOver`) running on a thread of its own.
+final class FailoverJob: @unchecked Sendable {
+  let slot: Int
+  private let lock = NSCondition()
+  private var result: Result<(UInt16, UInt16), any Error>?
+
+  init(_ cluster: SpawnedCluster, slot: Int) {
+    self.slot = slot
+    let t = Thread { [self] in
+      let r = Result { try cluster.failOver(slot: slot) }
+      lock.lock()
+      result = r.map { ($0.killed, $0.promoted) }
+      lock.broadcast()
+      lock.unlock()
+    }
+    t.start()
+  }
+
+  /// The ports of the killed and the promoted node, or why it failed; nil while it runs.
+  var outcome: Result<(UInt16, UInt16), any Error>? {
+    lock.lock()
+    defer { lock.unlock() }
+    return result
+  }
+
+  func wait() {
+    lock.lock()
+    while result == nil { lock.wait() }
+    lock.unlock()
+  }
+}
+
+/// A Redis Cluster of the run's own: `primaries` cluster nodes (`SpawnedRedis`) and
+/// `replicas` replicas of each, joined by `redis-cli --cluster create`, ready when every
+/// node says `cluster_state:ok` and maps every slot, and every replica's link is up.
+/// (Sendable for the failover thread: one failover at a time, and the run waits for it
+/// before it stops the nodes.)
+final class SpawnedCluster: @unchecked Sendable {
   let nodes: [SpawnedRedis]
   var url: String { "redis-cluster://" + nodes.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") }
 
-  init(dir: String, primaries: Int) throws {
+  init(dir: String, primaries: Int, replicas: Int = 0) throws {
     guard let cli = Self.redisCLI else { throw StressFailure("--redis-spawn-cluster: redis-cli is not on PATH") }
-    nodes = try (0..<primaries).map { _ in try SpawnedRedis(dir: dir, clusterNode: true) }
+    nodes = try (0..<primaries * (1 + replicas)).map { _ in try SpawnedRedis(dir: dir, clusterNode: true) }
     let create = Process()
     create.executableURL = URL(fileURLWithPath: cli)
     create.arguments =
-      ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + ["--cluster-replicas", "0", "--cluster-yes"]
+      ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + [
+        "--cluster-replicas", "\(replicas)", "--cluster-yes",
+      ]
     create.standardInput = FileHandle.nullDevice
     create.standardOutput = FileHandle.nullDevice
     create.standardError = FileHandle.nullDevice
@@ -561,18 +635,90 @@ final class SpawnedCluster {
     guard create.terminationStatus == 0 else {
       throw StressFailure("redis-cli --cluster create failed (status \(create.terminationStatus))")
     }
-    let deadline = Date().addingTimeInterval(30)
+    try waitUntilSettled(seconds: 30, replicasPerPrimary: replicas)
+  }
+
+  private func client(_ port: UInt16) -> RedisClient {
+    RedisClient(
+      endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)),
+      options: RedisOptions(connectTimeout: 0.5, commandTimeout: 1))
+  }
+
+  /// Waits until every node says the cluster is whole and each primary has
+  /// `replicasPerPrimary` replicas whose links are up.
+  private func waitUntilSettled(seconds: Double, replicasPerPrimary: Int) throws {
+    let deadline = Date().addingTimeInterval(seconds)
     for n in nodes {
-      let c = RedisClient(
-        endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: n.port)),
-        options: RedisOptions(connectTimeout: 0.5, commandTimeout: 1))
+      let c = client(n.port)
       while true {
         let info = (try? c.call("CLUSTER", "INFO").string) ?? ""
-        if info.contains("cluster_state:ok") && info.contains("cluster_slots_assigned:16384") { break }
-        if Date() > deadline { throw StressFailure("the spawned cluster was not ready within 30 s") }
+        if info.contains("cluster_state:ok") && info.contains("cluster_slots_assigned:16384") {
+          let repl = (try? c.call("INFO", "replication").string) ?? ""
+          if repl.contains("role:master") && repl.contains("connected_slaves:\(replicasPerPrimary)\r") { break }
+          if repl.contains("role:slave") && repl.contains("master_link_status:up") { break }
+        }
+        if Date() > deadline { throw StressFailure("the spawned cluster was not settled within \(Int(seconds)) s") }
         usleep(20_000)
       }
     }
+  }
+
+  /// One line of `CLUSTER NODES`: the node's id, port, role, its primary's id, its slots.
+  struct NodeLine {
+    var id = "", port: UInt16 = 0, isPrimary = false, failed = false, primaryID = ""
+    var slots: [ClosedRange<Int>] = []
+
+    init?(_ line: Substring) {
+      let f = line.split(separator: " ")
+      guard f.count >= 8, let colon = f[1].lastIndex(of: ":") else { return nil }
+      let portText = f[1][f[1].index(after: colon)...].prefix { $0.isNumber }
+      guard let port = UInt16(portText) else { return nil }
+      let flags = f[2].split(separator: ",")
+      id = String(f[0])
+      self.port = port
+      isPrimary = flags.contains("master")
+      failed = flags.contains("fail") || flags.contains("fail?")
+      primaryID = String(f[3])
+      for range in f.dropFirst(8) where !range.hasPrefix("[") {
+        let ends = range.split(separator: "-").compactMap { Int($0) }
+        if ends.count == 1 { slots.append(ends[0]...ends[0]) }
+        if ends.count == 2, ends[0] <= ends[1] { slots.append(ends[0]...ends[1]) }
+      }
+    }
+  }
+
+  /// The cluster as the first node that answers sees it.
+  private func view() throws -> [NodeLine] {
+    for n in nodes {
+      if let text = try? client(n.port).call("CLUSTER", "NODES").string {
+        return text.split(separator: "\n").compactMap(NodeLine.init)
+      }
+    }
+    throw StressFailure("no node of the cluster answered CLUSTER NODES")
+  }
+
+  /// Fails over the shard of `slot` the hard way: SIGKILLs its primary, promotes a replica
+  /// (`CLUSTER FAILOVER FORCE`: the majority of primaries agrees, the dead one is not
+  /// asked), waits until it serves, then restarts the killed node on its port (empty,
+  /// with its nodes file), which rejoins as the new primary's replica and syncs. Returns
+  /// the ports of the killed and of the promoted node.
+  func failOver(slot: Int) throws -> (killed: UInt16, promoted: UInt16) {
+    let lines = try view()
+    guard let primary = lines.first(where: { $0.isPrimary && $0.slots.contains { $0.contains(slot) } }),
+      let replica = lines.first(where: { !$0.isPrimary && !$0.failed && $0.primaryID == primary.id }),
+      let victim = nodes.first(where: { $0.port == primary.port })
+    else { throw StressFailure("slot \(slot): no primary with a live replica") }
+    victim.stop()
+    let promoted = client(replica.port)
+    try promoted.call("CLUSTER", "FAILOVER", "FORCE")
+    let deadline = Date().addingTimeInterval(15)
+    while !((try? promoted.call("INFO", "replication").string)?.contains("role:master") ?? false) {
+      if Date() > deadline { throw StressFailure("replica :\(replica.port) was not promoted within 15 s") }
+      usleep(10_000)
+    }
+    try victim.restart()
+    try waitUntilSettled(seconds: 30, replicasPerPrimary: 1)
+    return (primary.port, replica.port)
   }
 
   static var redisCLI: String? {

@@ -71,7 +71,8 @@ struct RedisRunReport {
       (may have landed late: not judged)
       faults:           \(faults.holderKills) holder kills (\(faults.holderKillsSkipped) skipped: no holder), \
       \(faults.blackholes) black holes of \(Int(o.blackholeFor * 1000)) ms, \(faults.redisKills) redis-server kills, \
-      \(faults.reshards) slot moves (\(faults.reshardsFailed) failed)
+      \(faults.reshards) slot moves (\(faults.reshardsFailed) failed), \(faults.failovers) failovers \
+      (\(faults.failoversFailed) failed)
       tracking conns:   \(tracking.min().map(String.init) ?? "?")-\(tracking.max().map(String.init) ?? "?") \
       (\(o.hosts) hosts; sampled \(tracking.count) times)
 
@@ -138,6 +139,8 @@ struct RedisRunReport {
     j["redis_kills"] = .int(faults.redisKills)
     j["reshards"] = .int(faults.reshards)
     j["reshards_failed"] = .int(faults.reshardsFailed)
+    j["failovers"] = .int(faults.failovers)
+    j["failovers_failed"] = .int(faults.failoversFailed)
     j["tracking_connections_min"] = tracking.min().map { .int($0) } ?? .null
     j["tracking_connections_max"] = tracking.max().map { .int($0) } ?? .null
     j["invalidations_received"] = .int(Int(sum(\.invalidationsReceived)))

@@ -152,6 +152,22 @@ import Testing
     #expect(int(j, "tracking_connections_max") == 2)
   }
 
+  /// Three primaries with a replica each behind two hosts, the primary of a run key's
+  /// slot SIGKILLed and its replica promoted (`CLUSTER FAILOVER FORCE`), then the killed
+  /// node back as a replica: reads go on within the bound, in order, none lost.
+  @Test(.enabled(if: clusterAvailable, "redis-server or redis-cli is not installed"))
+  func aFailingOverClusterServesNothingPastTheBound() throws {
+    let (status, j, err) = try run([
+      "--redis-spawn-cluster", "--hosts", "2", "--procs", "2", "--keys", "300", "--duration", "6",
+      "--read-pct", "90", "--max-staleness", "200ms", "--failover-every", "1", "--seed", "29",
+    ])
+    #expect(status == 0, "stderr: \(err)")
+    expectSound(j, err)
+    #expect(int(j, "failovers") >= 1)
+    #expect(int(j, "failovers_failed") == 0)
+    #expect(int(j, "errors") == 0)
+  }
+
   @Test func redisFlagsAreCheckedAgainstEachOther() throws {
     for (args, says) in [
       (["--kill-holder-every", "1"], "needs --redis URL or --redis-spawn"),
@@ -160,6 +176,7 @@ import Testing
       (["--redis", "http://x"], "redis://, unix:// or redis-cluster://"),
       (["--redis-spawn", "--reshard-every", "1"], "--reshard-every needs a cluster"),
       (["--reshard-every", "1"], "needs --redis URL or --redis-spawn"),
+      (["--redis-spawn", "--failover-every", "1"], "--failover-every needs --redis-spawn-cluster"),
       (["--redis-spawn-cluster", "--blackhole-every", "1"], "not with a cluster"),
       (["--redis-spawn-cluster", "--redis-spawn"], "exclude each other"),
       (["--redis-spawn", "--value-size", "8"], "at least 16 bytes"),
