@@ -97,6 +97,10 @@ final class RedisCoordinator: @unchecked Sendable {
     let t0 = monotonicNanoseconds()
     try prefill(direct, log)
     progress(String(format: "wrote version 1 of %d keys in %.2f s", o.keys, Double(monotonicNanoseconds() - t0) / 1e9))
+    if o.redisCluster {
+      let slots = Set((0..<o.keys).map { ClusterSlots.slot(layout.keyPrefix + layout.keys[$0]) })
+      progress("the run's keys fall in \(slots.count) of the cluster's \(ClusterSlots.count) slots")
+    }
 
     let workers = o.hosts * o.procs
     processes = Array(repeating: nil, count: workers)

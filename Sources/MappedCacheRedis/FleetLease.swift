@@ -22,6 +22,12 @@ import Glibc
 ///     wakes it at once; otherwise it polls (GET, then SET NX again) with backoff up to
 ///     `maxPollInterval`. When the owner dies its lease expires and the next SET NX
 ///     takes over. Past `waitTimeout` the waiter computes for itself without storing.
+///     With `serveStale` a waiter first asks for the key's stale copy, which every store
+///     under a lease with `serveStale` writes beside the value (`stale:` + key, in its
+///     slot, living `staleFor` longer than the value): when there is one it is returned
+///     at once (*served stale*), as memcache hands a stale value to a client that did not
+///     get the lease. Only computes write it: a value stored by a plain write and expired
+///     since is not what a stale copy holds.
 ///
 /// Against Facebook's memcache leases (a token handed out with each miss, a set refused
 /// without the current token): the same safety for the store (a lost lease cannot
@@ -34,10 +40,13 @@ import Glibc
 /// which neither works (a `}` in a key without a tag) has no fleet lease: it is computed
 /// once per host, as without `fleetWide`.
 enum FleetLease {
+  /// KEYS: value, lease, stale copy; ARGV: owner, bytes, value PX (0: none), stale copy PX
+  /// (0: no stale copy written).
   static let storeScript = """
     if redis.call('GET', KEYS[2]) == ARGV[1] then
       if ARGV[3] == '0' then redis.call('SET', KEYS[1], ARGV[2])
       else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+      if ARGV[4] ~= '0' then redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[4]) end
       redis.call('DEL', KEYS[2])
       return 1
     end
@@ -53,9 +62,16 @@ enum FleetLease {
     """
 
   /// The lease key of a Redis key (in its slot); nil when there is none (see above).
-  static func leaseKey(for dataKey: [UInt8]) -> [UInt8]? {
+  static func leaseKey(for dataKey: [UInt8]) -> [UInt8]? { sibling("lease:", of: dataKey) }
+
+  /// The key of a Redis key's stale copy (`ComputeOptions.serveStale`), in its slot.
+  static func staleKey(for dataKey: [UInt8]) -> [UInt8]? { sibling("stale:", of: dataKey) }
+
+  /// `prefix` + key when that hashes to the key's slot, else `prefix{key}`, else nil.
+  private static func sibling(_ prefix: String, of dataKey: [UInt8]) -> [UInt8]? {
     let slot = ClusterSlots.slot(dataKey)
-    for candidate in [Array("lease:".utf8) + dataKey, Array("lease:{".utf8) + dataKey + [UInt8(ascii: "}")]]
+    let p = Array(prefix.utf8)
+    for candidate in [p + dataKey, p + [UInt8(ascii: "{")] + dataKey + [UInt8(ascii: "}")]]
     where ClusterSlots.slot(candidate) == slot {
       return candidate
     }
@@ -79,11 +95,15 @@ enum FleetLease {
 
   /// Stores `bytes` under `key` (with `px` ms to live, 0: none) if `owner` still holds the
   /// lease, deleting the lease; false when the lease was lost.
+  /// With `stalePX` > 0 it also stores the stale copy, living that long.
   static func store(
-    _ client: RedisClient, key: [UInt8], lease: [UInt8], owner: [UInt8], bytes: [UInt8], px: Int64
+    _ client: RedisClient, key: [UInt8], lease: [UInt8], owner: [UInt8], bytes: [UInt8], px: Int64,
+    stalePX: Int64 = 0
   ) throws -> Bool {
+    let stale = staleKey(for: key) ?? lease
     let r = try client.call(
-      [Array("EVAL".utf8), Array(storeScript.utf8), Array("2".utf8), key, lease, owner, bytes, Array(String(px).utf8)],
+      [Array("EVAL".utf8), Array(storeScript.utf8), Array("3".utf8), key, lease, stale, owner, bytes]
+        + [px, staleKey(for: key) == nil ? 0 : stalePX].map { Array(String($0).utf8) },
       idempotent: false)
     return r == .integer(1)
   }
@@ -144,8 +164,11 @@ extension NearCache {
         var ok = false
         if px.map({ $0 > 0 }) ?? true {
           // A store that fails (Redis gone meanwhile) still returns the value computed.
+          // The stale copy outlives the value by `staleFor` (and a value with no expiry
+          // by as much after its removal).
+          let stalePX = opts.serveStale ? (px ?? 0) + Int64(max(0.001, opts.staleFor) * 1000) : 0
           if let done = try? FleetLease.store(
-            client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0)
+            client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0, stalePX: stalePX)
           {
             ok = done
             if !done {
@@ -174,6 +197,14 @@ extension NearCache {
           release(key, claim)
         }
         return (v, false)
+      }
+      if opts.serveStale, let staleKey = FleetLease.staleKey(for: dataKey),
+        let bytes = try client.call([Array("GET".utf8), staleKey]).bytes
+      {
+        // Another owner recomputes: the last value computed under a lease, at once.
+        NearLayout.add(local, NearLayout.Cluster.leaseStaleServes, 1)
+        if let claim { release(key, claim) }
+        return (try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }, true)
       }
       if !sawOwner { NearLayout.add(local, NearLayout.Cluster.leaseWaits, 1) }
       sawOwner = true

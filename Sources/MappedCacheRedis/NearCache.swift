@@ -109,6 +109,9 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
   public var leaseTakeovers: UInt64 = 0
   /// Computed values not stored because the lease was lost meanwhile.
   public var leasesLost: UInt64 = 0
+  /// Fleet-wide computes with `serveStale` that found another owner's lease and returned
+  /// the stale copy of the last value computed.
+  public var leaseStaleServes: UInt64 = 0
 
   /// The figures as lines of text.
   public var description: String {
@@ -130,11 +133,12 @@ public struct NearCacheStatistics: Sendable, Equatable, CustomStringConvertible 
           cluster: nodes \(heartbeatNodes.joined(separator: ", ")); MOVED \(movedRedirects), ASK \(askRedirects); \
           slot maps read \(slotMapRefreshes); slot buckets dropped \(slotBucketsDropped)
           """)
-        + (leaseWins + leaseWaits + leaseTakeovers + leasesLost == 0
+        + (leaseWins + leaseWaits + leaseTakeovers + leasesLost + leaseStaleServes == 0
           ? ""
           : """
 
-          fleet leases: \(leaseWins) won, \(leaseWaits) waits, \(leaseTakeovers) taken over, \(leasesLost) lost
+          fleet leases: \(leaseWins) won, \(leaseWaits) waits, \(leaseTakeovers) taken over, \(leasesLost) lost, \
+          \(leaseStaleServes) served stale
           """)
   }
 }

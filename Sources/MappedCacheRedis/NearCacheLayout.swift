@@ -183,6 +183,7 @@ enum NearLayout {
       local: local.statistics, heartbeatNodes: nodes.map { "port \($0.port)" },
       movedRedirects: w(Cluster.moved), askRedirects: w(Cluster.ask), slotMapRefreshes: w(Cluster.slotMapRefreshes),
       slotBucketsDropped: w(Cluster.bucketsDropped), leaseWins: w(Cluster.leaseWins), leaseWaits: w(Cluster.leaseWaits),
-      leaseTakeovers: w(Cluster.leaseTakeovers), leasesLost: w(Cluster.leaseLost))
+      leaseTakeovers: w(Cluster.leaseTakeovers), leasesLost: w(Cluster.leaseLost),
+      leaseStaleServes: w(Cluster.leaseStaleServes))
   }
 }

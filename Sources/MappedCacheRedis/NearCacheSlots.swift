@@ -20,7 +20,7 @@ extension NearLayout {
   /// Counters of the cluster tier and of fleet-wide leases.
   enum Cluster {
     static let moved = 32, ask = 33, slotMapRefreshes = 34, bucketsDropped = 35
-    static let leaseWins = 36, leaseWaits = 37, leaseTakeovers = 38, leaseLost = 39
+    static let leaseWins = 36, leaseWaits = 37, leaseTakeovers = 38, leaseLost = 39, leaseStaleServes = 40
   }
   static let bucketBase = 64, bucketCount = 256, slotsPerBucket = 64
 

@@ -89,6 +89,9 @@ enum Prometheus {
       counter("near_lease_waits", "Fleet-wide computes that waited for another owner's value.", Int(n.leaseWaits))
       counter("near_lease_takeovers", "Leases taken after another owner's expired.", Int(n.leaseTakeovers))
       counter("near_leases_lost", "Computed values not stored: the lease was lost.", Int(n.leasesLost))
+      counter(
+        "near_lease_stale_serves", "Fleet-wide computes that returned the stale copy while another owner computed.",
+        Int(n.leaseStaleServes))
     }
     return out
   }

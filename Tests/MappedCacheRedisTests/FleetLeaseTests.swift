@@ -19,6 +19,7 @@ struct FleetLeaseTests {
       let k = Array(key.utf8)
       let lease = FleetLease.leaseKey(for: k)
       #expect(lease.map { ClusterSlots.slot($0) } == ClusterSlots.slot(k), "\(key)")
+      #expect(FleetLease.staleKey(for: k).map { ClusterSlots.slot($0) } == ClusterSlots.slot(k), "\(key)")
     }
     // A `}` in a key without a tag: no lease key shares its slot, so no fleet lease.
     for key in ["a}b", "{}q"] { #expect(FleetLease.leaseKey(for: Array(key.utf8)) == nil, "\(key)") }
@@ -73,6 +74,53 @@ struct FleetLeaseTests {
     #expect(f.value == "slow" && !f.fromCache)
     #expect(second.value == "slow" && second.fromCache)
     #expect(try raw.call("GET", counter).string == "1", "computed once")
+  }
+
+  /// With `serveStale`, a caller that finds another owner's lease gets the stale copy of
+  /// the last value computed under a lease at once, without computing; without it, the
+  /// caller waits for the owner's new value.
+  @Test func aWaiterServesTheStaleCopyWhileAnotherOwnerRecomputes() async throws {
+    let prefix = "flstale\(getpid()):"
+    let a = try makeClusterHost(cluster, prefix: prefix)
+    let b = try makeClusterHost(cluster, prefix: prefix)
+    defer {
+      dispose(a)
+      dispose(b)
+    }
+    let raw = try RedisClient(url: cluster.url())
+    let counter = "flstalecount\(getpid())"
+    let opts = ComputeOptions(
+      waitTimeout: 20, serveStale: true, maxPollInterval: 0.01, fleetWide: true, leaseDuration: 5, staleFor: 30)
+    let first = try await a.object(forKey: "k", expires: .seconds(0.3), options: opts) { "v1" }
+    #expect(first.value == "v1" && !first.fromCache)
+    let staleKey = try #require(FleetLease.staleKey(for: Array((prefix + "k").utf8)))
+    #expect(try raw.call([Array("GET".utf8), staleKey]).string == "v1")
+    // v1 expires in Redis (its stale copy lives 30 s more).
+    #expect(eventually(10) { (try? raw.call("EXISTS", prefix + "k")) == .integer(0) })
+    async let second = a.object(forKey: "k", expires: .seconds(60), options: opts) {
+      try raw.call("INCR", counter)
+      try await Task.sleep(nanoseconds: 1_500_000_000)
+      return "v2"
+    }
+    // Once a holds the lease (its computation started):
+    #expect(eventually(10) { (try? raw.call("GET", counter).string) == "1" })
+    let stale = try await b.object(forKey: "k", expires: .seconds(60), options: opts) {
+      Issue.record("b computed while a held the lease")
+      return "b"
+    }
+    #expect(stale.value == "v1" && stale.fromCache)
+    #expect(b.statistics.leaseStaleServes == 1)
+    var waiting = opts
+    waiting.serveStale = false
+    let fresh = try await b.object(forKey: "k", expires: .seconds(60), options: waiting) {
+      Issue.record("b computed while a held the lease")
+      return "b"
+    }
+    #expect(fresh.value == "v2" && fresh.fromCache)
+    let s = try await second
+    #expect(s.value == "v2" && !s.fromCache)
+    #expect(try raw.call("GET", counter).string == "1", "computed once")
+    #expect(try raw.call([Array("GET".utf8), staleKey]).string == "v2", "the stale copy follows the computes")
   }
 
   struct Run {

@@ -27,12 +27,19 @@ public struct ComputeOptions: Sendable, Equatable {
   /// third of that while the computation runs): the longest a dead or stalled computer
   /// holds the others up before one of them takes over.
   public var leaseDuration: TimeInterval
+  /// Fleet-wide with `serveStale`: how long past its own expiry (or removal) the last
+  /// value computed under a lease may still be served to callers that find another
+  /// owner's lease, while that owner recomputes. The computer stores it as a stale copy
+  /// beside the value (in the same slot), living this much longer.
+  public var staleFor: TimeInterval
 
   /// Options for get-or-compute; see each property.
   public init(
     waitTimeout: TimeInterval = 30, serveStale: Bool = false, cacheFailuresFor: TimeInterval? = nil,
-    maxPollInterval: TimeInterval = 0.02, fleetWide: Bool = false, leaseDuration: TimeInterval = 10
+    maxPollInterval: TimeInterval = 0.02, fleetWide: Bool = false, leaseDuration: TimeInterval = 10,
+    staleFor: TimeInterval = 60
   ) {
+    self.staleFor = staleFor
     self.waitTimeout = waitTimeout
     self.serveStale = serveStale
     self.cacheFailuresFor = cacheFailuresFor

@@ -161,11 +161,12 @@ enum StatsCommand {
         t.add(["slot maps", Units.count(Int(n.slotMapRefreshes)), "read by the holder"])
         t.add(["slot buckets dropped", Units.count(Int(n.slotBucketsDropped)), "a slot of theirs moved"])
       }
-      if n.leaseWins + n.leaseWaits + n.leaseTakeovers + n.leasesLost > 0 {
+      if n.leaseWins + n.leaseWaits + n.leaseTakeovers + n.leasesLost + n.leaseStaleServes > 0 {
         t.add(["leases won", Units.count(Int(n.leaseWins)), "fleet-wide computes"])
         t.add(["lease waits", Units.count(Int(n.leaseWaits)), "for another owner's value"])
         t.add(["lease takeovers", Units.count(Int(n.leaseTakeovers)), "after an owner's lease expired"])
         t.add(["leases lost", Units.count(Int(n.leasesLost)), "values not stored"])
+        t.add(["lease stale serves", Units.count(Int(n.leaseStaleServes)), "stale copies while another computed"])
       }
       t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
       t.add(["invalidations", Units.count(Int(n.invalidationsReceived)), "keys received"])
@@ -243,6 +244,7 @@ enum StatsCommand {
       "ask_redirects": Int(n.askRedirects), "slot_map_refreshes": Int(n.slotMapRefreshes),
       "slot_buckets_dropped": Int(n.slotBucketsDropped), "lease_wins": Int(n.leaseWins),
       "lease_waits": Int(n.leaseWaits), "lease_takeovers": Int(n.leaseTakeovers), "leases_lost": Int(n.leasesLost),
+      "lease_stale_serves": Int(n.leaseStaleServes),
     ]
   }
 }
