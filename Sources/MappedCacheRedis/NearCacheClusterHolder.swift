@@ -118,9 +118,8 @@ extension NearCacheHolder {
 
   /// The slots `node` migrates and imports, from its `CLUSTER NODES`.
   private func queryMigrations(_ router: RedisClusterRouter, _ node: ClusterNode) throws -> ClusterNodesReport {
-    let r = try router.client(node).call([Array("CLUSTER".utf8), Array("NODES".utf8)])
-    if let m = r.errorMessage { throw CacheError.remoteError(endpoint: node.description, message: m) }
-    return try ClusterNodesReport.parse(r, from: node)
+    // An error reply is thrown by `call`; a malformed one by the parser.
+    try ClusterNodesReport.parse(router.client(node).call([Array("CLUSTER".utf8), Array("NODES".utf8)]), from: node)
   }
 
   /// A thread tracking `node` until the state retires it (or the holder stops).
@@ -281,7 +280,7 @@ final class ClusterTrackingState: @unchecked Sendable {
       stops.removeAll()
     }
     allEnded.lock()
-    while lock.withLock({ running }) > 0 { allEnded.wait(until: Date(timeIntervalSinceNow: 0.05)) }
+    while lock.withLock({ running }) > 0 { _ = allEnded.wait(until: Date(timeIntervalSinceNow: 0.05)) }
     allEnded.unlock()
   }
 
