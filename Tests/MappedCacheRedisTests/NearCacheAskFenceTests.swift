@@ -186,4 +186,74 @@ struct NearCacheAskFenceTests {
     try acl(sc, "+cluster|nodes")
     #expect(quiet(host, [ka, kc]), "C answers again: its buckets are fresh")
   }
+
+  @Test func anImporterThatOwnsNothingYetIsTrackedWhileItImports() throws {
+    let prefix = "ae\(getpid()):"
+    // A fourth node joins empty: it is in no slot map, only in CLUSTER NODES.
+    let d = try RedisServer(args: [
+      "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+      "--cluster-require-full-coverage", "no",
+    ])
+    defer { d.stop() }
+    try d.client().call("ACL", "SETUSER", user, "reset", "on", ">" + password, "~*", "&*", "+@all")
+    try cluster.servers[0].client().call("CLUSTER", "MEET", "127.0.0.1", String(d.port))
+    let idD = try cluster.nodeID(d)
+    #expect(
+      eventually(20) {
+        cluster.servers.allSatisfy { s in (try? s.client().call("CLUSTER", "NODES").string)?.contains(idD) == true }
+          && ((try? d.client().call("CLUSTER", "INFO").string) ?? "").contains(
+            "cluster_state:ok\r\ncluster_slots_assigned:16384")
+      })
+    let (map, sole) = try layout()
+    let a = try #require(map.nodes.first { !(sole[$0] ?? []).isEmpty })
+    let sa = try #require(cluster.server(a.port))
+    let slot = sole[a]![0] * NearLayout.slotsPerBucket + 1
+    let km = RedisClusterFixture.keyPerSlot[slot]
+    let host = try host(prefix)
+    defer { dispose(host) }
+    #expect(waitReady(host))
+    let writer = try RedisCache<String>(url: cluster.url(), keyPrefix: prefix)
+    try writer.setObject("v1", forKey: km)
+    #expect(hits(host, [km], "v1"))
+    #expect(try trackers(on: d).isEmpty, "nothing to track on a node without slots")
+
+    try cluster.beginMigration(slot: slot, to: d, moving: { $0 == prefix + km })
+    // The holder finds D through A's marker and the address in A's CLUSTER NODES.
+    #expect(eventually(10) { (try? trackers(on: d).count) == 1 }, "a tracker on the importer")
+    #expect(hits(host, [km], "v1"), "km, read from D through ASK, is served from the file")
+    try writer.setObject("v2", forKey: km)
+    #expect(eventually(10) { (try? host.object(forKey: km)) == "v2" }, "D's invalidation reached the file")
+    #expect(hits(host, [km], "v2"))
+    // D's tracker breaks: km's bucket is fenced, and the next write is seen.
+    try d.client().call("ACL", "SETUSER", user, "-client|tracking")
+    for id in try trackers(on: d) { try d.client().call("CLIENT", "KILL", "ID", id) }
+    try writer.setObject("v3", forKey: km)
+    #expect(eventually(10) { (try? host.object(forKey: km)) == "v3" })
+    #expect(!hits(host, [km], "v3", timeout: 0.3), "km's bucket is fenced while D's tracker is down")
+    try d.client().call("ACL", "SETUSER", user, "+client|tracking")
+    #expect(hits(host, [km], "v3"))
+
+    // The migration ends: D owns the slot, and its tracker goes on as an owner's.
+    try cluster.finishMigration(slot: slot, from: sa, to: d)
+    #expect(eventually(10) { (try? host.object(forKey: km)) == "v3" })
+    #expect(hits(host, [km], "v3"))
+    #expect(try trackers(on: d).count == 1)
+    // The slot goes back to A: D owns and imports nothing, and its tracker stops.
+    let s = String(slot)
+    try sa.client().call("CLUSTER", "SETSLOT", s, "IMPORTING", idD)
+    try d.client().call("CLUSTER", "SETSLOT", s, "MIGRATING", try cluster.nodeID(sa))
+    try d.client().call(
+      ["MIGRATE", "127.0.0.1", String(a.port), "", "0", "5000", "KEYS", prefix + km].map { Array($0.utf8) })
+    let idA = try cluster.nodeID(sa)
+    try sa.client().call("CLUSTER", "SETSLOT", s, "NODE", idA)
+    // D may already have become A's replica (a primary that lost its last slot does).
+    for n in [d] + cluster.servers.filter({ $0.port != sa.port }) {
+      _ = try? n.client().call("CLUSTER", "SETSLOT", s, "NODE", idA)
+    }
+    #expect(eventually(10) { (try? trackers(on: d).isEmpty) == true }, "the tracker of a node with no part retired")
+    #expect(try host.object(forKey: km) == "v3")
+    #expect(hits(host, [km], "v3"))
+    d.stop()
+    for n in cluster.servers { _ = try? n.client().call("CLUSTER", "FORGET", idD) }
+  }
 }
