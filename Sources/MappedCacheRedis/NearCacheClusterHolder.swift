@@ -9,33 +9,46 @@ import Synchronization
 ///
 /// Every `heartbeatInterval`:
 ///  1. every `topologyInterval` (at once when a process bumped the topology word after a
-///     redirect, or a tracker lost its node): read the slot map, noting the send time t0.
-///     Buckets holding a slot whose owner changed get a new epoch (their entries become
-///     misses: the tracking state of the old owner does not cover the new one), before
-///     the new owners are used; trackers start for new primaries and stop for old ones;
-///     t0 becomes the topology fence. A failed read leaves the topology fence where it is.
-///  2. each bucket's fence := the oldest of the topology fence and the fences of the
-///     primaries that own its slots (0 while one of them has no confirmed heartbeat).
+///     redirect, or a tracker lost its node):
+///     a. ask each primary of the last map (whose tracker is not down) for `CLUSTER NODES`,
+///        noting t0, the send time of the first query, and q(X), that of X's. The
+///        `myself` line's markers name the slots X migrates (and where to) and imports:
+///        (slot, importer) pairs (`ClusterMigrations.swift`). A primary whose query fails
+///        keeps its last pairs and its last q.
+///     b. read the slot map. Buckets holding a slot whose owner or whose pairs changed get
+///        a new epoch (their entries become misses: the tracking state of one node does
+///        not cover another), before the new owners and importers are used; trackers start
+///        for new primaries and importers and stop for the others; t0 becomes the topology
+///        fence. A failed read changes nothing (the answers of a. are dropped).
+///  2. each bucket's fence := the oldest of the topology fence, for each primary owning one
+///     of its slots its tracker's fence and its q, and for each importer of one of its
+///     slots its tracker's fence (0 while one of these has no confirmed heartbeat).
 ///
-/// A tracker (one per primary) runs the single-server session against its node: tracking
-/// on, then the epochs of the buckets its node owns are bumped (writes there before now
-/// may have been missed), then heartbeats confirm its fence; a null invalidation (a
-/// FLUSHALL on that node, or a primary that restarted empty) bumps its buckets. When its
-/// connection fails it asks for the slot map (a failover moves its slots) and reconnects
-/// with backoff; its fence stops meanwhile, so its buckets go stale after `maxStaleness`.
+/// A tracker (one per primary or importer) runs the single-server session against its
+/// node: tracking on, then the epochs of the buckets its node owns or imports into are
+/// bumped (writes there before now may have been missed), then heartbeats confirm its
+/// fence; a null invalidation (a FLUSHALL on that node, or a primary that restarted empty)
+/// bumps its buckets. When its connection fails it asks for the slot map (a failover moves
+/// its slots) and reconnects with backoff; its fence stops meanwhile, so its buckets go
+/// stale after `maxStaleness`.
 ///
 /// Why a served entry is at most `maxStaleness` old: it is served only if its bucket's
-/// fence f is younger than that, so the slot map read at some t0 ≥ f and, for the owner X
-/// of its slot in that map, a heartbeat sent at some t ≥ f was answered after every
-/// invalidation X sent before it was applied. A write to the key acknowledged before f
-/// was made on X (if X owned the slot then; otherwise the map read at t0 changed the
-/// slot's owner to X after the write, and bumped the bucket's epoch) and X sent its
-/// invalidation before acknowledging it, or it was made before X's tracking session
-/// started, whose start bumped the bucket's epoch. Either way the entry is gone or a miss.
-/// (Caveat: during a migration, keys already moved are written on the importing node
-/// through ASK while the map still names the source; their invalidations come from the
-/// importing node's tracker, and a broken tracker there is not fenced until the
-/// migration ends and the map names it.)
+/// fence f is younger than that. Take a write W to its key, of slot s, acknowledged before
+/// f, and X the owner of s in the map in use, read after queries sent at t0 ≥ f.
+///  - W was made on X: X's tracker confirmed a heartbeat sent at some t ≥ f, answered after
+///    every invalidation X sent before it was applied, W's among them (X sends it before
+///    acknowledging W), unless W came before X's tracking session started, whose start
+///    bumped the bucket's epoch.
+///  - W was made on another owner: the map read after W changed s's owner to X, and bumped
+///    the bucket's epoch.
+///  - W was made through ASK on an importer I: X was migrating s to I then, and X's query,
+///    sent at q(X) ≥ f after W, found it still doing so (then (s, I) is a pair of the
+///    bucket, and I's fence ≥ f covers W as in the first case; if W came before the pair
+///    was first seen, seeing it bumped the epoch), or done (the map read after it names I:
+///    the second case), or undone (the pair went away, which bumped the epoch).
+/// Either way the entry is gone or a miss. (Not covered: a migration begun and undone
+/// between two queries of its source, whose keys left on the importer are lost to the
+/// cluster anyway.)
 extension NearCacheHolder {
   func clusterSession(_ client: RedisClient) throws {
     guard let router = client.cluster else { return }
@@ -53,21 +66,40 @@ extension NearCacheHolder {
       if now >= nextTopologyNs || hint != seenTopology || state.wantsTopology() {
         seenTopology = hint
         nextTopologyNs = now &+ topologyNs
+        // Who is moving which slots, asked before the map is read (the argument above).
+        let asked = old.nodes.isEmpty ? ((try? router.slotMap().nodes) ?? []) : old.nodes
+        let t0 = Clock.nanoseconds()
+        var reports: [ClusterNode: (sentMs: UInt64, report: ClusterNodesReport)] = [:]
+        for node in asked where !state.isDown(node) {
+          let sent = Clock.nanoseconds() / 1_000_000
+          if let r = try? queryMigrations(router, node) { reports[node] = (sent, r) }
+        }
         if let map = try? readMap(router) {
-          if old.nodes.isEmpty || map != old {
-            // New owners: their buckets' entries are dropped before the new owners count.
-            let changed = old.nodes.isEmpty ? Array(0..<ClusterSlots.count) : map.changedSlots(from: old)
+          var migrations = state.currentMigrations()
+          let before = migrations
+          migrations.update(reports, primaries: Set(map.nodes))
+          let mapChanged = old.nodes.isEmpty || map != old
+          if mapChanged || migrations.pairs != before.pairs {
+            // New owners or importers: their buckets' entries are dropped before they count.
+            var changed = migrations.changedSlots(from: before)
+            if mapChanged {
+              changed.formUnion(old.nodes.isEmpty ? Array(0..<ClusterSlots.count) : map.changedSlots(from: old))
+            }
             let words = NearLayout.bucketWords(of: changed)
             for w in words { NearLayout.bumpEpoch(local, w) }
             if !old.nodes.isEmpty { NearLayout.add(local, NearLayout.Cluster.bucketsDropped, UInt64(words.count)) }
-            state.install(map)
-            for node in map.nodes where !state.isTracking(node) {
+            state.install(map, migrations)
+            let tracked = Set(map.nodes).union(migrations.importers)
+            for node in map.nodes + migrations.importers.sorted(by: { $0.description < $1.description })
+            where !state.isTracking(node) {
               startTracker(node, router.endpoint(node), state)
             }
-            state.retire(keeping: Set(map.nodes))
+            state.retire(keeping: tracked)
             old = map
+          } else {
+            state.install(migrations)
           }
-          state.confirmTopology(now / 1_000_000)
+          state.confirmTopology(t0 / 1_000_000)
         }
       }
       state.publish(local)
@@ -82,6 +114,12 @@ extension NearCacheHolder {
     try router.refresh()
     NearLayout.add(local, NearLayout.Cluster.slotMapRefreshes, 1)
     return try router.slotMap()
+  }
+
+  /// The slots `node` migrates and imports, from its `CLUSTER NODES`.
+  private func queryMigrations(_ router: RedisClusterRouter, _ node: ClusterNode) throws -> ClusterNodesReport {
+    // An error reply is thrown by `call`; a malformed one by the parser.
+    try ClusterNodesReport.parse(router.client(node).call([Array("CLUSTER".utf8), Array("NODES".utf8)]), from: node)
   }
 
   /// A thread tracking `node` until the state retires it (or the holder stops).
@@ -124,30 +162,52 @@ extension NearCacheHolder {
   }
 }
 
-/// What the cluster holder's threads share: the slot map in use, each primary's
-/// confirmed fence, and the trackers' stop flags.
+/// What the cluster holder's threads share: the slot map in use, the slots in flight,
+/// each primary's confirmed fence, and the trackers' stop flags.
 final class ClusterTrackingState: @unchecked Sendable {
   private let lock = NSLock()
   private var map = ClusterSlotMap()
+  private var migrations = ClusterMigrations()
   /// Owners of each bucket (node indices into `map.nodes`).
   private var bucketOwners: [[Int]] = Array(repeating: [], count: NearLayout.bucketCount)
+  /// Nodes importing a slot of each bucket (nil: one whose address is not known).
+  private var bucketImporters: [[ClusterNode?]] = Array(repeating: [], count: NearLayout.bucketCount)
   private var fences: [ClusterNode: UInt64] = [:]
+  /// Nodes whose tracker lost its connection and has not confirmed a heartbeat since.
+  private var down: Set<ClusterNode> = []
   private var topologyMs: UInt64 = 0
   private var stops: [ClusterNode: StopFlag] = [:]
   private var running = 0
   private var topologyWanted = false
   private let allEnded = NSCondition()
 
-  func install(_ m: ClusterSlotMap) {
+  func install(_ m: ClusterSlotMap, _ mig: ClusterMigrations) {
+    var owners = [Set<Int>](repeating: [], count: NearLayout.bucketCount)
+    for (i, n) in m.nodes.enumerated() {
+      for s in m.slots(of: n) { owners[s / NearLayout.slotsPerBucket].insert(i) }
+    }
     lock.withLock {
       map = m
-      var owners = [Set<Int>](repeating: [], count: NearLayout.bucketCount)
-      for (i, n) in m.nodes.enumerated() {
-        for s in m.slots(of: n) { owners[s / NearLayout.slotsPerBucket].insert(i) }
-      }
       bucketOwners = owners.map { Array($0) }
     }
+    install(mig)
   }
+
+  /// The slots in flight (the send times of their queries too).
+  func install(_ mig: ClusterMigrations) {
+    var importers = [Set<ClusterNode?>](repeating: [], count: NearLayout.bucketCount)
+    for p in mig.pairs { importers[p.slot / NearLayout.slotsPerBucket].insert(p.importer) }
+    lock.withLock {
+      migrations = mig
+      bucketImporters = importers.map { Array($0) }
+    }
+  }
+
+  func currentMigrations() -> ClusterMigrations { lock.withLock { migrations } }
+
+  /// Whether `node`'s tracker is between a lost connection and its next heartbeat (its
+  /// fence stands still; the topology thread does not wait for it either).
+  func isDown(_ node: ClusterNode) -> Bool { lock.withLock { down.contains(node) } }
 
   func confirmTopology(_ ms: UInt64) { lock.withLock { topologyMs = ms } }
 
@@ -158,18 +218,29 @@ final class ClusterTrackingState: @unchecked Sendable {
     }
   }
 
-  /// The bucket words holding a slot of `node` in the current map.
+  /// The bucket words holding a slot `node` owns in the current map or imports.
   func bucketWords(of node: ClusterNode) -> [Int] {
     lock.withLock {
-      guard let i = map.nodes.firstIndex(of: node) else { return [] }
-      return (0..<NearLayout.bucketCount).filter { bucketOwners[$0].contains(i) }.map { NearLayout.bucketBase + $0 }
+      let i = map.nodes.firstIndex(of: node) ?? -1
+      return (0..<NearLayout.bucketCount).filter { bucketOwners[$0].contains(i) || bucketImporters[$0].contains(node) }
+        .map { NearLayout.bucketBase + $0 }
     }
   }
 
-  func confirm(_ node: ClusterNode, _ ms: UInt64) { lock.withLock { fences[node] = ms } }
+  func confirm(_ node: ClusterNode, _ ms: UInt64) {
+    lock.withLock {
+      fences[node] = ms
+      down.remove(node)
+    }
+  }
 
   /// A tracker lost its node: its fence stops, and the map is read again soon.
-  func lost(_ node: ClusterNode) { lock.withLock { topologyWanted = true } }
+  func lost(_ node: ClusterNode) {
+    lock.withLock {
+      down.insert(node)
+      topologyWanted = true
+    }
+  }
 
   func isTracking(_ node: ClusterNode) -> Bool { lock.withLock { stops[node] != nil } }
 
@@ -190,13 +261,14 @@ final class ClusterTrackingState: @unchecked Sendable {
     allEnded.unlock()
   }
 
-  /// Stops the trackers of nodes that are no longer primaries.
+  /// Stops the trackers of nodes that are no longer primaries or importers.
   func retire(keeping: Set<ClusterNode>) {
     lock.withLock {
       for (n, flag) in stops where !keeping.contains(n) {
         flag.value.store(true, ordering: .releasing)
         stops[n] = nil
         fences[n] = nil
+        down.remove(n)
       }
     }
   }
@@ -208,17 +280,23 @@ final class ClusterTrackingState: @unchecked Sendable {
       stops.removeAll()
     }
     allEnded.lock()
-    while lock.withLock({ running }) > 0 { allEnded.wait(until: Date(timeIntervalSinceNow: 0.05)) }
+    while lock.withLock({ running }) > 0 { _ = allEnded.wait(until: Date(timeIntervalSinceNow: 0.05)) }
     allEnded.unlock()
   }
 
-  /// Stores each bucket's fence (the oldest of its owners' and the topology's) and the
-  /// per-node fences for the figures.
+  /// Stores each bucket's fence (the oldest of the topology's, its owners' trackers' and
+  /// `CLUSTER NODES` queries', and its importers' trackers') and the per-node fences for
+  /// the figures.
   func publish(_ local: SharedCache<[UInt8]>) {
     let (perBucket, perNode): ([UInt64], [(UInt16, UInt64)]) = lock.withLock {
       let nodeFence = map.nodes.map { fences[$0] ?? 0 }
-      let b = bucketOwners.map { owners -> UInt64 in
-        owners.isEmpty ? 0 : min(topologyMs, owners.map { nodeFence[$0] }.min() ?? 0)
+      let ownerFence = map.nodes.enumerated().map { min(nodeFence[$0], migrations.sentMs($1) ?? 0) }
+      let b = (0..<NearLayout.bucketCount).map { i -> UInt64 in
+        let owners = bucketOwners[i]
+        guard !owners.isEmpty else { return 0 }
+        var f = min(topologyMs, owners.map { ownerFence[$0] }.min() ?? 0)
+        for n in bucketImporters[i] { f = min(f, n.flatMap { fences[$0] } ?? 0) }
+        return f
       }
       return (b, zip(map.nodes, nodeFence).map { ($0.port, $1) })
     }

@@ -1,0 +1,138 @@
+import MappedCache
+
+/// What one node says of the slots it is moving, from the `myself` line of its
+/// `CLUSTER NODES` reply:
+///
+///     <id> <ip:port@cport[,hostname…]> <flags> <primary> <ping> <pong> <epoch> <link> <slot>…
+///     slot = N | N-M | [N->-<id>]  (migrating N to node id)
+///                    | [N-<-<id>]  (importing N from node id)
+///
+/// Redis writes the bracketed markers on the `myself` line only (`clusterGenNodeDescription`,
+/// src/cluster_legacy.c). Every line's id and address are kept too, so that the other end
+/// of a migration can be found by its id. Nothing is used unchecked: ids are 40 hex digits,
+/// slots 0-16383, addresses as `ClusterNode.parse` allows, at most `maxLines` lines and
+/// `ClusterSlots.count` markers; a reply without exactly one `myself` line, a line of
+/// fewer than 8 fields or a malformed marker is a `protocolViolation` naming the node.
+struct ClusterNodesReport: Equatable {
+  /// A slot in flight and the node at its other end.
+  struct Marker: Hashable {
+    let slot: Int
+    let peer: String
+  }
+
+  /// The id of the node that answered.
+  var myID: String
+  /// Slots it is migrating, to `peer`.
+  var migrating: [Marker] = []
+  /// Slots it is importing, from `peer`.
+  var importing: [Marker] = []
+  /// The address of every node it knows one of, by id.
+  var addresses: [String: ClusterNode] = [:]
+
+  /// Most lines a reply may have (nodes the answering one knows, replicas included).
+  static let maxLines = 4 * ClusterSlotMap.maxNodes
+
+  /// Parses a `CLUSTER NODES` reply sent by `from` (its host stands in for an empty one).
+  static func parse(_ reply: RESPValue, from: ClusterNode) throws -> ClusterNodesReport {
+    func bad(_ why: String) -> CacheError {
+      .protocolViolation(endpoint: from.description, reason: "CLUSTER NODES: \(why)")
+    }
+    guard let bytes = reply.withoutAttributes.bytes else { throw bad("the reply is not a string") }
+    let lines = bytes.split(maxSplits: maxLines, omittingEmptySubsequences: true) { $0 == 10 || $0 == 13 }
+    guard lines.count <= maxLines else { throw bad("more than \(maxLines) lines") }
+    var mine: [Substring]? = nil
+    var addresses: [String: ClusterNode] = [:]
+    for raw in lines {
+      let line = String(decoding: raw, as: UTF8.self)
+      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+      if fields.isEmpty { continue }
+      guard fields.count >= 8 else { throw bad("a line of \(fields.count) fields (8 at least)") }
+      guard isNodeID(fields[0]) else { throw bad("a node id that is not 40 hex digits") }
+      // `ip:port@cport[,hostname…]`; a node whose address is not known yet (`:0@0`) has none.
+      let address = fields[1].split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false)[0]
+      let hostPort = address.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)[0]
+      if let node = ClusterNode.parse(hostPort, defaultHost: from.host) { addresses[String(fields[0])] = node }
+      if fields[2].split(separator: ",").contains("myself") {
+        guard mine == nil else { throw bad("two lines flagged myself") }
+        mine = fields
+      }
+    }
+    guard let mine else { throw bad("no line flagged myself") }
+    var report = ClusterNodesReport(myID: String(mine[0]), addresses: addresses)
+    for token in mine[8...] where token.hasPrefix("[") {
+      guard token.hasSuffix("]"), token.count <= 64 else { throw bad("a malformed slot marker") }
+      let body = token.dropFirst().dropLast()
+      let migrating = body.firstRange(of: "->-")
+      guard let arrow = migrating ?? body.firstRange(of: "-<-"), let slot = Int(body[..<arrow.lowerBound]),
+        slot >= 0 && slot < ClusterSlots.count, isNodeID(body[arrow.upperBound...])
+      else { throw bad("a malformed slot marker \(token)") }
+      let marker = Marker(slot: slot, peer: String(body[arrow.upperBound...]))
+      if migrating != nil { report.migrating.append(marker) } else { report.importing.append(marker) }
+      guard report.migrating.count + report.importing.count <= ClusterSlots.count else {
+        throw bad("more slot markers than slots")
+      }
+    }
+    return report
+  }
+
+  static func isNodeID(_ s: Substring) -> Bool {
+    s.utf8.count == 40 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+  }
+}
+
+/// The slots in flight as the cluster holder last learned them: for each primary asked,
+/// when its `CLUSTER NODES` was sent and which (slot, importer) pairs it named (a slot it
+/// migrates, with the node it goes to; a slot it imports, with itself).
+///
+/// A primary whose query failed keeps what it said last, and the send time of that older
+/// query: its buckets' fences stop there, so they go stale instead of trusting an unknown.
+struct ClusterMigrations: Equatable {
+  /// A slot and a node that may take writes of its keys through ASK (nil: a node whose
+  /// address is not known, which fences the slot's bucket until it is).
+  struct Pair: Hashable {
+    let slot: Int
+    let importer: ClusterNode?
+  }
+
+  struct Report: Equatable {
+    var sentMs: UInt64
+    var id: String
+    var pairs: Set<Pair>
+  }
+
+  private(set) var reports: [ClusterNode: Report] = [:]
+
+  /// Takes the answers of one round (`fresh`: node → send time, report); primaries whose
+  /// query failed keep their last report; nodes no longer primaries are dropped.
+  mutating func update(
+    _ fresh: [ClusterNode: (sentMs: UInt64, report: ClusterNodesReport)], primaries: Set<ClusterNode>
+  ) {
+    reports = reports.filter { primaries.contains($0.key) }
+    // The ids of the primaries, as each says of itself, find the node a marker names.
+    var byID: [String: ClusterNode] = [:]
+    for (n, r) in reports { byID[r.id] = n }
+    for (n, f) in fresh { byID[f.report.myID] = n }
+    for (node, f) in fresh where primaries.contains(node) {
+      var pairs = Set<Pair>()
+      for m in f.report.migrating {
+        pairs.insert(Pair(slot: m.slot, importer: byID[m.peer] ?? f.report.addresses[m.peer]))
+      }
+      for m in f.report.importing { pairs.insert(Pair(slot: m.slot, importer: node)) }
+      reports[node] = Report(sentMs: f.sentMs, id: f.report.myID, pairs: pairs)
+    }
+  }
+
+  /// Every (slot, importer) pair named.
+  var pairs: Set<Pair> { reports.values.reduce(into: Set<Pair>()) { $0.formUnion($1.pairs) } }
+
+  /// The nodes named as importers (those with a known address).
+  var importers: Set<ClusterNode> { Set(pairs.compactMap(\.importer)) }
+
+  /// When the last answered query of `node` was sent (nil: never answered).
+  func sentMs(_ node: ClusterNode) -> UInt64? { reports[node]?.sentMs }
+
+  /// The slots whose pairs differ between the two.
+  func changedSlots(from other: ClusterMigrations) -> Set<Int> {
+    Set(pairs.symmetricDifference(other.pairs).map(\.slot))
+  }
+}
