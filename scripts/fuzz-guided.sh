@@ -19,6 +19,7 @@
 #   stress-args    cache-stress's option parser; parsed options survive the trip to a worker
 #   resp           the Redis tier's RESP parser: any split of a stream gives the same values,
 #                  and every value parsed round-trips through its encoding
+#   cluster-nodes  the cluster holder's CLUSTER NODES parser and its migrations bookkeeping
 #
 # The library is compiled once (whole module, -O, -enable-testing so that targets may
 # `@testable import` it); each target links against it. Per target the script prints
@@ -54,7 +55,7 @@ else
   shift
   TARGETS=("$@")
 fi
-ALL_TARGETS=(cache-file binary-coding tool-args stress-args resp)
+ALL_TARGETS=(cache-file binary-coding tool-args stress-args resp cluster-nodes)
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 
 BUILD=${MC_FUZZ_BUILD:-$ROOT/.build/fuzz}
@@ -129,6 +130,9 @@ target_sources() {
     stress-args) echo Fuzz/Targets/StressArgsFuzz.swift $(find Stress -name '*.swift' ! -name main.swift | sort) ;;
     # The parser's own file: it needs only MappedCache (for CacheError).
     resp) echo Fuzz/Targets/RESPFuzz.swift Sources/MappedCacheRedis/RESP.swift ;;
+    # The parser and what it needs: the slot and node types, RESP values.
+    cluster-nodes) echo Fuzz/Targets/ClusterNodesFuzz.swift Sources/MappedCacheRedis/ClusterMigrations.swift \
+      Sources/MappedCacheRedis/ClusterSlots.swift Sources/MappedCacheRedis/RESP.swift ;;
     *) echo "unknown target $1" >&2; return 1 ;;
   esac
 }
