@@ -28,6 +28,30 @@ class Ghost:
         return self.q.pop(k, None) is not None
 
 
+class BucketGhost:
+    """The engine's ghost: ceil(size / 16) buckets of 16, each a FIFO; a key's bucket
+    from a mixed hash of it (not the engine's hash: the spread is what matters)."""
+
+    def __init__(self, size):
+        self.n = max(1, -(-size // 16))
+        self.b = [OrderedDict() for _ in range(self.n)]
+
+    def _bucket(self, k):
+        x = (hash(k) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 29
+        return self.b[((x >> 20) & 0xFFFFFFFF) * self.n >> 32]
+
+    def remember(self, k):
+        b = self._bucket(k)
+        b.pop(k, None)
+        b[k] = True
+        if len(b) > 16:
+            b.popitem(last=False)
+
+    def recall(self, k):
+        return self._bucket(k).pop(k, None) is not None
+
+
 def lcs_s3fifo(trace, n, threshold=2, fill_rule=True):
     """libCacheSim's S3FIFO.c: small 10 %, ghost 90 %, main a 2-bit clock."""
     small_cap = int(n * 0.1)
@@ -86,7 +110,7 @@ class Ours:
     def __init__(self, n, fill="none", unearned_ghost=False, displace=True, threshold=1,
                  ghost_frac=0.9, small_frac=0.1, unearned_first=False, threshold_fill=None,
                  adaptive=False, adapt_k=1.0, adapt_window=None, fill_frac=None, keep_hits=False, chain_unearned=True,
-                 ghost_displaced=False, reuse_gate=False):
+                 ghost_displaced=False, reuse_gate=False, buckets=False, hand_run=0):
         self.n, self.fill, self.ug, self.displace = n, fill, unearned_ghost, displace
         self.threshold = threshold
         self.threshold_fill = threshold if threshold_fill is None else threshold_fill
@@ -100,15 +124,19 @@ class Ours:
         # (so it can be displaced in turn); False: only the first fill is displaceable.
         self.chain_unearned = chain_unearned
         self.ghost_displaced = ghost_displaced
-        # reuse_gate: after a cache's worth of evictions with no entry read and no ghost
-        # recalled, any unread main tail may be displaced (no reads: keep the newest).
+        # reuse_gate: with no entry read and no ghost recalled ever, or for ten cache's
+        # worths of evictions, any unread main tail may be displaced (keep the newest).
         self.reuse_gate = reuse_gate
-        self.evictions = self.last_reuse = 0
+        # hand_run: before deciding on displacement, the hand passes up to this many read
+        # entries at main's tail (second chances) while unearned entries remain.
+        self.hand_run = hand_run
+        self.evictions = 0
+        self.last_reuse = None  # evictions at the last reuse; None: never
         self.fill_frac = small_frac if fill_frac is None else fill_frac
         self.unearned_first = unearned_first
         self.small, self.main = OrderedDict(), OrderedDict()  # key -> hits (0-3)
         self.unearned = set()
-        self.ghost = Ghost(int(n * ghost_frac))
+        self.ghost = (BucketGhost if buckets else Ghost)(int(n * ghost_frac))
         self.has_evicted = False
         self.displacing = False
 
@@ -146,7 +174,7 @@ class Ours:
         k = next(iter(self.main))
         if self.main[k] != 0:
             return False
-        no_reuse = self.reuse_gate and self.evictions - self.last_reuse >= len(self.small) + len(self.main)
+        no_reuse = self.reuse_gate and (self.last_reuse is None or self.evictions - self.last_reuse >= 10 * (len(self.small) + len(self.main)))
         return k in self.unearned or no_reuse
 
     def evict_one(self):
@@ -161,6 +189,15 @@ class Ours:
         k, h = self.small.popitem(last=False)
         if h > 0:
             self.last_reuse = self.evictions
+        if self.hand_run and self.unearned:
+            for _ in range(self.hand_run):
+                t0 = next(iter(self.main), None)
+                if t0 is None or self.main[t0] == 0:
+                    break
+                h0 = self.main.pop(t0)
+                self.main[t0] = h0 - 1
+                self.unearned.discard(t0)
+                self.last_reuse = self.evictions
         t = self.threshold_fill if self.unearned else self.threshold
         if self.adaptive:
             t = 2 if self.wasted > self.adapt_k * self.useful else 1
