@@ -2,8 +2,9 @@
 """Models of eviction policies in Python, for fast iteration before a change reaches the
 engine: libCacheSim's S3-FIFO (ported from its S3FIFO.c, with its fill rule and
 move-to-main threshold) and MappedCache's policy under a count limit (EvictionPolicy:
-small and main FIFOs by entry count, a hit count 0-3, the ghost as an exact FIFO of
-0.9 x the limit), with the variants tried. Object sizes are 1; a cache of `n` objects.
+small and main FIFOs by entry count, a hit count 0-3, the ghost as an exact FIFO or in
+buckets of 16 like the engine), with the variants tried. Object sizes are 1; a cache of
+`n` objects. CHOSEN is the policy the engine implements.
 
   scripts/evict_model.py TRACE.txt [FRACTION ...]      # one key per line
 """
@@ -246,10 +247,12 @@ class Ours:
             return
 
 
-# The policy the engine implements now: while filling, small keeps a twentieth of the
+# The policy the engine implements now: while filling, small keeps a twelfth of the
 # limit (its tail moves on to main, unearned); promotion after 2 hits; a newcomer that
-# displaces an unearned entry is not unearned itself; the no-reuse gate.
-CHOSEN = dict(fill="tail", fill_frac=0.05, threshold=2, chain_unearned=False, reuse_gate=True, keep_hits=True)
+# displaces an unearned entry is not unearned itself; the no-reuse gate; a ghost of
+# 0.85 x the limit in buckets of 16.
+CHOSEN = dict(fill="tail", fill_frac=1 / 12, ghost_frac=0.85, threshold=2, chain_unearned=False, reuse_gate=True,
+              keep_hits=True, buckets=True)
 
 
 def ours(trace, n, **kw):

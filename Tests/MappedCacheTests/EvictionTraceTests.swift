@@ -11,7 +11,7 @@ import Testing
 /// a count limit whose logs never fill (so only the count limit evicts) and records of
 /// one size: a small FIFO and a main FIFO of keys, a hit count per key (0 to 3), the
 /// unearned marks, the last reuse, and a ghost of buckets of 16 tags, each a FIFO,
-/// ceil(0.9 × limit / 16) buckets. Written from the specification, not from the code: a
+/// ceil(0.85 × limit / 16) buckets. Written from the specification, not from the code: a
 /// change to either shows here.
 private struct ReferencePolicy {
   let limit: Int
@@ -25,7 +25,7 @@ private struct ReferencePolicy {
 
   init(limit: Int) {
     self.limit = limit
-    ghost = Array(repeating: [], count: Int((Double(limit) * 0.9 / 16).rounded(.up)))
+    ghost = Array(repeating: [], count: Int((Double(limit) * 0.85 / 16).rounded(.up)))
   }
 
   static func hash(_ key: String) -> UInt64 { Array(key.utf8).withUnsafeBytes { KeyHash.key($0) } }
@@ -61,9 +61,9 @@ private struct ReferencePolicy {
     let toMain = recall(key)
     if toMain { lastReuse = evictions }
     if !toMain {
-      // While filling, small keeps a twentieth of the limit: its tail moves on to main
+      // While filling, small keeps a twelfth of the limit: its tail moves on to main
       // with its hits (unearned when unread).
-      while !small.isEmpty && count < limit && 20 * small.count > limit {
+      while !small.isEmpty && count < limit && 12 * small.count > limit {
         let k = small.removeFirst()
         if hits[k]! > 0 { lastReuse = evictions } else { unearned.insert(k) }
         main.append(k)
@@ -206,7 +206,7 @@ private struct ReferencePolicy {
   }
 
   /// An unread key evicted from the small log is remembered: set again, it goes straight
-  /// to main. One evicted long before (far more than the ghost's 0.9 × limit evictions
+  /// to main. One evicted long before (far more than the ghost's 0.85 × limit evictions
   /// since) is forgotten and starts in small again. Hot keys read between the sets keep
   /// main's tail read, so small's unread tail is evicted to the ghost, not displacing.
   @Test func aGhostHitGoesToMainAndAnOldGhostIsForgotten() throws {

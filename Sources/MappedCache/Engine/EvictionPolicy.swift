@@ -5,7 +5,7 @@
 ///
 /// To make room for `n` bytes in log L (`makeRoom`):
 ///  0. for a new entry in small, while the cache fills (entry and cost limits slack, main
-///     has room): while small holds more than a twentieth of the capacity, promote its
+///     has room): while small holds more than a twelfth of the capacity, promote its
 ///     tail as in step 4 (`keepSmallShareWhileFilling`; libCacheSim's fill rule);
 ///  1. While L lacks `n` bytes (plus, for main, its reserve: `Layout.mainReserve`, room
 ///     for second chances), or the table is at its entry limit, or the cost limit would
@@ -20,7 +20,7 @@
 ///     main's head, point its slot there (a promotion). While filling its hits go along
 ///     and, unread, it is marked unearned; otherwise its count starts again;
 ///  5. any other small-log entry: remember its hash in the ghost table (`GhostTable`:
-///     the last 0.9 × the entry limit such keys), remove it (an eviction); a later
+///     the last 0.85 × the entry limit such keys), remove it (an eviction); a later
 ///     insert of a remembered key goes straight to main;
 ///  6. main-log entry read since the hand last passed: copy it to main's head with its
 ///     hit count (1 to 3, `Format.hitBits`) less one (a second chance, while the call's
@@ -106,12 +106,12 @@ struct EvictionPolicy {
     }
   }
 
-  /// Small's share of the capacity while the cache fills: a twentieth. libCacheSim's
+  /// Small's share of the capacity while the cache fills: a twelfth. libCacheSim's
   /// S3-FIFO sends new keys to main once small holds its tenth and the cache is not yet
   /// full, so the first fill stays cached longer than newer keys that have not been read
-  /// twice; moving small's tail on (with its hits) at a twentieth does the same and keeps
-  /// small a FIFO (docs/bench-history.md, 2026-12-01: closing the CloudPhysics gap).
-  static let smallShareWhileFilling = 20
+  /// twice; moving small's tail on (with its hits) does the same and keeps small a FIFO.
+  /// A twelfth measured best of 1/10 to 1/25 (docs/bench-history.md, 2026-12-01).
+  static let smallShareWhileFilling = 12
 
   /// Whether the cache is still filling: under the entry and cost limits.
   @inline(__always)
@@ -120,7 +120,7 @@ struct EvictionPolicy {
     return counters.count(.entries) < entryLimit && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
   }
 
-  /// Step 0: while the cache fills and small holds more than a twentieth of its capacity
+  /// Step 0: while the cache fills and small holds more than a twelfth of its capacity
   /// (of the log space, the entry limit or the cost limit, whichever small fills first),
   /// moves small's tail on to main. Returns whether anything moved.
   private func keepSmallShareWhileFilling(
@@ -373,7 +373,7 @@ struct EvictionBudget {
 /// along until a free way or the same tag absorbs the shift (the oldest falls off the
 /// end); `recall` frees the tag's way. Only `usedBuckets` buckets are used: enough for
 /// `ghostFraction` × the entry limit (the count limit, or the table's load limit) tags,
-/// at most the whole area. A key's ghost thus lasts for about 0.9 × C later evictions
+/// at most the whole area. A key's ghost thus lasts for about 0.85 × C later evictions
 /// into its bucket's share (the FIFO's depth, ± a quarter: a bucket sees a Poisson share
 /// of them), as in S3-FIFO; a ghost that remembered far longer would send every key
 /// seen twice, however long ago, to main, and main would fill with keys never read again.
@@ -387,8 +387,10 @@ struct GhostTable {
 
   /// Tags per bucket: one cache line of them.
   static let ways = 16
-  /// The ghost's length as a share of the cache's size in entries (S3-FIFO's 0.9).
-  static let ghostFraction = 0.9
+  /// The ghost's length as a share of the cache's size in entries: 0.85, measured
+  /// against S3-FIFO's 0.9 and 0.8 on CloudPhysics, Zipf and scan traces (with a FIFO
+  /// per bucket a ghost lasts ± a quarter of the length; docs/bench-history.md).
+  static let ghostFraction = 0.85
 
   /// The bucket count for a cache of `entryLimit` entries and `ghostCount` tags.
   static func usedBuckets(entryLimit: Int, ghostCount: Int) -> Int {
