@@ -271,4 +271,19 @@ private struct ReferencePolicy {
     #expect(late >= 20, "small holds its tenth of the newest scan keys: \(late)")
     #expect(try c.verify().ok)
   }
+
+  /// A cache nobody reads keeps the newest entries under a count limit too: the first
+  /// fill, promoted unread while small held its twelfth, is displaced, and so is every
+  /// later generation (no reuse was ever seen, so recency is all there is to go by).
+  @Test func aCacheNobodyReadsKeepsTheNewestUnderACountLimit() throws {
+    let path = Support.tempPath("unread-count")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
+    try c.setLimits(count: 200)
+    for i in 0..<2000 { try c.setObject([5], forKey: "u\(i)") }
+    #expect(c.statistics.entries == 200)
+    let newest = try (1800..<2000).filter { try c.object(forKey: "u\($0)") != nil }.count
+    #expect(newest == 200, "\(newest) of the newest 200 present")
+    #expect(try c.verify().ok)
+  }
 }
