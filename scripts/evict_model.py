@@ -10,7 +10,7 @@ buckets of 16 like the engine), with the variants tried. Object sizes are 1; a c
 """
 
 import sys
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 
 class Ghost:
