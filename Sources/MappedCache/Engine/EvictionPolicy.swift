@@ -1,34 +1,39 @@
 /// Eviction: two logs in the spirit of S3-FIFO (Yang et al., SOSP 2023), with CLOCK's
-/// reference bit. New entries go to the small log (≈10 % of the space); the main log
-/// keeps survivors; the main log's tail is the clock hand. Every step runs under the
-/// write lock (each function takes its witness).
+/// hit count. New entries go to the small log (≈10 % of the space); the main log keeps
+/// survivors; the main log's tail is the clock hand. Every step runs under the write
+/// lock (each function takes its witness).
 ///
 /// To make room for `n` bytes in log L (`makeRoom`):
+///  0. for a new entry in small, while the cache fills (entry and cost limits slack, main
+///     has room): while small holds more than a twelfth of the capacity, promote its
+///     tail as in step 4 (`keepSmallShareWhileFilling`; libCacheSim's fill rule);
 ///  1. While L lacks `n` bytes (plus, for main, its reserve: `Layout.mainReserve`, room
 ///     for second chances), or the table is at its entry limit, or the cost limit would
 ///     be passed, take the record at the tail of L (for the entry and cost limits, of
 ///     small while it holds at least a tenth of the live log bytes, else of main):
 ///  2. a pad, or a record no slot points to (overwritten or removed): skip it;
 ///  3. an expired entry: remove it (an expiration);
-///  4. small-log entry referenced since insertion, or any small-log entry while the cache
-///     is still filling (main has room and the entry and cost limits are slack), or an
-///     unread one that displaces an unearned entry at main's tail (one that reached main
-///     unread while the cache filled, and was not read since): copy it to main's head,
-///     point its slot there, clear its bit (a promotion; promoted unread, it is marked
-///     unearned);
+///  4. small-log entry read twice since insertion (S3-FIFO's threshold), or any while
+///     the cache is still filling, or an unread one (or read once) that displaces an
+///     unread entry at main's tail which is unearned or, when nothing was ever read or
+///     nothing for ten cache's worths of evictions (`noRecentReuse`), any: copy it to
+///     main's head, point its slot there (a promotion). While filling its hits go along
+///     and, unread, it is marked unearned; otherwise its count starts again;
 ///  5. any other small-log entry: remember its hash in the ghost table (`GhostTable`:
-///     the last 0.9 × the entry limit such keys), remove it (an eviction); a later
+///     the last 0.85 × the entry limit such keys), remove it (an eviction); a later
 ///     insert of a remembered key goes straight to main;
 ///  6. main-log entry read since the hand last passed: copy it to main's head with its
 ///     hit count (1 to 3, `Format.hitBits`) less one (a second chance, while the call's
 ///     budget lasts: see `EvictionBudget`); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
+/// A read entry seen at a tail, or a ghost recalled, is reuse (`noteReuse`).
 /// A crash between any two steps leaves a dead record (skipped later), or a slot left
 /// odd inside a move, whose entry repair keeps (`SlotIndex.move`).
 ///
-/// The calls only go down: `makeRoom` → `evictSmallTail` / `evictMainTail`;
-/// `evictSmallTail` → `ensureMainRoom` → `evictMainTail`. The main log's steps never
-/// reach back into the small log's.
+/// The calls only go down: `makeRoom` → `keepSmallShareWhileFilling` | `evictSmallTail`
+/// | `evictMainTail`; `keepSmallShareWhileFilling` → `evictSmallTail`; `evictSmallTail`
+/// → `evictMainTail` (displacing) and `ensureMainRoom` → `evictMainTail`. The main log's
+/// steps never reach back into the small log's.
 struct EvictionPolicy {
   let index: SlotIndex
   let logs: RecordLogs
@@ -55,8 +60,10 @@ struct EvictionPolicy {
     _ id: LogID, size: Int, newEntry: Bool, liveDelta: Int, now: UInt64,
     _ held: borrowing WriteLock.Held
   ) throws -> Bool {
-    var changed = false
     var budget = EvictionBudget()
+    // Step 0: while the cache fills, a new entry's arrival moves small's tail on to main
+    // whenever small holds more than its share of the capacity (`smallShareWhileFilling`).
+    var changed = id == .small && newEntry ? try keepSmallShareWhileFilling(now: now, budget: &budget, held) : false
     let reserve = id == .main ? logs.mainReserve : 0
     var rounds = 0
     while true {
@@ -99,6 +106,68 @@ struct EvictionPolicy {
     }
   }
 
+  /// Small's share of the capacity while the cache fills: a twelfth. libCacheSim's
+  /// S3-FIFO sends new keys to main once small holds its tenth and the cache is not yet
+  /// full, so the first fill stays cached longer than newer keys that have not been read
+  /// twice; moving small's tail on (with its hits) does the same and keeps small a FIFO.
+  /// A twelfth measured best of 1/10 to 1/25 (docs/bench-history.md, 2026-12-01).
+  static let smallShareWhileFilling = 12
+
+  /// Whether the cache is still filling: under the entry and cost limits.
+  @inline(__always)
+  private var underLimits: Bool {
+    let costLimit = counters.costLimit
+    return counters.count(.entries) < entryLimit && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
+  }
+
+  /// Step 0: while the cache fills and small holds more than a twelfth of its capacity
+  /// (of the log space, the entry limit or the cost limit, whichever small fills first),
+  /// moves small's tail on to main. Returns whether anything moved.
+  private func keepSmallShareWhileFilling(
+    now: UInt64, budget: inout EvictionBudget, _ held: borrowing WriteLock.Held
+  ) throws -> Bool {
+    var moved = false
+    var rounds = 0
+    while rounds < roundLimit {
+      rounds += 1
+      let small = logs.state(.small)
+      let main = logs.state(.main)
+      // Cheap tests first: a full main log or a cache at its limits ends the fill.
+      guard !small.isEmpty, main.free >= logs.mainReserve + logs.smallSize / 4 + 64, underLimits else { break }
+      let used = Double(small.used + main.used)
+      let share = Double(small.used * Self.smallShareWhileFilling)
+      let costLimit = counters.costLimit
+      let over =
+        share > Double(logs.smallSize + main.size)
+        || share * Double(counters.count(.entries)) > Double(entryLimit) * used
+        || (costLimit > 0 && share * Double(counters.count(.liveBytes)) > Double(costLimit) * used)
+      guard over, try evictSmallTail(now: now, budget: &budget, onlyPromote: true, held) else { break }
+      moved = true
+    }
+    return moved
+  }
+
+  /// Records that eviction saw reuse (a read entry at a tail, a key the ghost recalled):
+  /// the evictions count now, plus one (0 stays "never"), for `noRecentReuse`.
+  @inline(__always)
+  func noteReuse(_ held: borrowing WriteLock.Held) {
+    counters.set(.lastReuse, counters.value(.evictions) &+ 1, held)
+  }
+
+  /// Evictions without reuse, as multiples of the entries, after which recency is all
+  /// that is left to go by.
+  static let reuseHorizon: UInt64 = 10
+
+  /// No reuse ever seen, or none for `reuseHorizon` cache's worths of evictions: nothing
+  /// here is read, so an unread entry at main's tail may be displaced (with no reads the
+  /// cache keeps the newest entries, not an old generation for ever). A scan shorter than
+  /// that leaves entries read before it alone, as S3-FIFO does.
+  private var noRecentReuse: Bool {
+    let last = counters.value(.lastReuse)
+    return last == 0
+      || counters.value(.evictions) &+ 1 &- last >= Self.reuseHorizon &* UInt64(counters.count(.entries))
+  }
+
   /// For entry and cost limits: keep small's share near its tenth (S3-FIFO), or main is
   /// never swept.
   private func victimForLimits() -> LogID {
@@ -114,7 +183,7 @@ struct EvictionPolicy {
     _ held: borrowing WriteLock.Held
   ) throws {
     if id == .small {
-      try evictSmallTail(now: now, budget: &budget, held)
+      _ = try evictSmallTail(now: now, budget: &budget, onlyPromote: false, held)
     } else {
       try evictMainTail(now: now, budget: &budget, held)
     }
@@ -138,40 +207,47 @@ struct EvictionPolicy {
     return (loc, rh, i)
   }
 
-  /// Steps 2–5 and 7 for the record at the small log's tail.
-  private func evictSmallTail(now: UInt64, budget: inout EvictionBudget, _ held: borrowing WriteLock.Held) throws {
-    guard let (loc, rh, i) = try liveTail(.small, held) else { return }
+  /// Steps 2–5 and 7 for the record at the small log's tail. With `onlyPromote` (step 0)
+  /// it only promotes while the cache fills, and returns false, changing nothing, for a
+  /// record it would not promote. Returns whether it dealt with the tail.
+  private func evictSmallTail(
+    now: UInt64, budget: inout EvictionBudget, onlyPromote: Bool, _ held: borrowing WriteLock.Held
+  ) throws -> Bool {
+    guard let (loc, rh, i) = try liveTail(.small, held) else { return true }
     let meta = index.meta(at: i)
     if Expiry.isExpired(meta, now: now) {
       index.remove(i, counters: counters, held)
       counters.bump(.expirations, held)
       logs.advanceTail(.small, rh.size, held)
-      return
+      return true
     }
     let main = logs.state(.main)
     let mainHasRoom = main.need(rh.size) + logs.mainReserve <= main.free
-    // While the cache is filling (log space, entry and cost limits all slack), new
-    // entries flow into main unreferenced; once full, only referenced ones do.
-    let costLimit = counters.costLimit
-    let underLimits =
-      counters.count(.entries) < entryLimit
-      && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
-    let referenced = meta & Format.referencedBit != 0
-    // An unread newcomer may still displace an unread entry that only got into main
-    // while the cache was filling: otherwise, with no reads at all, main would keep the
-    // first fill for ever while every later entry cycles through the small log.
-    let displaces = !referenced && !(mainHasRoom && underLimits) && mainTailIsUnearned(held)
+    // While the cache is filling (log space, entry and cost limits all slack), entries
+    // flow into main with their hits; once full, only those read twice (S3-FIFO's
+    // threshold) do.
+    let filling = mainHasRoom && underLimits
+    if onlyPromote && !filling { return false }
+    let read = meta & Format.referencedBit != 0
+    if read { noteReuse(held) }
+    let earned = meta & Format.frequentBit != 0
+    // An unread newcomer may still displace an unread entry at main's tail that only got
+    // there while the cache was filling (or any, once nothing is read: `noRecentReuse`).
+    let displaces = !filling && !earned && mainTailIsDisplaceable(held)
     if displaces { try evictMainTail(now: now, budget: &budget, held) }
-    if referenced || (mainHasRoom && underLimits) || displaces {
+    if filling || earned || displaces {
       if !mainHasRoom { try ensureMainRoom(for: rh.size, now: now, budget: &budget, held) }
       // Main's eviction may have shifted slots: find this entry again.
       if let j = index.slot(hash: rh.hash, loc: loc, held) {
-        // Promoted unread (while filling, or displacing): mark it unearned.
+        // Filling: the hits go along, and an unread entry is marked unearned. Otherwise
+        // the count starts again (S3-FIFO), and a displacing newcomer is not unearned:
+        // it cannot be displaced in turn while the cache is read.
         let m = index.meta(at: j)
-        let unearned = m & Format.referencedBit == 0 ? Format.unearnedBit : 0
+        let kept =
+          filling
+          ? (m & Format.hitBits) | (m & Format.referencedBit == 0 ? Format.unearnedBit : 0) : 0
         moveToMainHead(
-          slot: j, record: loc, size: rh.size,
-          meta: (m & ~(Format.hitBits | Format.unearnedBit)) | unearned, held)
+          slot: j, record: loc, size: rh.size, meta: (m & ~(Format.hitBits | Format.unearnedBit)) | kept, held)
         counters.bump(.promotions, held)
       }
     } else {
@@ -180,6 +256,7 @@ struct EvictionPolicy {
       counters.bump(.evictions, held)
     }
     logs.advanceTail(.small, rh.size, held)
+    return true
   }
 
   /// Steps 2, 3, 6 and 7 for the record at the main log's tail (the clock hand).
@@ -192,6 +269,7 @@ struct EvictionPolicy {
       counters.bump(.expirations, held)
     } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
       budget.spend(rh.size)
+      noteReuse(held)
       // One pass per hit, up to 3 (S3-FIFO's counter): the count goes down by one.
       let left =
         meta & Format.hotBit != 0
@@ -222,12 +300,13 @@ struct EvictionPolicy {
     }
   }
 
-  /// Dead records `mainTailIsUnearned` skips at main's tail before it answers "no".
+  /// Dead records `mainTailIsDisplaceable` skips at main's tail before it answers "no".
   static let garbageSkipLimit = 64
 
-  /// Whether the entry at main's tail got into main unread and has not been read since.
+  /// Whether the entry at main's tail is unread since it got there and either got there
+  /// unread while the cache filled (unearned) or nothing has been read for a while.
   /// Pads and dead records at the tail are garbage: they are skipped (the tail moves).
-  private func mainTailIsUnearned(_ held: borrowing WriteLock.Held) -> Bool {
+  private func mainTailIsDisplaceable(_ held: borrowing WriteLock.Held) -> Bool {
     for _ in 0..<Self.garbageSkipLimit {
       let main = logs.state(.main)
       guard !main.isEmpty else { return false }
@@ -238,7 +317,7 @@ struct EvictionPolicy {
         continue
       }
       let m = index.meta(at: i)
-      return m & Format.unearnedBit != 0 && m & Format.referencedBit == 0
+      return m & Format.referencedBit == 0 && (m & Format.unearnedBit != 0 || noRecentReuse)
     }
     return false
   }
@@ -294,7 +373,7 @@ struct EvictionBudget {
 /// along until a free way or the same tag absorbs the shift (the oldest falls off the
 /// end); `recall` frees the tag's way. Only `usedBuckets` buckets are used: enough for
 /// `ghostFraction` × the entry limit (the count limit, or the table's load limit) tags,
-/// at most the whole area. A key's ghost thus lasts for about 0.9 × C later evictions
+/// at most the whole area. A key's ghost thus lasts for about 0.85 × C later evictions
 /// into its bucket's share (the FIFO's depth, ± a quarter: a bucket sees a Poisson share
 /// of them), as in S3-FIFO; a ghost that remembered far longer would send every key
 /// seen twice, however long ago, to main, and main would fill with keys never read again.
@@ -308,8 +387,10 @@ struct GhostTable {
 
   /// Tags per bucket: one cache line of them.
   static let ways = 16
-  /// The ghost's length as a share of the cache's size in entries (S3-FIFO's 0.9).
-  static let ghostFraction = 0.9
+  /// The ghost's length as a share of the cache's size in entries: 0.85, measured
+  /// against S3-FIFO's 0.9 and 0.8 on CloudPhysics, Zipf and scan traces (with a FIFO
+  /// per bucket a ghost lasts ± a quarter of the length; docs/bench-history.md).
+  static let ghostFraction = 0.85
 
   /// The bucket count for a cache of `entryLimit` entries and `ghostCount` tags.
   static func usedBuckets(entryLimit: Int, ghostCount: Int) -> Int {

@@ -140,7 +140,10 @@ struct Writer {
   private func destination(of found: SlotIndex.Find, _ w: PreparedWrite, _ held: borrowing WriteLock.Held) -> LogID {
     if case .found(_, let e) = found, logs.id(containing: e.loc) == .main { return .main }
     if w.recordSize > logs.smallSize / 4 { return .main }
-    if case .empty = found, policy.ghost.recall(w.hash, held) { return .main }
+    if case .empty = found, policy.ghost.recall(w.hash, held) {
+      policy.noteReuse(held)
+      return .main
+    }
     return .small
   }
 

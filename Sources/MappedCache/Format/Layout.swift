@@ -7,8 +7,8 @@
 ///       │   layout fingerprint = hash of the bytes before it           │
 ///   256 │ line 4: write-lock word (u32, futex), and under the lock:    │
 ///       │   intent, entries, live bytes, cas counter, sets             │
-///   320 │ line 5: small head/tail, main head/tail, sweep hand, record  │
-///       │   bytes (under the write lock)                               │
+///   320 │ line 5: small head/tail, main head/tail, sweep hand, last    │
+///       │   reuse (under the write lock)                               │
 ///   448 │ line 7: shift sequence (odd while slots move; readers check) │
 ///   512 │ line 8: writer counters (evictions, expirations, ...)        │
 ///   640 │ line 10: limits (count, cost)                                │
@@ -89,7 +89,10 @@ enum Format {
 
     // Line 5: the logs (changed by appends and eviction) and the sweeper.
     static let smallHead = 320, smallTail = 328, mainHead = 336, mainTail = 344
-    static let sweepHand = 352  // 360..367: reserved, unused
+    static let sweepHand = 352
+    /// `lastReuse`: the evictions count when eviction last saw a read entry or the ghost
+    /// recalled a key (`EvictionPolicy.noteReuse`); 0 in files of earlier builds.
+    static let lastReuse = 360
 
     static let shiftSeq = 448
 
@@ -177,6 +180,7 @@ struct HeaderWord {
   static let mainHead = HeaderWord(offset: Format.H.mainHead)
   static let mainTail = HeaderWord(offset: Format.H.mainTail)
   static let sweepHand = HeaderWord(offset: Format.H.sweepHand)
+  static let lastReuse = HeaderWord(offset: Format.H.lastReuse)
   static let shiftSeq = HeaderWord(offset: Format.H.shiftSeq)
   static let evictions = HeaderWord(offset: Format.H.evictions)
   static let expirations = HeaderWord(offset: Format.H.expirations)
