@@ -213,6 +213,8 @@ struct ClusterRoutingTests {
   init() throws { cluster = try RedisClusterFixture.shared.get() }
 
   @Test func everySlotIsWrittenAndReadOnItsPrimary() throws {
+    RedisClusterFixture.layoutLock.lock()
+    defer { RedisClusterFixture.layoutLock.unlock() }
     let c = try RedisClient(url: cluster.url())
     let keys = RedisClusterFixture.keyPerSlot
     // Pipelines of 512 commands over every node: split by primary, put back in order.

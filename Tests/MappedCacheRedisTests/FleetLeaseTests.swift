@@ -65,7 +65,7 @@ struct FleetLeaseTests {
       return "slow"
     }
     // b asks once a's lease is taken (the counter moved).
-    #expect(eventually(10) { (try? raw.call("GET", counter).string) == "1" })
+    #expect(try await eventuallyAsync(20) { (try? raw.call("GET", counter).string) == "1" })
     let second = try await b.object(forKey: "k", expires: .seconds(60), options: opts) {
       try raw.call("INCR", counter)
       return "fast"
@@ -96,14 +96,14 @@ struct FleetLeaseTests {
     let staleKey = try #require(FleetLease.staleKey(for: Array((prefix + "k").utf8)))
     #expect(try raw.call([Array("GET".utf8), staleKey]).string == "v1")
     // v1 expires in Redis (its stale copy lives 30 s more).
-    #expect(eventually(10) { (try? raw.call("EXISTS", prefix + "k")) == .integer(0) })
+    #expect(try await eventuallyAsync(10) { (try? raw.call("EXISTS", prefix + "k")) == .integer(0) })
     async let second = a.object(forKey: "k", expires: .seconds(60), options: opts) {
       try raw.call("INCR", counter)
       try await Task.sleep(nanoseconds: 1_500_000_000)
       return "v2"
     }
     // Once a holds the lease (its computation started):
-    #expect(eventually(10) { (try? raw.call("GET", counter).string) == "1" })
+    #expect(try await eventuallyAsync(20) { (try? raw.call("GET", counter).string) == "1" })
     let stale = try await b.object(forKey: "k", expires: .seconds(60), options: opts) {
       Issue.record("b computed while a held the lease")
       return "b"

@@ -152,11 +152,17 @@ final class RedisClusterFixture: @unchecked Sendable {
     }
   }
 
+  /// Held by `moveSlot`, and by a test that counts redirects over every slot: suites run
+  /// in parallel, and another suite's move would be a MOVED there.
+  static let layoutLock = NSRecursiveLock()
+
   /// Moves `slot` (and its keys) to `target` at once.
   func moveSlot(_ slot: Int, to target: RedisServer) throws {
-    let source = try owner(ofSlot: slot)
-    try beginMigration(slot: slot, to: target, moving: { _ in false })
-    try finishMigration(slot: slot, from: source, to: target)
+    try Self.layoutLock.withLock {
+      let source = try owner(ofSlot: slot)
+      try beginMigration(slot: slot, to: target, moving: { _ in false })
+      try finishMigration(slot: slot, from: source, to: target)
+    }
   }
 
   /// One key name per hash slot, `k{tag}` with a tag found for each slot.

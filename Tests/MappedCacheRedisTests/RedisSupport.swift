@@ -143,6 +143,17 @@ final class RedisServer: @unchecked Sendable {
 }
 
 /// Polls `condition` every millisecond for up to `timeout` seconds.
+/// `eventually` for async tests: it sleeps as a task, so that the tasks it waits for get
+/// the cooperative pool's threads (a blocking wait can hold one of only two).
+func eventuallyAsync(_ timeout: Double = 5, _ condition: () throws -> Bool) async throws -> Bool {
+  let end = Date().addingTimeInterval(timeout)
+  while Date() < end {
+    if try condition() { return true }
+    try await Task.sleep(nanoseconds: 1_000_000)
+  }
+  return try condition()
+}
+
 func eventually(_ timeout: Double = 5, _ condition: () throws -> Bool) rethrows -> Bool {
   let end = Date().addingTimeInterval(timeout)
   while Date() < end {
