@@ -1,5 +1,5 @@
 // Batch reads (multi-get) and writes (multi-set): many keys per call, their memory
-// misses overlapped (`CacheEngine.copyValues`, `CacheEngine.set(batch:)`).
+// misses overlapped (`CacheEngine.copyValues`, `CacheEngine.set(keys:values:expiry:)`).
 
 extension SharedCache {
   // MARK: Multi-get
@@ -85,6 +85,7 @@ extension SharedCache {
       ends.append(bytes.count)
       try bytes.withUnsafeBytes { try engine.checkKey(UnsafeRawBufferPointer(rebasing: $0[start...])) }
     }
+    if let decoded { return try decodedObjects(list, keyBytes: bytes, ends: ends, decoded) }
     var out: [String: Value] = [:]
     out.reserveCapacity(list.count)
     let group = CacheEngine.batchGroup
@@ -94,44 +95,66 @@ extension SharedCache {
         try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
           try withUnsafeTemporaryAllocation(of: UnsafeMutableRawBufferPointer.self, capacity: group) { buffers in
             try withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { lengths in
-              try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: group) { hashes in
-                var start = 0
-                while start < list.count {
-                  let count = min(group, list.count - start)
-                  for j in 0..<count {
-                    let k = start + j
-                    let from = k == 0 ? 0 : ends[k - 1]
-                    keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[from..<ends[k]])
-                    buffers[j] = UnsafeMutableRawBufferPointer(rebasing: scratch[j * room..<(j + 1) * room])
-                  }
-                  if let decoded {
-                    // Decoded values kept: the group's slots prefetched, then each key's
-                    // single typed read (stamp compared, decoded only when changed).
-                    engine.prefetchGroup(UnsafeBufferPointer(keyBuffers), from: 0, count: count, hashes: hashes)
-                    for j in 0..<count {
-                      let key = list[start + j]
-                      if let v = try decodedObject(keyBuffers[j], key: key, hash: hashes[j], decoded) { out[key] = v }
-                    }
-                    start += count
-                    continue
-                  }
-                  _ = engine.copyValues(
-                    forKeys: UnsafeBufferPointer(rebasing: keyBuffers[..<count]),
-                    into: UnsafeBufferPointer(rebasing: buffers[..<count]),
-                    lengths: UnsafeMutableBufferPointer(rebasing: lengths[..<count]))
-                  for j in 0..<count where lengths[j] >= 0 {
-                    let key = list[start + j]
-                    if lengths[j] <= room {
-                      out[key] = try decode(UnsafeRawBufferPointer(rebasing: buffers[j][..<lengths[j]]), key: key)
-                    } else if let v = try largerObject(forKey: key, size: lengths[j]) {
-                      // Larger than the batch's buffers: read again, sized (it may be gone by then).
-                      out[key] = v
-                    }
-                  }
-                  start += count
+              var start = 0
+              while start < list.count {
+                let count = min(group, list.count - start)
+                for j in 0..<count {
+                  let k = start + j
+                  let from = k == 0 ? 0 : ends[k - 1]
+                  keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[from..<ends[k]])
+                  buffers[j] = UnsafeMutableRawBufferPointer(rebasing: scratch[j * room..<(j + 1) * room])
                 }
+                _ = engine.copyValues(
+                  forKeys: UnsafeBufferPointer(rebasing: keyBuffers[..<count]),
+                  into: UnsafeBufferPointer(rebasing: buffers[..<count]),
+                  lengths: UnsafeMutableBufferPointer(rebasing: lengths[..<count]))
+                for j in 0..<count where lengths[j] >= 0 {
+                  let key = list[start + j]
+                  if lengths[j] <= room {
+                    out[key] = try decode(UnsafeRawBufferPointer(rebasing: buffers[j][..<lengths[j]]), key: key)
+                  } else if let v = try largerObject(forKey: key, size: lengths[j]) {
+                    // Larger than the batch's buffers: read again, sized (it may be gone by then).
+                    out[key] = v
+                  }
+                }
+                start += count
               }
             }
+          }
+        }
+      }
+    }
+    return out
+  }
+
+  /// `objects(forKeys:)` with decoded values kept: per group of `CacheEngine.batchGroup`
+  /// keys, every key hashed and its slot (and record) prefetched
+  /// (`CacheEngine.prefetchGroup`), then each key read by the single typed read
+  /// (`decodedObject`): its entry's stamp compared with the kept value's, the entry
+  /// copied and decoded only when they differ. `keyBytes` holds the keys' bytes, key j
+  /// ending at `ends[j]` (checked).
+  private func decodedObjects(
+    _ list: [String], keyBytes: [UInt8], ends: [Int], _ decoded: DecodedValueCache<Value>
+  ) throws -> [String: Value] {
+    var out: [String: Value] = [:]
+    out.reserveCapacity(list.count)
+    let group = CacheEngine.batchGroup
+    try keyBytes.withUnsafeBytes { all in
+      try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
+        try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: group) { hashes in
+          var start = 0
+          while start < list.count {
+            let count = min(group, list.count - start)
+            for j in 0..<count {
+              let k = start + j
+              keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[(k == 0 ? 0 : ends[k - 1])..<ends[k]])
+            }
+            engine.prefetchGroup(UnsafeBufferPointer(keyBuffers), from: 0, count: count, hashes: hashes)
+            for j in 0..<count {
+              let key = list[start + j]
+              if let v = try decodedObject(keyBuffers[j], key: key, hash: hashes[j], decoded) { out[key] = v }
+            }
+            start += count
           }
         }
       }
