@@ -44,6 +44,9 @@ struct StressOptions: Sendable {
   /// Gets per call: up to this many consecutive gets of a thread's stream go to one
   /// batch read (`copyBytes(forKeys:into:lengths:)`); 1 = one `copyBytes` per get.
   var mget = 1
+  /// Sets per call: up to this many consecutive sets of a thread's stream go to one
+  /// batch write (`setBytes(_:forKeys:expires:)`); 1 = one `setBytes` per set.
+  var mset = 1
   var help = false
   var version = false
 
@@ -301,6 +304,13 @@ enum OptionTable {
       apply: { o, v throws(UsageError) in
         o.mget = try parseInt(v, flag: "--mget", in: 1...64)
       }, passOn: { "\($0.mget)" }),
+    OptionSpec(
+      flag: "--mset", valueName: "N", defaultText: "1",
+      help:
+        "sets per call, 1 to 64: up to N consecutive sets of a thread's stream go to one batch write under one lock hold (a get ends a batch); every value written is checked by the readers as a single set's is",
+      apply: { o, v throws(UsageError) in
+        o.mset = try parseInt(v, flag: "--mset", in: 1...64)
+      }, passOn: { "\($0.mset)" }),
     OptionSpec(
       flag: "--json", valueName: nil, defaultText: "off",
       help: "print one JSON object instead of the table",
@@ -593,7 +603,7 @@ enum OptionTable {
     for (flag, set) in [
       ("--path", o.path != nil), ("--chaos-kills", o.chaosKills > 0), ("--report", o.reportPath != nil),
       ("--read-through", o.readThrough), ("--plant-corruption", o.plantCorruption),
-      ("--trace", o.tracePath != nil), ("--mget", o.mget > 1),
+      ("--trace", o.tracePath != nil), ("--mget", o.mget > 1), ("--mset", o.mset > 1),
     ] where set {
       throw UsageError("\(flag) is not used in the Redis mode (each host gets a file of its own)")
     }
@@ -618,6 +628,9 @@ enum OptionTable {
     if o.capacityEntries != nil && o.tracePath == nil { throw UsageError("--capacity-entries needs --trace") }
     if o.tracePath != nil && o.mget > 1 {
       throw UsageError("--mget is not used with --trace (a replay reads key by key)")
+    }
+    if o.tracePath != nil && o.mset > 1 {
+      throw UsageError("--mset is not used with --trace (a replay fills key by key)")
     }
     if o.capacityEntries != nil && o.path != nil {
       throw UsageError("--capacity-entries sizes a fresh file: it cannot be used with --path")

@@ -110,6 +110,7 @@ struct RunReport {
     j["track_every"] = .int(o.trackEvery)
     j["check_every"] = .int(o.checkEvery)
     j["mget"] = .int(o.mget)
+    j["mset"] = .int(o.mset)
     j["keys"] = .int(o.keys)
     j["key_size"] = .int(o.keySize)
     j["value_size"] = .string(o.valueSizeText)
@@ -134,6 +135,7 @@ struct RunReport {
     s += String(format: "%.1f s, ", o.duration)
     s += "\(o.keys) keys (\(dist)), \(o.keySize) B keys, \(o.valueSizeText) B values, \(o.readPct)% gets"
     s += o.mget > 1 ? " (up to \(o.mget) per batch read)" : ""
+    s += o.mset > 1 ? " (up to \(o.mset) sets per batch write)" : ""
     s += o.readThrough ? ", read-through" : ""
     s += o.ttl.map { ", ttl \($0) s" } ?? ""
     s += ", lock \(o.lock.rawValue), seed \(o.seed ?? 0)\n"

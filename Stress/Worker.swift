@@ -224,7 +224,11 @@ struct ThreadLoop {
   let batchValueBytes: UnsafeMutableRawBufferPointer
   let batchLengths: UnsafeMutableBufferPointer<Int>
   let batchIndices: UnsafeMutableBufferPointer<Int>
+  /// `--mset N`: the batch's values (`valueStride` bytes each) and views of them.
+  let batchSetValueBytes: UnsafeMutableRawBufferPointer
+  let batchSetValues: UnsafeMutableBufferPointer<UnsafeRawBufferPointer>
   let keyStride: Int
+  let valueStride: Int
 
   init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
     let o = ctx.options
@@ -245,17 +249,25 @@ struct ThreadLoop {
     scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
     keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.keySize, 16), alignment: 16)
     let batch = max(o.mget, 1)
+    let keyCount = max(o.mget, o.mset, 1)
     let keyStride = (max(o.keySize, 16) + 15) & ~15
     let valueStride = (o.valueMax + 64 + 15) & ~15
     self.keyStride = keyStride
-    batchKeyBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * keyStride, alignment: 16)
+    self.valueStride = valueStride
+    batchKeyBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: keyCount * keyStride, alignment: 16)
     batchValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * valueStride, alignment: 16)
-    batchKeys = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    batchKeys = UnsafeMutableBufferPointer.allocate(capacity: keyCount)
     batchValues = UnsafeMutableBufferPointer.allocate(capacity: batch)
     batchLengths = UnsafeMutableBufferPointer.allocate(capacity: batch)
-    batchIndices = UnsafeMutableBufferPointer.allocate(capacity: batch)
-    for j in 0..<batch {
+    batchIndices = UnsafeMutableBufferPointer.allocate(capacity: keyCount)
+    let setBatch = max(o.mset, 1)
+    batchSetValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: setBatch * valueStride, alignment: 16)
+    batchSetValues = UnsafeMutableBufferPointer.allocate(capacity: setBatch)
+    batchSetValues.initialize(repeating: UnsafeRawBufferPointer(start: nil, count: 0))
+    for j in 0..<keyCount {
       batchKeys[j] = UnsafeRawBufferPointer(rebasing: batchKeyBytes[j * keyStride..<j * keyStride + o.keySize])
+    }
+    for j in 0..<batch {
       batchValues[j] = UnsafeMutableRawBufferPointer(rebasing: batchValueBytes[j * valueStride..<(j + 1) * valueStride])
     }
     batchLengths.initialize(repeating: 0)
@@ -272,6 +284,8 @@ struct ThreadLoop {
     batchValues.deallocate()
     batchLengths.deallocate()
     batchIndices.deallocate()
+    batchSetValueBytes.deallocate()
+    batchSetValues.deallocate()
     tracker.release()
   }
 
@@ -283,7 +297,7 @@ struct ThreadLoop {
   }
 
   mutating func run(start: UInt64, end: UInt64) {
-    if ctx.options.mget > 1 { return runBatched(start: start, end: end) }
+    if ctx.options.mget > 1 || ctx.options.mset > 1 { return runBatched(start: start, end: end) }
     let mask = ops.count - 1
     var pos = (thread &* 7919 &+ ctx.worker &* 104_729) & mask
     var n: UInt64 = 0
@@ -331,11 +345,13 @@ struct ThreadLoop {
     publish()
   }
 
-  /// `run` with `--mget N`: up to N consecutive gets of the stream go to one batch read
-  /// (`copyBytes(forKeys:into:lengths:)`); a set ends a batch and follows it, as in the
-  /// peers' multi-get. Each value is judged as a single get's is, in the stream's order
-  /// (so freshness is checked against what this reader saw before). A timed batch's
-  /// latency sample is its time divided by its size.
+  /// `run` with `--mget N` or `--mset N`: up to N consecutive gets of the stream go to
+  /// one batch read (`copyBytes(forKeys:into:lengths:)`, with `--mget`), up to N
+  /// consecutive sets to one batch write (`setBytes(_:forKeys:expires:)`, with `--mset`);
+  /// an operation of the other kind ends a batch, as in the peers' multi-get. Each value
+  /// is judged as a single get's is, in the stream's order (so freshness is checked
+  /// against what this reader saw before). A timed batch's latency sample is its time
+  /// divided by its size.
   mutating func runBatched(start: UInt64, end: UInt64) {
     let mask = ops.count - 1
     var pos = (thread &* 7919 &+ ctx.worker &* 104_729) & mask
@@ -344,7 +360,7 @@ struct ThreadLoop {
     var nextPlant: UInt64 = 0
     let readThrough = ctx.options.readThrough
     let plant = ctx.options.plantCorruption && ctx.worker == 0 && thread == 0
-    let batch = ctx.options.mget
+    let (mget, mset) = (ctx.options.mget, ctx.options.mset)
     let cache = ctx.cache
     let keys = UnsafeBufferPointer(batchKeys)
     let values = UnsafeBufferPointer(batchValues)
@@ -353,34 +369,40 @@ struct ThreadLoop {
         set(ctx.hotKey, cache, timed: false, spoil: true)
         nextPlant = n &+ WorkerTiming.plantEvery
       }
+      // A run of gets, or of sets, from the stream.
+      let writing = ops[pos & mask] & OpStream.writeBit != 0
+      let limit = writing ? mset : mget
       var count = 0
-      var write = -1
-      while count < batch {
+      while count < limit {
         let op = ops[pos & mask]
+        if (op & OpStream.writeBit != 0) != writing { break }
         pos &+= 1
         let k = Int(op & ~OpStream.writeBit)
-        if op & OpStream.writeBit != 0 {
-          write = k
-          break
-        }
         batchIndices[count] = k
         ctx.keys.write(k, to: batchKeyBytes.baseAddress! + count &* keyStride)
         count &+= 1
       }
-      let batchOps = UInt64(count + (write >= 0 ? 1 : 0))
-      let timed = n % WorkerTiming.sampleEvery < batchOps
-      var t0: UInt64 = 0
+      let timed = n % WorkerTiming.sampleEvery < UInt64(count)
       if timed {
-        t0 = monotonicNanoseconds()
-        if t0 >= end { break }
-        if t0 &- lastPublish >= WorkerTiming.publishNs {
+        let t = monotonicNanoseconds()
+        if t >= end { break }
+        if t &- lastPublish >= WorkerTiming.publishNs {
           publish()
-          lastPublish = t0
-          t0 = monotonicNanoseconds()
+          lastPublish = t
         }
       }
-      if count > 0 {
-        var failed = false
+      if writing {
+        if mset > 1 {
+          setBatch(count, cache, timed: timed)
+        } else {
+          set(batchIndices[0], cache, timed: timed, spoil: false)
+        }
+        n &+= UInt64(count)
+        continue
+      }
+      let t0 = timed ? monotonicNanoseconds() : 0
+      var failed = false
+      if mget > 1 {
         do {
           _ = try cache.copyBytes(
             forKeys: UnsafeBufferPointer(rebasing: keys[..<count]),
@@ -390,21 +412,49 @@ struct ThreadLoop {
           noteError(batchIndices[0], error)
           failed = true
         }
-        if timed { getHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
-        for j in 0..<count {
-          let k = batchIndices[j]
-          if !judge(k, failed ? -2 : batchLengths[j], n: n &+ UInt64(j), in: batchValues[j]) && readThrough {
-            set(k, cache, timed: false, spoil: false)
-          }
+      } else {
+        do {
+          batchLengths[0] = try cache.copyBytes(forKey: keys[0], into: batchValues[0]) ?? -1
+        } catch {
+          noteError(batchIndices[0], error)
+          failed = true
         }
-        n &+= UInt64(count)
       }
-      if write >= 0 {
-        set(write, cache, timed: timed, spoil: false)
-        n &+= 1
+      if timed { getHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
+      for j in 0..<count {
+        let k = batchIndices[j]
+        if !judge(k, failed ? -2 : batchLengths[j], n: n &+ UInt64(j), in: batchValues[j]) && readThrough {
+          set(k, cache, timed: false, spoil: false)
+        }
       }
+      n &+= UInt64(count)
     }
     publish()
+  }
+
+  /// The batch of `count` sets whose keys are in `batchKeys` (`batchIndices`): a fresh
+  /// value for each, as `set` writes one, all stored by one batch write.
+  mutating func setBatch(_ count: Int, _ cache: SharedCache<[UInt8]>, timed: Bool) {
+    let o = ctx.options
+    for j in 0..<count {
+      let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + rng.next(below: o.valueMax - o.valueMin + 1)
+      seq &+= 1
+      let value = UnsafeMutableRawBufferPointer(
+        rebasing: batchSetValueBytes[j &* valueStride..<j &* valueStride &+ size])
+      ValueFormat.write(into: value, key: UInt32(batchIndices[j]), writer: writerID, seq: seqBase | seq)
+      batchSetValues[j] = UnsafeRawBufferPointer(value)
+    }
+    let t0 = timed ? monotonicNanoseconds() : 0
+    do {
+      try cache.setBytes(
+        UnsafeBufferPointer(rebasing: batchSetValues[..<count]),
+        forKeys: UnsafeBufferPointer(rebasing: UnsafeBufferPointer(batchKeys)[..<count]), expires: ctx.expiry)
+    } catch {
+      counters.errors += 1
+      if noting { note("set batch from \(ctx.keys[batchIndices[0]]): \(error)") }
+    }
+    if timed { setHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
+    counters.setOps &+= UInt64(count)
   }
 
   func publish() { ctx.board.publish(thread, counters, getHist, setHist) }

@@ -315,7 +315,8 @@ import Testing
     #expect(try c.verify().ok)
   }
 
-  /// The batch read allocates nothing (counted in a child whose malloc is interposed).
+  /// The batch read and the raw batch write allocate nothing (counted in a child whose
+  /// malloc is interposed).
   @Test func aBatchReadAllocatesNothing() throws {
     let path = Support.tempPath("batch-allocs")
     defer { Support.cleanup(path) }
@@ -324,6 +325,9 @@ import Testing
     if r.stdout.hasPrefix("unavailable") { return }  // a sanitizer's malloc
     #expect(r.stdout.hasPrefix("batch=0 "), "batch reads allocated: \(r.stdout)")
     #expect(r.stdout.contains("hits=24000"), "\(r.stdout)")
+    #expect(r.stdout.contains(" mset=0 "), "batch writes allocated: \(r.stdout)")
+    #expect(r.stdout.contains("stored=16"), "\(r.stdout)")
+    #expect(r.stdout.hasSuffix(" set=0\n") || r.stdout.hasSuffix(" set=0"), "single sets allocated: \(r.stdout)")
   }
 }
 

@@ -88,6 +88,49 @@ import Testing
     #expect(try reader.verify().ok)
   }
 
+  /// The typed batch read (`objects(forKeys:)`) goes through the kept values as the
+  /// single read does: a batch of keys nobody wrote since decodes nothing, and every
+  /// overwrite, rewrite of identical bytes, removal and expiry by another handle is
+  /// seen by the next batch, which decodes exactly the keys rewritten.
+  @Test(arguments: [false, true]) func batchReadsUseKeptValuesAndSeeEveryWrite(inline: Bool) throws {
+    let p = Support.tempPath("dv-batch")
+    defer { Support.cleanup(p) }
+    let reader = try SharedCache<CountedRecord>(
+      path: p, capacity: 4 << 20, options: inline ? Self.inline : CacheOptions(capacity: 4 << 20))
+    let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
+    let keys = (0..<40).map { "bk\($0)" }
+    var want: [String: CountedRecord] = [:]
+    for k in keys {
+      want[k] = CountedRecord(key: k, counter: 1)
+      try writer.setObject(want[k]!, forKey: k)
+    }
+    #expect(try reader.objects(forKeys: keys) == want)
+    let d0 = Self.decodes
+    for _ in 0..<10 { #expect(try reader.objects(forKeys: keys + ["absent"]) == want) }
+    #expect(Self.decodes == d0, "batches of unchanged entries decode nothing")
+    #expect(reader._decodedUsage.count == 40)
+
+    for i in stride(from: 0, to: 40, by: 4) {
+      want[keys[i]] = CountedRecord(key: keys[i], counter: 2)
+      try writer.setObject(want[keys[i]]!, forKey: keys[i])
+    }
+    for i in stride(from: 1, to: 40, by: 8) { try writer.setObject(want[keys[i]]!, forKey: keys[i]) }  // same bytes
+    for i in stride(from: 2, to: 40, by: 8) {
+      #expect(try writer.removeObject(forKey: keys[i]))
+      want[keys[i]] = nil
+    }
+    for i in stride(from: 3, to: 40, by: 8) {
+      #expect(try writer.touch(keys[i], expires: .date(Date(timeIntervalSinceNow: -60))))
+      want[keys[i]] = nil
+    }
+    let d1 = Self.decodes
+    #expect(try reader.objects(forKeys: keys) == want)
+    #expect(Self.decodes - d1 == 15, "the 10 overwritten and 5 rewritten keys are decoded again, no others")
+    for k in keys { #expect(try reader.object(forKey: k) == want[k]) }
+    #expect(try reader.objects(forKeys: keys) == want)
+    #expect(Self.decodes - d1 == 15, "single and batch reads share the kept values")
+  }
+
   /// A counter kept decoded (turned on for `Int`) sees in-place increments: the rewrite
   /// gives the entry a new version.
   @Test func keptCounterSeesInPlaceIncrements() throws {
@@ -195,8 +238,10 @@ import Testing
   }
 
   /// Another process overwrites, removes and re-adds a hot key while threads here read
-  /// it through their decoded cache: no read returns a counter older than one seen
-  /// before, nor, once the removal after counter `a` is acknowledged, a counter up to `a`.
+  /// it through their decoded cache, one by single reads, one by batch reads
+  /// (`objects(forKeys:)` of the ack and the key, read in that order): no read returns a
+  /// counter older than one seen before, nor, once the removal after counter `a` is
+  /// acknowledged, a counter up to `a`.
   @Test func otherProcessWritesWhileReadersHammer() throws {
     let p = Support.tempPath("dv-mp")
     defer { Support.cleanup(p) }
@@ -206,6 +251,7 @@ import Testing
     let running = Atomic<Bool>(true)
     let failures = Atomic<Int>(0)
     let hits = Atomic<Int>(0)
+    let batchHits = Atomic<Int>(0)
     let group = DispatchGroup()
     for t in 0..<2 {
       group.enter()
@@ -216,8 +262,17 @@ import Testing
         while running.load(ordering: .acquiring) || reads < 100 {
           reads += 1
           do {
-            let acked = try cache.object(forKey: "ack:hot")?.counter ?? 0
-            guard let v = try cache.object(forKey: "hot") else { continue }
+            let acked: Int
+            let value: CountedRecord?
+            if t == 1 {
+              let both = try cache.objects(forKeys: ["ack:hot", "hot"])
+              (acked, value) = (both["ack:hot"]?.counter ?? 0, both["hot"])
+              if value != nil { batchHits.add(1, ordering: .relaxed) }
+            } else {
+              acked = try cache.object(forKey: "ack:hot")?.counter ?? 0
+              value = try cache.object(forKey: "hot")
+            }
+            guard let v = value else { continue }
             hits.add(1, ordering: .relaxed)
             if !v.isWhole(for: "hot") || v.counter < last || v.counter <= acked {
               failures.add(1, ordering: .relaxed)
@@ -235,9 +290,12 @@ import Testing
     group.wait()
     #expect(writer.terminationStatus == 0)
     #expect(failures.load(ordering: .relaxed) == 0)
+    #expect(batchHits.load(ordering: .relaxed) > 0, "the batch reader saw the key")
     #expect(try cache.object(forKey: "hot")?.counter == rounds)
     #expect(try cache.object(forKey: "ack:hot")?.counter == rounds / 97 * 97)
-    print("[decoded] readers: \(hits.load(ordering: .relaxed)) hits checked; \(Self.decodes) decodes in this process")
+    print(
+      "[decoded] readers: \(hits.load(ordering: .relaxed)) hits checked (\(batchHits.load(ordering: .relaxed)) in batches); \(Self.decodes) decodes in this process"
+    )
   }
 
   // MARK: In-place counters

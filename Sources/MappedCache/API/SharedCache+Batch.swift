@@ -1,5 +1,5 @@
 // Batch reads (multi-get) and writes (multi-set): many keys per call, their memory
-// misses overlapped (`CacheEngine.copyValues`, `CacheEngine.set(batch:)`).
+// misses overlapped (`CacheEngine.copyValues`, `CacheEngine.set(keys:values:expiry:)`).
 
 extension SharedCache {
   // MARK: Multi-get
@@ -66,7 +66,10 @@ extension SharedCache {
 
   /// The live values among `keys`; missing and expired keys are left out (a key given
   /// twice appears once). Read in batches (`copyBytes(forKeys:into:lengths:)`): every
-  /// key's slot is prefetched before any is read. Reads take no lock.
+  /// key's slot is prefetched before any is read. Reads take no lock. Where this handle
+  /// keeps decoded values (`OpenPolicy.decodedValues`), each key of a prefetched group
+  /// is read as ``object(forKey:)`` reads it: a kept value is returned only while the
+  /// key's entry is the very write it was decoded from.
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` when
   ///   any key is bad, before anything is read; ``CacheError/decodingFailed(key:reason:)``
   ///   when a stored value is not a `Value`.
@@ -82,6 +85,7 @@ extension SharedCache {
       ends.append(bytes.count)
       try bytes.withUnsafeBytes { try engine.checkKey(UnsafeRawBufferPointer(rebasing: $0[start...])) }
     }
+    if let decoded { return try decodedObjects(list, keyBytes: bytes, ends: ends, decoded) }
     var out: [String: Value] = [:]
     out.reserveCapacity(list.count)
     let group = CacheEngine.batchGroup
@@ -123,33 +127,129 @@ extension SharedCache {
     return out
   }
 
+  /// `objects(forKeys:)` with decoded values kept: per group of `CacheEngine.batchGroup`
+  /// keys, every key hashed and its slot (and record) prefetched
+  /// (`CacheEngine.prefetchGroup`), then each key read by the single typed read
+  /// (`decodedObject`): its entry's stamp compared with the kept value's, the entry
+  /// copied and decoded only when they differ. `keyBytes` holds the keys' bytes, key j
+  /// ending at `ends[j]` (checked).
+  private func decodedObjects(
+    _ list: [String], keyBytes: [UInt8], ends: [Int], _ decoded: DecodedValueCache<Value>
+  ) throws -> [String: Value] {
+    var out: [String: Value] = [:]
+    out.reserveCapacity(list.count)
+    let group = CacheEngine.batchGroup
+    try keyBytes.withUnsafeBytes { all in
+      try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
+        try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: group) { hashes in
+          var start = 0
+          while start < list.count {
+            let count = min(group, list.count - start)
+            for j in 0..<count {
+              let k = start + j
+              keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[(k == 0 ? 0 : ends[k - 1])..<ends[k]])
+            }
+            engine.prefetchGroup(UnsafeBufferPointer(keyBuffers), from: 0, count: count, hashes: hashes)
+            for j in 0..<count {
+              let key = list[start + j]
+              if let v = try decodedObject(keyBuffers[j], key: key, hash: hashes[j], decoded) { out[key] = v }
+            }
+            start += count
+          }
+        }
+      }
+    }
+    return out
+  }
+
   // MARK: Multi-set
 
   /// Stores every pair under one acquisition of the write lock: other processes see
   /// either none or some prefix of the batch while it runs, and the whole batch after.
-  /// Keys and values are all checked, encoded, hashed and checksummed first, and their
-  /// slots prefetched, before the lock is taken: an invalid one throws before anything
-  /// is stored, and the lock is held only for the stores. A key given twice keeps its
-  /// last value.
+  /// Values are all encoded and every key and value checked first, before the lock: an
+  /// invalid one throws before anything is stored. The batch then goes through the
+  /// raw multi-set (`CacheEngine.set(keys:values:expiry:)`: slots and records
+  /// prefetched, the first entries hashed and checksummed before the lock is taken). A
+  /// key given twice keeps its last value.
   /// - Throws: as ``setObject(_:forKey:expires:)-(_,String,_)`` does, for the first
   ///   bad entry, before anything is stored.
   public func setObjects<S: Sequence>(_ items: S, expires: CacheExpiry? = nil) throws
   where S.Element == (key: String, value: Value) {
     let ms = expiryMs(expires)
-    var batch: [CacheEngine.BatchEntry] = []
-    batch.reserveCapacity(items.underestimatedCount)
+    // Every key's and every encoded value's bytes in one array each (entry j ends at
+    // `ends[j]`), each entry checked as it is added.
+    var keyBytes: [UInt8] = []
+    var valueBytes: [UInt8] = []
+    var ends: [(key: Int, value: Int)] = []
+    ends.reserveCapacity(items.underestimatedCount)
     for (key, value) in items {
-      let k = Array(key.utf8)
-      let v = try codec.encode(value)
-      let w = try k.withUnsafeBytes { kb in try v.withUnsafeBytes { vb in try engine.prepare(kb, vb, expiry: ms) } }
-      batch.append((k, v, w))
+      let k0 = keyBytes.count
+      let v0 = valueBytes.count
+      keyBytes.append(contentsOf: key.utf8)
+      try codec.withValueBytes(value) { valueBytes.append(contentsOf: $0) }
+      try keyBytes.withUnsafeBytes { kb in
+        try valueBytes.withUnsafeBytes { vb in
+          try engine.checkEntry(
+            UnsafeRawBufferPointer(rebasing: kb[k0...]), UnsafeRawBufferPointer(rebasing: vb[v0...]))
+        }
+      }
+      ends.append((keyBytes.count, valueBytes.count))
     }
-    guard !batch.isEmpty else { return }
-    try engine.set(batch: batch)
+    guard !ends.isEmpty else { return }
+    let n = ends.count
+    try keyBytes.withUnsafeBytes { kb in
+      try valueBytes.withUnsafeBytes { vb in
+        let keys = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: n)
+        let values = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: n)
+        defer {
+          keys.deallocate()
+          values.deallocate()
+        }
+        var from = (key: 0, value: 0)
+        for j in 0..<n {
+          keys.initializeElement(at: j, to: UnsafeRawBufferPointer(rebasing: kb[from.key..<ends[j].key]))
+          values.initializeElement(at: j, to: UnsafeRawBufferPointer(rebasing: vb[from.value..<ends[j].value]))
+          from = ends[j]
+        }
+        try engine.set(keys: UnsafeBufferPointer(keys), values: UnsafeBufferPointer(values), expiry: ms)
+      }
+    }
   }
 
   /// `setObjects` for a dictionary.
   public func setObjects(_ items: [String: Value], expires: CacheExpiry? = nil) throws {
     try setObjects(items.map { (key: $0.key, value: $0.value) }, expires: expires)
+  }
+}
+
+extension SharedCache where Value == [UInt8] {
+  /// Stores many entries at once straight from the caller's memory: the batch form of
+  /// `setBytes(_:forKey:expires:)` and the writing counterpart of
+  /// `copyBytes(forKeys:into:lengths:)`, with no allocation (no `Array` per value, no
+  /// dictionary). `values[j]` is stored under `keys[j]` (its UTF-8 bytes, as for the
+  /// `String` key), in order, every entry expiring as given (or by `defaultExpiry`),
+  /// all under one hold of the write lock: other processes see none or a prefix of the
+  /// batch while it runs, and all of it after. A key given twice keeps its last value.
+  ///
+  /// Every entry is checked before the lock is taken, and the first entries (16) are
+  /// hashed and checksummed, with their slots and records prefetched, before it too:
+  /// under the lock each entry is stored exactly as a single `setBytes` stores it
+  /// (replacing, evicting when the cache is full), while the next group's memory
+  /// misses are already in flight.
+  ///
+  /// - Throws: ``CacheError/invalidArgument(_:)`` when the counts differ;
+  ///   ``CacheError/emptyKey``, ``CacheError/keyTooLarge(size:limit:)`` or
+  ///   ``CacheError/valueTooLarge(size:limit:)`` for the first bad entry, before anything
+  ///   is stored; ``CacheError/readOnly(path:)`` on a read-only handle.
+  @inlinable
+  public func setBytes(
+    _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>, forKeys keys: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+    expires: CacheExpiry? = nil
+  ) throws {
+    guard keys.count == values.count else {
+      throw CacheError.invalidArgument(
+        "a batch write needs one value per key: \(keys.count) keys, \(values.count) values")
+    }
+    try engine.set(keys: keys, values: values, expiry: expiryMs(expires))
   }
 }

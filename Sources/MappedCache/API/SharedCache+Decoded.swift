@@ -9,29 +9,37 @@ extension SharedCache {
   func decodedObject(forKey key: String, _ decoded: DecodedValueCache<Value>) throws -> Value? {
     try withKey(key) { k -> Value? in
       try checkKeySize(k)
-      let hash = engine.keyHash(k)
-      var stamp = EntryStamp.none
-      let size = engine.entryStamp(k, hash: hash, stamp: &stamp)
-      if size == -1 { return nil }
-      if size >= 0, let v = decoded.value(hash, stamp: stamp) {
-        engine.countHit()
-        return v
-      }
-      var result: Value? = nil
-      let n = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
-        buffer -> Int in
-        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
-        if n >= 0 && n <= CacheEngine.stackBufferBytes {
-          let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
-          decoded.insert(hash, stamp: stamp, value: v)
-          result = v
-        }
-        return n
-      }
-      if n < 0 { return nil }
-      if n <= CacheEngine.stackBufferBytes { return result }
-      return try largerDecodedObject(k, key: key, hash: hash, size: n, decoded)
+      return try decodedObject(k, key: key, hash: engine.keyHash(k), decoded)
     }
+  }
+
+  /// `decodedObject(forKey:_:)` for the key's bytes `k` (checked) and its hash: the
+  /// typed batch read (`objects(forKeys:)`) reads each key of a prefetched group by it.
+  @inlinable @inline(__always)
+  func decodedObject(
+    _ k: UnsafeRawBufferPointer, key: String, hash: UInt64, _ decoded: DecodedValueCache<Value>
+  ) throws -> Value? {
+    var stamp = EntryStamp.none
+    let size = engine.entryStamp(k, hash: hash, stamp: &stamp)
+    if size == -1 { return nil }
+    if size >= 0, let v = decoded.value(hash, stamp: stamp) {
+      engine.countHit()
+      return v
+    }
+    var result: Value? = nil
+    let n = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
+      buffer -> Int in
+      let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
+      if n >= 0 && n <= CacheEngine.stackBufferBytes {
+        let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
+        decoded.insert(hash, stamp: stamp, value: v)
+        result = v
+      }
+      return n
+    }
+    if n < 0 { return nil }
+    if n <= CacheEngine.stackBufferBytes { return result }
+    return try largerDecodedObject(k, key: key, hash: hash, size: n, decoded)
   }
 
   /// `decodedObject` for a value larger than the stack buffer: a buffer of its size,

@@ -47,23 +47,7 @@ extension CacheEngine {
       var start = 0
       while start < n {
         let count = min(group, n &- start)
-        // 1. Hash every key; prefetch its home slot.
-        for j in 0..<count {
-          let h = KeyHash.key(keys[start &+ j])
-          hashes[j] = h
-          memory.prefetchSlotForReading(index.home(h))
-        }
-        // 2. Where the home slot holds the key's hash and a record, prefetch the record.
-        // (A table whose entries all fit inline skips the loads: no record is read.)
-        if memory.inlineCapacity < maxKey &+ layout.maxValue {
-          for j in 0..<count {
-            let h = hashes[j]
-            let i = index.home(h)
-            if index.hash(at: i) == h && index.meta(at: i) & Format.inlineBit == 0 {
-              memory.prefetchRecord(at: index.loc(at: i))
-            }
-          }
-        }
+        prefetchGroup(keys, from: start, count: count, hashes: hashes)
         // 3. The single read of each key, with its hash.
         for j in 0..<count {
           let k = start &+ j
@@ -75,5 +59,33 @@ extension CacheEngine {
       }
     }
     return found
+  }
+
+  /// Steps 1-2 for `count` (at most `batchGroup`) keys from `keys[start]`: each key's
+  /// hash into `hashes[j]`, its home slot prefetched, and its record where the home slot
+  /// holds the key's hash in one. Also the typed batch read's first steps
+  /// (`SharedCache.objects(forKeys:)` with decoded values kept), which then reads each
+  /// key as the single typed read does.
+  @inline(__always)
+  func prefetchGroup(
+    _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, from start: Int, count: Int,
+    hashes: UnsafeMutableBufferPointer<UInt64>
+  ) {
+    // 1. Hash every key; prefetch its home slot.
+    for j in 0..<count {
+      let h = KeyHash.key(keys[start &+ j])
+      hashes[j] = h
+      memory.prefetchSlotForReading(index.home(h))
+    }
+    // 2. Where the home slot holds the key's hash and a record, prefetch the record.
+    // (A table whose entries all fit inline skips the loads: no record is read.)
+    guard memory.inlineCapacity < maxKey &+ layout.maxValue else { return }
+    for j in 0..<count {
+      let h = hashes[j]
+      let i = index.home(h)
+      if index.hash(at: i) == h && index.meta(at: i) & Format.inlineBit == 0 {
+        memory.prefetchRecord(at: index.loc(at: i))
+      }
+    }
   }
 }

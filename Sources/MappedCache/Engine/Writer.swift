@@ -73,11 +73,9 @@ struct Writer {
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
     condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
+    // Read when first needed. (Plain code, not a nested function capturing `clock`:
+    // that capture is a heap box in unoptimised builds, an allocation per store.)
     var clock = now
-    func currentTime() -> UInt64 {
-      if clock == 0 { clock = Sys.expiryClockMilliseconds() }
-      return clock
-    }
     // 2. Find the key's slot (and judge the condition against what is there).
     var found = index.find(key, hash: w.hash, held)
     let old: SlotIndex.Entry?
@@ -85,7 +83,8 @@ struct Writer {
     case .found(let i, let e):
       // The clock is read only for an entry that can expire.
       let meta = index.meta(at: i)
-      old = meta & Format.expiryMask != 0 && Expiry.isExpired(meta, now: currentTime()) ? nil : e
+      if meta & Format.expiryMask != 0 && clock == 0 { clock = Sys.expiryClockMilliseconds() }
+      old = meta & Format.expiryMask != 0 && Expiry.isExpired(meta, now: clock) ? nil : e
       if let refusal = refusal(condition, live: old) { return refusal }
       // An inline entry overwritten by a value that also fits inline keeps its record
       // (which holds only the key) and its place in the eviction order: the whole write
@@ -106,7 +105,8 @@ struct Writer {
     if case .found(_, let e) = found { (isNew, oldBytes) = (false, e.liveBytes) } else { (isNew, oldBytes) = (true, 0) }
     let dest = destination(of: found, w, held)
     let liveDelta = key.count + value.count - oldBytes
-    if try policy.makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: liveDelta, now: currentTime(), held) {
+    if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+    if try policy.makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: liveDelta, now: clock, held) {
       found = index.find(key, hash: w.hash, held)  // eviction may have shifted slots
     }
 
