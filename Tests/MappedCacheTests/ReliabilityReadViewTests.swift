@@ -67,7 +67,8 @@ import Testing
       #expect(
         sawOverwrite == holds && sawRemoval == holds,
         "\(size) B: overwritten \(sawOverwrite), removed \(sawRemoval) of \(holds)")
-      #expect(try cache.verify().ok)
+      let report = try cache.verify()
+      #expect(report.ok, "\(report)")
     }
   }
 }

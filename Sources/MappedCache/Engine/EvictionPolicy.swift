@@ -14,7 +14,7 @@
 ///  2. a pad, or a record no slot points to (overwritten or removed): skip it;
 ///  3. an expired entry: remove it (an expiration);
 ///  4. small-log entry read twice since insertion (S3-FIFO's threshold), or any while
-///     the cache is still filling, or an unread one (or read once) that displaces an
+///     the cache is still filling or `roomy`, or an unread one (or read once) that displaces an
 ///     unread entry at main's tail which is unearned or, when nothing was ever read or
 ///     nothing for ten cache's worths of evictions (`noRecentReuse`), any: copy it to
 ///     main's head, point its slot there (a promotion). While filling its hits go along
@@ -24,7 +24,8 @@
 ///     insert of a remembered key goes straight to main;
 ///  6. main-log entry read since the hand last passed: copy it to main's head with its
 ///     hit count (1 to 3, `Format.hitBits`) less one (a second chance, while the call's
-///     budget lasts: see `EvictionBudget`); otherwise remove it (an eviction);
+///     budget lasts: see `EvictionBudget`); an unread one in a `roomy` cache: copy it on
+///     as it is (within the budget); otherwise remove it (an eviction);
 ///  7. advance the tail past the record.
 /// A read entry seen at a tail, or a ghost recalled, is reuse (`noteReuse`).
 /// A crash between any two steps leaves a dead record (skipped later), or a slot left
@@ -118,6 +119,16 @@ struct EvictionPolicy {
   private var underLimits: Bool {
     let costLimit = counters.costLimit
     return counters.count(.entries) < entryLimit && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
+  }
+
+  /// Under the limits and with live bytes under a third of the log space: a log that
+  /// lacks room is full of dead records (overwritten or removed), not of entries, so
+  /// nothing live is evicted to make room: small's tail moves on to main as while filling,
+  /// and main's live tail is copied forward (within the call's budget) instead of evicted.
+  /// A cache many times larger than its data never loses an entry to churn.
+  @inline(__always)
+  private var roomy: Bool {
+    underLimits && counters.count(.liveBytes) &* 3 < logs.smallSize + logs.mainSize
   }
 
   /// Step 0: while the cache fills and small holds more than a twelfth of its capacity
@@ -226,7 +237,7 @@ struct EvictionPolicy {
     // While the cache is filling (log space, entry and cost limits all slack), entries
     // flow into main with their hits; once full, only those read twice (S3-FIFO's
     // threshold) do.
-    let filling = mainHasRoom && underLimits
+    let filling = (mainHasRoom && underLimits) || roomy
     if onlyPromote && !filling { return false }
     let read = meta & Format.referencedBit != 0
     if read { noteReuse(held) }
@@ -267,6 +278,11 @@ struct EvictionPolicy {
     if Expiry.isExpired(meta, now: now) {
       index.remove(i, counters: counters, held)
       counters.bump(.expirations, held)
+    } else if meta & Format.referencedBit == 0 && roomy && budget.allowsCopy && log.need(rh.size) <= log.free {
+      // Room is short only for dead records: the entry moves on as it is (`roomy`).
+      budget.spend(rh.size)
+      moveToMainHead(slot: i, record: loc, size: rh.size, meta: meta, held)
+      counters.bump(.reinsertions, held)
     } else if meta & Format.referencedBit != 0 && budget.allowsCopy && log.need(rh.size) <= log.free {
       budget.spend(rh.size)
       noteReuse(held)
