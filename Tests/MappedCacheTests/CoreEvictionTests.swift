@@ -223,6 +223,32 @@ import Testing
   /// has room): when nothing new is ever read, main never turns over, so entries promoted
   /// during the first fill stay while every newer never-read entry passes through the small
   /// log only. Reported, not asserted as a failure: see the core report.
+  /// A cache many times larger than its data loses nothing to churn: 400 keys (a tenth
+  /// of the space) overwritten with new sizes until 20 × the capacity went through the
+  /// logs, some read once and none twice, are all there, and nothing was evicted.
+  @Test func churnInARoomyCacheEvictsNothing() throws {
+    let path = Support.tempPath("ev-roomy")
+    defer { Support.cleanup(path) }
+    let cap = 2 << 20
+    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    var rng = SplitMix(31)
+    var written = 0
+    var latest = [Int](repeating: 0, count: 400)
+    while written < 20 * cap {
+      let k = rng.inRange(0...399)
+      let size = rng.inRange(100...900)
+      try c.setObject([UInt8](repeating: UInt8(truncatingIfNeeded: size), count: size), forKey: "r-\(k)")
+      latest[k] = size
+      written += size
+      if rng.inRange(0...3) == 0 { _ = try c.object(forKey: "r-\(rng.inRange(0...399))") }
+    }
+    for (k, size) in latest.enumerated() where size > 0 {
+      #expect(try c.object(forKey: "r-\(k)") == [UInt8](repeating: UInt8(truncatingIfNeeded: size), count: size))
+    }
+    #expect(c.statistics.evictions == 0)
+    #expect(c.check().ok)
+  }
+
   /// A stream of writes nobody reads (write now, read later): the cache must hold the
   /// newest entries, not the first fill. (Entries that got into main unread while the
   /// cache filled are displaced by unread newcomers; read entries are not.)
