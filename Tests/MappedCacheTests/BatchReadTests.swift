@@ -338,14 +338,10 @@ import Testing
   static let stress = Support.binary("cache-stress")
 
   func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
-    let r = try Support.run(Self.stress, args + ["--json"], timeout: 90)
-    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
-    let json = try #require(
-      try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "no JSON: \(r.stderr)")
-    return (r.status, json, r.stderr)
+    try Support.runStressJSON(args)
   }
 
-  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+  func int(_ j: [String: Any], _ key: String) -> Int { Support.int(j, key) }
 
   func expectClean(_ j: [String: Any], _ err: String, status: Int32) {
     #expect(status == 0, "stderr: \(err)")

@@ -181,14 +181,10 @@ import Testing
   static let stress = Support.binary("cache-stress")
 
   func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
-    let r = try Support.run(Self.stress, args + ["--json"], timeout: 90)
-    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
-    let json = try #require(
-      try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "no JSON: \(r.stderr)")
-    return (r.status, json, r.stderr)
+    try Support.runStressJSON(args)
   }
 
-  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+  func int(_ j: [String: Any], _ key: String) -> Int { Support.int(j, key) }
 
   /// Batched sets (and batched gets) across processes, workers killed mid-run (some
   /// holding the lock mid-batch) and restarted: no get sees a torn, foreign or stale value.

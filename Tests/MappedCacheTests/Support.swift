@@ -1,11 +1,27 @@
 import Foundation
 import Glibc
+import Testing
 
 @testable import MappedCache
 
 /// Shared helpers for tests: temporary cache paths and running the package's own
 /// binaries (`mc-test-helper`, `cache-stress`, `mapped-cache`) as child processes.
 enum Support {
+  /// Runs `cache-stress` with `--json`: its exit status, its report and its stderr; a death
+  /// by signal is a test failure.
+  static func runStressJSON(_ args: [String], timeout: Double = 90) throws -> (
+    status: Int32, json: [String: Any], stderr: String
+  ) {
+    let r = try run(binary("cache-stress"), args + ["--json"], timeout: timeout)
+    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
+    let json = try #require(
+      try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "no JSON: \(r.stderr)")
+    return (r.status, json, r.stderr)
+  }
+
+  /// An integer of a JSON report (-1 when missing).
+  static func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+
   /// The directory holding the built binaries (the test runner sits beside them).
   static let binDir: String = {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
