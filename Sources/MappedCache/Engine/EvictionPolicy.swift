@@ -121,14 +121,19 @@ struct EvictionPolicy {
     return counters.count(.entries) < entryLimit && (costLimit == 0 || counters.count(.liveBytes) < costLimit)
   }
 
-  /// Under the limits and with live bytes under a third of the log space: a log that
+  /// Under the limits and with live records under a third of main's space: a log that
   /// lacks room is full of dead records (overwritten or removed), not of entries, so
   /// nothing live is evicted to make room: small's tail moves on to main as while filling,
   /// and main's live tail is copied forward (within the call's budget) instead of evicted.
   /// A cache many times larger than its data never loses an entry to churn.
+  /// (The live records' bytes at most: key and value bytes plus a record's header and
+  /// padding per entry, against main's size alone; then live entries cannot fill main,
+  /// so copying main's tail on soon reaches dead records. `EvictionBudget.copiesLeft`
+  /// bounds the copies of one call.)
   @inline(__always)
   private var roomy: Bool {
-    underLimits && counters.count(.liveBytes) &* 3 < logs.smallSize + logs.mainSize
+    let records = counters.count(.liveBytes) &+ counters.count(.entries) &* (Format.recordHeaderBytes &+ 8)
+    return underLimits && records &* 3 < logs.mainSize
   }
 
   /// Step 0: while the cache fills and small holds more than a twelfth of its capacity
@@ -278,7 +283,7 @@ struct EvictionPolicy {
     if Expiry.isExpired(meta, now: now) {
       index.remove(i, counters: counters, held)
       counters.bump(.expirations, held)
-    } else if meta & Format.referencedBit == 0 && roomy && budget.allowsCopy && log.need(rh.size) <= log.free {
+    } else if meta & Format.referencedBit == 0 && budget.copiesLeft > 0 && roomy && log.need(rh.size) <= log.free {
       // Room is short only for dead records: the entry moves on as it is (`roomy`).
       budget.spend(rh.size)
       moveToMainHead(slot: i, record: loc, size: rh.size, meta: meta, held)
