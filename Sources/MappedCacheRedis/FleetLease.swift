@@ -100,10 +100,11 @@ enum FleetLease {
     _ client: RedisClient, key: [UInt8], lease: [UInt8], owner: [UInt8], bytes: [UInt8], px: Int64,
     stalePX: Int64 = 0
   ) throws -> Bool {
-    let stale = staleKey(for: key) ?? lease
+    // Without a key of its slot for the copy, the lease stands in and nothing is copied.
+    let stale = staleKey(for: key)
     let r = try client.call(
-      [Array("EVAL".utf8), Array(storeScript.utf8), Array("3".utf8), key, lease, stale, owner, bytes]
-        + [px, staleKey(for: key) == nil ? 0 : stalePX].map { Array(String($0).utf8) },
+      [Array("EVAL".utf8), Array(storeScript.utf8), Array("3".utf8), key, lease, stale ?? lease, owner, bytes]
+        + [px, stale == nil ? 0 : stalePX].map { Array(String($0).utf8) },
       idempotent: false)
     return r == .integer(1)
   }

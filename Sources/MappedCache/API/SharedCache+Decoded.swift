@@ -26,20 +26,27 @@ extension SharedCache {
       engine.countHit()
       return v
     }
-    var result: Value? = nil
-    let n = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
-      buffer -> Int in
-      let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
-      if n >= 0 && n <= CacheEngine.stackBufferBytes {
-        let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
-        decoded.insert(hash, stamp: stamp, value: v)
-        result = v
-      }
-      return n
+    let (n, result) = try withUnsafeTemporaryAllocation(byteCount: CacheEngine.stackBufferBytes, alignment: 16) {
+      try copyDecodingAndKeeping(k, key: key, hash: hash, into: $0, decoded)
     }
     if n < 0 { return nil }
     if n <= CacheEngine.stackBufferBytes { return result }
     return try largerDecodedObject(k, key: key, hash: hash, size: n, decoded)
+  }
+
+  /// The entry of `k` copied into `buffer` with its stamp; when it fits, decoded and kept
+  /// under that stamp. Its length (-1: a miss) and, when it fitted, the value.
+  @inlinable @inline(__always)
+  func copyDecodingAndKeeping(
+    _ k: UnsafeRawBufferPointer, key: String, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    _ decoded: DecodedValueCache<Value>
+  ) throws -> (size: Int, value: Value?) {
+    var stamp = EntryStamp.none
+    let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
+    guard n >= 0 && n <= buffer.count else { return (n, nil) }
+    let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
+    decoded.insert(hash, stamp: stamp, value: v)
+    return (n, v)
   }
 
   /// `decodedObject` for a value larger than the stack buffer: a buffer of its size,
@@ -50,16 +57,8 @@ extension SharedCache {
   ) throws -> Value? {
     var want = size
     for _ in 0..<8 {
-      var stamp = EntryStamp.none
-      var result: Value? = nil
-      let n = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer -> Int in
-        let n = engine.copyStampedValue(k, hash: hash, into: buffer, stamp: &stamp)
-        if n >= 0 && n <= buffer.count {
-          let v = try decode(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), key: key)
-          decoded.insert(hash, stamp: stamp, value: v)
-          result = v
-        }
-        return n
+      let (n, result) = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) {
+        try copyDecodingAndKeeping(k, key: key, hash: hash, into: $0, decoded)
       }
       if n < 0 { return nil }
       if n <= want { return result }
