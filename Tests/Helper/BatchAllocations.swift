@@ -3,7 +3,8 @@ import Foundation
 import MappedCache
 
 let batchCommands: [String: HelperCommand] = [
-  "count-batch-allocs": { try countBatchAllocations($0) }
+  "count-batch-allocs": { try countBatchAllocations($0) },
+  "bench-mget": { try benchBatchReads($0) },
 ]
 
 /// `count-batch-allocs PATH N`: stores 64 entries (inline and in records), then counts
@@ -80,4 +81,74 @@ func countBatchAllocations(_ args: [String]) throws -> Int32 {
   }
   print("batch=\(allocations) hits=\(hits) mset=\(setAllocations) stored=\(stored) set=\(singleAllocations)")
   return 0
+}
+
+/// `bench-mget [KEYS] [ROUNDS]`: the batch read against single reads with no harness
+/// around them: KEYS entries (12-byte keys, 64-byte values, inline) in a fresh file
+/// under /dev/shm, then ROUNDS interleaved rounds, each reading the same 4 M random keys
+/// (precomputed, in one array) one by one with `copyBytes(forKey:into:)` and 16 at a time
+/// with `copyBytes(forKeys:into:lengths:)`. Prints each round's rates. Release build.
+@Sendable func benchBatchReads(_ a: [String]) throws -> Int32 {
+  let keyCount = a.count > 0 ? Int(a[0]) ?? 10_000_000 : 10_000_000
+  let rounds = a.count > 1 ? Int(a[1]) ?? 3 : 3
+  let path = "/dev/shm/mc-bench-mget-\(getpid()).mcache"
+  defer { unlink(path) }
+  var options = CacheOptions(capacity: max(keyCount * 320, 32 << 20))
+  options.averageEntrySize = 76
+  let cache = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, options: options)
+  func key(_ i: Int, into p: UnsafeMutableRawPointer) {
+    var v = i
+    p.storeBytes(of: UInt8(ascii: "k"), as: UInt8.self)
+    for d in stride(from: 11, through: 1, by: -1) {
+      p.storeBytes(of: UInt8(48 + v % 10), toByteOffset: d, as: UInt8.self)
+      v /= 10
+    }
+  }
+  let value = [UInt8](repeating: 0x61, count: 64)
+  let one = UnsafeMutableRawPointer.allocate(byteCount: 12, alignment: 8)
+  defer { one.deallocate() }
+  try value.withUnsafeBytes { v in
+    for i in 0..<keyCount {
+      key(i, into: one)
+      try cache.setBytes(v, forKey: UnsafeRawBufferPointer(start: one, count: 12))
+    }
+  }
+  let reads = 4 << 20
+  let keyBytes = UnsafeMutableRawPointer.allocate(byteCount: reads * 12, alignment: 64)
+  defer { keyBytes.deallocate() }
+  var rng = SystemRandomNumberGenerator()
+  for r in 0..<reads { key(Int.random(in: 0..<keyCount, using: &rng), into: keyBytes + r * 12) }
+  let out = UnsafeMutableRawPointer.allocate(byteCount: 16 * 128, alignment: 64)
+  defer { out.deallocate() }
+  let keys = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: 16)
+  let buffers = UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>.allocate(capacity: 16)
+  let lengths = UnsafeMutableBufferPointer<Int>.allocate(capacity: 16)
+  defer {
+    keys.deallocate()
+    buffers.deallocate()
+    lengths.deallocate()
+  }
+  for j in 0..<16 { buffers[j] = UnsafeMutableRawBufferPointer(start: out + j * 128, count: 128) }
+  var sink = 0
+  print("bench-mget: \(keyCount) keys, \(reads) random reads per row")
+  for round in 1...rounds {
+    var t0 = DispatchTime.now().uptimeNanoseconds
+    for r in 0..<reads {
+      sink &+=
+        try cache.copyBytes(forKey: UnsafeRawBufferPointer(start: keyBytes + r * 12, count: 12), into: buffers[0]) ?? 0
+    }
+    let single = Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(reads)
+    t0 = DispatchTime.now().uptimeNanoseconds
+    for g in stride(from: 0, to: reads, by: 16) {
+      for j in 0..<16 { keys[j] = UnsafeRawBufferPointer(start: keyBytes + (g + j) * 12, count: 12) }
+      sink &+= try cache.copyBytes(
+        forKeys: UnsafeBufferPointer(keys), into: UnsafeBufferPointer(buffers), lengths: lengths)
+    }
+    let batch = Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(reads)
+    print(
+      String(
+        format: "round %d: single %.1f ns/read (%.2f M/s), mget16 %.1f ns/key (%.2f M/s), %.2fx", round, single,
+        1000 / single, batch, 1000 / batch, single / batch))
+  }
+  return sink == 42 ? 1 : 0
 }

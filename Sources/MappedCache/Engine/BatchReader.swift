@@ -9,9 +9,11 @@
 ///    slot's lines (`MappedMemory.prefetchSlotForReading`): the misses are now in flight
 ///    together;
 /// 2. for each key, load its home slot's `hash` and `meta` (relaxed, outside any seqlock:
-///    only a hint). When the hash is the key's and the entry is not inline, prefetch its
-///    record at `loc` (`MappedMemory.prefetchRecord`, which checks the offset like any
-///    offset read from the file): the records' misses overlap too;
+///    only a hint). When the hash is another key's, prefetch the next three slots of the
+///    run (`MappedMemory.prefetchSlotToL2` for the last two); when it is the key's and
+///    the entry is not inline, prefetch its record at `loc` (`MappedMemory.prefetchRecord`,
+///    which checks the offset like any offset read from the file): these misses overlap
+///    too;
 /// 3. for each key, the single-key read with the hash of step 1
 ///    (`copyValue(_:hash:into:)`): the read protocol's steps 1-4 (acquire load of `seq`,
 ///    checked copy, acquire fence, re-check; then expiry, checksum, reference bit), the
@@ -62,8 +64,8 @@ extension CacheEngine {
   }
 
   /// Steps 1-2 for `count` (at most `batchGroup`) keys from `keys[start]`: each key's
-  /// hash into `hashes[j]`, its home slot prefetched, and its record where the home slot
-  /// holds the key's hash in one. Also the typed batch read's first steps
+  /// hash into `hashes[j]`, its home slot prefetched, then the rest of its run where the
+  /// home slot holds another key, or its record where it holds the key's hash in one. Also the typed batch read's first steps
   /// (`SharedCache.objects(forKeys:)` with decoded values kept), which then reads each
   /// key as the single typed read does.
   @inline(__always)
@@ -77,14 +79,28 @@ extension CacheEngine {
       hashes[j] = h
       memory.prefetchSlotForReading(index.home(h))
     }
-    // 2. Where the home slot holds the key's hash and a record, prefetch the record.
-    // (A table whose entries all fit inline skips the loads: no record is read.)
-    guard memory.inlineCapacity < maxKey &+ layout.maxValue else { return }
+    // 2. Where the home slot holds another key, the key sits further along its run:
+    // prefetch the next three slots (the next into the first-level cache, the two after
+    // it into the second, which takes none of the core's few first-level fill buffers).
+    // At the table's load about a third of the keys are displaced, some by more than one
+    // slot; probing them in step 3 would otherwise wait for one miss after another.
+    // Where the home slot holds the key's hash and a record, prefetch the record. The
+    // loads wait for the home slots' misses, in flight for every key of the group.
+    let records = memory.inlineCapacity < maxKey &+ layout.maxValue
     for j in 0..<count {
       let h = hashes[j]
       let i = index.home(h)
-      if index.hash(at: i) == h && index.meta(at: i) & Format.inlineBit == 0 {
-        memory.prefetchRecord(at: index.loc(at: i))
+      let found = index.hash(at: i)
+      if found == h {
+        if records && index.meta(at: i) & Format.inlineBit == 0 {
+          memory.prefetchRecord(at: index.loc(at: i))
+        }
+      } else if found != 0 {
+        let n1 = index.next(i)
+        let n2 = index.next(n1)
+        memory.prefetchSlotForReading(n1)
+        memory.prefetchSlotToL2(n2)
+        memory.prefetchSlotToL2(index.next(n2))
       }
     }
   }

@@ -234,6 +234,20 @@ struct MappedMemory {
     }
   }
 
+  /// `prefetchSlotForReading` into the second-level cache only: for a slot that may not
+  /// be read at all (a displaced key's run beyond the next slot).
+  @inline(__always)
+  func prefetchSlotToL2(_ i: Int) {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
+    let p = slotsBase + i &* slotBytes
+    mc_prefetch_to_l2(p)
+    if slotBytes > 64 { mc_prefetch_to_l2(p + 64) }
+    if slotBytes > 128 {
+      mc_prefetch_to_l2(p + 128)
+      mc_prefetch_to_l2(p + 192)
+    }
+  }
+
   /// Starts fetching the first two cache lines of the record at `loc` (its header, key
   /// and the start of its value) for reading. `loc` is read from the file, racily: it is
   /// checked like any record offset (an aligned offset inside a log), and nothing is
