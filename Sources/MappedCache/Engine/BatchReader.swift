@@ -64,10 +64,10 @@ extension CacheEngine {
   }
 
   /// Steps 1-2 for `count` (at most `batchGroup`) keys from `keys[start]`: each key's
-  /// hash into `hashes[j]`, its home slot prefetched, then the rest of its run where the
-  /// home slot holds another key, or its record where it holds the key's hash in one. Also the typed batch read's first steps
-  /// (`SharedCache.objects(forKeys:)` with decoded values kept), which then reads each
-  /// key as the single typed read does.
+  /// hash into `hashes[j]`, its home slot prefetched, then the next slots of its run
+  /// where the home slot holds another key, or its record where it holds the key's hash
+  /// in one. Also the typed batch read's first steps (`SharedCache.objects(forKeys:)`
+  /// with decoded values kept), which then reads each key as the single typed read does.
   @inline(__always)
   func prefetchGroup(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, from start: Int, count: Int,
