@@ -6,8 +6,8 @@
 /// first. For each group of `batchGroup` keys:
 ///
 /// 1. hash every key (`KeyHash.key`, the file's fixed hash) and prefetch its home
-///    slot's lines (`MappedMemory.prefetchSlotForReading`): the misses are now in flight
-///    together;
+///    slot's lines (`MappedMemory.prefetchSlotHeadFirst`: the first into L1, the rest
+///    into L2): the misses are now in flight together;
 /// 2. for each key, load its home slot's `hash` and `meta` (relaxed, outside any seqlock:
 ///    only a hint). When the hash is another key's, prefetch the next three slots of the
 ///    run (`MappedMemory.prefetchSlotToL2` for the last two); when it is the key's and
@@ -77,7 +77,7 @@ extension CacheEngine {
     for j in 0..<count {
       let h = KeyHash.key(keys[start &+ j])
       hashes[j] = h
-      memory.prefetchSlotForReading(index.home(h))
+      memory.prefetchSlotHeadFirst(index.home(h))
     }
     // 2. Where the home slot holds another key, the key sits further along its run:
     // prefetch the next three slots (the next into the first-level cache, the two after

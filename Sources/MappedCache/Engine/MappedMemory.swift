@@ -220,8 +220,8 @@ struct MappedMemory {
 
   /// Starts fetching slot `i`'s cache lines for reading (up to 256 bytes: the words and
   /// the whole inline area), without waiting for them. A hint that never faults: a batch
-  /// read (`CacheEngine.copyValues`) issues one per key before it probes any, so the
-  /// keys' memory misses (and TLB walks) overlap instead of following one another.
+  /// read (`CacheEngine.copyValues`) issues them before it probes any slot, so the keys'
+  /// memory misses (and TLB walks) overlap instead of following one another.
   @inline(__always)
   func prefetchSlotForReading(_ i: Int) {
     assert(i >= 0 && i < slotCount, "slot index out of range")
@@ -231,6 +231,22 @@ struct MappedMemory {
     if slotBytes > 128 {
       mc_prefetch_for_read(p + 128)
       mc_prefetch_for_read(p + 192)
+    }
+  }
+
+  /// `prefetchSlotForReading` with only the first line (the slot's words: the `hash` and
+  /// `meta` a batch's step 2 loads) into the first-level cache, the rest into the second:
+  /// a group's home slots then hold half as many of the core's first-level fill buffers
+  /// (measured: 3-4 % faster batches at 10 M keys, bench-history).
+  @inline(__always)
+  func prefetchSlotHeadFirst(_ i: Int) {
+    assert(i >= 0 && i < slotCount, "slot index out of range")
+    let p = slotsBase + i &* slotBytes
+    mc_prefetch_for_read(p)
+    if slotBytes > 64 { mc_prefetch_to_l2(p + 64) }
+    if slotBytes > 128 {
+      mc_prefetch_to_l2(p + 128)
+      mc_prefetch_to_l2(p + 192)
     }
   }
 
