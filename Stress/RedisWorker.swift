@@ -511,10 +511,11 @@ enum RedisWorker {
       // then hold up that host's other readers for a fill timeout: kept short there, so
       // that the run measures the stale serves the plant is for.
       let planted = o.plantStale && layout.host(ofWorker: id) == 0
+      var options = NearCacheOptions(capacity: o.hostCapacity, serveStale: planted)
+      if planted { options.fillTimeout = 0.1 }
       let near = try NearCache<[UInt8]>(
         path: layout.hostPath(layout.host(ofWorker: id)), remote: remote,
-        maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)),
-        options: NearCacheOptions(capacity: o.hostCapacity, serveStale: planted, fillTimeout: planted ? 0.1 : 2))
+        maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)), options: options)
       defer { near.close() }
       let log = try WriteLog(path: layout.logPath, keys: layout.keys)
       let nearKeys = (0..<o.keys).map { layout.keys[$0] }

@@ -199,7 +199,9 @@ extension NearCache {
         }
         return (v, false)
       }
-      if opts.serveStale, let staleKey = FleetLease.staleKey(for: dataKey),
+      // Asked once, on the first sight of another owner: a stale copy is only written
+      // beside a value, which the polls below then find.
+      if opts.serveStale && !sawOwner, let staleKey = FleetLease.staleKey(for: dataKey),
         let bytes = try client.call([Array("GET".utf8), staleKey]).bytes
       {
         // Another owner recomputes: the last value computed under a lease, at once.
