@@ -54,6 +54,9 @@ import Testing
     defer { held.cleanup() }
     let (path, ready, holder) = (held.path, held.ready, held.holder)
     #expect(kill(holder.pid, SIGSTOP) == 0)
+    #expect(
+      try CacheFile(path: path, readOnly: true).writeLockHolder?.pid == Int(holder.pid),
+      "the stopped holder is named as the lock's holder")
 
     let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "2000"], timeout: 60)
     let of = RelSupport.fields(other.stdout)
@@ -81,6 +84,7 @@ import Testing
     }
     let h = holder.finish(timeout: 30)
     #expect(h.ok && h.stdout.contains("released"))
+    #expect(try CacheFile(path: path, readOnly: true).writeLockHolder == nil, "the lock is free again")
 
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(try c.object(forKey: "k-odd") == Array("odd-value".utf8), "the stopped writer's slot after it resumed")
@@ -135,6 +139,8 @@ import Testing
     let (path, holder) = (held.path, held.holder)
     #expect(kill(holder.pid, SIGKILL) == 0)
     holder.finish(timeout: 10)
+    // The word still names the dead holder, but only a live holder is reported.
+    #expect(try CacheFile(path: path, readOnly: true).writeLockHolder == nil)
 
     let odd = try Support.run(RelSupport.helper, ["read-loop", path, "k-odd", "200"], timeout: 60)
     let df = RelSupport.fields(odd.stdout)

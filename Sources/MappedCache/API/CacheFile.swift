@@ -164,6 +164,16 @@ public final class CacheFile: @unchecked Sendable {
     }
   }
 
+  /// The process holding the write lock at this moment, if another live one does. A
+  /// holder that is stopped (SIGSTOP, a debugger) keeps every writer waiting and is never
+  /// taken over while it lives: this names it. Nil when the lock is free or its holder is
+  /// gone (the next writer takes it over).
+  public var writeLockHolder: AttachedProcess? {
+    engine.writeLockHolder().map {
+      AttachedProcess(pid: $0.pid, opened: Date(timeIntervalSince1970: Double($0.openedMs) / 1000))
+    }
+  }
+
   // MARK: Entries
 
   /// The value stored under `key` and what the read learned about it; nil when missing

@@ -62,6 +62,21 @@ extension CacheEngine {
     return out
   }
 
+  /// The live process whose token is in the lock word now, if any: a diagnostic (a
+  /// stopped or stuck holder keeps every writer waiting, and is never taken over while
+  /// alive). Nil when the word is free, names this handle (its own threads), or names a
+  /// holder that is gone, which the next writer takes over.
+  func writeLockHolder() -> AttachedProcess? {
+    let word = memory.lockWord.load(.acquiring)
+    let slot = Int(word & Format.Lock.ownerMask) - 1
+    guard slot >= 0, slot < layout.procCount, slot != registration?.slot else { return nil }
+    guard !Liveness(memory: memory, fd: file.fd, asker: .none).holderIsDead(word) else { return nil }
+    return AttachedProcess(
+      slot: slot,
+      pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
+      openedMs: memory.procWord(slot, Format.P.openedMs).load(.relaxed))
+  }
+
   // MARK: Tier words (`SharedCache+Tiers`)
 
   /// The header words reserved for tiers (`Format.H.tierWords`): plain shared words with

@@ -11,6 +11,8 @@ enum StatsCommand {
     var table: CacheFile.TableFigures
     var sweeperSlot: Int
     var processes: [CacheFile.AttachedProcess]
+    /// The live process in the write lock at that moment (a stopped one holds up every writer).
+    var lockHolder: CacheFile.AttachedProcess?
     var path: String
     /// The Redis near cache's figures, when the file is one.
     var near: NearCacheStatistics?
@@ -21,6 +23,7 @@ enum StatsCommand {
       table = file.tableFigures
       sweeperSlot = file.sweeperSlot
       processes = file.attachedProcesses
+      lockHolder = file.writeLockHolder
       path = file.path
       near = NearCacheStatistics.read(path: file.path)
     }
@@ -143,6 +146,9 @@ enum StatsCommand {
       "processes", Units.count(s.processes.count),
       s.processes.isEmpty
         ? "with the file open for writing" : "pids " + s.processes.map { "\($0.pid)" }.joined(separator: ", "))
+    add(
+      "write lock", s.lockHolder.map { "pid \($0.pid)" } ?? "free",
+      s.lockHolder == nil ? "" : "held at this moment (a stopped holder holds up every writer)")
     var text = "cache \(s.path)\n" + table.render()
     if let n = s.near {
       var t = TextTable(header: ["NEAR CACHE", "VALUE", "NOTE"], align: [.left, .right, .left])
@@ -215,6 +221,7 @@ enum StatsCommand {
         "tombstones": t.tombstones, "deletion": "backward-shift",
       ] as [String: Any],
       "processes": s.processes.map { ["pid": $0.pid, "opened": Units.date($0.opened)] as [String: Any] },
+      "write_lock_holder_pid": s.lockHolder.map { $0.pid as Any } ?? NSNull(),
     ]
     for c in counters(st) { o[c.name] = c.value }
     if let p = previous {
