@@ -83,17 +83,19 @@ func countBatchAllocations(_ args: [String]) throws -> Int32 {
   return 0
 }
 
-/// `bench-mget [KEYS] [ROUNDS]`: the batch read against single reads with no harness
-/// around them: KEYS entries (12-byte keys, 64-byte values, inline) in a fresh file
-/// under /dev/shm, then ROUNDS interleaved rounds, each reading the same 4 M random keys
-/// (precomputed, in one array) one by one with `copyBytes(forKey:into:)` and 16 at a time
-/// with `copyBytes(forKeys:into:lengths:)`. Prints each round's rates. Release build.
+/// `bench-mget [KEYS] [ROUNDS] [BYTES_PER_KEY] [BATCH]`: the batch read against single
+/// reads with no harness around them: KEYS entries (12-byte keys, 64-byte values, inline) in a fresh
+/// file under /dev/shm of BYTES_PER_KEY (default 320, scripts/bench.sh's sizing; more
+/// makes a table of more slots, so fewer keys sit past their home slot), then ROUNDS interleaved rounds, each reading the same 4 M random keys
+/// (precomputed, in one array) one by one with `copyBytes(forKey:into:)` and BATCH (default 16) at a
+/// time with `copyBytes(forKeys:into:lengths:)`. Prints each round's rates. Release build.
 @Sendable func benchBatchReads(_ a: [String]) throws -> Int32 {
   let keyCount = a.count > 0 ? Int(a[0]) ?? 10_000_000 : 10_000_000
   let rounds = a.count > 1 ? Int(a[1]) ?? 3 : 3
   let path = "/dev/shm/mc-bench-mget-\(getpid()).mcache"
   defer { unlink(path) }
-  var options = CacheOptions(capacity: max(keyCount * 320, 32 << 20))
+  let bytesPerKey = a.count > 2 ? Int(a[2]) ?? 320 : 320
+  var options = CacheOptions(capacity: max(keyCount * bytesPerKey, 32 << 20))
   options.averageEntrySize = 76
   let cache = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, options: options)
   func key(_ i: Int, into p: UnsafeMutableRawPointer) {
@@ -113,24 +115,28 @@ func countBatchAllocations(_ args: [String]) throws -> Int32 {
       try cache.setBytes(v, forKey: UnsafeRawBufferPointer(start: one, count: 12))
     }
   }
+  let batchSize = a.count > 3 ? max(1, min(Int(a[3]) ?? 16, 1024)) : 16
   let reads = 4 << 20
   let keyBytes = UnsafeMutableRawPointer.allocate(byteCount: reads * 12, alignment: 64)
   defer { keyBytes.deallocate() }
   var rng = SystemRandomNumberGenerator()
   for r in 0..<reads { key(Int.random(in: 0..<keyCount, using: &rng), into: keyBytes + r * 12) }
-  let out = UnsafeMutableRawPointer.allocate(byteCount: 16 * 128, alignment: 64)
+  let out = UnsafeMutableRawPointer.allocate(byteCount: batchSize * 128, alignment: 64)
   defer { out.deallocate() }
-  let keys = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: 16)
-  let buffers = UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>.allocate(capacity: 16)
-  let lengths = UnsafeMutableBufferPointer<Int>.allocate(capacity: 16)
+  let keys = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: batchSize)
+  let buffers = UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>.allocate(capacity: batchSize)
+  let lengths = UnsafeMutableBufferPointer<Int>.allocate(capacity: batchSize)
   defer {
     keys.deallocate()
     buffers.deallocate()
     lengths.deallocate()
   }
-  for j in 0..<16 { buffers[j] = UnsafeMutableRawBufferPointer(start: out + j * 128, count: 128) }
+  for j in 0..<batchSize { buffers[j] = UnsafeMutableRawBufferPointer(start: out + j * 128, count: 128) }
   var sink = 0
-  print("bench-mget: \(keyCount) keys, \(reads) random reads per row")
+  let st = cache.statistics
+  print(
+    "bench-mget: \(keyCount) keys in \(st.slotCount) slots (load \(String(format: "%.2f", Double(st.entries) / Double(st.slotCount)))), \(reads) random reads per row"
+  )
   for round in 1...rounds {
     var t0 = DispatchTime.now().uptimeNanoseconds
     for r in 0..<reads {
@@ -139,16 +145,16 @@ func countBatchAllocations(_ args: [String]) throws -> Int32 {
     }
     let single = Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(reads)
     t0 = DispatchTime.now().uptimeNanoseconds
-    for g in stride(from: 0, to: reads, by: 16) {
-      for j in 0..<16 { keys[j] = UnsafeRawBufferPointer(start: keyBytes + (g + j) * 12, count: 12) }
+    for g in stride(from: 0, to: reads - batchSize + 1, by: batchSize) {
+      for j in 0..<batchSize { keys[j] = UnsafeRawBufferPointer(start: keyBytes + (g + j) * 12, count: 12) }
       sink &+= try cache.copyBytes(
         forKeys: UnsafeBufferPointer(keys), into: UnsafeBufferPointer(buffers), lengths: lengths)
     }
-    let batch = Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(reads)
+    let batch = Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(reads / batchSize * batchSize)
     print(
       String(
-        format: "round %d: single %.1f ns/read (%.2f M/s), mget16 %.1f ns/key (%.2f M/s), %.2fx", round, single,
-        1000 / single, batch, 1000 / batch, single / batch))
+        format: "round %d: single %.1f ns/read (%.2f M/s), mget%d %.1f ns/key (%.2f M/s), %.2fx", round, single,
+        1000 / single, batchSize, batch, 1000 / batch, single / batch))
   }
   return sink == 42 ? 1 : 0
 }

@@ -21,49 +21,8 @@ import Testing
   /// Runs `mapped-cache args` with optional stdin; captures raw stdout bytes.
   @discardableResult
   static func cli(_ args: [String], stdin: Data? = nil, timeout: TimeInterval = 30) throws -> Run {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
-    p.arguments = args
-    let out = Pipe()
-    let err = Pipe()
-    let input = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = stdin == nil ? FileHandle.nullDevice : input
-    // A child that stops reading its stdin must not kill this process by SIGPIPE.
-    signal(SIGPIPE, SIG_IGN)
-    try p.run()
-    final class Box: @unchecked Sendable { var data = Data() }
-    let o = Box()
-    let e = Box()
-    let group = DispatchGroup()
-    if let stdin {
-      let writer = input.fileHandleForWriting
-      group.enter()
-      Thread.detachNewThread {
-        try? writer.write(contentsOf: stdin)
-        try? writer.close()
-        group.leave()
-      }
-    }
-    group.enter()
-    Thread.detachNewThread {
-      o.data = out.fileHandleForReading.readDataToEndOfFile()
-      group.leave()
-    }
-    group.enter()
-    Thread.detachNewThread {
-      e.data = err.fileHandleForReading.readDataToEndOfFile()
-      group.leave()
-    }
-    let deadline = Date().addingTimeInterval(timeout)
-    while p.isRunning && Date() < deadline { usleep(2_000) }
-    if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-    p.waitUntilExit()
-    group.wait()
-    return Run(
-      status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-      out: o.data, err: String(decoding: e.data, as: UTF8.self))
+    let r = try Support.run(Support.binary("mapped-cache"), args, stdin: stdin, timeout: timeout)
+    return Run(status: r.status, signaled: r.signaled, out: r.stdoutData, err: r.stderr)
   }
 
   static func json(_ r: Run) throws -> Any { try JSONSerialization.jsonObject(with: r.out) }

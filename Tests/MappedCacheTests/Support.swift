@@ -46,11 +46,14 @@ enum Support {
     var status: Int32
     /// True when the child died by a signal (`status` then holds the signal number).
     var signaled: Bool
-    var stdout: String
+    /// Standard output as it was written (`stdout` is its UTF-8 reading).
+    var stdoutData: Data
     var stderr: String
+    var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
   }
 
-  /// Runs a binary to completion (killing it after `timeout` seconds) and captures output.
+  /// Runs a binary to completion (killing it after `timeout` seconds) and captures its
+  /// output; `stdin`, if given, is written to its standard input and then closed.
   @discardableResult
   static func run(_ binary: String, _ args: [String], stdin: Data? = nil, timeout: TimeInterval = 120) throws -> Result
   {
@@ -63,18 +66,26 @@ enum Support {
     p.standardError = err
     let input = Pipe()
     p.standardInput = stdin == nil ? FileHandle.nullDevice : input
+    // A child that stops reading its stdin must not kill this process by SIGPIPE.
+    signal(SIGPIPE, SIG_IGN)
     try p.run()
-    if let stdin {
-      input.fileHandleForWriting.write(stdin)
-      try? input.fileHandleForWriting.close()
-    }
-    // Drain pipes concurrently so a chatty child cannot block on a full pipe. Dedicated
-    // threads, not Dispatch's pool: many tests run children at once, and blocking pool
-    // threads on pipes would starve other tests' `asyncAfter` and background work.
+    // Feed and drain the pipes concurrently, so that a child blocked on a full pipe, or
+    // one that never reads its input, cannot block the test. Dedicated threads, not
+    // Dispatch's pool: many tests run children at once, and blocking pool threads on
+    // pipes would starve other tests' `asyncAfter` and background work.
     final class Box: @unchecked Sendable { var data = Data() }
     let o = Box()
     let e = Box()
     let group = DispatchGroup()
+    if let stdin {
+      let writer = input.fileHandleForWriting
+      group.enter()
+      Thread.detachNewThread {
+        try? writer.write(contentsOf: stdin)
+        try? writer.close()
+        group.leave()
+      }
+    }
     group.enter()
     Thread.detachNewThread {
       o.data = out.fileHandleForReading.readDataToEndOfFile()
@@ -86,13 +97,13 @@ enum Support {
       group.leave()
     }
     let deadline = Date().addingTimeInterval(timeout)
-    while p.isRunning && Date() < deadline { usleep(5_000) }
+    while p.isRunning && Date() < deadline { usleep(2_000) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL) }
     p.waitUntilExit()
     group.wait()
     return Result(
       status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-      stdout: String(decoding: o.data, as: UTF8.self), stderr: String(decoding: e.data, as: UTF8.self))
+      stdoutData: o.data, stderr: String(decoding: e.data, as: UTF8.self))
   }
 
   /// Starts a binary in the background; the caller waits or kills it.

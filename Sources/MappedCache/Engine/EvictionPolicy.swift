@@ -131,9 +131,13 @@ struct EvictionPolicy {
   /// so copying main's tail on soon reaches dead records. `EvictionBudget.copiesLeft`
   /// bounds the copies of one call.)
   @inline(__always)
-  private var roomy: Bool {
+  private var roomy: Bool { underLimits && liveRecordsUnderAThirdOfMain }
+
+  /// `roomy`'s second half: the live records' bytes (at most) under a third of main's.
+  @inline(__always)
+  private var liveRecordsUnderAThirdOfMain: Bool {
     let records = counters.count(.liveBytes) &+ counters.count(.entries) &* (Format.recordHeaderBytes &+ 8)
-    return underLimits && records &* 3 < logs.mainSize
+    return records &* 3 < logs.mainSize
   }
 
   /// Step 0: while the cache fills and small holds more than a twelfth of its capacity
@@ -242,7 +246,7 @@ struct EvictionPolicy {
     // While the cache is filling (log space, entry and cost limits all slack), entries
     // flow into main with their hits; once full, only those read twice (S3-FIFO's
     // threshold) do.
-    let filling = (mainHasRoom && underLimits) || roomy
+    let filling = underLimits && (mainHasRoom || liveRecordsUnderAThirdOfMain)  // (room and under) or roomy
     if onlyPromote && !filling { return false }
     let read = meta & Format.referencedBit != 0
     if read { noteReuse(held) }
