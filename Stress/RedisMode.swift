@@ -680,36 +680,10 @@ final class SpawnedCluster: @unchecked Sendable {
     }
   }
 
-  /// One line of `CLUSTER NODES`: the node's id, port, role, its primary's id, its slots.
-  struct NodeLine {
-    var id = "", port: UInt16 = 0, isPrimary = false, failed = false, primaryID = ""
-    var slots: [ClosedRange<Int>] = []
-
-    init?(_ line: Substring) {
-      let f = line.split(separator: " ")
-      guard f.count >= 8, let colon = f[1].lastIndex(of: ":") else { return nil }
-      let portText = f[1][f[1].index(after: colon)...].prefix { $0.isNumber }
-      guard let port = UInt16(portText) else { return nil }
-      let flags = f[2].split(separator: ",")
-      id = String(f[0])
-      self.port = port
-      isPrimary = flags.contains("master")
-      failed = flags.contains("fail") || flags.contains("fail?")
-      primaryID = String(f[3])
-      for range in f.dropFirst(8) where !range.hasPrefix("[") {
-        let ends = range.split(separator: "-").compactMap { Int($0) }
-        if ends.count == 1 { slots.append(ends[0]...ends[0]) }
-        if ends.count == 2, ends[0] <= ends[1] { slots.append(ends[0]...ends[1]) }
-      }
-    }
-  }
-
   /// The cluster as the first node that answers sees it.
-  private func view() throws -> [NodeLine] {
+  private func view() throws -> [ClusterNodeLine] {
     for n in nodes {
-      if let text = try? client(n.port).call("CLUSTER", "NODES").string {
-        return text.split(separator: "\n").compactMap(NodeLine.init)
-      }
+      if let lines = try? RedisClusterAdmin.nodes(client(n.port)) { return lines }
     }
     throw StressFailure("no node of the cluster answered CLUSTER NODES")
   }
@@ -721,21 +695,22 @@ final class SpawnedCluster: @unchecked Sendable {
   /// the ports of the killed and of the promoted node.
   func failOver(slot: Int) throws -> (killed: UInt16, promoted: UInt16) {
     let lines = try view()
-    guard let primary = lines.first(where: { $0.isPrimary && $0.slots.contains { $0.contains(slot) } }),
-      let replica = lines.first(where: { !$0.isPrimary && !$0.failed && $0.primaryID == primary.id }),
-      let victim = nodes.first(where: { $0.port == primary.port })
+    guard let primary = lines.first(where: { $0.isPrimary && $0.serves(slot: slot) }),
+      let replica = lines.first(where: { !$0.isPrimary && !$0.isFailing && $0.primaryID == primary.id }),
+      let primaryPort = primary.address?.port, let replicaPort = replica.address?.port,
+      let victim = nodes.first(where: { $0.port == primaryPort })
     else { throw StressFailure("slot \(slot): no primary with a live replica") }
     victim.stop()
-    let promoted = client(replica.port)
+    let promoted = client(replicaPort)
     try promoted.call("CLUSTER", "FAILOVER", "FORCE")
     let deadline = Date().addingTimeInterval(15)
     while !((try? promoted.call("INFO", "replication").string)?.contains("role:master") ?? false) {
-      if Date() > deadline { throw StressFailure("replica :\(replica.port) was not promoted within 15 s") }
+      if Date() > deadline { throw StressFailure("replica :\(replicaPort) was not promoted within 15 s") }
       usleep(10_000)
     }
     try victim.restart()
     try waitUntilSettled(seconds: 30, replicasPerPrimary: 1)
-    return (primary.port, replica.port)
+    return (primaryPort, replicaPort)
   }
 
   static var redisCLI: String? {

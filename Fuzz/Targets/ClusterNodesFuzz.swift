@@ -6,7 +6,8 @@
 // Oracle: parsing never traps, whatever the bytes; it throws only `protocolViolation`;
 // what it accepts keeps its promises (the answering node's id is 40 hex digits, every
 // marker's slot is a slot and its peer an id, no more markers than slots, no more
-// addresses than lines); the same text as a bulk string or a verbatim string parses the
+// addresses than lines; every line's id and primary are ids, its ranges ordered slots,
+// no more ranges than slots, exactly one line flagged myself); the same text as a bulk string or a verbatim string parses the
 // same; and the bookkeeping built from a report never traps either.
 import MappedCache
 
@@ -39,6 +40,16 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     guard a.migrating.count + a.importing.count <= ClusterSlots.count else { fatalError("more markers than slots") }
     let lines = bytes.split(omittingEmptySubsequences: true) { $0 == 10 || $0 == 13 }.count
     guard a.addresses.count <= lines else { fatalError("more addresses than lines") }
+    guard a.lines.count <= lines, a.lines.filter({ $0.flags.contains("myself") }).count == 1 else {
+      fatalError("lines: \(a.lines.count) of \(lines), or not one myself")
+    }
+    for l in a.lines {
+      guard isID(l.id), l.primaryID.map(isID) ?? true else { fatalError("a bad id in \(l)") }
+      for r in l.slots where r.lowerBound < 0 || r.upperBound >= ClusterSlots.count {
+        fatalError("a range that is not of slots: \(r)")
+      }
+    }
+    guard a.lines.reduce(0, { $0 + $1.slots.count }) <= ClusterSlots.count else { fatalError("more ranges than slots") }
     // The bookkeeping over that report, as the holder keeps it.
     var migrations = ClusterMigrations()
     let primaries = Set(a.addresses.values).union([from])

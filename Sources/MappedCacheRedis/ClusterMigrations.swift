@@ -8,11 +8,13 @@ import MappedCache
 ///                    | [N-<-<id>]  (importing N from node id)
 ///
 /// Redis writes the bracketed markers on the `myself` line only (`clusterGenNodeDescription`,
-/// src/cluster_legacy.c). Every line's id and address are kept too, so that the other end
-/// of a migration can be found by its id. Nothing is used unchecked: ids are 40 hex digits,
-/// slots 0-16383, addresses as `ClusterNode.parse` allows, at most `maxLines` lines and
-/// `ClusterSlots.count` markers; a reply without exactly one `myself` line, a line of
-/// fewer than 8 fields or a malformed marker is a `protocolViolation` naming the node.
+/// src/cluster_legacy.c). Every line is kept too (`lines`: id, address, flags, primary,
+/// slot ranges), so that the other end of a migration can be found by its id, and tools
+/// can see the cluster's roles (`RedisClusterAdmin.nodes`). Nothing is used unchecked: ids
+/// are 40 hex digits, slots 0-16383 (a range's ends in order), addresses as
+/// `ClusterNode.parse` allows, at most `maxLines` lines, `ClusterSlots.count` markers and
+/// as many ranges; a reply without exactly one `myself` line, a line of fewer than 8
+/// fields, a malformed range or marker is a `protocolViolation` naming the node.
 struct ClusterNodesReport: Equatable {
   /// A slot in flight and the node at its other end.
   struct Marker: Hashable {
@@ -28,6 +30,8 @@ struct ClusterNodesReport: Equatable {
   var importing: [Marker] = []
   /// The address of every node it knows one of, by id.
   var addresses: [String: ClusterNode] = [:]
+  /// Every line, in the reply's order.
+  var lines: [ClusterNodeLine] = []
 
   /// Most lines a reply may have (nodes the answering one knows, replicas included).
   static let maxLines = 4 * ClusterSlotMap.maxNodes
@@ -42,6 +46,8 @@ struct ClusterNodesReport: Equatable {
     guard lines.count <= maxLines else { throw bad("more than \(maxLines) lines") }
     var mine: [Substring]? = nil
     var addresses: [String: ClusterNode] = [:]
+    var parsed: [ClusterNodeLine] = []
+    var ranges = 0
     for raw in lines {
       let line = String(decoding: raw, as: UTF8.self)
       let fields = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -51,14 +57,32 @@ struct ClusterNodesReport: Equatable {
       // `ip:port@cport[,hostname…]`; a node whose address is not known yet (`:0@0`) has none.
       let address = fields[1].split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false)[0]
       let hostPort = address.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)[0]
-      if let node = ClusterNode.parse(hostPort, defaultHost: from.host) { addresses[String(fields[0])] = node }
-      if fields[2].split(separator: ",").contains("myself") {
+      let node = ClusterNode.parse(hostPort, defaultHost: from.host)
+      if let node { addresses[String(fields[0])] = node }
+      let flags = fields[2].split(separator: ",").map(String.init)
+      if flags.contains("myself") {
         guard mine == nil else { throw bad("two lines flagged myself") }
         mine = fields
       }
+      // The primary's id, or "-" for a primary.
+      guard fields[3] == "-" || isNodeID(fields[3]) else { throw bad("a primary id that is not 40 hex digits") }
+      var slots: [ClosedRange<Int>] = []
+      for token in fields[8...] where !token.hasPrefix("[") {
+        let ends = token.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard token.utf8.count <= 11, let lo = Int(ends[0]), let hi = ends.count == 2 ? Int(ends[1]) : lo,
+          lo >= 0, lo <= hi, hi < ClusterSlots.count
+        else { throw bad("a malformed slot range \(token.prefix(16))") }
+        ranges += 1
+        guard ranges <= ClusterSlots.count else { throw bad("more slot ranges than slots") }
+        slots.append(lo...hi)
+      }
+      parsed.append(
+        ClusterNodeLine(
+          id: String(fields[0]), address: node, flags: flags,
+          primaryID: fields[3] == "-" ? nil : String(fields[3]), slots: slots))
     }
     guard let mine else { throw bad("no line flagged myself") }
-    var report = ClusterNodesReport(myID: String(mine[0]), addresses: addresses)
+    var report = ClusterNodesReport(myID: String(mine[0]), addresses: addresses, lines: parsed)
     for token in mine[8...] where token.hasPrefix("[") {
       guard token.hasSuffix("]"), token.count <= 64 else { throw bad("a malformed slot marker") }
       let body = token.dropFirst().dropLast()
@@ -78,6 +102,27 @@ struct ClusterNodesReport: Equatable {
   static func isNodeID(_ s: Substring) -> Bool {
     s.utf8.count == 40 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
   }
+}
+
+/// One line of a `CLUSTER NODES` reply: a node as the answering node sees it.
+public struct ClusterNodeLine: Sendable, Equatable {
+  /// The node's id (40 hex digits).
+  public var id: String
+  /// Its address; nil while the answering node does not know it yet (`:0@0`).
+  public var address: ClusterNode?
+  /// Its flags (`myself`, `master`, `slave`, `fail?`, `fail`, `handshake`, `noaddr`, ...).
+  public var flags: [String]
+  /// The id of its primary, for a replica; nil for a primary.
+  public var primaryID: String?
+  /// The slot ranges it serves (a primary's; a replica lists none).
+  public var slots: [ClosedRange<Int>]
+
+  /// Whether it is a primary (`master`).
+  public var isPrimary: Bool { flags.contains("master") }
+  /// Whether the answering node believes it failing (`fail?`) or failed (`fail`).
+  public var isFailing: Bool { flags.contains("fail") || flags.contains("fail?") }
+  /// Whether it serves `slot`.
+  public func serves(slot: Int) -> Bool { slots.contains { $0.contains(slot) } }
 }
 
 /// The slots in flight as the cluster holder last learned them: for each primary asked,

@@ -5,6 +5,19 @@ import MappedCache
 /// moving a slot between primaries, as `redis-cli --cluster reshard` does one slot at a
 /// time.
 public enum RedisClusterAdmin {
+  /// The cluster as the node `client` talks to sees it: every line of its `CLUSTER
+  /// NODES` reply, checked as the near cache's holder checks it (`ClusterNodesReport`).
+  /// - Throws: ``CacheError/protocolViolation(endpoint:reason:)`` for a malformed reply,
+  ///   or the client's error.
+  public static func nodes(_ client: RedisClient) throws -> [ClusterNodeLine] {
+    let node: ClusterNode
+    switch client.endpoint.address {
+    case .tcp(let host, let port): node = ClusterNode(host: host, port: port)
+    default: node = ClusterNode(host: "127.0.0.1", port: 0)
+    }
+    return try ClusterNodesReport.parse(client.call("CLUSTER", "NODES"), from: node).lines
+  }
+
   /// Moves `slot` from its owner to the next primary of the cluster's slot map (read
   /// now): `SETSLOT IMPORTING`/`MIGRATING`, `MIGRATE` of its keys in batches, then
   /// `SETSLOT NODE` on both ends and on the other primaries. A failure part way leaves

@@ -43,6 +43,24 @@ import Testing
     #expect(try ClusterNodesReport.parse(.verbatim(format: "txt", text: Array(crlf.utf8)), from: from) == r)
   }
 
+  /// Every line's role, primary and slot ranges, as `RedisClusterAdmin.nodes` returns
+  /// them to tools.
+  @Test func everyLinesRoleAndSlotsAreRead() throws {
+    let lines = try parse(sample + "\(Self.idX) 127.0.0.1:7004@17004 slave,fail? \(Self.idB) 0 0 2 connected\n").lines
+    #expect(lines.map(\.id) == [Self.idB, Self.idA, Self.idC, Self.idR, Self.idX])
+    #expect(lines.map(\.isPrimary) == [true, true, true, false, false])
+    #expect(lines.map(\.isFailing) == [false, false, false, false, true])
+    #expect(lines.map(\.primaryID) == [nil, nil, nil, Self.idA, Self.idB])
+    #expect(lines[0].slots == [5461...10922])
+    #expect(lines[1].slots == [0...99, 101...5460], "the markers are not ranges")
+    #expect(lines[1].serves(slot: 5460) && !lines[1].serves(slot: 100) && !lines[1].serves(slot: 9000))
+    #expect(lines[2].address == ClusterNode(host: "10.0.0.1", port: 7002))
+    #expect(lines[3].slots.isEmpty && lines[3].address == ClusterNode(host: "::1", port: 7003))
+    // A single slot, and the whole range.
+    let one = try parse("\(Self.idA) 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 7 9-9 0-5 10-16383\n")
+    #expect(one.lines[0].slots == [7...7, 9...9, 0...5, 10...16383])
+  }
+
   @Test func aNodeWithoutMarkersOrAddressIsFine() throws {
     let r = try parse(
       "\(Self.idA) 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-16383\n"
@@ -74,6 +92,14 @@ import Testing
       me + " [100->-\(Self.idB)zz]",
       me + " [100-<-]",
       me + " [" + String(repeating: "9", count: 80) + "]",
+      me + " 16384",  // slot ranges: out of range, backwards, not numbers, too long
+      me + " 10-5",
+      me + " -1",
+      me + " 5-",
+      me + " 1-2-3",
+      me + " a-b",
+      me + " " + String(repeating: "1", count: 30),
+      "\(Self.idR) 127.0.0.1:7003@17003 myself,slave primary 0 0 1 connected",  // not an id
     ]
     for text in hostile {
       #expect(throws: CacheError.self, "\(text.prefix(80))") { try parse(text) }
@@ -84,6 +110,9 @@ import Testing
     // More lines than any cluster has, refused before they are read.
     let many = (0...ClusterNodesReport.maxLines).map { _ in other }.joined(separator: "\n")
     #expect(throws: CacheError.self) { try parse(me + "\n" + many) }
+    // More ranges than slots (each line's own, summed).
+    let ranges = (0...ClusterSlots.count).map { " \($0 % ClusterSlots.count)" }.joined()
+    #expect(throws: CacheError.self) { try parse(me + ranges) }
     // More markers than slots.
     let markers = (0...ClusterSlots.count).map { " [\($0 % ClusterSlots.count)->-\(Self.idB)]" }.joined()
     #expect(throws: CacheError.self) { try parse(me + markers) }
