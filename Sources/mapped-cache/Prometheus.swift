@@ -50,6 +50,9 @@ enum Prometheus {
     gauge("count_limit", "Entry count limit (0 = none).", st.countLimit)
     gauge("cost_limit_bytes", "Key+value byte limit (0 = none).", st.costLimit)
     gauge("processes", "Processes with the file open for writing.", s.processes.count)
+    gauge(
+      "write_lock_holder_pid", "Pid of the live process in the write lock at the scrape (0 = free).",
+      s.lockHolder?.pid ?? 0)
     if let n = s.near {
       gauge("near_holder_pid", "Pid of the Redis near cache's invalidation holder (0 = none).", Int(n.holderPID ?? 0))
       gauge("near_holder_alive", "1 when the holder process is alive.", n.holderAlive ? 1 : 0)
