@@ -246,7 +246,7 @@ struct EvictionPolicy {
     // While the cache is filling (log space, entry and cost limits all slack), entries
     // flow into main with their hits; once full, only those read twice (S3-FIFO's
     // threshold) do.
-    let filling = underLimits && (mainHasRoom || liveRecordsUnderAThirdOfMain)  // (room and under) or roomy
+    let filling = underLimits && (mainHasRoom || liveRecordsUnderAThirdOfMain)  // = (room and under limits) or roomy
     if onlyPromote && !filling { return false }
     let read = meta & Format.referencedBit != 0
     if read { noteReuse(held) }
