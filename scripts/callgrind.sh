@@ -3,10 +3,11 @@
 # each loop of `mc-test-helper insn-loop` runs for N and 2N iterations, and the
 # difference of the two totals divided by N is the cost of one iteration (setup cancels).
 #
-#   scripts/callgrind.sh            # read and set, N = 100000
+#   scripts/callgrind.sh            # read, set and mget, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
-# Prints `insn-per-op read=R set=S`. Needs valgrind (apt-get install valgrind).
+# Prints `insn-per-op read=R set=S mget=M` (M: a key's share of a 16-key batch read).
+# Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-100000}"
@@ -23,7 +24,7 @@ count() {  # op iterations -> total instructions
   grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
 }
 line="insn-per-op"
-for op in read set; do
+for op in read set mget; do
   a=$(count "$op" "$N")
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"

@@ -8,13 +8,14 @@ let instructionLoopCommands: [String: HelperCommand] = [
   "insn-loop": instructionLoop
 ]
 
-/// insn-loop read|set N PATH: N hot operations over 1,000 keys of 12 bytes, in a cache
-/// whose entries are inline in their slots. `read`: `copyBytes(forKey:into:)` of 48-byte
-/// values by `String` key. `set`: `setBytes` of 64-byte values by byte key, each an
-/// overwrite in place of an inline entry.
+/// insn-loop read|set|mget N PATH: N hot operations over 1,000 keys of 12 bytes, in a
+/// cache whose entries are inline in their slots. `read`: `copyBytes(forKey:into:)` of
+/// 48-byte values by `String` key. `set`: `setBytes` of 64-byte values by byte key, each
+/// an overwrite in place of an inline entry. `mget`: the same reads by byte key, 16 to a
+/// `copyBytes(forKeys:into:lengths:)` call (N a multiple of 16).
 @Sendable func instructionLoop(_ a: [String]) throws -> Int32 {
   guard a.count == 3, let n = Int(a[1]), n > 0 else {
-    throw CacheError.invalidArgument("insn-loop read|set N PATH")
+    throw CacheError.invalidArgument("insn-loop read|set|mget N PATH")
   }
   var options = CacheOptions(capacity: 16 << 20)
   options.averageEntrySize = 80
@@ -36,8 +37,29 @@ let instructionLoopCommands: [String: HelperCommand] = [
         try byteKeys[i % 1000].withUnsafeBytes { k in try cache.setBytes(v, forKey: k) }
       }
     }
+  case "mget":
+    // Keys 0, 61, 122, ... (61 is prime to 1,000): each call's 16 from all over the table.
+    let flat = (0..<1000).flatMap { byteKeys[($0 * 61) % 1000] }
+    let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 64, alignment: 16)
+    defer { out.deallocate() }
+    let buffers = (0..<16).map { UnsafeMutableRawBufferPointer(rebasing: out[$0 * 64..<($0 + 1) * 64]) }
+    var lengths = [Int](repeating: 0, count: 16)
+    var views = [UnsafeRawBufferPointer](repeating: UnsafeRawBufferPointer(start: nil, count: 0), count: 16)
+    try flat.withUnsafeBytes { all in
+      try buffers.withUnsafeBufferPointer { b in
+        try lengths.withUnsafeMutableBufferPointer { l in
+          for call in 0..<(n / 16) {
+            for j in 0..<16 {
+              let k = (call * 16 + j) % 1000
+              views[j] = UnsafeRawBufferPointer(rebasing: all[k * 12..<k * 12 + 12])
+            }
+            sink &+= try views.withUnsafeBufferPointer { try cache.copyBytes(forKeys: $0, into: b, lengths: l) }
+          }
+        }
+      }
+    }
   default:
-    throw CacheError.invalidArgument("insn-loop: read or set, not \(a[0])")
+    throw CacheError.invalidArgument("insn-loop: read, set or mget, not \(a[0])")
   }
   print("sink \(sink)")
   return 0
