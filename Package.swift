@@ -42,7 +42,9 @@ let package = Package(
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",
-      dependencies: ["MappedCache", "MappedCacheRedis", "RedisFaultProxy", "mc-test-helper", "mapped-cache"],
+      dependencies: [
+        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "mc-test-helper", "mapped-cache",
+      ],
       path: "Tests/MappedCacheRedisTests"),
   ]
 )

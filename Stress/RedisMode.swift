@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 import Glibc
 import MappedCache
@@ -144,7 +145,6 @@ final class RedisCoordinator: @unchecked Sendable {
     var maxHeartbeatAge = [UInt64](repeating: 0, count: o.hosts)
     var plantAt = o.plantStale ? start + durationNs / 3 : nil
     var stopped: Int32? = nil
-    var plantRetries = 0
     let plantFile = o.plantStale ? try CacheFile(path: layout.hostPath(0), readOnly: true) : nil
     defer { if let pid = stopped { kill(pid, SIGCONT) } }
     var nextProgress = start + 1_000_000_000
@@ -156,21 +156,16 @@ final class RedisCoordinator: @unchecked Sendable {
         proxies[h].mode = .pass
         holeEnds[h] = nil
       }
-      if let t = plantAt, now >= t, let pid = observers[0].statistics.holderPID {
-        kill(pid, SIGSTOP)
-        waitUntilStopped(pid)
-        // Stopped inside the write lock, the holder would hold up every writer and fill
-        // of host 0 (a live holder is never taken over), not make it serve stale entries:
-        // let it go on and try again a moment later.
-        if plantFile?.writeLockHolder?.pid == Int(pid) {
-          kill(pid, SIGCONT)
-          plantAt = now + 1_000_000
-          plantRetries += 1
-        } else {
+      if let t = plantAt, now >= t, let pid = observers[0].statistics.holderPID, let file = plantFile {
+        // Stopped inside the write lock, the holder would hold up every writer and fill of
+        // host 0, not make it serve stale entries: stopped outside it.
+        plantAt = nil
+        if let retries = ProcessControl.stopOutsideWriteLock(pid, of: file) {
           stopped = pid
-          plantAt = nil
-          let retried = plantRetries == 0 ? "" : " (after \(plantRetries) tries that found it in the write lock)"
+          let retried = retries == 0 ? "" : " (after \(retries) tries that found it in the write lock)"
           progress("plant: host 0's holder (pid \(pid)) stopped\(retried); host 0 serves stale entries")
+        } else {
+          failures.append("plant: host 0's holder (pid \(pid)) was in the write lock at every try")
         }
       }
       if let t = nextKill, now >= t {
@@ -719,20 +714,4 @@ final class SpawnedCluster: @unchecked Sendable {
   }
 
   func stop() { for n in nodes { n.stop() } }
-}
-
-/// Waits (up to 100 ms) until `pid` is in the stopped state: `kill(SIGSTOP)` returns
-/// before the signal is delivered, and what the stopped process holds is only settled
-/// once it stops.
-private func waitUntilStopped(_ pid: Int32) {
-  for _ in 0..<100 {
-    // /proc/PID/stat: "pid (comm) S ...", the state after the last ')'.
-    if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-      let close = stat.lastIndex(of: ")"),
-      stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first == "T"
-    {
-      return
-    }
-    usleep(1000)
-  }
 }

@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
@@ -38,14 +39,6 @@ func trackingClients(_ server: RedisServer) throws -> [String] {
   return list.split(separator: "\n").map(String.init).filter { line in
     line.split(separator: " ").contains { $0.hasPrefix("flags=") && $0.dropFirst(6).contains("t") }
   }
-}
-
-/// The state letter of /proc/PID/stat (R, S, T for stopped, …).
-func processState(_ pid: Int32) -> String {
-  guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-    let close = stat.lastIndex(of: ")")
-  else { return "?" }
-  return String(stat[stat.index(close, offsetBy: 2)])
 }
 
 @Suite(.enabled(if: RedisServer.available, "redis-server is not installed"), .serialized)
@@ -139,18 +132,11 @@ struct NearCacheProcessTests {
     // The holder SIGSTOPped: it keeps the lock, the fence ages, reads go to Redis.
     let stopped = observers[0].statistics.holderPID!
     #expect(try observers[0].object(forKey: "probe") == "p2")
-    // Stopped inside the write lock, it would hold up host 0's fills as well (a live
-    // holder is never taken over): let it go on and stop it again.
-    var stopTries = 0
-    while true {
-      kill(stopped, SIGSTOP)
-      #expect(eventually(10) { processState(stopped) == "T" })
-      stopTries += 1
-      guard try CacheFile(path: hostPaths[0], readOnly: true).writeLockHolder?.pid == Int(stopped), stopTries < 100
-      else { break }
-      kill(stopped, SIGCONT)
-      usleep(1000)
-    }
+    // Stopped outside the write lock: inside it, it would hold up host 0's fills as well.
+    let stopRetries = ProcessControl.stopOutsideWriteLock(
+      stopped, of: try CacheFile(path: hostPaths[0], readOnly: true))
+    #expect(stopRetries != nil, "the holder was in the write lock at every try")
+    #expect(ProcessControl.state(stopped) == "T")
     #expect(try CacheFile(path: hostPaths[0], readOnly: true).writeLockHolder?.pid != Int(stopped))
     let whileStopped = try staleFor("p3", observers[0], writer: observers[1])
     #expect(whileStopped <= 0.3 + 0.05, "served the old value \(whileStopped) s after the write")

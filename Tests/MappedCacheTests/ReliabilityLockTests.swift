@@ -1,3 +1,4 @@
+import CacheTools
 import Foundation
 import Glibc
 import Testing
@@ -90,6 +91,27 @@ import Testing
     #expect(try c.object(forKey: "k-odd") == Array("odd-value".utf8), "the stopped writer's slot after it resumed")
     #expect(try c.object(forKey: "k-new") == Array("written".utf8))
     #expect(try c.verify().ok)
+  }
+
+  /// `ProcessControl.stopOutsideWriteLock`, which the drills that stop a near cache's
+  /// holder use: a process in the write lock is never left stopped (continued after each
+  /// try, nil after the last); one outside it is stopped at the first try.
+  @Test func drillsStopAProcessOnlyOutsideTheWriteLock() throws {
+    let held = try holdLock("stop-outside")
+    defer { held.cleanup() }
+    let file = try CacheFile(path: held.path, readOnly: true)
+    #expect(ProcessControl.stopOutsideWriteLock(held.holder.pid, of: file, attempts: 3) == nil)
+    #expect(ProcessControl.state(held.holder.pid) != "T", "the lock's holder was left stopped")
+    #expect(file.writeLockHolder?.pid == Int(held.holder.pid))
+
+    let other = try RelSupport.Child("/bin/sleep", ["30"])
+    defer {
+      kill(other.pid, SIGCONT)
+      kill(other.pid, SIGKILL)
+      other.finish(timeout: 10)
+    }
+    #expect(ProcessControl.stopOutsideWriteLock(other.pid, of: file) == 0)
+    #expect(ProcessControl.state(other.pid) == "T")
   }
 
   /// A holder SIGKILLed while holding the lock (slot left odd): the waiting writer takes

@@ -155,13 +155,16 @@ public final class CacheFile: @unchecked Sendable {
     public var pid: Int
     /// When it opened the file.
     public var opened: Date
+
+    init(_ p: CacheEngine.AttachedProcess) {
+      pid = p.pid
+      opened = Date(timeIntervalSince1970: Double(p.openedMs) / 1000)
+    }
   }
 
   /// Processes that have the file open for writing (this handle excluded).
   public var attachedProcesses: [AttachedProcess] {
-    engine.attachedProcesses().map {
-      AttachedProcess(pid: $0.pid, opened: Date(timeIntervalSince1970: Double($0.openedMs) / 1000))
-    }
+    engine.attachedProcesses().map(AttachedProcess.init)
   }
 
   /// The process holding the write lock at this moment, if another live one does. A
@@ -169,9 +172,7 @@ public final class CacheFile: @unchecked Sendable {
   /// taken over while it lives: this names it. Nil when the lock is free or its holder is
   /// gone (the next writer takes it over).
   public var writeLockHolder: AttachedProcess? {
-    engine.writeLockHolder().map {
-      AttachedProcess(pid: $0.pid, opened: Date(timeIntervalSince1970: Double($0.openedMs) / 1000))
-    }
+    engine.writeLockHolder().map(AttachedProcess.init)
   }
 
   // MARK: Entries

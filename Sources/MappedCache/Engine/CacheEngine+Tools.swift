@@ -53,13 +53,17 @@ extension CacheEngine {
     var out: [AttachedProcess] = []
     for i in 0..<layout.procCount where i != registration?.slot {
       guard Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i)) else { continue }
-      out.append(
-        AttachedProcess(
-          slot: i,
-          pid: Int(truncatingIfNeeded: memory.procWord(i, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
-          openedMs: memory.procWord(i, Format.P.openedMs).load(.relaxed)))
+      out.append(attachedProcess(slot: i))
     }
     return out
+  }
+
+  /// What process-table entry `slot` says of its owner (the caller checked it is alive).
+  private func attachedProcess(slot: Int) -> AttachedProcess {
+    AttachedProcess(
+      slot: slot,
+      pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
+      openedMs: memory.procWord(slot, Format.P.openedMs).load(.relaxed))
   }
 
   /// The live process whose token is in the lock word now, if any: a diagnostic (a
@@ -71,10 +75,7 @@ extension CacheEngine {
     let slot = Int(word & Format.Lock.ownerMask) - 1
     guard slot >= 0, slot < layout.procCount, slot != registration?.slot else { return nil }
     guard !Liveness(memory: memory, fd: file.fd, asker: .none).holderIsDead(word) else { return nil }
-    return AttachedProcess(
-      slot: slot,
-      pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
-      openedMs: memory.procWord(slot, Format.P.openedMs).load(.relaxed))
+    return attachedProcess(slot: slot)
   }
 
   // MARK: Tier words (`SharedCache+Tiers`)
