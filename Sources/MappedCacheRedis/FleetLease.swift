@@ -80,8 +80,12 @@ enum FleetLease {
 
   /// host:pid:random, unique to one attempt.
   static func ownerToken() -> [UInt8] {
-    var name = [CChar](repeating: 0, count: 256)
-    let host = gethostname(&name, 255) == 0 ? String(cString: name) : "?"
+    var name = [UInt8](repeating: 0, count: 256)
+    // 255 of 256 bytes: the last stays 0 even where a long name is cut without one.
+    let ok = name.withUnsafeMutableBufferPointer { b in
+      b.baseAddress!.withMemoryRebound(to: CChar.self, capacity: b.count) { gethostname($0, 255) == 0 }
+    }
+    let host = ok ? String(decoding: name.prefix { $0 != 0 }, as: UTF8.self) : "?"
     return Array("\(host):\(getpid()):\(String(UInt64.random(in: 1...UInt64.max), radix: 16))".utf8)
   }
 
