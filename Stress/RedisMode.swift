@@ -162,10 +162,11 @@ final class RedisCoordinator: @unchecked Sendable {
         plantAt = nil
         if let retries = ProcessControl.stopOutsideWriteLock(pid, of: file) {
           stopped = pid
-          let retried = retries == 0 ? "" : " (after \(retries) tries that found it in the write lock)"
+          let retried =
+            retries == 0 ? "" : " (after \(retries) tries that found it in the write lock or not yet stopped)"
           progress("plant: host 0's holder (pid \(pid)) stopped\(retried); host 0 serves stale entries")
         } else {
-          failures.append("plant: host 0's holder (pid \(pid)) was in the write lock at every try")
+          failures.append("plant: host 0's holder (pid \(pid)) was in the write lock at every try, or is gone")
         }
       }
       if let t = nextKill, now >= t {

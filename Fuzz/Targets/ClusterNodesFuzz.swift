@@ -7,8 +7,9 @@
 // what it accepts keeps its promises (the answering node's id is 40 hex digits, every
 // marker's slot is a slot and its peer an id, no more markers than slots, no more
 // addresses than lines; every line's id and primary are ids, its ranges ordered slots,
-// no more ranges than slots, exactly one line flagged myself); the same text as a bulk string or a verbatim string parses the
-// same; and the bookkeeping built from a report never traps either.
+// no more ranges than slots, exactly one line flagged myself); the same text as a bulk
+// string or a verbatim string parses the same; and the bookkeeping built from a report
+// never traps either.
 import MappedCache
 
 let from = ClusterNode(host: "10.0.0.1", port: 7000)

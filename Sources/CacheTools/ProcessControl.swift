@@ -21,14 +21,20 @@ public enum ProcessControl {
   /// (a live holder is never taken over), which is not what a drill that stops it means
   /// to cause; so one found inside is continued and stopped again 1 ms later, at most
   /// `attempts` times. Each stop is waited for (up to 100 ms): `kill` returns before
-  /// the signal is delivered, and what the process holds is settled only once it stops.
-  /// Returns how many stops found it inside the lock, or nil when every one did (it is
-  /// then left running).
+  /// the signal is delivered, and what the process holds is settled only once it is
+  /// stopped, so a try that does not see it stopped in time counts as a failed one.
+  /// Returns how many tries failed before the one that stopped it outside the lock, or
+  /// nil when none did (it is then left running) or the process is gone.
   public static func stopOutsideWriteLock(_ pid: Int32, of file: CacheFile, attempts: Int = 100) -> Int? {
     for attempt in 0..<attempts {
-      kill(pid, SIGSTOP)
-      for _ in 0..<100 where state(pid) != "T" { usleep(1000) }
-      guard file.writeLockHolder?.pid == Int(pid) else { return attempt }
+      guard kill(pid, SIGSTOP) == 0 else { return nil }
+      var s = state(pid)
+      for _ in 0..<100 where s != nil && s != "T" {
+        usleep(1000)
+        s = state(pid)
+      }
+      guard s != nil else { return nil }
+      if s == "T" && file.writeLockHolder?.pid != Int(pid) { return attempt }
       kill(pid, SIGCONT)
       usleep(1000)
     }

@@ -95,7 +95,8 @@ import Testing
 
   /// `ProcessControl.stopOutsideWriteLock`, which the drills that stop a near cache's
   /// holder use: a process in the write lock is never left stopped (continued after each
-  /// try, nil after the last); one outside it is stopped at the first try.
+  /// try, nil after the last); one outside it is stopped at the first try; one that is
+  /// gone is reported as not stopped (nil).
   @Test func drillsStopAProcessOnlyOutsideTheWriteLock() throws {
     let held = try holdLock("stop-outside")
     defer { held.cleanup() }
@@ -112,6 +113,11 @@ import Testing
     }
     #expect(ProcessControl.stopOutsideWriteLock(other.pid, of: file) == 0)
     #expect(ProcessControl.state(other.pid) == "T")
+
+    // A process that is gone is not reported stopped.
+    let gone = try RelSupport.Child("/bin/true", [])
+    gone.finish(timeout: 10)
+    #expect(ProcessControl.stopOutsideWriteLock(gone.pid, of: file) == nil)
   }
 
   /// A holder SIGKILLed while holding the lock (slot left odd): the waiting writer takes
