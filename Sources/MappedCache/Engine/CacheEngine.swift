@@ -400,7 +400,8 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
-  /// the batch read's step 3 (`copyValues`) is exactly this single read.
+  /// the batch read's step 3 (`copyValues`) is this single read (after, for a key whose
+  /// hash its step 2 saw at home, the same fast path's read of that slot).
   @inline(__always)
   func copyValue(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     guard reader.isPlain else { return copyValueSlowly(key, hash: hash, fast: Reader.fastUnsure, into: buffer) }

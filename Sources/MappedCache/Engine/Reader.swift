@@ -257,6 +257,17 @@ struct Reader {
   ) -> Int {
     let i = shortScan(hash)
     guard i >= 0 else { return i }
+    return readInline(at: i, key, hash: hash, into: buffer, expiry: &expiry, version: &version, plain: plain)
+  }
+
+  /// `probeInline`'s read of slot `i`, the first slot of its run whose hash is `hash`
+  /// (found by `shortScan`, or by the batch read's step 2 at the home slot): the same
+  /// answers, with `fastUnsure` for everything the general path must settle.
+  @inline(__always)
+  func readInline(
+    at i: Int, _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    expiry: inout UInt64, version: inout UInt64, plain: Bool
+  ) -> Int {
     let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
       let meta = index.meta(at: i)
       guard meta & Format.inlineBit != 0, let out = buffer.baseAddress,
