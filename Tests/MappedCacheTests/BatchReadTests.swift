@@ -136,6 +136,47 @@ import Testing
     #expect(SharedCache<[UInt8]>.missingLength == -1)
   }
 
+  /// A home slot holding another key under this key's hash (a 64-bit collision, made
+  /// here by rewriting the slot's hash): the batch's step 3, which reads a key's home
+  /// slot first where step 2 saw its hash there, finds the key further along, as the
+  /// single read's general path does; the other key, whose slot no longer carries its
+  /// hash, misses in both.
+  @Test(arguments: [true, false])
+  func aKeyBehindAnotherKeyOfTheSameHashIsFound(inline: Bool) throws {
+    let path = Support.tempPath("batch-collide")
+    defer { Support.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+    let e = c.engine
+    func hash(_ k: [UInt8]) -> UInt64 { k.withUnsafeBytes { KeyHash.key($0) } }
+    // Two keys with one home slot: the second stored sits right after the first.
+    var firstAtHome: [Int: [UInt8]] = [:]
+    var pair: (a: [UInt8], b: [UInt8])? = nil
+    for i in 0..<100_000 where pair == nil {
+      let k = Self.bytes("collide:\(i)")
+      let home = e.index.home(hash(k))
+      if let a = firstAtHome[home] { pair = (a, k) } else { firstAtHome[home] = k }
+    }
+    let (a, b) = try #require(pair)
+    try c.setObject([1, 1, 1], forKey: String(decoding: a, as: UTF8.self))
+    try c.setObject([2, 2, 2, 2], forKey: String(decoding: b, as: UTF8.self))
+    func slot(_ k: [UInt8]) throws -> Int {
+      try #require(try k.withUnsafeBytes { try e._find($0) }).slot
+    }
+    let home = e.index.home(hash(b))
+    #expect(try slot(a) == home)
+    #expect(try slot(b) == e.index.next(home))
+    // The first key's slot now carries the second key's hash.
+    e.memory._byte(at: e._slotOffset(home) + Format.S.hash).storeBytes(of: hash(b), as: UInt64.self)
+    for room in [2, 64] {
+      let singles = try [a, b].map { try Self.single(c, $0, room: room) }
+      #expect(singles.map(\.length) == [-1, 4])
+      #expect(try Self.batch(c, [a, b], room: room) == singles, "room \(room)")
+      #expect(try Self.batch(c, [b], room: room) == [singles[1]], "room \(room)")
+    }
+    #expect(try Self.single(c, b, room: 64).bytes == [2, 2, 2, 2])
+  }
+
   /// Handles that read by the general path (read-only, or checking checksums on read)
   /// give the same answers in a batch as alone, for every kind of entry.
   @Test func otherHandlesBatchAsTheyReadAlone() throws {
