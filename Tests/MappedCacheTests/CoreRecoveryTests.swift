@@ -10,26 +10,6 @@ import Testing
 /// not changing must stay readable, and verify must pass. (The random SIGKILL loop is in
 /// CoreConcurrencyTests; these pin down the instants it rarely hits.)
 @Suite struct CoreRecoveryTests {
-  /// Keys whose home slot is `home`, found by trying candidate names.
-  private func keys(home: Int, count: Int, in e: CacheEngine, tag: String) -> [String] {
-    var out: [String] = []
-    var i = 0
-    while out.count < count {
-      let k = "\(tag)-\(i)"
-      i += 1
-      let h = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
-      if e.index.home(h) == home { out.append(k) }
-    }
-    return out
-  }
-
-  private func slotOf(_ key: String, _ e: CacheEngine) -> Int? {
-    Array(key.utf8).withUnsafeBytes { k -> Int? in
-      if let f = try? e._find(k) { return f.slot }
-      return nil
-    }
-  }
-
   /// Leaves slot `i` as a writer killed between `seq` odd and `seq` even leaves it, with
   /// the intent record set (the writer held the lock and was mid-change).
   private func crashMidSlotWrite(_ e: CacheEngine, slot i: Int) {
@@ -49,11 +29,11 @@ import Testing
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let n = e.layout.slotCount
-    let ks = keys(home: n - 1, count: 3, in: e, tag: "wrap")
+    let ks = e.keys(home: n - 1, count: 3, tag: "wrap")
     for k in ks { try c.setObject(value(k), forKey: k) }
-    #expect(slotOf(ks[0], e) == n - 1)
-    #expect(slotOf(ks[1], e) == 0)
-    #expect(slotOf(ks[2], e) == 1)
+    #expect(try e.slot(of: ks[0]) == n - 1)
+    #expect(try e.slot(of: ks[1]) == 0)
+    #expect(try e.slot(of: ks[2]) == 1)
     crashMidSlotWrite(e, slot: n - 1)  // dying while rewriting ks[0]
     try c.setObject([1], forKey: "next write")  // repairs first
     #expect(c.statistics.recoveries == 1)
@@ -78,11 +58,11 @@ import Testing
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let h = 100
-    let run = keys(home: h, count: 3, in: e, tag: "run")
-    let z = keys(home: h + 2, count: 1, in: e, tag: "z")[0]
+    let run = e.keys(home: h, count: 3, tag: "run")
+    let z = e.keys(home: h + 2, count: 1, tag: "z")[0]
     for k in run + [z] { try c.setObject(value(k), forKey: k) }
-    #expect(run.map { slotOf($0, e) } == [h, h + 1, h + 2])
-    #expect(slotOf(z, e) == h + 3)
+    #expect(try run.map { try e.slot(of: $0) } == [h, h + 1, h + 2])
+    #expect(try e.slot(of: z) == h + 3)
     crashMidSlotWrite(e, slot: h + 1)  // dying while rewriting run[1]
     try c.setObject([1], forKey: "next write")
     for k in [run[0], run[2], z] {
@@ -103,9 +83,9 @@ import Testing
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
     let n = e.layout.slotCount
-    let ks = keys(home: n - 2, count: 3, in: e, tag: "shift")  // slots n-2, n-1, 0
+    let ks = e.keys(home: n - 2, count: 3, tag: "shift")  // slots n-2, n-1, 0
     for k in ks { try c.setObject(value(k), forKey: k) }
-    #expect(ks.map { slotOf($0, e) } == [n - 2, n - 1, 0])
+    #expect(try ks.map { try e.slot(of: $0) } == [n - 2, n - 1, 0])
     // SlotIndex.remove(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
     e.memory.header(.shiftSeq).add(1, .relaxed)
     try e.withWriteLock { held in e.index.copy(from: n - 1, to: n - 2, held) }
@@ -146,7 +126,7 @@ import Testing
     defer { Support.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let e = c.engine
-    let ks = keys(home: 300, count: 2, in: e, tag: "odd")
+    let ks = e.keys(home: 300, count: 2, tag: "odd")
     for k in ks { try c.setObject(value(k), forKey: k) }
     crashMidSlotWrite(e, slot: 300)
     for k in ks {

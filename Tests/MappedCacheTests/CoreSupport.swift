@@ -101,3 +101,21 @@ extension SharedCache {
   /// Key+value bytes an entry may have to be stored inline (0: no inline slots).
   var inlineCapacity: Int { engine.layout.inlineCapacity }
 }
+
+extension CacheEngine {
+  /// `count` keys ("tag-0", "tag-1", ...: the first names that qualify) whose home slot
+  /// is `home`, for tests that build probe runs slot by slot.
+  func keys(home: Int, count: Int, tag: String = "k") -> [String] {
+    var out: [String] = []
+    var i = 0
+    while out.count < count {
+      let k = "\(tag)-\(i)"
+      i += 1
+      if Array(k.utf8).withUnsafeBytes({ index.home(KeyHash.key($0)) }) == home { out.append(k) }
+    }
+    return out
+  }
+
+  /// The slot that holds `key`, or nil.
+  func slot(of key: String) throws -> Int? { try Array(key.utf8).withUnsafeBytes { try _find($0)?.slot } }
+}

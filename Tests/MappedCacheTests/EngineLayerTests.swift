@@ -23,19 +23,8 @@ private final class Scratch {
 
   deinit { Support.cleanup(path) }
 
-  /// Keys whose home slot is `home`, found by trying candidate names.
-  func keys(home: Int, count: Int, tag: String = "k") -> [String] {
-    var out: [String] = []
-    var i = 0
-    while out.count < count {
-      let k = "\(tag)-\(i)"
-      i += 1
-      if Array(k.utf8).withUnsafeBytes({ engine.index.home(KeyHash.key($0)) }) == home { out.append(k) }
-    }
-    return out
-  }
-
-  func slot(of key: String) throws -> Int? { try Array(key.utf8).withUnsafeBytes { try engine._find($0)?.slot } }
+  func keys(home: Int, count: Int, tag: String = "k") -> [String] { engine.keys(home: home, count: count, tag: tag) }
+  func slot(of key: String) throws -> Int? { try engine.slot(of: key) }
 
   func expectConsistent(sourceLocation: SourceLocation = #_sourceLocation) {
     let r = engine.checker.inspect(checksums: true)
