@@ -90,6 +90,30 @@ import Testing
     #expect(try c.object(forKey: "key7") == max)
   }
 
+  /// A cache whose value limit is 0 (created so, or a file whose header says so: the
+  /// cache-file fuzz target's `header-with-value-limit-0`) stores empty values only, and
+  /// answers a longer one with `valueTooLarge`, through both APIs, before and after a
+  /// repair.
+  @Test func aValueLimitOfZeroStoresOnlyEmptyValues() throws {
+    let path = Support.tempPath("ent-limit0")
+    defer { Support.cleanup(path) }
+    var o = CacheOptions(capacity: 1 << 20)
+    o.maxValueSize = 0
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
+    #expect(c.maxValueSize == 0)
+    try c.setObject([], forKey: "empty")
+    #expect(throws: CacheError.valueTooLarge(size: 1, limit: 0)) { try c.setObject([1], forKey: "one") }
+    let f = try CacheFile(path: path)
+    #expect(f.info.maxValueSize == 0)
+    #expect(throws: CacheError.valueTooLarge(size: 100, limit: 0)) {
+      try f.set(Array("k".utf8), [UInt8](repeating: 7, count: 100))
+    }
+    #expect(try f.verify(repair: true).ok)
+    #expect(try f.get(Array("empty".utf8))?.value == [])
+    #expect(try c.object(forKey: "empty") == [])
+    #expect(try c.object(forKey: "one") == nil)
+  }
+
   @Test(arguments: [false, true])
   func valuesOfVeryDifferentSizesShareOneTable(inline: Bool) throws {
     let path = Support.tempPath("ent-sizes")
