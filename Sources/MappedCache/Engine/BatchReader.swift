@@ -5,9 +5,9 @@
 /// reach, a page walk) before it can start the next read's; a batch starts them all
 /// first. For each group of `batchGroup` keys:
 ///
-/// 1. hash every key (`KeyHash.key`, the file's fixed hash) and prefetch its home
-///    slot's lines (`MappedMemory.prefetchSlotForReading`: the first to L1, the rest to
-///    L2): the misses are now in flight together;
+/// 1. hash every key (`KeyHash.key`, the file's fixed hash), then, in a loop of its own,
+///    prefetch every home slot's lines into L1 (`MappedMemory.prefetchSlotForReading`):
+///    the misses are now in flight together;
 /// 2. for each key, load its home slot's `hash` and `meta` (relaxed, outside any seqlock:
 ///    only a hint). When the hash is another key's, prefetch the next three slots of the
 ///    run (the last two to L2 only); when it is the key's and the entry is not inline,
@@ -99,14 +99,17 @@ extension CacheEngine {
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, from start: Int, count: Int,
     hashes: UnsafeMutableBufferPointer<UInt64>, homes: UnsafeMutableBufferPointer<Int>? = nil
   ) {
-    // 1. Hash every key; prefetch its home slot.
-    for j in 0..<count {
-      let h = KeyHash.key(keys[start &+ j])
-      hashes[j] = h
-      // The first line holds the words step 2 loads; the rest into L2 halves the
-      // first-level fill buffers a group holds (3-4 % faster at 10 M keys, bench-history).
-      memory.prefetchSlotForReading(index.home(h), head: .firstLevel, rest: .secondLevel)
-    }
+    // 1. Hash every key, then prefetch every home slot, in a loop of its own. A
+    // prefetch that misses (and walks the page tables) holds up retirement, and the
+    // reorder buffer behind it fills: interleaved with the hashing (~45 instructions a
+    // key), only the first ten or so prefetches of a group were issued before the first
+    // retired, and the others started a whole miss later. The prefetch loop is a few
+    // instructions a key, so the whole group's misses start together (a batch's time at
+    // 10 M keys down by a quarter to a third, docs/bench-history.md). Every line of the
+    // slot goes to the first-level cache: step 3 copies the value out of the second line
+    // at once.
+    for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
+    for j in 0..<count { memory.prefetchSlotForReading(index.home(hashes[j]), head: .firstLevel, rest: .firstLevel) }
     // 2. Where the home slot holds another key, the key sits further along its run:
     // prefetch the next three slots (the next into the first-level cache, the two after
     // it into the second, which takes none of the core's few first-level fill buffers).

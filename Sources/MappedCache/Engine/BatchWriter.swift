@@ -4,7 +4,7 @@
 /// 0. Check every entry's key and value size: a bad one throws before anything is
 ///    stored (and before the lock).
 /// 1. Prepare a group of `batchGroup` entries (`Writer.prepare`: hash, checksum,
-///    expiry, and the home slot prefetched for writing), into a stack buffer.
+///    expiry), into a stack buffer; then prefetch every entry's home slot for writing.
 /// 2. For each entry of the group whose home slot holds its hash in a record (a hint,
 ///    loaded outside any seqlock), prefetch the record: `SlotIndex.find` compares the
 ///    key there. The group's misses are then in flight together.
@@ -86,8 +86,12 @@ extension CacheEngine {
   ) throws(CacheError) {
     let count = min(Self.batchGroup, keys.count &- start)
     for j in 0..<count {
-      out.initializeElement(at: j, to: try writer.prepare(keys[start &+ j], values[start &+ j], expiry: expiry))
+      out.initializeElement(
+        at: j, to: try writer.prepare(keys[start &+ j], values[start &+ j], expiry: expiry, prefetch: false))
     }
+    // The home slots after all the hashing and checksums, in a loop of their own, so
+    // that the whole group's misses start together (see `prefetchGroup`).
+    for j in 0..<count { memory.prefetchSlot(index.home(out[j].hash)) }
     // (A table whose entries all fit inline skips the loads: no record holds a key.)
     guard memory.inlineCapacity < maxKey &+ layout.maxValue else { return }
     for j in 0..<count {

@@ -46,17 +46,19 @@ struct Writer {
   /// memory from a call, the struct was copied with loads that overlapped the callee's
   /// stores, and each stalled until those reached the cache (28 % of `set`'s own time
   /// in a profile of write-only Zipf runs).
+  /// With `prefetch` false the caller prefetches the home slot itself (the batch write
+  /// prefetches a whole group's in a loop of their own, as the batch read does).
   @inline(__always)
   func prepare(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-    expiry: UInt64
+    expiry: UInt64, prefetch: Bool = true
   ) throws(CacheError) -> PreparedWrite {
     try checkKey(key)
     if value.count > maxValue { throw .valueTooLarge(size: value.count, limit: maxValue) }
     let hash = KeyHash.key(key)
     // The key's home slot is where the locked part starts: fetch it now, so that its
     // cache miss overlaps the checksum and the lock rather than stalling under it.
-    index.memory.prefetchSlot(index.home(hash))
+    if prefetch { index.memory.prefetchSlot(index.home(hash)) }
     let inline = key.count &+ value.count <= index.memory.inlineCapacity
     let size = inline ? Format.headerOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count)
     return PreparedWrite(
