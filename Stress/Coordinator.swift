@@ -197,37 +197,21 @@ final class Coordinator: @unchecked Sendable {
   /// misses overlap, and the lock is taken once a batch), each value as a single set
   /// would store it: at 10 M keys the prefill is most of a benchmark cell's time.
   private func prefill(_ cache: SharedCache<[UInt8]>, _ keys: KeySet) throws {
-    let batch = 64
-    let keyStride = (max(keys.size, 16) + 15) & ~15
-    let keyBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * keyStride, alignment: 16)
-    let valueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * max(o.valueMax, 1), alignment: 16)
-    let keyViews = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: batch)
-    let valueViews = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: batch)
-    defer {
-      keyBytes.deallocate()
-      valueBytes.deallocate()
-      keyViews.deallocate()
-      valueViews.deallocate()
-    }
+    let batch = BatchEntries(capacity: 64, keySize: keys.size, valueMax: o.valueMax)
+    defer { batch.release() }
     let expires: CacheExpiry = o.ttl.map { .seconds($0) } ?? .never
     var g = SplitMix64(seed: SplitMix64.derive(o.seed!, 0x9F11))
     var first = 0
     while first < keys.count {
       if first % 65_536 == 0 && interrupted { throw InterruptedRun() }
-      let count = min(batch, keys.count - first)
+      let count = min(batch.capacity, keys.count - first)
       for j in 0..<count {
         let k = first + j
         let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + g.next(below: o.valueMax - o.valueMin + 1)
-        let key = keyBytes.baseAddress! + j * keyStride
-        keys.write(k, to: key)
-        keyViews[j] = UnsafeRawBufferPointer(start: key, count: keys.size)
-        let value = UnsafeMutableRawBufferPointer(start: valueBytes.baseAddress! + j * o.valueMax, count: size)
-        ValueFormat.write(into: value, key: UInt32(k), writer: ValueFormat.prefillWriter, seq: 0)
-        valueViews[j] = UnsafeRawBufferPointer(value)
+        batch.setKey(j, k, of: keys)
+        ValueFormat.write(into: batch.value(j, size: size), key: UInt32(k), writer: ValueFormat.prefillWriter, seq: 0)
       }
-      try cache.setBytes(
-        UnsafeBufferPointer(rebasing: valueViews[..<count]), forKeys: UnsafeBufferPointer(rebasing: keyViews[..<count]),
-        expires: expires)
+      try cache.setBytes(batch.values(count), forKeys: batch.keys(count), expires: expires)
       first += count
     }
   }

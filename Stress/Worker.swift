@@ -215,20 +215,14 @@ struct ThreadLoop {
   let scratch: UnsafeMutableRawBufferPointer
   /// Where the current key's bytes are formatted.
   let keyBuffer: UnsafeMutableRawBufferPointer
-  /// `--mget N`: the batch's keys (`keyStride` bytes each), views of them and of the
-  /// batch's value buffers (made once: a batch allocates nothing), its lengths, its keys'
-  /// indices.
-  let batchKeyBytes: UnsafeMutableRawBufferPointer
-  let batchKeys: UnsafeMutableBufferPointer<UnsafeRawBufferPointer>
+  /// `--mget N` and `--mset N`: the batch's keys, and for `--mset` its values.
+  let batch: BatchEntries
+  /// `--mget N`: views of the batch's value buffers (made once: a batch allocates
+  /// nothing), its lengths, its keys' indices.
   let batchValues: UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>
   let batchValueBytes: UnsafeMutableRawBufferPointer
   let batchLengths: UnsafeMutableBufferPointer<Int>
   let batchIndices: UnsafeMutableBufferPointer<Int>
-  /// `--mset N`: the batch's values (`valueStride` bytes each) and views of them.
-  let batchSetValueBytes: UnsafeMutableRawBufferPointer
-  let batchSetValues: UnsafeMutableBufferPointer<UnsafeRawBufferPointer>
-  let keyStride: Int
-  let valueStride: Int
 
   init(ctx: WorkerContext, thread: Int, ops: [UInt32], seed: UInt64) {
     let o = ctx.options
@@ -248,26 +242,17 @@ struct ThreadLoop {
     seqBase = UInt64(ctx.incarnation) << 40
     scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: o.valueMax + 64, alignment: 16)
     keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(o.keySize, 16), alignment: 16)
-    let batch = max(o.mget, 1)
+    let gets = max(o.mget, 1)
     let keyCount = max(o.mget, o.mset, 1)
-    let keyStride = (max(o.keySize, 16) + 15) & ~15
+    // Values only for `--mset`: a batch of gets copies into `batchValueBytes`.
+    batch = BatchEntries(capacity: keyCount, keySize: o.keySize, valueMax: o.mset > 1 ? o.valueMax : 0)
+    // Room past the largest value: a read longer than any value written is caught.
     let valueStride = (o.valueMax + 64 + 15) & ~15
-    self.keyStride = keyStride
-    self.valueStride = valueStride
-    batchKeyBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: keyCount * keyStride, alignment: 16)
-    batchValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: batch * valueStride, alignment: 16)
-    batchKeys = UnsafeMutableBufferPointer.allocate(capacity: keyCount)
-    batchValues = UnsafeMutableBufferPointer.allocate(capacity: batch)
-    batchLengths = UnsafeMutableBufferPointer.allocate(capacity: batch)
+    batchValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: gets * valueStride, alignment: 16)
+    batchValues = UnsafeMutableBufferPointer.allocate(capacity: gets)
+    batchLengths = UnsafeMutableBufferPointer.allocate(capacity: gets)
     batchIndices = UnsafeMutableBufferPointer.allocate(capacity: keyCount)
-    let setBatch = max(o.mset, 1)
-    batchSetValueBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: setBatch * valueStride, alignment: 16)
-    batchSetValues = UnsafeMutableBufferPointer.allocate(capacity: setBatch)
-    batchSetValues.initialize(repeating: UnsafeRawBufferPointer(start: nil, count: 0))
-    for j in 0..<keyCount {
-      batchKeys[j] = UnsafeRawBufferPointer(rebasing: batchKeyBytes[j * keyStride..<j * keyStride + o.keySize])
-    }
-    for j in 0..<batch {
+    for j in 0..<gets {
       batchValues[j] = UnsafeMutableRawBufferPointer(rebasing: batchValueBytes[j * valueStride..<(j + 1) * valueStride])
     }
     batchLengths.initialize(repeating: 0)
@@ -278,14 +263,11 @@ struct ThreadLoop {
     valueBuffer.deallocate()
     scratch.deallocate()
     keyBuffer.deallocate()
-    batchKeyBytes.deallocate()
+    batch.release()
     batchValueBytes.deallocate()
-    batchKeys.deallocate()
     batchValues.deallocate()
     batchLengths.deallocate()
     batchIndices.deallocate()
-    batchSetValueBytes.deallocate()
-    batchSetValues.deallocate()
     tracker.release()
   }
 
@@ -362,7 +344,7 @@ struct ThreadLoop {
     let plant = ctx.options.plantCorruption && ctx.worker == 0 && thread == 0
     let (mget, mset) = (ctx.options.mget, ctx.options.mset)
     let cache = ctx.cache
-    let keys = UnsafeBufferPointer(batchKeys)
+    let keys = batch.keys(batch.capacity)
     let values = UnsafeBufferPointer(batchValues)
     while true {
       if plant && n >= nextPlant {
@@ -379,7 +361,7 @@ struct ThreadLoop {
         pos &+= 1
         let k = Int(op & ~OpStream.writeBit)
         batchIndices[count] = k
-        ctx.keys.write(k, to: batchKeyBytes.baseAddress! + count &* keyStride)
+        batch.setKey(count, k, of: ctx.keys)
         count &+= 1
       }
       let timed = n % WorkerTiming.sampleEvery < UInt64(count)
@@ -432,23 +414,19 @@ struct ThreadLoop {
     publish()
   }
 
-  /// The batch of `count` sets whose keys are in `batchKeys` (`batchIndices`): a fresh
+  /// The batch of `count` sets whose keys are in `batch` (`batchIndices`): a fresh
   /// value for each, as `set` writes one, all stored by one batch write.
   mutating func setBatch(_ count: Int, _ cache: SharedCache<[UInt8]>, timed: Bool) {
     let o = ctx.options
     for j in 0..<count {
       let size = o.valueMin == o.valueMax ? o.valueMin : o.valueMin + rng.next(below: o.valueMax - o.valueMin + 1)
       seq &+= 1
-      let value = UnsafeMutableRawBufferPointer(
-        rebasing: batchSetValueBytes[j &* valueStride..<j &* valueStride &+ size])
-      ValueFormat.write(into: value, key: UInt32(batchIndices[j]), writer: writerID, seq: seqBase | seq)
-      batchSetValues[j] = UnsafeRawBufferPointer(value)
+      ValueFormat.write(
+        into: batch.value(j, size: size), key: UInt32(batchIndices[j]), writer: writerID, seq: seqBase | seq)
     }
     let t0 = timed ? monotonicNanoseconds() : 0
     do {
-      try cache.setBytes(
-        UnsafeBufferPointer(rebasing: batchSetValues[..<count]),
-        forKeys: UnsafeBufferPointer(rebasing: UnsafeBufferPointer(batchKeys)[..<count]), expires: ctx.expiry)
+      try cache.setBytes(batch.values(count), forKeys: batch.keys(count), expires: ctx.expiry)
     } catch {
       counters.errors += 1
       if noting { note("set batch from \(ctx.keys[batchIndices[0]]): \(error)") }
