@@ -21,8 +21,8 @@
 ///    it starts with the fast path's seqlock read of that slot (`Reader.readInline`),
 ///    the slot the single read's scan would stop at first; whatever that cannot settle
 ///    (another key of the same hash, a slot changed meanwhile, a record, an expired or
-///    too long value) goes to the single read's general path. 44 fewer instructions a
-///    key of a 16-key batch (272 to 228, `scripts/callgrind.sh`).
+///    too long value) goes to the single read's general path, without scanning to that
+///    slot and reading it a second time.
 ///
 /// Steps 1 and 2 only load and prefetch: nothing they see is trusted or returned, so a
 /// writer changing a slot meanwhile costs at most a useless prefetch. Step 3 is the
