@@ -67,17 +67,17 @@ public final class CacheFile: @unchecked Sendable {
     /// Entries of the process table: the most handles that can have the file open for
     /// writing at once.
     public var processSlots: Int
-    /// Slots of the hash index.
-    public var slotCount: Int
-    /// Bytes per index slot: 32, or more when entries are stored inline in their slot.
-    public var slotBytes: Int
-    /// Entries allowed before inserts evict (75 % of the slots).
-    public var maxEntries: Int
-    /// Tags of the ghost table, which remembers recently evicted keys (see eviction).
-    public var ghostCount: Int
-    /// Bytes of the small log, where new entries go.
+    /// Partitions: each has its own write lock, index, logs and eviction.
+    public var partitionCount: Int
+    /// Bytes of each partition.
+    public var partitionBytes: Int
+    /// Bytes of the small log, where new entries go, in every partition together.
     public var smallLogBytes: Int
-    /// Bytes of the main log, which keeps the entries that were read again.
+    /// Slots of the index when the file was opened, in every partition (each index grows
+    /// and shrinks with the entries: `CacheStatistics.slotCount` has it now).
+    public var slotCount: Int
+    /// Bytes of the main log when the file was opened, in every partition together (the
+    /// space the indexes do not take).
     public var mainLogBytes: Int
     /// The longest key, in bytes.
     public var maxKeySize: Int
@@ -96,11 +96,12 @@ public final class CacheFile: @unchecked Sendable {
   public var info: Info {
     let l = engine.layout
     let h = engine.header
+    let st = engine.statistics()
     return Info(
       path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
-      headerBytes: l.headerBytes, processSlots: l.procCount, slotCount: l.slotCount,
-      slotBytes: l.slotBytes, maxEntries: l.maxEntries, ghostCount: l.ghostCount,
-      smallLogBytes: l.smallSize, mainLogBytes: l.mainSize, maxKeySize: l.maxKey,
+      headerBytes: l.headerBytes, processSlots: l.procCount, partitionCount: l.partitionCount,
+      partitionBytes: l.partitionBytes, smallLogBytes: l.smallBytes * l.partitionCount, slotCount: st.slotCount,
+      mainLogBytes: st.logBytes - l.smallBytes * l.partitionCount, maxKeySize: l.maxKey,
       maxValueSize: l.maxValue, valueTypeName: h.typeName,
       created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
       writable: engine.writable)
@@ -117,33 +118,43 @@ public final class CacheFile: @unchecked Sendable {
   /// The cache's counters, summed over every process.
   public var statistics: CacheStatistics { engine.statistics() }
 
-  /// Shape of the hash index, read without the lock.
+  /// Shape of the index, read without the locks.
   public struct TableFigures: Sendable, Equatable, Codable {
-    /// Slots of the index.
+    /// Slots of the index, in every partition.
     public var slotCount: Int
     /// Slots holding an entry (live or expired, not yet reclaimed).
     public var occupiedSlots: Int
-    /// Mean distance of an entry from its home slot (0 = in its home slot).
+    /// Share of the entries that sit in their key's second place (a lookup of such a key
+    /// reads two buckets; a miss always reads both).
     public var meanProbe: Double
-    /// Longest distance of an entry from its home slot.
+    /// 1 when some entry sits in its second place, else 0.
     public var maxProbe: Int
-    /// Longest run of occupied slots: the most slots a lookup miss can scan.
-    public var longestRun: Int
-    /// Always 0: removals use backward-shift deletion, which moves later entries of
-    /// the run into the hole instead of leaving a tombstone.
+    /// Groups of the index (four buckets of ten slots and a ghost line each).
+    public var groups: Int
+    /// Always 0: a removal empties its slot, and nothing else needs marking.
     public var tombstones: Int
     /// Occupied slots / slots.
     public var load: Double { slotCount == 0 ? 0 : Double(occupiedSlots) / Double(slotCount) }
   }
 
   /// The index's shape now, from one lock-free pass over every slot (its cost grows with
-  /// the slot count: about a millisecond per hundred thousand slots).
+  /// the entries: each entry's record is read to place its key).
   public var tableFigures: TableFigures {
     let t = engine.tableShape()
     return TableFigures(
-      slotCount: engine.layout.slotCount, occupiedSlots: t.occupied,
-      meanProbe: t.occupied == 0 ? 0 : Double(t.totalProbe) / Double(t.occupied),
-      maxProbe: t.maxProbe, longestRun: t.longestRun, tombstones: 0)
+      slotCount: t.slots, occupiedSlots: t.occupied,
+      meanProbe: t.occupied == 0 ? 0 : Double(t.inSecondPlace) / Double(t.occupied),
+      maxProbe: t.inSecondPlace > 0 ? 1 : 0, groups: t.groups, tombstones: 0)
+  }
+
+  /// Each partition's counters now (read without the locks), with the process holding
+  /// its write lock when another live one does.
+  public var partitionStatistics: [PartitionStatistics] {
+    (0..<engine.layout.partitionCount).map { p in
+      var s = engine.partitionStatistics(p)
+      s.writeLockHolderPid = engine.writeLockHolder(partition: p)?.pid
+      return s
+    }
   }
 
   /// The background sweeper's next slot (see `SharedCache.startSweeping`).

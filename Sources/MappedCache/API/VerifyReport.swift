@@ -12,10 +12,26 @@ public struct VerifyReport: Sendable, Equatable, Codable {
   public var slotsChecked = 0
   /// Records checked in the logs (each one's header, key and value checksum).
   public var recordsChecked = 0
-  /// Longest probe distance of any entry from its home slot.
+  /// 1 when some entry sits in its key's second place (its first was full), else 0.
   public var maxProbe = 0
-  /// Mean probe distance of the entries from their home slots.
+  /// Share of the entries that sit in their key's second place.
   public var meanProbe = 0.0
   /// Whether the file is consistent: no problems.
   public var ok: Bool { problems.isEmpty }
+
+  /// Adds partition `p`'s report (of `count` partitions) to this one: its problems named
+  /// with the partition when there are several.
+  mutating func merge(_ r: VerifyReport, partition p: Int, of count: Int) {
+    for problem in r.problems where problems.count <= 100 {
+      problems.append(count > 1 ? "partition \(p): \(problem)" : problem)
+    }
+    let before = entries
+    repaired += r.repaired
+    entries += r.entries
+    liveBytes += r.liveBytes
+    slotsChecked += r.slotsChecked
+    recordsChecked += r.recordsChecked
+    maxProbe = max(maxProbe, r.maxProbe)
+    meanProbe = entries == 0 ? 0 : (meanProbe * Double(before) + r.meanProbe * Double(r.entries)) / Double(entries)
+  }
 }

@@ -1,28 +1,25 @@
 /// The batch write (multi-set): many entries, given as the caller's key and value
-/// buffers, stored under one hold of the write lock, allocating nothing.
+/// buffers, stored with one hold of each partition's lock, allocating nothing for
+/// batches of up to a few hundred entries.
 ///
 /// 0. Check every entry's key and value size: a bad one throws before anything is
-///    stored (and before the lock).
-/// 1. Prepare a group of `batchGroup` entries (`Writer.prepare`: hash, checksum,
-///    expiry), into a stack buffer; then prefetch every entry's home slot for writing.
-/// 2. For each entry of the group whose home slot holds its hash in a record (a hint,
-///    loaded outside any seqlock), prefetch the record: `SlotIndex.find` compares the
-///    key there. The group's misses are then in flight together.
-/// 3. Under the lock, store each entry of the group as a single `set` stores it (the
-///    in-place rewrite of an inline entry when it applies, else `Writer.store`), having
-///    first prepared the next group into a second buffer (steps 1-2), so that its
-///    misses overlap these stores.
+///    stored (and before any lock).
+/// 1. Hash every key, and order the entries by partition (a counting sort, stable: a
+///    partition's entries keep their order).
+/// 2. For each partition with entries: prepare its first `batchGroup` entries
+///    (`Writer.prepare`: hash, checksum, expiry) into a stack buffer, then prefetch their
+///    first buckets for writing, before its lock; under the lock, store each entry of
+///    the group as a single set stores it (`Writer.store`), having first prepared the
+///    next group into a second buffer, so that its misses overlap these stores.
 ///
-/// The first group is prepared before the lock is taken, so a batch of up to
-/// `batchGroup` entries has all its misses, hashing and checksums outside the hold.
-/// Steps 1-2 trust nothing they load; step 3 is the single set, so a batch stores what
-/// setting its entries one by one, in order, would store (a key given twice keeps its
-/// last value), with the same evictions.
+/// Steps 1-2 trust nothing they load; each store is the single set, so a batch stores
+/// what setting its entries one by one would store (a key given twice keeps its last
+/// value: both are in its partition, in order), with the same evictions.
 extension CacheEngine {
-  /// Stores `values[j]` under `keys[j]` for every `j`, in order, under one hold of the
-  /// lock (`SharedCache.setBytes(_:forKeys:expires:)`, `setObjects`), every entry with
-  /// `expiry` (absolute ms, 0 = never). Other processes see a prefix of the batch while
-  /// it runs, and all of it after. Allocates nothing.
+  /// Stores `values[j]` under `keys[j]` for every `j`, each partition's entries in order
+  /// under one hold of its lock (`SharedCache.setBytes(_:forKeys:expires:)`,
+  /// `setObjects`), every entry with `expiry` (absolute ms, 0 = never). Other processes
+  /// see some partitions' entries before others' while it runs, and all of them after.
   /// - Throws: `emptyKey`, `keyTooLarge` or `valueTooLarge` for the first bad entry,
   ///   before anything is stored; `readOnly`; whatever a single store throws.
   /// Precondition: `keys.count == values.count`.
@@ -32,21 +29,49 @@ extension CacheEngine {
     expiry: UInt64
   ) throws {
     precondition(keys.count == values.count, "batch buffers of different counts")
-    // 0. Check every entry first.
-    for j in 0..<keys.count {
-      try checkEntry(keys[j], values[j])
-    }
+    // 0.
+    for j in 0..<keys.count { try checkEntry(keys[j], values[j]) }
     let n = keys.count
     guard n > 0 else { return }
     guard lock != nil else { throw CacheError.readOnly(path: path) }
+    let parts = layout.partitionCount
+    // 1.
+    try withUnsafeTemporaryAllocation(of: Int.self, capacity: n) { order in
+      try withUnsafeTemporaryAllocation(of: Int.self, capacity: parts + 1) { starts in
+        starts.initialize(repeating: 0)
+        for j in 0..<n { starts[partitionNumber(KeyHash.key(keys[j])) &+ 1] &+= 1 }
+        for p in 0..<parts { starts[p &+ 1] &+= starts[p] }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: parts) { next in
+          for p in 0..<parts { next[p] = starts[p] }
+          for j in 0..<n {
+            let p = partitionNumber(KeyHash.key(keys[j]))
+            order[next[p]] = j
+            next[p] &+= 1
+          }
+        }
+        // 2.
+        for p in 0..<parts where starts[p &+ 1] > starts[p] {
+          let slice = UnsafeBufferPointer(rebasing: order[starts[p]..<starts[p &+ 1]])
+          try set(keys, values, order: slice, partition: p, expiry: expiry)
+        }
+      }
+    }
+  }
+
+  /// Step 2 for partition `p`: the entries `order` names, in order, under one hold of its lock.
+  private func set(
+    _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+    order: UnsafeBufferPointer<Int>, partition p: Int, expiry: UInt64
+  ) throws {
     let group = Self.batchGroup
+    let n = order.count
     try withUnsafeTemporaryAllocation(of: PreparedWrite.self, capacity: group) { first in
       try withUnsafeTemporaryAllocation(of: PreparedWrite.self, capacity: group) { second in
-        try prepareGroup(keys, values, from: 0, expiry: expiry, into: first)
+        try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first)
         var retried = false
-        try withWriteLock { held in
+        try withWriteLock(partition: p) { part, held in
           // A body run again after a repair (`withWriteLock`) starts from the first group.
-          if retried { try prepareGroup(keys, values, from: 0, expiry: expiry, into: first) }
+          if retried { try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first) }
           retried = true
           let now = Sys.expiryClockMilliseconds()
           var current = first
@@ -55,13 +80,10 @@ extension CacheEngine {
           while start < n {
             let count = min(group, n &- start)
             let after = start &+ count
-            if after < n { try prepareGroup(keys, values, from: after, expiry: expiry, into: next) }
+            if after < n { try prepareGroup(keys, values, order, from: after, expiry: expiry, into: next) }
             for j in 0..<count {
-              let k = keys[start &+ j]
-              let v = values[start &+ j]
-              let w = current[j]
-              if w.inline, writer.overwriteInPlace(k, v, w, held) != nil { continue }
-              _ = try store(k, v, w, condition: .always, now: now, held)
+              let k = order[start &+ j]
+              _ = try store(keys[k], values[k], current[j], condition: .always, now: now, part, held)
             }
             swap(&current, &next)
             start = after
@@ -78,28 +100,20 @@ extension CacheEngine {
     if value.count > layout.maxValue { throw .valueTooLarge(size: value.count, limit: layout.maxValue) }
   }
 
-  /// Steps 1-2 for the group of entries starting at `start`, into `out`.
+  /// Prepares the group of entries `order[start...]` names into `out`, then prefetches
+  /// their first buckets in a loop of their own, so that the whole group's misses start
+  /// together (see `prefetchGroup`).
   @inline(__always)
   private func prepareGroup(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-    from start: Int, expiry: UInt64, into out: UnsafeMutableBufferPointer<PreparedWrite>
+    _ order: UnsafeBufferPointer<Int>, from start: Int, expiry: UInt64,
+    into out: UnsafeMutableBufferPointer<PreparedWrite>
   ) throws(CacheError) {
-    let count = min(Self.batchGroup, keys.count &- start)
+    let count = min(Self.batchGroup, order.count &- start)
     for j in 0..<count {
-      out.initializeElement(
-        at: j, to: try writer.prepare(keys[start &+ j], values[start &+ j], expiry: expiry, prefetch: false))
+      let k = order[start &+ j]
+      out.initializeElement(at: j, to: try writer.prepare(keys[k], values[k], expiry: expiry, prefetch: false))
     }
-    // The home slots after all the hashing and checksums, in a loop of their own, so
-    // that the whole group's misses start together (see `prefetchGroup`).
-    for j in 0..<count { memory.prefetchSlot(index.home(out[j].hash)) }
-    // (A table whose entries all fit inline skips the loads: no record holds a key.)
-    guard memory.inlineCapacity < maxKey &+ layout.maxValue else { return }
-    for j in 0..<count {
-      let h = out[j].hash
-      let i = index.home(h)
-      if index.hash(at: i) == h && index.meta(at: i) & Format.inlineBit == 0 {
-        memory.prefetchRecord(at: index.loc(at: i))
-      }
-    }
+    for j in 0..<count { writer.prefetchFirstBucket(out[j].hash, partition: out[j].partition) }
   }
 }

@@ -12,7 +12,7 @@ extension CacheEngine {
     try rewriteInPlace(key, expiry: expiry, midway: {}, body)
   }
 
-  /// `rewriteInPlace`, running `midway` inside the slot's seqlock write (a test hook).
+  /// `rewriteInPlace`, running `midway` inside the bucket's seqlock write (a test hook).
   @inline(__always)
   func rewriteInPlace(
     _ key: UnsafeRawBufferPointer, expiry: UInt64?, midway: () -> Void,
@@ -20,18 +20,19 @@ extension CacheEngine {
   ) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    // As a set does: the slot's cache miss overlaps the lock's acquisition.
-    memory.prefetchSlot(index.home(hash))
-    // The rewrite touches only the slot, never a log: the log bounds need no check.
-    return try withWriteLock(checkingLogs: false) { held in
-      try writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, held, body)
+    let p = partitionNumber(hash)
+    // As a set does: the bucket's cache miss overlaps the lock's acquisition.
+    writer.prefetchFirstBucket(hash, partition: p)
+    // The rewrite touches only the record in place, never a log's positions.
+    return try withWriteLock(partition: p, checkingLogs: false) { part, held in
+      try writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, held, body)
     }
   }
 }
 
 extension SharedCache where Value: FixedWidthInteger {
   /// Test hook: adds `delta` to `key`'s counter in place as `increment` does,
-  /// running `midway` inside the slot's seqlock write (the slot odd, the new value
+  /// running `midway` inside the bucket's seqlock write (the bucket odd, the new value
   /// stored), where a reliability test kills the process. False when the in-place
   /// path does not apply (nothing changed, `midway` not run).
   @_spi(Testing)

@@ -1,58 +1,63 @@
 /// Test hooks: ways for the reliability tests to put the shared state where a real
-/// writer can leave it (holding the lock, stopped or killed mid-publish), so that
-/// other processes' behaviour in that state can be checked. Not for production use.
+/// writer can leave it (holding a lock, stopped or killed mid-publish), so that other
+/// processes' behaviour in that state can be checked. Not for production use.
 extension CacheEngine {
-  /// Takes the write lock exactly as a write does (repair first if needed, intent
-  /// record marked), optionally leaves the slot of `oddKey` mid-write (seq odd, as a
-  /// writer stopped inside step 5 of the write protocol would), and runs `whileHeld`
-  /// (which may sleep, or during which the process may be stopped or killed). Then
-  /// restores the slot and releases the lock.
+  /// Takes write locks exactly as a write does (repair first if needed, intent word
+  /// set): with `oddKey`, its partition's, leaving its bucket mid-write (seq odd, as a
+  /// writer stopped inside W6 would); without, every partition's, in order, as a holder
+  /// of the whole file would. Runs `whileHeld` (which may sleep, or during which the
+  /// process may be stopped or killed), then restores the bucket and releases.
   func _holdWriteLock(oddKey: UnsafeRawBufferPointer?, _ whileHeld: () -> Void) throws {
-    try withWriteLock { held in
-      var odd: Int? = nil
-      if let oddKey, case .found(let i, _) = index.find(oddKey, hash: KeyHash.key(oddKey), held) {
-        index._toggleSequence(i, held)
-        odd = i
-      }
+    guard let oddKey else { return try holdEveryLock(from: 0, whileHeld) }
+    let hash = KeyHash.key(oddKey)
+    try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      let found = part.index.find(oddKey, placement: Placement(hash: hash, groups: part.index.groups), held)
+      if let e = found { part.index._toggleSequence(e.at.place, held) }
       whileHeld()
-      if let odd { index._toggleSequence(odd, held) }
+      if let e = found { part.index._toggleSequence(e.at.place, held) }
     }
   }
 
-  /// Takes the write lock and moves `key`'s record to the main log's head as a promotion
-  /// does, running `whileHeld` inside the slot's write (`SlotIndex.move`'s midway point:
-  /// the slot odd, its new location stored), where a reliability test kills the process.
+  private func holdEveryLock(from p: Int, _ whileHeld: () -> Void) throws {
+    guard p < layout.partitionCount else { return whileHeld() }
+    try withWriteLock(partition: p) { _, _ in try holdEveryLock(from: p + 1, whileHeld) }
+  }
+
+  /// Takes `key`'s partition's lock and moves its record to the main log's head as a
+  /// promotion does, running `whileHeld` inside the slot's write (`BucketIndex.move`:
+  /// the bucket odd, the new offset stored), where a reliability test kills the process.
   /// Returns false, without running `whileHeld`, if the key is absent or main is full.
   func _holdWriteLockMidMove(key: UnsafeRawBufferPointer, _ whileHeld: () -> Void) throws -> Bool {
-    try withWriteLock { held in
-      let main = logs.state(.main)
-      guard case .found(let i, let e) = index.find(key, hash: KeyHash.key(key), held),
-        main.need(e.recordSize) + layout.mainReserve <= main.free
+    let hash = KeyHash.key(key)
+    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held),
+        part.logs.fits(.main, e.header.size + part.policy.mainReserve)
       else { return false }
-      policy.moveToMainHead(
-        slot: i, record: e.loc, size: e.recordSize,
-        meta: index.meta(at: i) & ~Format.referencedBit, midway: whileHeld, held)
+      part.policy.moveToMainHead(
+        e, hits: e.hits & ~Format.referencedBit, unearned: false, midway: whileHeld, held)
       return true
     }
   }
-}
 
-extension CacheEngine {
-  /// The slot and entry holding `key` (looked up under the write lock), for tests.
-  func _find(_ key: UnsafeRawBufferPointer) throws -> (slot: Int, entry: SlotIndex.Entry)? {
-    try withWriteLock { held in
-      if case .found(let i, let e) = index.find(key, hash: KeyHash.key(key), held) { return (i, e) }
-      return nil
+  /// Where `key`'s entry is (looked up under its partition's lock), for tests: its
+  /// partition, bucket, slot and record.
+  func _find(_ key: UnsafeRawBufferPointer) throws -> (partition: Int, entry: BucketIndex.Entry)? {
+    let hash = KeyHash.key(key)
+    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held).map {
+        (part.number, $0)
+      }
     }
   }
 
-  /// The file offset of slot `i`'s first byte.
-  func _slotOffset(_ i: Int) -> Int { layout.slotsOffset + i * layout.slotBytes }
+  /// The file offset of a partition's byte `offset` (tests that damage the file).
+  func _fileOffset(partition p: Int, _ offset: Int) -> Int { memory._partitionOffset(p) + offset }
 }
 
 extension SharedCache {
-  /// Test hook (see `CacheEngine._holdWriteLock`): holds the write lock while
-  /// `whileHeld` runs, with the slot of `oddSlotForKey` left odd (mid-write) meanwhile.
+  /// Test hook (see `CacheEngine._holdWriteLock`): holds the write locks while
+  /// `whileHeld` runs (`oddSlotForKey`'s partition's, with its bucket left odd
+  /// meanwhile; without a key, every partition's).
   @_spi(Testing)
   public func _holdWriteLock(oddSlotForKey key: String? = nil, _ whileHeld: () -> Void) throws {
     if let key {
@@ -63,8 +68,8 @@ extension SharedCache {
     }
   }
 
-  /// Test hook (see `CacheEngine._holdWriteLockMidMove`): holds the write lock while
-  /// `whileHeld` runs inside the move of `key`'s record (an eviction step's slot write).
+  /// Test hook (see `CacheEngine._holdWriteLockMidMove`): holds `key`'s partition's lock
+  /// while `whileHeld` runs inside the move of its record (an eviction step's slot write).
   @_spi(Testing)
   public func _holdWriteLockMidMove(key: String, _ whileHeld: () -> Void) throws -> Bool {
     var k = key

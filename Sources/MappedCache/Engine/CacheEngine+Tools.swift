@@ -1,44 +1,37 @@
 /// Read-mostly helpers for operators' tools (`CacheFile`, the `mapped-cache` command):
 /// figures that `statistics()` does not carry.
 extension CacheEngine {
-  /// Shape of the index, read without the lock (each slot's hash word is one atomic
-  /// load, so the figures are a consistent-enough snapshot for a report, not an audit;
-  /// `verify` gives exact ones under the lock).
+  /// Shape of the index, read without the locks (each tag is one atomic load, so the
+  /// figures are a consistent-enough snapshot for a report, not an audit; `verify` gives
+  /// exact ones under the locks).
   struct TableShape {
+    var slots = 0
     var occupied = 0
-    /// Sum and maximum, over occupied slots, of the distance from the key's home slot.
-    var totalProbe = 0
-    var maxProbe = 0
-    /// Longest run of consecutive occupied slots (a lookup miss scans at most this far).
-    var longestRun = 0
+    /// Occupied slots whose entry sits in its key's second place (its first was full).
+    var inSecondPlace = 0
+    var groups = 0
   }
 
   func tableShape() -> TableShape {
-    let n = layout.slotCount
     var t = TableShape()
-    var run = 0
-    var leadingRun = -1  // length of the run that starts at slot 0, joined to the one that wraps
-    for i in 0..<n {
-      let h = index.hash(at: i)
-      if h == 0 {
-        if leadingRun < 0 { leadingRun = run }
-        t.longestRun = max(t.longestRun, run)
-        run = 0
-        continue
+    for p in 0..<layout.partitionCount {
+      let part = partition(p)
+      let groups = part.index.geometryRelaxed().groups
+      guard part.memory.isValidGroupCount(groups) else { continue }
+      t.groups += groups
+      t.slots += groups * Format.slotsPerGroup
+      part.index.forEachSlot(groups: groups) { at in
+        guard let e = part.index.entry(at: at) else { return }
+        t.occupied += 1
+        if part.index.placement(of: e, groups: groups).placement.first != at.place { t.inSecondPlace += 1 }
       }
-      run += 1
-      t.occupied += 1
-      let d = index.distanceFromHome(i, hash: h)
-      t.totalProbe += d
-      t.maxProbe = max(t.maxProbe, d)
     }
-    // A run that reaches the last slot continues at slot 0.
-    t.longestRun = max(t.longestRun, leadingRun < 0 ? run : min(n, run + leadingRun))
     return t
   }
 
-  /// The background sweeper's next slot (`removeExpired(maxSlots:)` advances it).
-  var sweeperSlot: Int { Int(truncatingIfNeeded: counters.value(.sweepHand) % UInt64(layout.slotCount)) }
+  /// The background sweeper's next slot in partition 0 (`removeExpired(maxSlots:)`
+  /// advances each partition's hand).
+  var sweeperSlot: Int { Int(truncatingIfNeeded: partition(0).counters.value(.sweepHand) & 0xFFFF_FFFF) }
 
   /// One process-table entry whose owner is alive (its witness byte is locked).
   struct AttachedProcess {
@@ -66,12 +59,20 @@ extension CacheEngine {
       openedMs: memory.procWord(slot, Format.P.openedMs).load(.relaxed))
   }
 
-  /// The live process whose token is in the lock word now, if any: a diagnostic (a
-  /// stopped or stuck holder keeps every writer waiting, and is never taken over while
-  /// alive). Nil when the word is free, names this handle (its own threads), or names a
-  /// holder that is gone, which the next writer takes over.
+  /// A live process whose token is in a partition's lock word now, if any: a diagnostic
+  /// (a stopped or stuck holder keeps that partition's writers waiting, and is never
+  /// taken over while alive). Nil when every word is free, names this handle (its own
+  /// threads), or names a holder that is gone, which the next writer takes over.
   func writeLockHolder() -> AttachedProcess? {
-    let word = memory.lockWord.load(.acquiring)
+    for p in 0..<layout.partitionCount {
+      if let holder = writeLockHolder(partition: p) { return holder }
+    }
+    return nil
+  }
+
+  /// `writeLockHolder()` for partition `p`'s lock alone.
+  func writeLockHolder(partition p: Int) -> AttachedProcess? {
+    let word = memory.partition(p).lockWord.load(.acquiring)
     let slot = Int(word & Format.Lock.ownerMask) - 1
     guard slot >= 0, slot < layout.procCount, slot != registration?.slot else { return nil }
     guard !Liveness(memory: memory, fd: file.fd, asker: .none).holderIsDead(word) else { return nil }

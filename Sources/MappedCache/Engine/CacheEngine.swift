@@ -2,23 +2,24 @@ import Glibc
 import Synchronization
 
 /// The untyped engine behind `SharedCache` and `CacheFile`: the facade that owns one
-/// mapped file, its write lock and this handle's process registration, and wires the
-/// layers together. Each layer has one job and a narrow view of the mapping:
+/// mapped file, its partitions' write locks and this handle's process registration, and
+/// wires the layers together. Each layer has one job and a narrow view of the mapping:
 ///
 ///     MappedMemory    the only place that forms or dereferences pointers into the mapping
-///     WriteLock       the cross-process write lock; hands out `WriteLock.Held`
+///     WriteLock       the partitions' cross-process write locks; hands out `WriteLock.Held`
 ///     ProcessTable    this handle's entry: its lock witness and statistics counters
-///     SlotIndex       slots: probing, "does this slot hold this key", seqlock writes,
-///                     backward-shift removal
-///     RecordLogs      the two circular logs: reserve, commit, tail
-///     EvictionPolicy  S3-FIFO over the two logs, the ghost table, the second-chance budget
+///     BucketIndex     a partition's buckets: placement, seqlock reads and writes, lookups,
+///                     free slots and displacements
+///     IndexResizer    the index growing into the logs' space and giving it back
+///     RecordLogs      a partition's two circular logs: reserve, commit, tail, limit
+///     EvictionPolicy  S3-FIFO over a partition's two logs, the ghost, the budget
 ///     Reader          the lock-free read protocol and its bounded wait
 ///     Writer          the write protocol, top-down: set, conditional sets, remove, touch,
 ///                     update, sweeps
-///     Checker         verify and repair, in named steps
+///     Checker         verify and repair of a partition, in named steps
 ///
-/// Everything that changes the table takes a `WriteLock.Held`, which only
-/// `withWriteLock` hands out: a change made without the lock does not compile.
+/// Everything that changes a partition takes a `WriteLock.Held` for it, which only
+/// `withWriteLock(partition:)` hands out: a change made without the lock does not compile.
 @usableFromInline
 final class CacheEngine: @unchecked Sendable {
   let file: MappedFile
@@ -37,13 +38,8 @@ final class CacheEngine: @unchecked Sendable {
   /// block for read-only handles.
   private let handleCounters: HandleCounters
 
-  let index: SlotIndex
-  let logs: RecordLogs
-  let counters: TableCounters
-  let policy: EvictionPolicy
   let reader: Reader
   let writer: Writer
-  let checker: Checker
 
   var path: String { file.path }
   /// Copied from `file` so the read path touches no reference (and no reference count).
@@ -80,74 +76,75 @@ final class CacheEngine: @unchecked Sendable {
       lockContext = nil
       handleCounters = HandleCounters.allocatePrivate()
     }
-    index = SlotIndex(memory: memory)
-    logs = RecordLogs(memory: memory, layout: opened.layout)
-    counters = TableCounters(memory: memory)
-    self.policy = EvictionPolicy(
-      index: index, logs: logs, counters: counters, ghost: GhostTable(memory: memory),
-      maxEntries: opened.layout.maxEntries, path: path)
     reader = Reader(
-      index: index, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
+      memory: memory, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
       writable: opened.file.writable,
       liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
-    writer = Writer(
-      index: index, logs: logs, policy: self.policy, counters: counters, maxKey: opened.layout.maxKey,
-      maxValue: opened.layout.maxValue, path: path)
-    checker = Checker(index: index, logs: logs, counters: counters)
+    writer = Writer(memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path)
   }
 
   deinit {
     if registration == nil { handleCounters.deallocatePrivate() }
   }
 
-  // MARK: The write lock
-
-  /// Runs `body` under the write lock, repairing first if a previous writer died
-  /// mid-change or the log bounds are damaged, and marking the intent record for the
-  /// duration of `body` (the write protocol's steps 1 and 6). With `checkingLogs` false
-  /// the log bounds are not checked first: `body` must then call `repairIfLogsDamaged`
-  /// before it reads or writes a log (`set`, whose in-place overwrite touches only the
-  /// slot, does).
+  /// Partition `p`'s layers (a value of a few words, made per operation).
   @inline(__always)
-  func withWriteLock<R>(checkingLogs: Bool = true, _ body: (borrowing WriteLock.Held) throws -> R) throws -> R {
+  func partition(_ p: Int) -> Partition { Partition(p, file: memory, layout: layout) }
+
+  /// The partition of a key's hash.
+  @inline(__always)
+  func partitionNumber(_ hash: UInt64) -> Int { IndexGeometry.partition(hash, count: layout.partitionCount) }
+
+  // MARK: The write locks
+
+  /// Runs `body` under partition `p`'s lock (write step W1): repairs the partition first
+  /// if a previous writer died mid-change (its intent word is set) or its log positions
+  /// are damaged, and sets the intent word for the duration of `body` (cleared at W7).
+  /// With `checkingLogs` false the log positions are not checked first: `body` must not
+  /// touch a log before `Writer.store` checks them (a set's in-place rewrite, W3, touches
+  /// none). A change that finds the partition breaking an invariant (`PartitionDamage`)
+  /// is repaired and run once more; a second failure is `CacheError.corrupted`.
+  @inline(__always)
+  func withWriteLock<R>(
+    partition p: Int, checkingLogs: Bool = true, _ body: (Partition, borrowing WriteLock.Held) throws -> R
+  ) throws -> R {
     guard let lock else { throw CacheError.readOnly(path: path) }
-    let held = try lock.acquire()
-    defer { lock.release() }
-    let intent = memory.header(.intent)
-    if intent.load(.relaxed) != 0 || (checkingLogs && !logs.areSane) { repair(held) }
+    let held = try lock.acquire(p)
+    defer { lock.release(p) }
+    let part = partition(p)
+    let intent = part.memory.word(.intent)
+    if intent.load(.relaxed) != 0 || (checkingLogs && !part.logs.areSane) { repair(part, held) }
     intent.store(Format.intentChange, .relaxed)
     defer { intent.store(0, .relaxed) }
     do {
-      return try body(held)
-    } catch CacheError.corrupted {
-      // The file broke an invariant under us (damage, or a foreign writer): repair by
-      // dropping what cannot be trusted, then try the change once more.
-      repair(held)
-      return try body(held)
+      return try body(part, held)
+    } catch is PartitionDamage {
+      // The partition broke an invariant under us (damage, or a foreign writer): repair
+      // by dropping what cannot be trusted, then try the change once more.
+      repair(part, held)
+      do {
+        return try body(part, held)
+      } catch let damage as PartitionDamage {
+        throw CacheError.corrupted(path: path, reason: damage.reason)
+      }
     }
   }
 
-  /// Repairs under the write lock (`Checker.repair`) and counts it. The intent record is
-  /// set for the repair's whole time (it already is after a dead writer, whose record
-  /// names any slot it was moving): a repairer killed midway leaves it set, so the next
-  /// holder repairs again rather than trust a half-repaired file.
+  /// Repairs a partition under its lock (`Checker.repair`) and counts it. The intent word
+  /// is set for the repair's whole time (it already is after a dead writer, naming any
+  /// slot it was rewriting): a repairer killed midway leaves it set, so the next holder
+  /// repairs again rather than trust a half-repaired partition.
   @inline(never)
-  func repair(_ held: borrowing WriteLock.Held) {
-    markIntent(held)
-    _ = checker.repair(checksums: false, held)
-    counters.bump(.recoveries, held)
+  func repair(_ part: Partition, _ held: borrowing WriteLock.Held) {
+    markIntent(part)
+    _ = Checker(part: part, layout: layout).repair(checksums: false, held)
+    part.counters.bump(.recoveries, held)
   }
 
-  /// Sets the intent record if it is clear (a repair of damage, not of a dead writer).
-  private func markIntent(_ held: borrowing WriteLock.Held) {
-    let intent = memory.header(.intent)
+  /// Sets the intent word if it is clear (a repair of damage, not of a dead writer).
+  private func markIntent(_ part: Partition) {
+    let intent = part.memory.word(.intent)
     if intent.load(.relaxed) == 0 { intent.store(Format.intentChange, .relaxed) }
-  }
-
-  /// For a `withWriteLock(checkingLogs: false)` body, before it touches a log.
-  @inline(__always)
-  func repairIfLogsDamaged(_ held: borrowing WriteLock.Held) {
-    if !logs.areSane { repair(held) }
   }
 
   // MARK: Writes
@@ -182,120 +179,152 @@ final class CacheEngine: @unchecked Sendable {
     try writer.prepare(key, value, expiry: expiry)
   }
 
-  /// Stores one entry: prepared before the lock, then the in-place overwrite when it
-  /// applies, else the write protocol (`Writer.store`).
+  /// Stores one entry: prepared before the lock (W0), then the write protocol under the
+  /// key's partition's lock (`Writer.store`).
   @usableFromInline
   func set(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
     condition: SetCondition = .always
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
-    return try withWriteLock(checkingLogs: false) { held in
-      if condition == .always, w.inline, let outcome = writer.overwriteInPlace(key, value, w, held) { return outcome }
-      repairIfLogsDamaged(held)
-      return try store(key, value, w, condition: condition, held)
+    return try withWriteLock(partition: w.partition, checkingLogs: false) { part, held in
+      try store(key, value, w, condition: condition, part, held)
     }
   }
 
-  /// The write protocol (`Writer.store`), out of line: `set`'s in-place path stays short,
-  /// and the layers are reached through this object rather than copied to the stack.
+  /// The write protocol (`Writer.store`), out of line: callers stay short.
   @inline(never)
   func store(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held
+    condition: SetCondition, now: UInt64 = 0, _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
-    try writer.store(key, value, w, condition: condition, now: now, held)
+    try writer.store(key, value, w, condition: condition, now: now, part, held)
   }
 
   /// Removes `key`; false when it was not present.
   func remove(_ key: UnsafeRawBufferPointer) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock { held in writer.remove(key, hash: hash, held) }
+    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      writer.remove(key, hash: hash, part, held)
+    }
   }
 
-  /// Removes each of `keys` under one hold of the write lock (an invalidation batch);
-  /// returns how many were present. Every key is checked before anything is removed.
+  /// Removes each of `keys` (an invalidation batch), each partition's under one hold of
+  /// its lock; returns how many were present. Every key is checked before anything is
+  /// removed.
   func remove(keys: [[UInt8]]) throws -> Int {
     for k in keys { try k.withUnsafeBytes { try checkKey($0) } }
-    return try withWriteLock { held in
-      var removed = 0
-      for k in keys where k.withUnsafeBytes({ writer.remove($0, hash: KeyHash.key($0), held) }) { removed += 1 }
-      return removed
+    let hashes = keys.map { $0.withUnsafeBytes { KeyHash.key($0) } }
+    var byPartition: [Int: [Int]] = [:]
+    for (i, h) in hashes.enumerated() { byPartition[partitionNumber(h), default: []].append(i) }
+    var removed = 0
+    for p in byPartition.keys.sorted() {
+      removed += try withWriteLock(partition: p) { part, held in
+        var n = 0
+        for i in byPartition[p]! where keys[i].withUnsafeBytes({ writer.remove($0, hash: hashes[i], part, held) }) {
+          n += 1
+        }
+        return n
+      }
     }
+    return removed
   }
 
   /// Changes the expiry of a live entry, keeping its value; false when absent.
   func touch(_ key: UnsafeRawBufferPointer, expiry: UInt64) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock { held in
-      writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), held)
+    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      try writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), part, held)
     }
   }
 
-  /// Read-modify-write of one entry under the lock (`Writer.update`).
+  /// Read-modify-write of one entry under its partition's lock (`Writer.update`).
   func update(
     _ key: UnsafeRawBufferPointer,
     _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> Writer.UpdateAction
-  )
-    throws -> Writer.UpdateOutcome
-  {
+  ) throws -> Writer.UpdateOutcome {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock { held in
-      try writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), held, body)
+    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+      try writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body)
     }
   }
 
-  /// Removes every entry.
+  /// Removes every entry, partition by partition (each under its own lock).
   func removeAll() throws {
-    try withWriteLock { held in writer.removeAll(held) }
+    for p in 0..<layout.partitionCount {
+      try withWriteLock(partition: p) { part, held in writer.removeAll(part, held) }
+    }
   }
 
-  /// Slots examined per hold of the write lock by the sweeps below: other writers wait
-  /// at most one step.
+  /// Slots examined per hold of a partition's lock by the sweeps below: its other writers
+  /// wait at most one step.
   static let sweepStep = 4096
 
-  /// One step of the background sweeper: `maxSlots` slots from the shared sweep hand,
-  /// which it advances. Returns how many entries it removed.
+  /// One step of the background sweeper: about `maxSlots` slots in all, split between
+  /// the partitions, each from its own sweep hand, which it advances. Returns how many
+  /// entries it removed.
   func removeExpired(maxSlots: Int) throws -> Int {
-    try withWriteLock { held in
-      let n = layout.slotCount
-      let r = writer.expireSlots(
-        from: Int(counters.value(.sweepHand) % UInt64(n)), count: min(max(1, maxSlots), n),
-        now: Sys.expiryClockMilliseconds(), held)
-      counters.set(.sweepHand, UInt64(r.next), held)
-      return r.removed
-    }
-  }
-
-  /// Removes every expired entry, `sweepStep` slots per hold of the write lock (leaving
-  /// the background sweeper's hand alone). An entry that expires, or that other writers
-  /// move, while it runs may be left for the next sweep. Returns how many it removed.
-  func removeExpired() throws -> Int {
-    let n = layout.slotCount
+    let share = max(64, max(1, maxSlots) / layout.partitionCount)
     var removed = 0
-    var start = 0
-    while start < n {
-      let count = min(Self.sweepStep, n - start)
-      removed += try withWriteLock { held in
-        writer.expireSlots(from: start, count: count, now: Sys.expiryClockMilliseconds(), held).removed
+    for p in 0..<layout.partitionCount {
+      removed += try withWriteLock(partition: p) { part, held in
+        let r = writer.expireSlots(
+          part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
+          now: Sys.expiryClockMilliseconds(), held)
+        part.counters.set(.sweepHand, UInt64(r.next), held)
+        return r.removed
       }
-      start += count
     }
     return removed
   }
 
-  var countLimit: Int { counters.countLimit }
-  var costLimit: Int { counters.costLimit }
+  /// Removes every expired entry, `sweepStep` slots per hold of a partition's lock
+  /// (leaving the background sweeper's hands alone). An entry that expires, or that
+  /// other writers move, while it runs may be left for the next sweep. Returns how many
+  /// it removed.
+  func removeExpired() throws -> Int {
+    var removed = 0
+    for p in 0..<layout.partitionCount {
+      var start = 0
+      while true {
+        let (n, done) = try withWriteLock(partition: p) { part, held -> (Int, Bool) in
+          let slots = part.index.slotCount
+          let count = min(Self.sweepStep, max(0, slots - start))
+          let r = writer.expireSlots(part, from: start, count: count, now: Sys.expiryClockMilliseconds(), held)
+          return (r.removed, start + count >= slots)
+        }
+        removed += n
+        start += Self.sweepStep
+        if done { break }
+      }
+    }
+    return removed
+  }
 
-  /// Sets the count and cost limits stored in the file (0 = none) and evicts down to them.
+  var countLimit: Int { Int(truncatingIfNeeded: min(memory.header(.countLimit).load(.relaxed), UInt64(Int.max))) }
+  var costLimit: Int { Int(truncatingIfNeeded: min(memory.header(.costLimit).load(.relaxed), UInt64(Int.max))) }
+
+  /// Sets the count and cost limits stored in the file (0 = none) and evicts down to them:
+  /// each partition to its share of the new limits, in proportion to what it holds,
+  /// partition by partition (no second chances).
   func setLimits(count: Int?, cost: Int?) throws {
-    try withWriteLock { held in
-      if let count { counters.set(.countLimit, UInt64(max(0, count)), held) }
-      if let cost { counters.set(.costLimit, UInt64(max(0, cost)), held) }
-      try policy.evictToLimits(now: Sys.expiryClockMilliseconds(), held)
+    guard lock != nil else { throw CacheError.readOnly(path: path) }
+    if let count { memory.header(.countLimit).store(UInt64(max(0, count)), .relaxed) }
+    if let cost { memory.header(.costLimit).store(UInt64(max(0, cost)), .relaxed) }
+    let (countLimit, costLimit) = (self.countLimit, self.costLimit)
+    guard countLimit > 0 || costLimit > 0 else { return }
+    let totals = partition(0).counters.fileTotals()
+    for p in 0..<layout.partitionCount {
+      try withWriteLock(partition: p) { part, held in
+        let entries = part.counters.count(.entries)
+        let bytes = part.counters.count(.liveBytes)
+        let countShare = countLimit > 0 && totals.entries > countLimit ? max(1, countLimit * entries / totals.entries) : 0
+        let costShare = costLimit > 0 && totals.liveBytes > costLimit ? max(1, costLimit * bytes / max(1, totals.liveBytes)) : 0
+        try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), held)
+      }
     }
   }
 
@@ -342,36 +371,7 @@ final class CacheEngine: @unchecked Sendable {
     _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
     _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
   ) rethrows -> Int {
-    // The common case first: an inline entry, by the straight-line path. (`now` is 0:
-    // the clock is read lazily, only for an entry with an expiry.)
-    if !allowExpired {
-      var expiry: UInt64 = 0
-      var version: UInt64 = 0
-      let n = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version)
-      if n >= 0 {
-        let info = EntryInfo(
-          valueCount: n, expiryMilliseconds: expiry == 0 ? nil : expiry, version: version,
-          isExpired: false)
-        return try finish(.hit(info), countStats, buffer, &found, body)
-      }
-      if n == Reader.fastMiss {
-        // An empty slot before the key: only the miss's confirmation is left to do.
-        return try finish(
-          reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer),
-          countStats, buffer, &found, body)
-      }
-    }
-    return try finish(
-      reader.lookup(key, hash: hash, now: 0, allowExpired: allowExpired, into: buffer),
-      countStats, buffer, &found, body)
-  }
-
-  @inline(__always)
-  private func finish(
-    _ outcome: Reader.Probe, _ countStats: Bool, _ buffer: UnsafeMutableRawBufferPointer,
-    _ found: inout Bool, _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
-  ) rethrows -> Int {
-    switch outcome {
+    switch reader.probe(key, hash: hash, allowExpired: allowExpired, into: buffer) {
     case .hit(let info):
       if countStats { reader.countHit() }
       try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
@@ -389,10 +389,10 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// The copy-out read, the shortest path from the file to the caller: `key`'s value
-  /// is copied straight from its slot (or record) into `buffer`, with no temporary
-  /// buffer and no closure. Returns the value's length, or -1 on a miss; the bytes were
-  /// copied only when the length is at most `buffer.count` (call again with a buffer
-  /// that large otherwise, like `snprintf`).
+  /// is copied straight from its record into `buffer`, with no temporary buffer and no
+  /// closure. Returns the value's length, or -1 on a miss; the bytes were copied only
+  /// when the length is at most `buffer.count` (call again with a buffer that large
+  /// otherwise, like `snprintf`).
   /// Precondition: `checkKey(key)` passed.
   @usableFromInline
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
@@ -400,35 +400,12 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
-  /// the batch read's step 3 (`copyValues`) is this single read (after, for a key whose
-  /// hash its step 2 saw at home, the same fast path's read of that slot).
+  /// the batch read's step B3 (`copyValues`) is this single read.
   @inline(__always)
   func copyValue(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    guard reader.isPlain else { return copyValueSlowly(key, hash: hash, fast: Reader.fastUnsure, into: buffer) }
-    var expiry: UInt64 = 0
-    var version: UInt64 = 0
-    let fast = reader.probeInline(key, hash: hash, into: buffer, expiry: &expiry, version: &version, plain: true)
-    if fast >= 0 {
-      reader.countHit()
-      return fast
-    }
-    return copyValueSlowly(key, hash: hash, fast: fast, into: buffer)
-  }
-
-  /// `copyValue` past its fast path: kept out of line so that the fast path stays small.
-  @inline(never)
-  func copyValueSlowly(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, fast: Int,
-    into buffer: UnsafeMutableRawBufferPointer, onHit: (EntryInfo) -> Void = { _ in }
-  ) -> Int {
-    let outcome =
-      fast == Reader.fastMiss
-      ? reader.confirmMiss(key, hash: hash, now: 0, allowExpired: false, into: buffer)
-      : reader.lookup(key, hash: hash, now: 0, allowExpired: false, into: buffer)
-    switch outcome {
+    switch reader.probe(key, hash: hash, into: buffer) {
     case .hit(let info):
       reader.countHit()
-      onHit(info)
       return info.valueCount
     case .needs(let n):
       return n
@@ -454,7 +431,7 @@ final class CacheEngine: @unchecked Sendable {
     return result
   }
 
-  /// Visits live entries without the write lock (`Reader.forEachEntry`).
+  /// Visits live entries without any lock (`Reader.forEachEntry`).
   func forEachEntry(
     values: Bool, includeExpired: Bool = false,
     _ body: (Reader.ScannedEntry) throws -> Bool
@@ -464,37 +441,38 @@ final class CacheEngine: @unchecked Sendable {
 
   // MARK: Checking
 
-  /// Checks every invariant, and with `repair` fixes what it finds. It first checks
-  /// without the lock (writers go on; a whole check of a 64 MiB cache takes about 0.1 s),
-  /// and takes the lock for a second, exact pass (and the repair) only if that found
-  /// something: a write landing mid-scan can look like damage, so only a problem seen
-  /// under the lock is reported.
+  /// Checks every invariant, and with `repair` fixes what it finds, partition by
+  /// partition. Each is checked first without its lock (writers go on), and under it for
+  /// a second, exact pass (and the repair) only if that found something: a write landing
+  /// mid-scan can look like damage, so only a problem seen under the lock is reported.
   func verify(repair: Bool) throws -> VerifyReport {
-    guard let lock else {
-      // A repair is a write: a read-only handle refuses it rather than skip it silently.
-      if repair { throw CacheError.readOnly(path: path) }
-      return checker.inspect(checksums: true)
+    // A repair is a write: a read-only handle refuses it rather than skip it silently.
+    if repair && lock == nil { throw CacheError.readOnly(path: path) }
+    var total = VerifyReport()
+    for p in 0..<layout.partitionCount {
+      let part = partition(p)
+      var r = Checker(part: part, layout: layout).inspect(checksums: true)
+      if !r.ok, let lock {
+        r = try lock.withLock(p) { held in
+          guard repair else { return Checker(part: part, layout: layout).inspect(checksums: true) }
+          markIntent(part)
+          let r = Checker(part: part, layout: layout).repair(checksums: true, held)
+          part.memory.word(.intent).store(0, .relaxed)
+          return r
+        }
+      }
+      total.merge(r, partition: p, of: layout.partitionCount)
     }
-    // A healthy cache is confirmed without blocking anyone, even when asked to repair:
-    // the lock (held for a whole pass) is taken only for a file that needs it.
-    let unlocked = checker.inspect(checksums: true)
-    if unlocked.ok { return unlocked }
-    return try lock.withLock { held in
-      guard repair else { return checker.inspect(checksums: true) }
-      markIntent(held)
-      let r = checker.repair(checksums: true, held)
-      memory.header(.intent).store(0, .relaxed)
-      return r
-    }
+    return total
   }
 
   // MARK: Statistics
 
-  /// Values of the process-wide counters, summed over the process table.
+  /// Values of the process-wide counters, summed over the process table and the partitions.
   func statistics() -> CacheStatistics {
-    var hits = counters.value(.retiredHits)
-    var misses = counters.value(.retiredMisses)
-    var busy = counters.value(.retiredBusy)
+    var hits = memory.header(.retiredHits).load(.relaxed)
+    var misses = memory.header(.retiredMisses).load(.relaxed)
+    var busy = memory.header(.retiredBusy).load(.relaxed)
     for i in 0..<layout.procCount {
       hits &+= memory.procWord(i, Format.P.hits).load(.relaxed)
       misses &+= memory.procWord(i, Format.P.misses).load(.relaxed)
@@ -505,19 +483,46 @@ final class CacheEngine: @unchecked Sendable {
       misses &+= handleCounters.misses.load(.relaxed)
       busy &+= handleCounters.busy.load(.relaxed)
     }
-    let small = logs.state(.small)
-    let main = logs.state(.main)
+    let parts = (0..<layout.partitionCount).map { partitionStatistics($0) }
+    func sum(_ f: (PartitionStatistics) -> Int) -> Int { parts.reduce(0) { $0 &+ f($1) } }
     return CacheStatistics(
-      entries: counters.count(.entries), liveBytes: counters.count(.liveBytes),
-      capacity: layout.fileSize, hits: TableCounters.clamp(hits), misses: TableCounters.clamp(misses),
-      busyMisses: TableCounters.clamp(busy), sets: counters.count(.sets),
-      evictions: counters.count(.evictions), expirations: counters.count(.expirations),
-      recoveries: counters.count(.recoveries), removals: counters.count(.removes),
-      promotions: counters.count(.promotions), reinsertions: counters.count(.reinsertions),
-      lockTakeovers: counters.count(.lockTakeovers),
-      slotCount: layout.slotCount, maxEntries: layout.maxEntries,
-      logBytes: layout.smallSize + layout.mainSize,
-      logBytesUsed: Int(truncatingIfNeeded: (small.head &- small.tail) &+ (main.head &- main.tail)),
-      sweepHand: Int(truncatingIfNeeded: main.tail), countLimit: countLimit, costLimit: costLimit)
+      entries: sum(\.entries), liveBytes: sum(\.liveBytes),
+      capacity: layout.fileSize, hits: PartitionCounters.clamp(hits), misses: PartitionCounters.clamp(misses),
+      busyMisses: PartitionCounters.clamp(busy), sets: sum(\.sets),
+      evictions: sum(\.evictions), expirations: sum(\.expirations),
+      recoveries: sum(\.recoveries), removals: sum(\.removals),
+      promotions: sum(\.promotions), reinsertions: sum(\.reinsertions),
+      lockTakeovers: PartitionCounters.clamp(memory.header(.lockTakeovers).load(.relaxed)),
+      slotCount: sum(\.slots), maxEntries: sum(\.slots) * 95 / 100,
+      logBytes: sum(\.logBytes), logBytesUsed: sum(\.logBytesUsed),
+      sweepHand: parts.first?.clockHand ?? 0, countLimit: countLimit, costLimit: costLimit,
+      partitionCount: layout.partitionCount, indexBytes: sum(\.indexBytes),
+      indexSplits: sum(\.splits), indexMerges: sum(\.merges))
   }
+
+  /// One partition's figures, read without its lock (a consistent-enough snapshot).
+  func partitionStatistics(_ p: Int) -> PartitionStatistics {
+    let part = partition(p)
+    let c = part.counters
+    let geometry = part.index.geometryRelaxed()
+    let groups = part.memory.isValidGroupCount(geometry.groups) ? geometry.groups : 0
+    let small = part.logs.state(.small)
+    let main = part.logs.state(.main)
+    return PartitionStatistics(
+      partition: p, entries: c.count(.entries), liveBytes: c.count(.liveBytes), sets: c.count(.sets),
+      evictions: c.count(.evictions), expirations: c.count(.expirations), recoveries: c.count(.recoveries),
+      removals: c.count(.removals), promotions: c.count(.promotions), reinsertions: c.count(.reinsertions),
+      splits: c.count(.splits), merges: c.count(.merges), slots: groups * Format.slotsPerGroup,
+      indexBytes: groups * Format.groupBytes, logBytes: (small.limit - small.base) + (main.limit - main.base),
+      logBytesUsed: (small.isSane ? small.used : 0) + (main.isSane ? main.used : 0),
+      clockHand: main.tail.offset, writeLockHolderPid: nil)
+  }
+}
+
+/// A partition broke an invariant (damage, a foreign writer): thrown by the layers,
+/// caught by `CacheEngine.withWriteLock`, which repairs the partition and runs the change
+/// once more, then reports `CacheError.corrupted` with the file's path.
+struct PartitionDamage: Error {
+  var reason: String
+  init(_ reason: String) { self.reason = reason }
 }

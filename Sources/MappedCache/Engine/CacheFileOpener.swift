@@ -187,6 +187,12 @@ enum CacheFileOpener {
     let h = HeaderFields(bytes: bytes)
     guard bytes.count == 256, h.magic == Format.magic else { throw .notACacheFile(path: path) }
     guard h.version == Format.version else {
+      if h.version == Format.previousVersion {
+        throw .incompatibleFormat(
+          path: path,
+          reason: "format version 4 (one index for the whole file); this library reads \(Format.version). "
+            + "Copy its entries into a new file with `mapped-cache migrate \(path) NEW`")
+      }
       throw .incompatibleFormat(path: path, reason: "format version \(h.version), this library reads \(Format.version)")
     }
     guard HeaderFields.fingerprintMatches(bytes) else {
@@ -255,10 +261,12 @@ enum CacheFileOpener {
     let base = try system { () throws(SystemError) in try Sys.mmap(fd, size: layout.fileSize, writable: true) }
     defer { Sys.munmap(base, size: layout.fileSize) }
     // A file being created again must read as zero everywhere but the logs (log bytes are
-    // only reached through slots); the "header" test pause splits the image's copy.
+    // only reached through slots and log positions); the "header" test pause splits the
+    // image's copy.
     MappedMemory.writeHeader(
-      base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.logOffset,
+      base, image: header.encoded(), zeroing: wasEmpty ? 0 : layout.headerBytes,
       midway: { pauseForTest(at: "header") })
+    for p in 0..<layout.partitionCount { MappedMemory.formatPartition(base, layout: layout, partition: p) }
     pauseForTest(at: "unpublished")
     MappedMemory.publishMagic(base, Format.magic)
   }

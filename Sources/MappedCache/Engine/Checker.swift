@@ -1,87 +1,77 @@
-/// Checking and repair. `inspect` checks every invariant of the file without changing
-/// anything (lock-free, or under the lock for an exact answer); `repair` does the same
-/// checks under the lock and fixes what they find by dropping what cannot be trusted
-/// (entries are a cache's to lose; the file must stay usable). Both run the same steps,
-/// in this order, each named for what it checks:
+/// Checking and repair of one partition. `inspect` checks every invariant without
+/// changing anything (lock-free, or under the lock for an exact answer); `repair` does
+/// the same checks under the lock and fixes what they find by dropping what cannot be
+/// trusted (entries are a cache's to lose; the file must stay usable). Both run the same
+/// steps, in this order, each named for what it checks:
 ///
-///  0. `checkShift`: the shift sequence is even (readers wait on every miss while odd);
-///  1. `checkLogs`: each log's head and tail, and its record chain from tail to head
-///     (repair forgets a broken log: its slots then fail step 2 and are dropped);
-///  2. `checkSlots`: each slot's seq (even, or odd inside a move, whose entry is kept),
-///     its record (in its log's live range, a well-formed entry whose hash matches),
-///     its value's checksum (with `checksums`), and that no two slots share a record
-///     (repair empties the slots that fail);
-///  3. `checkReachability`: every entry reachable from its home slot, with no empty slot
-///     between (repair moves each misplaced one to the first empty slot of its run);
-///  4. `checkCounts`: the header's entry and byte counts against the slots (repair
+///  0. `checkGeometry`: the group count in range, the main log's limit between its base
+///     and the index (repair resets an index or a log it cannot trust);
+///  1. `checkLogs`: each log's positions, and its chain of records and wrap markers from
+///     tail to head (repair forgets a broken log: its slots then fail step 2);
+///  2. `checkBuckets`: each bucket's sequence (an odd one, left by a dead writer, has its
+///     entries checked and is made even), each slot's entry (its record a link of its
+///     log's chain, its key hashing to the slot's tag with this bucket among its
+///     places, its value matching its checksum with `checksums`, no other slot naming
+///     the record or the key, not the slot a dead writer was rewriting), dropping those
+///     that fail;
+///  3. `checkCounts`: the partition's entry and byte counts against the slots (repair
 ///     stores the true ones).
+/// A repair then advances the geometry's generation: readers of the partition read again.
 struct Checker {
-  let index: SlotIndex
-  let logs: RecordLogs
-  let counters: TableCounters
+  let part: Partition
+  let layout: Layout
 
   /// Problems kept in a report: a damaged file could otherwise list millions.
   static let maxProblems = 100
-  /// Passes of moving misplaced entries before repair stops (each pass fixes every entry
-  /// whose run has an empty slot; more are needed only when moves open new gaps).
-  static let reachabilityPasses = 64
+
+  var memory: PartitionMemory { part.memory }
+  var index: BucketIndex { part.index }
+  var logs: RecordLogs { part.logs }
+  var counters: PartitionCounters { part.counters }
 
   /// Checks without changing anything.
   func inspect(checksums: Bool) -> VerifyReport {
     var r = VerifyReport()
-    checkShift(&r)
-    let logStates = checkLogs(&r).states
-    _ = checkSlots(&r, logs: logStates, movedSlot: nil, checksums: checksums)
-    _ = checkReachability(&r)
+    guard checkGeometry(&r) else { return r }
+    let chains = checkLogs(&r)
+    _ = checkBuckets(&r, chains: chains.starts, checksums: checksums)
     checkCounts(&r)
     return r
   }
 
-  /// Checks and repairs. The intent record is left as it is: the caller resets it after
+  /// Checks and repairs. The intent word is left as it is: the caller resets it after
   /// the repair, so a repair killed midway leaves it to the next one.
   func repair(checksums: Bool, _ held: borrowing WriteLock.Held) -> VerifyReport {
     var r = VerifyReport()
-    // 1.
-    var (logStates, broken) = checkLogs(&r)
-    for id in broken {
-      logs.reset(id, held)
-      logStates[id] = logs.state(id)
+    // 0.
+    if !checkGeometry(&r) {
+      resetIndex(held)
       r.repaired += 1
     }
-    // 2–3: slots change, so readers must re-check their misses meanwhile.
-    if checkShift(&r) { r.repaired += 1 }  // `shifting` leaves it even
-    index.shifting(held) {
-      // A slot a dead writer left odd inside a move names a whole copy of its entry
-      // either way (`SlotIndex.move`): it is kept, then checked like any other.
-      let intent = counters.value(.intent)
-      let moved = intent >= Format.intentMoveBase ? Int(truncatingIfNeeded: intent &- Format.intentMoveBase) : nil
-      let slots = checkSlots(&r, logs: logStates, movedSlot: moved, checksums: checksums)
-      // A moved slot that also failed its checks is only emptied (below): making it even
-      // first would show readers, for a moment, an entry repair has rejected.
-      for i in slots.finishMove where !slots.drop.contains(i) {
-        index.finishSequence(i, held)
-        r.repaired += 1
-      }
-      for i in slots.drop {
-        index.clearLeftMidWrite(i, held)
-        r.repaired += 1
-      }
-      var misplaced = checkReachability(&r)
-      var passes = 0
-      while !misplaced.isEmpty && passes < Self.reachabilityPasses {
-        passes += 1
-        r.repaired += moveToReachable(misplaced, held)
-        var again = VerifyReport()
-        misplaced = checkReachability(&again)
-        (r.maxProbe, r.meanProbe) = (again.maxProbe, again.meanProbe)
-      }
+    // 1.
+    var chains = checkLogs(&r)
+    for id in chains.broken {
+      logs.reset(id, held)
+      chains.starts[id] = []
+      r.repaired += 1
     }
-    // 4.
+    // 2.
+    let buckets = checkBuckets(&r, chains: chains.starts, checksums: checksums)
+    for at in buckets.drop {
+      if index.isMidWrite(at.place) { index.clearInOddBucket(at, held) } else { index.clear(at, held) }
+      r.repaired += 1
+    }
+    for place in buckets.odd {
+      index.finishSequence(place, held)
+      r.repaired += 1
+    }
+    // 3.
     if checkCounts(&r) {
       counters.set(.entries, UInt64(r.entries), held)
       counters.set(.liveBytes, UInt64(r.liveBytes), held)
       r.repaired += 1
     }
+    part.resizer.publish(index.geometryRelaxed().advanced, held)
     return r
   }
 
@@ -93,177 +83,177 @@ struct Checker {
     }
   }
 
-  /// Whether the shift sequence is odd. Under the lock nobody is shifting, so odd means
-  /// damage (or a dead remover, whose repair this is): every reader's miss would wait on
-  /// it. Without the lock a removal may be under way; `verify` then checks again under it.
-  @discardableResult
-  private func checkShift(_ r: inout VerifyReport) -> Bool {
-    guard index.isShifting else { return false }
-    problem(&r, "the shift sequence is odd (a removal left unfinished)")
+  // MARK: 0. Geometry
+
+  /// Whether the group count and the main log's limits can be trusted.
+  private func checkGeometry(_ r: inout VerifyReport) -> Bool {
+    let groups = index.geometryRelaxed().groups
+    guard memory.isValidGroupCount(groups) else {
+      problem(&r, "group count \(groups) out of range")
+      return false
+    }
+    let low = layout.indexLow(groups: groups)
+    let limit = logs.mainLimit
+    guard limit > layout.mainBase + layout.maxRecord, limit <= low else {
+      problem(&r, "main log limit \(limit) outside \(layout.mainBase) ..< \(low)")
+      return false
+    }
+    let pending = logs.pendingLimit
+    if pending != 0 && (pending <= layout.mainBase || pending >= limit) {
+      problem(&r, "pending limit \(pending) outside the main log")
+      return false
+    }
     return true
   }
 
-  /// Step 1: each log's positions and record chain. Returns every log's state and the
-  /// logs whose chain is broken.
-  private func checkLogs(_ r: inout VerifyReport) -> (states: [LogID: LogState], broken: [LogID]) {
-    var states: [LogID: LogState] = [:]
+  /// Repair of a geometry that cannot be trusted: the index as big as the space above
+  /// the main log allows (or its size at creation), every group zeroed, both logs
+  /// forgotten. Everything in the partition is lost; the partition is usable again.
+  private func resetIndex(_ held: borrowing WriteLock.Held) {
+    let limit = logs.mainLimit
+    let plausible = limit > layout.mainBase && limit < layout.partitionBytes
+    let fromLimit = plausible ? (layout.partitionBytes - limit) / Format.groupBytes : 0
+    let groups = max(1, min(layout.maxGroups, fromLimit > 0 ? fromLimit : max(1, layout.maxGroups / 8)))
+    for g in 0..<groups { memory.zeroGroup(g, held) }
+    part.resizer.publish(Geometry(generation: index.geometryRelaxed().generation &+ 1, groups: groups), held)
+    logs.clearPendingLimit(held)
+    logs.resetMainLimit(to: layout.indexLow(groups: groups), held)
+    logs.reset(.small, held)
+    logs.reset(.main, held)
+    counters.set(.entries, 0, held)
+    counters.set(.liveBytes, 0, held)
+  }
+
+  // MARK: 1. Logs
+
+  /// Each log's record starts, walking from its tail to its head, and the logs whose
+  /// positions or chain are broken.
+  private func checkLogs(_ r: inout VerifyReport) -> (starts: [LogID: Set<Int>], broken: [LogID]) {
+    var starts: [LogID: Set<Int>] = [:]
     var broken: [LogID] = []
-    for id in [LogID.small, .main] {
-      let log = logs.state(id)
-      states[id] = log
-      guard log.isSane else {
-        problem(&r, "\(id) log: head \(log.head) / tail \(log.tail) out of range")
+    for id in LogID.allCases {
+      let s = logs.state(id)
+      guard s.isSane else {
+        problem(&r, "\(id) log: head \(s.head.offset) (lap \(s.head.lap)) / tail \(s.tail.offset) (lap \(s.tail.lap)) out of range")
         broken.append(id)
         continue
       }
-      var pos = log.tail
-      var records = 0
-      while pos < log.head {
-        let loc = log.offset(pos)
-        guard let rh = index.memory.recordHeader(at: loc), UInt64(rh.size) <= log.head &- pos,
-          loc + rh.size <= log.base + log.size
-        else {
-          problem(&r, "\(id) log: bad record at position \(pos)")
-          broken.append(id)
-          break
-        }
-        pos &+= UInt64(rh.size)
-        records += 1
-        if records > log.size / 8 {
-          problem(&r, "\(id) log: record chain does not end")
-          broken.append(id)
-          break
-        }
+      if let chain = walk(id, s) {
+        starts[id] = chain
+        r.recordsChecked += chain.count
+      } else {
+        problem(&r, "\(id) log: its chain of records is broken")
+        broken.append(id)
       }
-      r.recordsChecked += records
     }
-    return (states, broken)
+    return (starts, broken)
   }
 
-  /// Step 2: every slot. Counts the entries that pass into `r`; returns the slots to drop
-  /// and the moved slot whose odd sequence to finish.
-  private func checkSlots(
-    _ r: inout VerifyReport, logs states: [LogID: LogState], movedSlot: Int?,
-    checksums: Bool
-  ) -> (drop: [Int], finishMove: [Int]) {
-    var drop: [Int] = []
-    var finishMove: [Int] = []
-    var seenLocs = Set<Int>()
-    for i in 0..<index.slotCount {
-      r.slotsChecked += 1
-      if index.isMidWrite(i) {
-        if i == movedSlot {
-          problem(&r, "slot \(i): left mid-move (odd seq), entry kept")
-          finishMove.append(i)
-        } else {
-          problem(&r, "slot \(i): left mid-write (odd seq)")
-          drop.append(i)
-          continue
+  /// The record starts of log `id` from tail to head, or nil when a byte in between is
+  /// neither a record nor (at the end of the tail's lap) a wrap marker.
+  private func walk(_ id: LogID, _ s: LogState) -> Set<Int>? {
+    var starts = Set<Int>()
+    var at = s.tail.offset
+    var inTailLap = s.wrapped
+    let maxSteps = layout.partitionBytes
+    for _ in 0..<maxSteps {
+      let end = inTailLap ? (id == .main ? s.lastWrap : s.limit) : s.head.offset
+      if at == end && !inTailLap { return starts }
+      if inTailLap && (at == end || memory.isWrapMarker(at: at)) {
+        if id == .main && at != s.lastWrap { return nil }
+        inTailLap = false
+        at = s.base
+        continue
+      }
+      guard at < end, let h = memory.record(at: at), h.size <= end - at else { return nil }
+      starts.insert(at)
+      at += h.size
+    }
+    return nil
+  }
+
+  // MARK: 2. Buckets
+
+  /// Every slot. Counts the entries that pass into `r`; returns the slots to drop and
+  /// the odd buckets to make even.
+  private func checkBuckets(
+    _ r: inout VerifyReport, chains: [LogID: Set<Int>], checksums: Bool
+  ) -> (drop: [BucketIndex.Slot], odd: [Place]) {
+    var drop: [BucketIndex.Slot] = []
+    var odd: [Place] = []
+    var seenOffsets = Set<Int>()
+    var seenKeys: [UInt64: Int] = [:]
+    var second = 0
+    let groups = index.groups
+    let intent = counters.value(.intent)
+    let rewriting = intent >= Format.intentRewriteBase ? Int(truncatingIfNeeded: intent &- Format.intentRewriteBase) : -1
+    for g in 0..<groups {
+      for b in 0..<Format.bucketsPerGroup {
+        let place = Place(group: g, bucket: b)
+        if index.isMidWrite(place) {
+          problem(&r, "bucket \(place.number): left mid-write (odd sequence)")
+          odd.append(place)
+        }
+        for slot in 0..<Format.slotsPerBucket {
+          let at = BucketIndex.Slot(place: place, slot: slot)
+          r.slotsChecked += 1
+          guard memory.tag(place, slot) != 0 else { continue }
+          switch check(at, groups: groups, chains: chains, rewriting: rewriting, seenOffsets: seenOffsets,
+            seenKeys: seenKeys, checksums: checksums) {
+          case .success(let (e, hash, inSecond)):
+            seenOffsets.insert(e.offset)
+            seenKeys[hash] = e.offset
+            r.entries += 1
+            r.liveBytes += e.header.liveBytes
+            if inSecond { second += 1 }
+          case .failure(let why):
+            problem(&r, "bucket \(place.number) slot \(slot): \(why.reason)")
+            drop.append(at)
+          }
         }
       }
-      let h = index.hash(at: i)
-      if h == 0 { continue }
-      switch checkEntry(slot: i, hash: h, logs: states, seen: seenLocs, checksums: checksums) {
-      case .success(let (loc, bytes)):
-        seenLocs.insert(loc)
-        r.entries += 1
-        r.liveBytes += bytes
-      case .failure(let why):
-        problem(&r, "slot \(i): \(why.reason)")
-        drop.append(i)
-      }
     }
-    return (drop, finishMove)
+    r.maxProbe = second > 0 ? 1 : 0
+    r.meanProbe = r.entries == 0 ? 0 : Double(second) / Double(r.entries)
+    return (drop, odd)
   }
 
-  /// Whether slot `i`'s entry is whole and its own: its record's offset and key+value bytes, or why not.
-  private func checkEntry(
-    slot i: Int, hash h: UInt64, logs states: [LogID: LogState], seen: Set<Int>,
-    checksums: Bool
-  ) -> Result<(Int, Int), LayoutProblem> {
-    let loc = index.loc(at: i)
-    let inline = index.meta(at: i) & Format.inlineBit != 0
-    guard let rh = index.memory.recordHeader(at: loc), rh.kind == (inline ? Format.kindHeaderOnly : Format.kindEntry)
-    else { return .failure(LayoutProblem("record offset \(loc) is not a valid entry")) }
-    let log = states[logs.id(containing: loc)]!
-    if !log.holds(loc) || !log.holds(loc + rh.size - 8) {
-      return .failure(LayoutProblem("record outside its log's live range"))
+  /// Whether slot `at`'s entry is whole and its own: the entry, its key's hash and
+  /// whether it sits in its second place, or why not.
+  private func check(
+    _ at: BucketIndex.Slot, groups: Int, chains: [LogID: Set<Int>], rewriting: Int, seenOffsets: Set<Int>,
+    seenKeys: [UInt64: Int], checksums: Bool
+  ) -> Result<(BucketIndex.Entry, UInt64, Bool), LayoutProblem> {
+    if Writer.slotNumber(at) == rewriting { return .failure(LayoutProblem("left mid-rewrite by a dead writer")) }
+    let word = memory.entryWord(at.place, at.slot).load(.relaxed)
+    let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
+    guard let h = memory.record(at: offset) else {
+      return .failure(LayoutProblem("record offset \(offset) is not a valid entry"))
     }
-    if rh.hash != h { return .failure(LayoutProblem("record belongs to another hash")) }
-    if seen.contains(loc) { return .failure(LayoutProblem("record shared with an earlier slot")) }
-    return checkValue(slot: i, loc: loc, rh, inline: inline, checksums: checksums).map { (loc, $0) }
-  }
-
-  /// The key+value bytes of slot `i`'s entry, or why its value does not match its record.
-  /// (An inline entry's record is its header alone, and the value may have been rewritten
-  /// in place since, so only the key's length is compared; the key must hash to the
-  /// slot's hash, which the caller has matched with the record's.)
-  private func checkValue(
-    slot i: Int, loc: Int, _ rh: MappedMemory.RecordHeader, inline: Bool,
-    checksums: Bool
-  ) -> Result<Int, LayoutProblem> {
-    if inline {
-      guard let l = index.memory.inlineLengths(i), l.klen == rh.klen else {
-        return .failure(LayoutProblem("inline lengths disagree with the record"))
-      }
-      let bytes = index.memory.inlineBytes(i, klen: l.klen, vlen: l.vlen)
-      if KeyHash.key(bytes.key) != rh.hash {
-        return .failure(LayoutProblem("inline key does not hash to the slot's hash"))
-      }
-      if checksums, KeyHash.checksum(bytes.value, hash: rh.hash) != index.memory.inlineSum(i) {
-        return .failure(LayoutProblem("value checksum mismatch"))
-      }
-      return .success(l.klen + l.vlen)
+    guard chains[logs.id(containing: offset)]?.contains(offset) == true else {
+      return .failure(LayoutProblem("record at \(offset) is not in its log's live chain"))
     }
-    if checksums, KeyHash.checksum(index.memory.recordBytes(loc, rh).value, hash: rh.hash) != rh.sum {
+    let e = BucketIndex.Entry(at: at, word: word, header: h)
+    let hash = memory.keyHash(record: offset, h)
+    let pl = Placement(hash: hash, groups: groups)
+    guard memory.tag(at.place, at.slot) == pl.tag, pl.contains(at.place) else {
+      return .failure(LayoutProblem("key does not belong in this slot"))
+    }
+    if seenOffsets.contains(offset) { return .failure(LayoutProblem("record shared with an earlier slot")) }
+    if let other = seenKeys[hash], let oh = memory.record(at: other), memory.sameKey(offset, h, other, oh) {
+      return .failure(LayoutProblem("key stored in an earlier slot too"))
+    }
+    if checksums && memory.valueChecksum(record: offset, h, hash: hash) != h.sum {
       return .failure(LayoutProblem("value checksum mismatch"))
     }
-    return .success(rh.klen + rh.vlen)
+    return .success((e, hash, pl.first != at.place))
   }
 
-  /// Step 3: entries that an empty slot separates from their home (a lookup would miss
-  /// them). Also measures the probe distances into `r`.
-  private func checkReachability(_ r: inout VerifyReport) -> [Int] {
-    let n = index.slotCount
-    var out: [Int] = []
-    var total = 0
-    var count = 0
-    r.maxProbe = 0
-    for i in 0..<n where index.hash(at: i) != 0 {
-      var j = index.home(index.hash(at: i))
-      var distance = 0
-      while j != i && index.hash(at: j) != 0 && distance < n {
-        j = index.next(j)
-        distance += 1
-      }
-      if j != i { out.append(i) }
-      r.maxProbe = max(r.maxProbe, distance)
-      total += distance
-      count += 1
-    }
-    r.meanProbe = count == 0 ? 0 : Double(total) / Double(count)
-    if !out.isEmpty { problem(&r, "\(out.count) entries unreachable from their home slot") }
-    return out
-  }
+  // MARK: 3. Counts
 
-  /// Moves each misplaced entry into the first empty slot of its run, closing the hole it
-  /// leaves by backward shift (as a removal does). Returns how many it moved.
-  private func moveToReachable(_ misplaced: [Int], _ held: borrowing WriteLock.Held) -> Int {
-    var moved = 0
-    for i in misplaced where index.hash(at: i) != 0 {
-      var j = index.home(index.hash(at: i))
-      while index.hash(at: j) != 0 && j != i { j = index.next(j) }
-      guard j != i else { continue }
-      index.copy(from: i, to: j, held)
-      index.shiftClear(i, held)
-      moved += 1
-    }
-    return moved
-  }
-
-  /// Step 4: whether the header's counts disagree with what step 2 counted. Counts lag
-  /// the slots by one write when a writer died between the two (the intent record is
-  /// then set), which is not reported as a problem.
+  /// Whether the partition's counts disagree with what step 2 counted. Counts lag the
+  /// slots by one write when a writer died between the two (the intent word is then
+  /// set), which is not reported as a problem.
   @discardableResult
   private func checkCounts(_ r: inout VerifyReport) -> Bool {
     let entries = counters.value(.entries)

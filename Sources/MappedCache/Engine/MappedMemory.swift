@@ -4,17 +4,21 @@ import Synchronization
 
 // The mapping's one room: this file is the only one in the engine that forms pointers
 // into the shared mapping or dereferences them. Everything else names what it wants
-// (a header word, a slot's `seq`, a record at an offset) and gets a bounds-checked view.
+// (a header word, a partition's word, a bucket's tag, a record at an offset) and gets
+// an atomic view, a value, a copy or a comparison; no raw view of the mapping leaves this
+// file, except to a closure that must not let it escape (`PartitionMemory.withValue`).
 // Two kinds of bounds guard it:
-// - indices and offsets the engine computed itself (slot indices from `home`/`next`,
-//   header and process-table words from `Format`): checked by `assert` in debug builds,
-//   the way swift-collections' `_HashTable.UnsafeHandle` checks its buckets;
-// - offsets and lengths read from the file (a slot's `loc`, a record's lengths, an
-//   inline entry's lengths): always checked, in release builds too, before any byte
-//   they name is touched (`recordHeader(at:)`, `inlineLengths(_:)`).
+// - indices and offsets the engine computed itself (partitions from the routing, groups
+//   and buckets from `Placement`, header and partition words from `Format`): checked by
+//   `assert` in debug builds, the way swift-collections' `_HashTable.UnsafeHandle` checks
+//   its buckets;
+// - offsets and lengths read from the file (a slot's record offset, a record's flags and
+//   lengths, a geometry word's group count): always checked, in release builds too,
+//   before any byte they name is touched (`PartitionMemory.record(at:)`,
+//   `PartitionMemory.isValidGroupCount`).
 
 /// A 64-bit word of the shared mapping (or of a handle's private counter block), viewed
-/// atomically. Only `MappedMemory` makes one; the ordering is written at each use.
+/// atomically. Only this file makes one; the ordering is written at each use.
 struct SharedWord {
   fileprivate let address: UnsafeMutablePointer<Atomic<UInt64>>
 
@@ -36,11 +40,6 @@ struct SharedWord {
   ) -> UInt64 {
     address.pointee.exchange(value, ordering: ordering)
   }
-  @_semantics("atomics.requires_constant_orderings") @_transparent func bitwiseOr(
-    _ bits: UInt64, _ ordering: AtomicUpdateOrdering
-  ) {
-    address.pointee.bitwiseOr(bits, ordering: ordering)
-  }
   @_semantics("atomics.requires_constant_orderings") @_transparent
   func compareExchange(expected: UInt64, desired: UInt64, _ ordering: AtomicUpdateOrdering) -> Bool {
     address.pointee.compareExchange(expected: expected, desired: desired, ordering: ordering).exchanged
@@ -50,7 +49,8 @@ struct SharedWord {
   @inline(__always) func increment() { store(load(.relaxed) &+ 1, .relaxed) }
 }
 
-/// A 32-bit word of the shared mapping (the lock word, ghost tags), viewed atomically.
+/// A 32-bit word of the shared mapping (a lock word, a bucket's sequence or entry
+/// word), viewed atomically.
 struct SharedWord32 {
   fileprivate let address: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -66,6 +66,16 @@ struct SharedWord32 {
     _ value: UInt32, _ ordering: AtomicUpdateOrdering
   ) -> UInt32 {
     address.pointee.exchange(value, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func bitwiseOr(
+    _ bits: UInt32, _ ordering: AtomicUpdateOrdering
+  ) {
+    address.pointee.bitwiseOr(bits, ordering: ordering)
+  }
+  @_semantics("atomics.requires_constant_orderings") @_transparent func add(
+    _ value: UInt32, _ ordering: AtomicUpdateOrdering
+  ) {
+    address.pointee.wrappingAdd(value, ordering: ordering)
   }
   @_semantics("atomics.requires_constant_orderings") @_transparent
   func compareExchange(expected: UInt32, desired: UInt32, _ ordering: AtomicUpdateOrdering) -> Bool {
@@ -106,39 +116,27 @@ struct HandleCounters {
 }
 
 /// The shared mapping: its base address and the validated `Layout`, with named views of
-/// every region (see the file comment for how each is bounds-checked).
+/// the header, the process table and each partition (see the file comment for how each
+/// is bounds-checked).
 ///
 /// Invariant: `base` maps at least `layout.fileSize` bytes for the life of the value
 /// (the owning `MappedFile` outlives every `MappedMemory` made from it).
 struct MappedMemory {
   private let base: UnsafeMutableRawPointer
-  private let slotsBase: UnsafeMutableRawPointer
-  let slotCount: Int
-  let slotBytes: Int
-  /// Most key+value bytes in a slot's inline area (0 when slots have none).
-  let inlineCapacity: Int
+  private let partitionsBase: UnsafeMutableRawPointer
+  let partitionCount: Int
+  let partitionBytes: Int
   let procCount: Int
-  let smallBase: Int, smallEnd: Int, mainBase: Int, mainEnd: Int
-  let maxKey: Int, maxValue: Int
-  private let ghostOffset: Int
-  let ghostCount: Int
+  let limits: PartitionMemory.Limits
   private let fileSize: Int
 
   init(base: UnsafeMutableRawPointer, layout: Layout) {
     self.base = base
-    slotsBase = base + layout.slotsOffset
-    slotCount = layout.slotCount
-    slotBytes = layout.slotBytes
-    inlineCapacity = layout.inlineCapacity
+    partitionsBase = base + layout.partitionsOffset
+    partitionCount = layout.partitionCount
+    partitionBytes = layout.partitionBytes
     procCount = layout.procCount
-    smallBase = layout.smallBase
-    smallEnd = layout.smallBase + layout.smallSize
-    mainBase = layout.mainBase
-    mainEnd = layout.mainBase + layout.mainSize
-    maxKey = layout.maxKey
-    maxValue = layout.maxValue
-    ghostOffset = layout.ghostOffset
-    ghostCount = layout.ghostCount
+    limits = PartitionMemory.Limits(layout: layout)
     fileSize = layout.fileSize
   }
 
@@ -150,16 +148,10 @@ struct MappedMemory {
     SharedWord(address: (base + word.offset).assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
-  /// The write-lock word (32 bits: futexes are 32-bit).
-  @inline(__always)
-  var lockWord: SharedWord32 {
-    SharedWord32(address: (base + Format.H.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
-  }
-
   /// Writes a new file's header after its first word, which holds the creation marker
-  /// until `publishMagic` replaces it: zeroes bytes 8 ..< `zeroing` first (everything but
-  /// the logs, when an interrupted creation is redone), then copies `image` from byte 8
-  /// on, in two halves with `midway` between them (a test hook).
+  /// until `publishMagic` replaces it: zeroes bytes 8 ..< `zeroing` first (the header
+  /// page and process table, when an interrupted creation is redone), then copies `image`
+  /// from byte 8 on, in two halves with `midway` between them (a test hook).
   /// Precondition: `base` maps at least `max(zeroing, image.count)` writable bytes.
   static func writeHeader(_ base: UnsafeMutableRawPointer, image: [UInt8], zeroing: Int, midway: () -> Void) {
     if zeroing > 8 { memset(base + 8, 0, zeroing - 8) }
@@ -172,8 +164,26 @@ struct MappedMemory {
     }
   }
 
+  /// Lays out partition `p` of a file being created (through the creator's own
+  /// mapping, before the magic is published): its header lines zeroed, then its
+  /// geometry, log positions and limit; its index zeroed. The logs' bytes are left as
+  /// they are: they are reached only through index slots and log positions.
+  static func formatPartition(_ base: UnsafeMutableRawPointer, layout l: Layout, partition p: Int) {
+    let part = base + l.partitionsOffset + p * l.partitionBytes
+    memset(part, 0, Format.Part.dataStart)
+    let low = l.indexLow(groups: l.initialGroups)
+    memset(part + low, 0, l.partitionBytes - low)
+    func put(_ offset: Int, _ v: UInt64) { part.storeBytes(of: v, toByteOffset: offset, as: UInt64.self) }
+    put(Format.Part.geometry, Geometry(generation: 0, groups: l.initialGroups).raw)
+    put(Format.Part.smallHead, LogPosition(lap: 0, offset: l.smallBase).raw)
+    put(Format.Part.smallTail, LogPosition(lap: 0, offset: l.smallBase).raw)
+    put(Format.Part.mainHead, LogPosition(lap: 0, offset: l.mainBase).raw)
+    put(Format.Part.mainTail, LogPosition(lap: 0, offset: l.mainBase).raw)
+    put(Format.Part.mainLimit, UInt64(low))
+  }
+
   /// Writes the final magic number in a new file's first word last, with release
-  /// ordering, so that a process that reads it also sees every header byte written before.
+  /// ordering, so that a process that reads it also sees every byte written before.
   static func publishMagic(_ base: UnsafeMutableRawPointer, _ magic: UInt64) {
     base.assumingMemoryBound(to: Atomic<UInt64>.self).pointee.store(magic, ordering: .releasing)
   }
@@ -189,219 +199,226 @@ struct MappedMemory {
         .assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
-  // MARK: Slot words
+  // MARK: Partitions
 
+  /// Partition `p`. Precondition: `0 <= p < partitionCount` (from the routing, never the file).
   @inline(__always)
-  private func slotWord(_ i: Int, _ field: Int) -> SharedWord {
-    assert(i >= 0 && i < slotCount, "slot index out of range")
-    return SharedWord(address: (slotsBase + (i &* slotBytes &+ field)).assumingMemoryBound(to: Atomic<UInt64>.self))
+  func partition(_ p: Int) -> PartitionMemory {
+    assert(p >= 0 && p < partitionCount, "partition out of range")
+    return PartitionMemory(base: partitionsBase + p &* partitionBytes, index: p, limits: limits)
   }
 
-  /// Slot `i`'s sequence word: odd while a writer changes the slot.
-  /// Precondition: `0 <= i < slotCount` (indices come from `home` and `next`, never the file).
-  @inline(__always) func seq(_ i: Int) -> SharedWord { slotWord(i, Format.S.seq) }
-  /// Slot `i`'s key hash (0: empty).
-  @inline(__always) func hash(_ i: Int) -> SharedWord { slotWord(i, Format.S.hash) }
-  /// Slot `i`'s record offset (read from the file: checked by `recordHeader(at:)` before use).
-  @inline(__always) func loc(_ i: Int) -> SharedWord { slotWord(i, Format.S.loc) }
-  /// Slot `i`'s expiry and flag bits.
-  @inline(__always) func meta(_ i: Int) -> SharedWord { slotWord(i, Format.S.meta) }
+  // MARK: Test hooks
 
-  /// Starts fetching slot `i`'s cache lines for writing, without waiting for them (a
-  /// hint: it never faults). A writer calls it before taking the lock, so that the
-  /// slot's cache miss overlaps the lock's acquisition instead of following it.
-  @inline(__always)
-  func prefetchSlot(_ i: Int) {
-    assert(i >= 0 && i < slotCount, "slot index out of range")
-    let p = slotsBase + i &* slotBytes
-    mc_prefetch_for_write(p)
-    if slotBytes > 64 { mc_prefetch_for_write(p + 64) }
+  /// The mapping's byte at file offset `offset`, for tests that damage the file in place
+  /// (a stray store, a torn write) to check what readers, writers and repair then do.
+  func _byte(at offset: Int) -> UnsafeMutableRawPointer {
+    precondition(offset >= 0 && offset < fileSize, "offset outside the file")
+    return base + offset
   }
 
-  /// Where a prefetched line goes: the first-level cache, or only the second, which
-  /// takes none of the core's few first-level fill buffers (16 on recent Intel cores)
-  /// while the miss is in flight.
-  enum PrefetchLevel {
-    case firstLevel, secondLevel
-  }
+  /// The file offset of partition `p`'s first byte (tests and tools).
+  func _partitionOffset(_ p: Int) -> Int { partitionsBase - base + p * partitionBytes }
+}
 
-  /// Starts fetching slot `i`'s cache lines for reading (up to 256 bytes: the words and
-  /// the whole inline area), without waiting for them: the first line (the slot's words)
-  /// to `head`, the others to `rest`. A hint that never faults: a batch read
-  /// (`CacheEngine.copyValues`) issues them before it probes any slot, so the keys'
-  /// memory misses (and TLB walks) overlap instead of following one another.
-  @inline(__always)
-  func prefetchSlotForReading(_ i: Int, head: PrefetchLevel, rest: PrefetchLevel) {
-    assert(i >= 0 && i < slotCount, "slot index out of range")
-    let p = slotsBase + i &* slotBytes
-    @inline(__always) func fetch(_ line: UnsafeMutableRawPointer, _ level: PrefetchLevel) {
-      if level == .firstLevel { mc_prefetch_for_read(line) } else { mc_prefetch_to_l2(line) }
-    }
-    fetch(p, head)
-    if slotBytes > 64 { fetch(p + 64, rest) }
-    if slotBytes > 128 {
-      fetch(p + 128, rest)
-      fetch(p + 192, rest)
+/// One partition's bytes: its header words, its index, its ghost lines and its records.
+/// Every pointer into a partition is formed here, from its base and an offset that is
+/// either computed by the engine (asserted) or read from the file (checked).
+///
+/// Stores that change the partition take its lock's witness, which names the partition
+/// (asserted: the engine hands each layer the partition its witness names).
+struct PartitionMemory {
+  /// What every partition shares: its size and the file's limits.
+  struct Limits: Equatable {
+    var bytes: Int
+    var maxKey: Int
+    var maxValue: Int
+    var maxGroups: Int
+    var smallBase: Int
+    var mainBase: Int
+
+    init(layout l: Layout) {
+      bytes = l.partitionBytes
+      maxKey = l.maxKey
+      maxValue = l.maxValue
+      maxGroups = l.maxGroups
+      smallBase = l.smallBase
+      mainBase = l.mainBase
     }
   }
 
-  /// Starts fetching the first two cache lines of the record at `loc` (its header, key
-  /// and the start of its value) for reading. `loc` is read from the file, racily: it is
-  /// checked like any record offset (an aligned offset inside a log), and nothing is
-  /// fetched otherwise. A hint that never faults.
+  private let base: UnsafeMutableRawPointer
+  /// The partition's number.
+  let index: Int
+  let limits: Limits
+
+  fileprivate init(base: UnsafeMutableRawPointer, index: Int, limits: Limits) {
+    self.base = base
+    self.index = index
+    self.limits = limits
+  }
+
+  // MARK: Header words
+
+  /// A word of the partition's header lines.
   @inline(__always)
-  func prefetchRecord(at loc: Int) {
-    guard let end = logEnd(containing: loc) else { return }
-    let p = base + loc
-    mc_prefetch_for_read(p)
-    if loc <= end &- 128 { mc_prefetch_for_read(p + 64) }
+  func word(_ w: PartitionWord) -> SharedWord {
+    SharedWord(address: (base + w.offset).assumingMemoryBound(to: Atomic<UInt64>.self))
   }
 
-  // MARK: Inline entries (in the slot; bounds from `inlineCapacity`, never the file)
-
-  /// The inline key and value lengths of slot `i`, or nil when they do not fit its area.
-  /// Racy under readers (validated by the seqlock afterwards), so only bounds are trusted.
+  /// The partition's write-lock word (32 bits: futexes are 32-bit).
   @inline(__always)
-  func inlineLengths(_ i: Int) -> (klen: Int, vlen: Int)? {
-    assert(i >= 0 && i < slotCount, "slot index out of range")
-    let p = slotsBase + i &* slotBytes
-    let klen = Int(p.load(fromByteOffset: Format.S.klen, as: UInt16.self))
-    let vlen = Int(p.load(fromByteOffset: Format.S.vlen, as: UInt16.self))
-    guard klen &+ vlen <= inlineCapacity else { return nil }
-    return (klen, vlen)
+  var lockWord: SharedWord32 {
+    SharedWord32(address: (base + Format.Part.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
+  /// Whether a group count read from the file can be used: 1 to `maxGroups`.
   @inline(__always)
-  func inlineSum(_ i: Int) -> UInt32 {
-    (slotsBase + i &* slotBytes).load(fromByteOffset: Format.S.sum, as: UInt32.self)
-  }
+  func isValidGroupCount(_ n: Int) -> Bool { n >= 1 && n <= limits.maxGroups }
+
+  /// Where group `g`'s first byte is. Precondition: `g < maxGroups`.
+  @inline(__always)
+  func groupOffset(_ g: Int) -> Int { limits.bytes &- (g &+ 1) &* Format.groupBytes }
+
+  // MARK: Buckets
 
   @inline(__always)
-  func inlineVersion(_ i: Int) -> UInt64 {
-    (slotsBase + i &* slotBytes).load(fromByteOffset: Format.S.cas, as: UInt64.self)
+  private func bucket(_ place: Place) -> UnsafeMutableRawPointer {
+    assert(place.group >= 0 && place.group < limits.maxGroups && place.bucket >= 0 && place.bucket < 4)
+    return base + (groupOffset(place.group) &+ place.bucket &* Format.bucketBytes)
   }
 
-  /// Whether slot `i`'s inline key (lengths checked by `inlineLengths`) equals `key`.
+  /// The bucket's sequence word.
   @inline(__always)
-  func inlineKeyEquals(_ i: Int, _ key: UnsafeRawBufferPointer) -> Bool {
-    MappedMemory.bytesEqual(slotsBase + i &* slotBytes + Format.S.bytes, key.baseAddress!, key.count)
+  func seq(_ place: Place) -> SharedWord32 {
+    SharedWord32(address: (bucket(place) + Format.B.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
-  /// Copies slot `i`'s inline value (lengths checked by `inlineLengths`) to `out`.
+  /// Slot `slot`'s entry word: the record offset and the hit bits.
   @inline(__always)
-  func copyInlineValue(_ i: Int, klen: Int, vlen: Int, to out: UnsafeMutableRawPointer) {
-    // memcpy, not inline loads: the copy races with writers by design (the seqlock
-    // discards a torn one), and a plain copy would make ThreadSanitizer report that race.
-    if vlen > 0 { out.copyMemory(from: slotsBase + i &* slotBytes + Format.S.bytes + klen, byteCount: vlen) }
+  func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 {
+    assert(slot >= 0 && slot < Format.slotsPerBucket)
+    return SharedWord32(
+      address: (bucket(place) + (Format.B.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
-  /// The inline key and value bytes of slot `i` (lengths checked), for writers and the
-  /// verifier, and for scans that copy them under the slot's seqlock.
-  func inlineBytes(_ i: Int, klen: Int, vlen: Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-    let p = slotsBase + i &* slotBytes + Format.S.bytes
-    return (UnsafeRawBufferPointer(start: p, count: klen), UnsafeRawBufferPointer(start: p + klen, count: vlen))
-  }
-
-  /// Writes slot `i`'s inline area. Precondition: `key.count + value.count <= inlineCapacity`,
-  /// and the caller is inside the slot's seqlock write.
-  func writeInline(
-    _ i: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
-    _ held: borrowing WriteLock.Held
-  ) {
-    precondition(key.count + value.count <= inlineCapacity, "inline entry too large")
-    let p = slotsBase + i &* slotBytes
-    p.storeBytes(of: UInt16(key.count), toByteOffset: Format.S.klen, as: UInt16.self)
-    (p + Format.S.bytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
-    writeInlineValue(i, klen: key.count, value: value, sum: sum, cas: cas, held)
-  }
-
-  /// Rewrites slot `i`'s inline value, keeping its key (`klen` bytes, already there).
-  /// Precondition: `klen + value.count <= inlineCapacity`, and the caller is inside the
-  /// slot's seqlock write.
+  /// The bucket's ten tags as three words (relaxed loads: racy under readers, who
+  /// validate with the sequence afterwards): tags 0-1, 2-5 and 6-9, two bytes each.
   @inline(__always)
-  func writeInlineValue(
-    _ i: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
-    _ held: borrowing WriteLock.Held
-  ) {
-    precondition(klen + value.count <= inlineCapacity, "inline entry too large")
-    let p = slotsBase + i &* slotBytes
-    p.storeBytes(of: UInt16(value.count), toByteOffset: Format.S.vlen, as: UInt16.self)
-    p.storeBytes(of: sum, toByteOffset: Format.S.sum, as: UInt32.self)
-    p.storeBytes(of: cas, toByteOffset: Format.S.cas, as: UInt64.self)
-    if value.count > 0 { (p + Format.S.bytes + klen).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) {
+    let b = bucket(place)
+    let t0 = (b + Format.B.tags).assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed)
+    let t1 = (b + Format.B.tags + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+    let t2 = (b + Format.B.tags + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+    return (t0, t1, t2)
   }
 
-  /// Copies slot `from`'s inline area to slot `to` (inside `to`'s seqlock write).
-  func copyInlineArea(from: Int, to: Int, _ held: borrowing WriteLock.Held) {
-    guard slotBytes > Format.slotHeaderBytes else { return }
-    (slotsBase + to &* slotBytes + Format.slotHeaderBytes)
-      .copyMemory(
-        from: slotsBase + from &* slotBytes + Format.slotHeaderBytes,
-        byteCount: slotBytes - Format.slotHeaderBytes)
-  }
-
-  // MARK: Ghost tags
-
-  /// Ghost tag `index` (`0 ..< ghostCount`, computed by `GhostTable`).
+  /// Slot `slot`'s tag (0: empty).
   @inline(__always)
-  func ghost(_ index: Int) -> SharedWord32 {
-    assert(index >= 0 && index < ghostCount, "ghost index out of range")
-    return SharedWord32(address: (base + ghostOffset + index &* 4).assumingMemoryBound(to: Atomic<UInt32>.self))
+  func tag(_ place: Place, _ slot: Int) -> UInt16 {
+    assert(slot >= 0 && slot < Format.slotsPerBucket)
+    return (bucket(place) + (Format.B.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self).pointee.load(
+      ordering: .relaxed)
   }
 
-  // MARK: Records (offsets come from the file: always checked)
-
-  struct RecordHeader {
-    var size: Int
-    var klen: Int
-    var kind: UInt16
-    var vlen: Int
-    var sum: UInt32
-    var hash: UInt64
-    var cas: UInt64
-  }
-
-  /// The end of the log holding `loc`, or nil when `loc` is not an aligned offset
-  /// inside a log with room for a pad header.
+  /// Stores slot `slot`'s tag (inside the bucket's seqlock write).
   @inline(__always)
-  func logEnd(containing loc: Int) -> Int? {
-    guard loc & 7 == 0 else { return nil }
-    // `loc <= end - 8`, not `loc + 8 <= end`: a hostile `loc` near Int.max must not wrap past the check.
-    if loc >= mainBase && loc <= mainEnd &- 8 { return mainEnd }
-    if loc >= smallBase && loc <= smallEnd &- 8 { return smallEnd }
-    return nil
+  func storeTag(_ place: Place, _ slot: Int, _ tag: UInt16, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index && slot >= 0 && slot < Format.slotsPerBucket)
+    (bucket(place) + (Format.B.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self).pointee.store(
+      tag, ordering: .relaxed)
   }
 
-  /// Reads the record header at `loc`, checking that the whole record lies inside
-  /// the log that holds `loc` and that its lengths fit the cache's limits.
-  /// Returns nil for anything else. Pads come back with only `size` and `kind`.
+  /// Starts fetching a bucket's line, for writing (`write`) or reading, without waiting
+  /// for it: a hint that never faults.
   @inline(__always)
-  func recordHeader(at loc: Int) -> RecordHeader? {
-    guard let end = logEnd(containing: loc) else { return nil }
-    let p = base + loc
-    let size = Int(p.load(fromByteOffset: Format.R.size, as: UInt32.self))
-    let kind = p.load(fromByteOffset: Format.R.kind, as: UInt16.self)
-    guard size >= 8, size & 7 == 0, size <= end &- loc else { return nil }
-    if kind == Format.kindPad { return RecordHeader(size: size, klen: 0, kind: kind, vlen: 0, sum: 0, hash: 0, cas: 0) }
-    let klen = Int(p.load(fromByteOffset: Format.R.klen, as: UInt16.self))
-    let vlen = Int(p.load(fromByteOffset: Format.R.vlen, as: UInt32.self))
-    guard klen >= 1, klen <= maxKey, vlen <= maxValue else { return nil }
-    switch kind {
-    case Format.kindEntry: guard size >= Format.recordHeaderBytes &+ klen &+ vlen else { return nil }
-    case Format.kindHeaderOnly: guard size == Format.headerOnlyRecordBytes else { return nil }
-    default: return nil
+  func prefetchBucket(_ place: Place, write: Bool) {
+    let p = bucket(place)
+    if write { mc_prefetch_for_write(p) } else { mc_prefetch_for_read(p) }
+  }
+
+  /// Zeroes group `g` (its four buckets and its ghost line). Only for a group no reader
+  /// reaches yet (a split's new group) or one being reset by repair under the lock.
+  func zeroGroup(_ g: Int, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index && g >= 0 && g < limits.maxGroups)
+    memset(base + groupOffset(g), 0, Format.groupBytes)
+  }
+
+  // MARK: Ghost lines (written and read under the lock only)
+
+  /// Way `way` of group `g`'s ghost line.
+  @inline(__always)
+  func ghost(_ g: Int, _ way: Int) -> UInt16 {
+    assert(g >= 0 && g < limits.maxGroups && way >= 0 && way < Format.ghostWays)
+    return (base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes &+ way &* 2)).load(as: UInt16.self)
+  }
+
+  @inline(__always)
+  func storeGhost(_ g: Int, _ way: Int, _ tag: UInt16, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index && g >= 0 && g < limits.maxGroups && way >= 0 && way < Format.ghostWays)
+    (base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes &+ way &* 2)).storeBytes(
+      of: tag, as: UInt16.self)
+  }
+
+  // MARK: Records (offsets and lengths come from the file: always checked)
+
+  /// The header of the entry record at `offset`, when its bytes check out: an entry's
+  /// flags (no other kind, no unknown bit), its whole record inside the partition past
+  /// its header lines, its key 1 to `maxKey` bytes and its value at most `maxValue`.
+  /// Nil for anything else. Racy under readers (validated by the bucket's sequence
+  /// afterwards); exact for writers.
+  @inline(__always)
+  func record(at offset: Int) -> RecordFormat.Header? {
+    // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
+    // must not wrap past the check.
+    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 1 else { return nil }
+    let p = base + offset
+    let flags = p.load(as: UInt8.self)
+    guard flags & (RecordFormat.kindMask | RecordFormat.invalidFlags) == RecordFormat.kindEntry else { return nil }
+    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let hasExpiry = flags & RecordFormat.expiryFlag != 0
+    let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
+    guard form != 3, offset <= limits.bytes &- headerBytes else { return nil }
+    let klen: Int
+    let vlen: Int
+    switch form {
+    case 0:
+      klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
+      vlen = Int(p.load(fromByteOffset: 2, as: UInt8.self))
+    case 1:
+      klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
+      vlen = Int(p.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+    default:
+      klen = Int(p.loadUnaligned(fromByteOffset: 1, as: UInt16.self)) &+ 1
+      vlen = Int(p.loadUnaligned(fromByteOffset: 3, as: UInt32.self))
     }
-    return RecordHeader(
-      size: size, klen: klen, kind: kind, vlen: vlen,
-      sum: p.load(fromByteOffset: Format.R.sum, as: UInt32.self),
-      hash: p.load(fromByteOffset: Format.R.hash, as: UInt64.self),
-      cas: p.load(fromByteOffset: Format.R.cas, as: UInt64.self))
+    guard klen <= limits.maxKey, vlen <= limits.maxValue, klen &+ vlen <= limits.bytes &- offset &- headerBytes
+    else { return nil }
+    let v = 1 &+ RecordFormat.lengthBytes(form: form)
+    var expiry: UInt64 = 0
+    if hasExpiry {
+      let e = v &+ RecordFormat.versionBytes &+ RecordFormat.sumBytes
+      let low = UInt64(p.loadUnaligned(fromByteOffset: e, as: UInt32.self))
+      let high = UInt64(p.loadUnaligned(fromByteOffset: e &+ 4, as: UInt16.self))
+      expiry = RecordFormat.expiryWord(stored: low | high << 32)
+    }
+    return RecordFormat.Header(
+      flags: flags, klen: klen, vlen: vlen, version: p.loadUnaligned(fromByteOffset: v, as: UInt32.self),
+      sum: p.loadUnaligned(fromByteOffset: v &+ RecordFormat.versionBytes, as: UInt16.self), expiry: expiry,
+      headerBytes: headerBytes)
   }
 
-  /// Whether the key stored in the record at `loc` (header already checked) equals `key`.
+  /// Whether the byte at `offset` (inside the partition's data) is a wrap marker.
   @inline(__always)
-  func keyEquals(record loc: Int, _ key: UnsafeRawBufferPointer) -> Bool {
-    MappedMemory.bytesEqual(base + loc + Format.recordHeaderBytes, key.baseAddress!, key.count)
+  func isWrapMarker(at offset: Int) -> Bool {
+    guard offset >= Format.Part.dataStart, offset < limits.bytes else { return false }
+    return (base + offset).load(as: UInt8.self) == RecordFormat.wrapMarker
+  }
+
+  /// Whether the key of a checked record at `offset` equals `key` (of `h.klen` bytes).
+  @inline(__always)
+  func keyEquals(record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer) -> Bool {
+    PartitionMemory.bytesEqual(base + (offset &+ h.headerBytes), key.baseAddress!, key.count)
   }
 
   /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two word
@@ -417,90 +434,160 @@ struct MappedMemory {
     return memcmp(a, b, n) == 0
   }
 
-  /// Copies the value of a checked record into `out` (room for `vlen` bytes).
-  @inline(__always)
-  func copyValue(record loc: Int, klen: Int, vlen: Int, to out: UnsafeMutableRawPointer) {
-    if vlen > 0 { out.copyMemory(from: base + loc + Format.recordHeaderBytes + klen, byteCount: vlen) }
+  /// Whether the keys of two checked records are equal.
+  func sameKey(_ a: Int, _ ha: RecordFormat.Header, _ b: Int, _ hb: RecordFormat.Header) -> Bool {
+    ha.klen == hb.klen && memcmp(base + (a &+ ha.headerBytes), base + (b &+ hb.headerBytes), ha.klen) == 0
   }
 
-  /// The key and value bytes of a checked entry record (kind 1), for writers (who hold
-  /// the lock, so the bytes cannot change underneath them), the verifier, and scans that
-  /// copy them under the slot's seqlock.
-  func recordBytes(_ loc: Int, _ h: RecordHeader) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-    precondition(h.kind == Format.kindEntry, "a header-only record holds no bytes")
-    let k = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes, count: h.klen)
-    let v = UnsafeRawBufferPointer(start: base + loc + Format.recordHeaderBytes + h.klen, count: h.vlen)
-    return (k, v)
+  /// Copies the value of a checked record into `out` (room for `h.vlen` bytes).
+  @inline(__always)
+  func copyValue(record offset: Int, _ h: RecordFormat.Header, to out: UnsafeMutableRawPointer) {
+    // memcpy, not loads: the copy races with writers by design (the seqlock discards a
+    // torn one), and plain loads would make ThreadSanitizer report that race.
+    if h.vlen > 0 { out.copyMemory(from: base + (offset &+ h.headerBytes &+ h.klen), byteCount: h.vlen) }
+  }
+
+  /// The fixed hash of a checked record's key (eviction and repair find its slot by it).
+  func keyHash(record offset: Int, _ h: RecordFormat.Header) -> UInt64 {
+    KeyHash.key(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes), count: h.klen))
+  }
+
+  /// The checksum of a checked record's value, as a set computes it.
+  func valueChecksum(record offset: Int, _ h: RecordFormat.Header, hash: UInt64) -> UInt16 {
+    KeyHash.checksum(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen), hash: hash)
+  }
+
+  /// Copies of a checked record's key and (with `value`) value bytes: for scans, which
+  /// validate them with the bucket's sequence afterwards.
+  func copyBytes(record offset: Int, _ h: RecordFormat.Header, value: Bool) -> (key: [UInt8], value: [UInt8]?) {
+    let k = base + (offset &+ h.headerBytes)
+    let key = [UInt8](UnsafeRawBufferPointer(start: k, count: h.klen))
+    return (key, value ? [UInt8](UnsafeRawBufferPointer(start: k + h.klen, count: h.vlen)) : nil)
+  }
+
+  /// Calls `body` with a view of a checked record's value. For writers (who hold the
+  /// lock, so the bytes cannot change under them): the view must not escape `body`.
+  func withValue<R>(
+    record offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held,
+    _ body: (UnsafeRawBufferPointer) throws -> R
+  ) rethrows -> R {
+    assert(held.partition == index)
+    return try body(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen))
+  }
+
+  /// Starts fetching the first two cache lines of the record at `offset` (its header,
+  /// key and the start of its value) for reading. `offset` is read from the file,
+  /// racily: nothing is fetched unless it lies in the partition's data. A hint that
+  /// never faults.
+  @inline(__always)
+  func prefetchRecord(at offset: Int) {
+    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 128 else { return }
+    mc_prefetch_for_read(base + offset)
+    mc_prefetch_for_read(base + (offset &+ 64))
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
-  // Every store into the mapping but the atomic words' takes the lock's witness.
 
-  /// Writes an entry record at `loc` (with `headerOnly`, the header alone: key and value go
-  /// inline in the slot). Precondition: `loc ..< loc+size` lies in one log and no slot
-  /// refers to it; `size` is the record's size for these lengths.
+  /// Writes an entry record at `offset`. Precondition: `offset ..< offset + size` lies in
+  /// a log, and no slot names it (or the caller is inside the seqlock write of the one
+  /// bucket whose slot does).
   func writeRecord(
-    at loc: Int, size: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-    headerOnly: Bool, sum: UInt32, hash: UInt64, cas: UInt64, _ held: borrowing WriteLock.Held
+    at offset: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16,
+    expiry: UInt64, unearned: Bool = false, _ held: borrowing WriteLock.Held
   ) {
-    precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "record outside the log")
-    let p = base + loc
-    p.storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
-    p.storeBytes(of: UInt16(key.count), toByteOffset: Format.R.klen, as: UInt16.self)
-    p.storeBytes(
-      of: headerOnly ? Format.kindHeaderOnly : Format.kindEntry, toByteOffset: Format.R.kind,
-      as: UInt16.self)
-    p.storeBytes(of: UInt32(value.count), toByteOffset: Format.R.vlen, as: UInt32.self)
-    p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
-    p.storeBytes(of: hash, toByteOffset: Format.R.hash, as: UInt64.self)
-    p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
-    if headerOnly { return }
-    (p + Format.recordHeaderBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
-    if value.count > 0 {
-      (p + Format.recordHeaderBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count)
-    }
-    let used = Format.recordHeaderBytes + key.count + value.count
-    if used < size { (p + used).initializeMemory(as: UInt8.self, repeating: 0, count: size - used) }
-  }
-
-  /// Rewrites the value of the entry record at `loc` in place, with the same length, and
-  /// its checksum and version (an in-place counter change). Preconditions: the header
-  /// was checked (`recordHeader(at:)`: an entry of `klen` key bytes and `value.count`
-  /// value bytes), and the caller is inside the seqlock write of the slot naming it.
-  func rewriteRecordValue(
-    at loc: Int, klen: Int, value: UnsafeRawBufferPointer, sum: UInt32, cas: UInt64,
-    _ held: borrowing WriteLock.Held
-  ) {
+    assert(held.partition == index)
+    let hasExpiry = expiry != 0
+    let flags = RecordFormat.flags(
+      keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
+    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
     precondition(
-      logEnd(containing: loc).map { loc + Format.recordHeaderBytes + klen + value.count <= $0 } ?? false,
-      "record outside the log")
-    let p = base + loc
-    p.storeBytes(of: sum, toByteOffset: Format.R.sum, as: UInt32.self)
-    p.storeBytes(of: cas, toByteOffset: Format.R.cas, as: UInt64.self)
-    if value.count > 0 {
-      (p + Format.recordHeaderBytes + klen).copyMemory(from: value.baseAddress!, byteCount: value.count)
+      offset >= Format.Part.dataStart && offset <= limits.bytes - headerBytes - key.count - value.count,
+      "record outside the partition")
+    let p = base + offset
+    p.storeBytes(of: flags, as: UInt8.self)
+    switch form {
+    case 0:
+      p.storeBytes(of: UInt8(key.count - 1), toByteOffset: 1, as: UInt8.self)
+      p.storeBytes(of: UInt8(value.count), toByteOffset: 2, as: UInt8.self)
+    case 1:
+      p.storeBytes(of: UInt8(key.count - 1), toByteOffset: 1, as: UInt8.self)
+      p.storeBytes(of: UInt16(value.count), toByteOffset: 2, as: UInt16.self)
+    default:
+      p.storeBytes(of: UInt16(key.count - 1), toByteOffset: 1, as: UInt16.self)
+      p.storeBytes(of: UInt32(value.count), toByteOffset: 3, as: UInt32.self)
+    }
+    let v = 1 + RecordFormat.lengthBytes(form: form)
+    storeTrailer(p, at: v, version: version, sum: sum, expiry: hasExpiry ? expiry : nil)
+    (p + headerBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
+    if value.count > 0 { (p + headerBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
+  /// The version, checksum and (when given) expiry of a header whose lengths end at `v`.
+  @inline(__always)
+  private func storeTrailer(_ p: UnsafeMutableRawPointer, at v: Int, version: UInt32, sum: UInt16, expiry: UInt64?) {
+    p.storeBytes(of: version, toByteOffset: v, as: UInt32.self)
+    p.storeBytes(of: sum, toByteOffset: v + RecordFormat.versionBytes, as: UInt16.self)
+    if let expiry {
+      let stored = RecordFormat.storedExpiry(expiry)
+      let e = v + RecordFormat.versionBytes + RecordFormat.sumBytes
+      p.storeBytes(of: UInt32(truncatingIfNeeded: stored), toByteOffset: e, as: UInt32.self)
+      p.storeBytes(of: UInt16(truncatingIfNeeded: stored >> 32), toByteOffset: e + 4, as: UInt16.self)
     }
   }
 
-  /// Copies a checked record to `to` (which has room, in a log, unreferenced).
-  func moveRecord(from: Int, to: Int, size: Int, _ held: borrowing WriteLock.Held) {
-    precondition(logEnd(containing: to).map { to + size <= $0 } ?? false, "record outside the log")
-    (base + to).copyMemory(from: base + from, byteCount: size)
+  /// Rewrites the value of the checked entry record at `offset` in place, with its
+  /// version, checksum and (when the record has one and `expiry` is given) expiry.
+  /// Preconditions: `value.count == h.vlen`; the caller is inside the seqlock write of
+  /// the bucket whose slot names the record.
+  func rewriteValue(
+    at offset: Int, _ h: RecordFormat.Header, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16,
+    expiry: UInt64?, _ held: borrowing WriteLock.Held
+  ) {
+    assert(held.partition == index)
+    precondition(value.count == h.vlen && offset <= limits.bytes - h.size, "rewrite of another length")
+    let p = base + offset
+    let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
+    storeTrailer(
+      p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
+      expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
+    if value.count > 0 { (p + h.headerBytes + h.klen).copyMemory(from: value.baseAddress!, byteCount: value.count) }
   }
 
-  /// Writes a pad record covering `loc ..< loc+size` (size ≥ 8, multiple of 8).
-  func writePad(at loc: Int, size: Int, _ held: borrowing WriteLock.Held) {
-    precondition(logEnd(containing: loc).map { loc + size <= $0 } ?? false, "pad outside the log")
-    (base + loc).storeBytes(of: UInt32(size), toByteOffset: Format.R.size, as: UInt32.self)
-    (base + loc).storeBytes(of: Format.kindPad, toByteOffset: Format.R.kind, as: UInt16.self)
+  /// Rewrites the expiry of a checked entry record that has one (a touch). Precondition:
+  /// `h.hasExpiry`; inside the seqlock write of the bucket whose slot names the record.
+  func rewriteExpiry(at offset: Int, _ h: RecordFormat.Header, expiry: UInt64, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index)
+    precondition(h.hasExpiry && offset <= limits.bytes - h.size, "no expiry field")
+    let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
+    storeTrailer(base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
+  }
+
+  /// Copies a checked record of `size` bytes to `to` (room in a log, unreferenced), with
+  /// its unearned flag set or cleared.
+  func moveRecord(from: Int, to: Int, size: Int, unearned: Bool, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index)
+    precondition(
+      to >= Format.Part.dataStart && to <= limits.bytes - size && from >= Format.Part.dataStart
+        && from <= limits.bytes - size, "record outside the partition")
+    (base + to).copyMemory(from: base + from, byteCount: size)
+    let flags = (base + to).load(as: UInt8.self)
+    (base + to).storeBytes(
+      of: unearned ? flags | RecordFormat.unearnedFlag : flags & ~RecordFormat.unearnedFlag, as: UInt8.self)
+  }
+
+  /// Writes a wrap marker (one byte) at `offset`.
+  func writeWrapMarker(at offset: Int, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index)
+    precondition(offset >= Format.Part.dataStart && offset < limits.bytes, "marker outside the partition")
+    (base + offset).storeBytes(of: RecordFormat.wrapMarker, as: UInt8.self)
   }
 
   // MARK: Test hooks
 
-  /// The mapping's byte at file offset `offset`, for tests that damage the file in place
-  /// (a stray store, a torn write) to check what readers, writers and repair then do.
+  /// The partition's byte at `offset`, for tests that damage a partition in place.
   func _byte(at offset: Int) -> UnsafeMutableRawPointer {
-    precondition(offset >= 0 && offset < fileSize, "offset outside the file")
+    precondition(offset >= 0 && offset < limits.bytes, "offset outside the partition")
     return base + offset
   }
 }

@@ -1,29 +1,30 @@
 import Synchronization
 
 /// The lock-free read side: no lock, no system call (but the bounded wait's slow end),
-/// no allocation. Every read follows the read protocol (a seqlock per slot):
+/// no allocation. Every read follows the read protocol (DESIGN.md, section 3):
 ///
-/// 1. probe from the key's home slot; for each slot: load `seq` (acquire); if odd,
-///    wait and reload (bounded: `backoff`);
-/// 2. read `hash`, `loc`, `meta`; on a hash match, check the entry's bounds and
-///    lengths (`SlotIndex.entry(at:meta:matching:)`), compare the key, copy the value out;
-/// 3. acquire fence, reload `seq`: unchanged means the copy is whole and belongs to
-///    this key; changed means start the slot again (`SlotIndex.seqlockRead` is steps 1–3);
-/// 4. only then check expiry and checksum, and set the reference bit if clear.
-/// An empty slot ends the probe: a miss. Misses are confirmed against the shift
-/// sequence (`lookup`), since removals move entries backwards.
+/// R1. route the key to its partition; load its geometry word (acquire);
+/// R2. the key's two places and tag (`Placement`);
+/// R3. the seqlock read of the first bucket (`BucketIndex.seqlockRead`): `seq` (acquire;
+///     odd: wait, bounded, `backoff`), the tags, for each equal one the record's checked
+///     header, the key compared, the value copied out; acquire fence; `seq` again;
+/// R4. not found: R3 for the second bucket;
+/// R5. the geometry word again: changed means the index was reorganised meanwhile, and
+///     the read starts again at R1; a miss stands only if the move sequence, loaded at
+///     R2, was even and is unchanged (no displacement moved entries meanwhile), else the
+///     read starts again;
+/// R6. only then judge the copy: expiry, checksum (opt-in), the hit bit.
 struct Reader {
-  let index: SlotIndex
+  let memory: MappedMemory
   let counters: HandleCounters
   /// Check each value's checksum on read (`OpenPolicy.verifyChecksumsOnRead`).
   let checksumOnRead: Bool
-  /// Whether the mapping is writable (only then are reference bits set).
+  /// Whether the mapping is writable (only then are hit bits set).
   let writable: Bool
-  /// Writable, and reading without checksums: the common handle, whose short path
-  /// (`probeInline(plain: true)`) reads neither flag again.
+  /// Writable, and reading without checksums: the common handle.
   @inline(__always) var isPlain: Bool { writable && !checksumOnRead }
 
-  /// Asked when a slot stays odd past the spins: is its writer dead?
+  /// Asked when a bucket stays odd past the spins: is its writer dead?
   let liveness: Liveness
 
   enum Probe {
@@ -33,49 +34,58 @@ struct Reader {
     case needs(Int)
     /// Found, but its checksum does not match: counted as a miss, reported to verify.
     case corrupt
-    /// A slot (or the shift sequence) stayed mid-write past the bounded wait: answered
-    /// as a miss, and counted apart (`busyMisses`).
+    /// A bucket stayed mid-write past the bounded wait: answered as a miss, and counted
+    /// apart (`busyMisses`).
+    case busy
+  }
+
+  /// What R1-R5 found: the key's entry (its value copied when it fit), nothing, or a
+  /// bucket that stayed mid-write.
+  enum Located {
+    case found(BucketIndex.Entry, partition: Int)
+    case absent
     case busy
   }
 
   // MARK: The bounded wait
 
-  /// How long a reader waits on one slot that a writer is changing (or that a stopped
+  /// How long a reader waits on one bucket that a writer is changing (or that a stopped
   /// or dead writer left odd) before answering "miss". Bounded: never a hang.
   ///
-  /// First 2,048 pauses (tens of microseconds: a running writer finishes a slot in far
+  /// First 2,048 pauses (tens of microseconds: a running writer finishes a bucket in far
   /// less). Then the reader asks whether any live writer can finish it (`Liveness`: the
-  /// lock's holder is alive, by its witness, as a waiting writer asks): a dead writer
-  /// never finishes the slot, nor does anyone when the lock is free (damage), and it
-  /// stays odd until the next write repairs it, so the reader looks once more and
-  /// answers "miss" (a few tens of microseconds per read, not milliseconds). A live
-  /// writer descheduled mid-write (an oversubscribed CPU) needs the reader to give up
-  /// its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs, about 2 ms per wait.
-  /// A stopped (SIGSTOP) writer costs each read of its slot two such waits (the probe's
-  /// and its miss confirmation's), about 5 ms. Only this slow path makes system calls.
+  /// partition lock's holder is alive, by its witness, as a waiting writer asks): a dead
+  /// writer never finishes the bucket, nor does anyone when the lock is free (damage),
+  /// and it stays odd until the next write repairs it, so the reader looks once more and
+  /// answers "miss". A live writer descheduled mid-write (an oversubscribed CPU) needs
+  /// the reader to give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs,
+  /// about 2 ms per wait. A stopped (SIGSTOP) writer costs each read of its bucket one
+  /// such wait. Only this slow path makes system calls.
   static let readSpins = 2048
   static let readYields = 64
   static let readSleeps = 20
   static let readSleepMicroseconds: UInt32 = 50
-  /// Probes of one miss's confirmation against the shift sequence before it stands.
-  static let confirmTries = 16
+  /// Reads of one key started again because the index was reorganised meanwhile (R5),
+  /// before the read answers "busy": a split or merge takes microseconds.
+  static let restartLimit = 1024
 
-  /// One wait step on a busy slot; false once the reader should give up.
+  /// One wait step on a busy bucket of partition `partition`; false once the reader
+  /// should give up.
   @inline(__always)
-  func backoff(_ attempts: inout Int) -> Bool {
+  func backoff(_ attempts: inout Int, partition: Int) -> Bool {
     attempts += 1
     if attempts <= Self.readSpins {
       spinPause()
       return true
     }
-    return backoffSlowly(&attempts)
+    return backoffSlowly(&attempts, partition: partition)
   }
 
   /// `backoff` past its spins: off the read path's straight line.
   @inline(never)
-  func backoffSlowly(_ attempts: inout Int) -> Bool {
-    if attempts == Self.readSpins + 1 && liveness.noWriterCanFinish() {
-      // One more look (a writer that took over may have repaired the slot by now),
+  func backoffSlowly(_ attempts: inout Int, partition: Int) -> Bool {
+    if attempts == Self.readSpins + 1 && liveness.noWriterCanFinish(partition) {
+      // One more look (a writer that took over may have repaired the bucket by now),
       // and the next call gives up.
       attempts = Self.readSpins + Self.readYields + Self.readSleeps
       return true
@@ -90,207 +100,99 @@ struct Reader {
     return true
   }
 
-  // MARK: The general probe
+  // MARK: The probe
 
-  /// What step 2 found in one slot.
-  private enum SlotLook {
-    /// Another key's slot (or an empty one: hash 0).
-    case otherHash(UInt64)
-    /// This key's hash but not its entry (another key, or bounds that do not check out).
-    case notThisKey
-    case found(SlotIndex.Entry, meta: UInt64)
-  }
-
-  /// The read protocol, steps 1–4, for any entry (inline or in a record, fitting the
-  /// buffer or not, expired or not).
+  /// R3 for one bucket: the entry holding `key`, with its value copied when it fits
+  /// `buffer`; nil when the bucket holds no such entry; `busy` set when the bucket stayed
+  /// odd past the bounded wait.
   @inline(__always)
-  func probe(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-    into buffer: UnsafeMutableRawBufferPointer
-  ) -> Probe {
-    var i = index.home(hash)
-    var probes = 0
-    var retries = 0
-    while probes < index.slotCount {
-      let read = index.seqlockRead(i) { () -> SlotLook in
-        let h = index.hash(at: i)
-        guard h == hash else { return .otherHash(h) }
-        let meta = index.meta(at: i)
-        guard let e = index.entry(at: i, meta: meta, matching: key) else { return .notThisKey }
-        if e.vlen <= buffer.count, let out = buffer.baseAddress { index.copyValue(of: e, slot: i, to: out) }
-        return .found(e, meta: meta)
-      }
-      switch read {
-      case .busy, .changed:
-        if !backoff(&retries) { return .busy }
-      case .stable(.otherHash(0)):
-        return .miss
-      case .stable(.otherHash), .stable(.notThisKey):
-        i = index.next(i)
-        probes += 1
-      case .stable(.found(let e, let meta)):
-        // The copy is whole and is this key's (step 4: now judge it).
-        return judge(e, slot: i, meta: meta, hash: hash, now: now, allowExpired: allowExpired, buffer: buffer)
+  private func readBucket(
+    _ index: BucketIndex, _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer,
+    into buffer: UnsafeMutableRawBufferPointer, waits: inout Int, busy: inout Bool
+  ) -> BucketIndex.Entry? {
+    while true {
+      switch index.seqlockRead(place, { index.lookup(place, tag: tag, key: key, copyInto: buffer) }) {
+      case .stable(let e):
+        return e
+      case .changed:
+        continue
+      case .busy:
+        if !backoff(&waits, partition: index.part.index) {
+          busy = true
+          return nil
+        }
       }
     }
-    return .miss
   }
 
-  /// Step 4 for a whole copy of this key's entry.
+  /// R1-R5: where `key` (of hash `hash`) is, its value copied into `buffer` when it fits.
   @inline(__always)
-  private func judge(
-    _ e: SlotIndex.Entry, slot i: Int, meta: UInt64, hash: UInt64, now: UInt64, allowExpired: Bool,
+  func locate(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Located {
+    let p = IndexGeometry.partition(hash, count: memory.partitionCount)
+    let index = BucketIndex(part: memory.partition(p))
+    var waits = 0
+    for _ in 0..<Self.restartLimit {
+      // R1.
+      let geometry = index.geometry()
+      guard index.part.isValidGroupCount(geometry.groups) else { return .absent }
+      // R2. The second bucket's miss overlaps the first's.
+      let pl = Placement(hash: hash, groups: geometry.groups)
+      if pl.second != pl.first { index.part.prefetchBucket(pl.second, write: false) }
+      let moves = index.moveSequence()
+      var busy = false
+      // R3, R4.
+      var found = readBucket(index, pl.first, tag: pl.tag, key, into: buffer, waits: &waits, busy: &busy)
+      if found == nil && pl.second != pl.first {
+        found = readBucket(index, pl.second, tag: pl.tag, key, into: buffer, waits: &waits, busy: &busy)
+      }
+      // R5 (after R3's acquire fences).
+      guard index.geometryRelaxed() == geometry else { continue }
+      if let found { return .found(found, partition: p) }
+      if busy { return .busy }
+      // A miss stands when no displacement moved entries while the buckets were read.
+      if moves & 1 == 0 && index.part.word(.moves).load(.relaxed) == moves { return .absent }
+      if moves & 1 != 0 && !backoff(&waits, partition: p) { return .busy }
+    }
+    return .busy
+  }
+
+  /// The read protocol, R1-R6, for any entry (fitting the buffer or not, expired or
+  /// not). `now` is the expiry clock, or 0 to read it only for an entry with an expiry.
+  @inline(__always)
+  func probe(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64 = 0, allowExpired: Bool = false,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Probe {
+    switch locate(key, hash: hash, into: buffer) {
+    case .absent: return .miss
+    case .busy: return .busy
+    case .found(let e, let p):
+      return judge(e, partition: p, hash: hash, now: now, allowExpired: allowExpired, buffer: buffer)
+    }
+  }
+
+  /// R6 for a whole copy of this key's entry.
+  @inline(__always)
+  func judge(
+    _ e: BucketIndex.Entry, partition p: Int, hash: UInt64, now: UInt64, allowExpired: Bool,
     buffer: UnsafeMutableRawBufferPointer
   ) -> Probe {
-    let expiry = meta & Format.expiryMask
+    let h = e.header
+    let expiry = h.expiry & Format.expiryMask
     // The clock is read only for entries that can expire (`now` 0: not read yet).
-    let expired = expiry != 0 && Expiry.isExpired(meta, now: now != 0 ? now : Sys.expiryClockMilliseconds())
+    let expired = expiry != 0 && Expiry.isExpired(h.expiry, now: now != 0 ? now : Sys.expiryClockMilliseconds())
     if expired && !allowExpired { return .miss }
-    if e.vlen > buffer.count { return .needs(e.vlen) }
+    if h.vlen > buffer.count { return .needs(h.vlen) }
     if checksumOnRead,
-      KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
+      KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: h.vlen), hash: hash) != h.sum
     {
       return .corrupt
     }
-    if meta & Format.hotBit == 0 && writable { index.markHit(i, meta: meta) }
+    if e.word & Format.hotBit == 0 && writable { BucketIndex(part: memory.partition(p)).markHit(e.at, word: e.word) }
     return .hit(
       EntryInfo(
-        valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
-        version: e.cas, isExpired: expired))
-  }
-
-  /// `probe`, with misses confirmed: a miss counts only if no removal moved entries
-  /// while it probed (the shift sequence was even and unchanged). A probe that gave up
-  /// on a busy slot is confirmed the same way (the second probe waits again: a
-  /// descheduled writer may have finished), and stays `busy` if that one misses too.
-  @inline(__always)
-  func lookup(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-    into buffer: UnsafeMutableRawBufferPointer
-  ) -> Probe {
-    let first = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
-    switch first {
-    case .miss, .busy: break
-    case .hit, .needs, .corrupt: return first
-    }
-    let again = confirmMiss(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
-    if case .busy = first, case .miss = again { return .busy }
-    return again
-  }
-
-  /// Confirms a miss: probes again until no removal moved entries meanwhile (the shift
-  /// sequence even and unchanged across the probe: a seqlock read of the whole index).
-  @inline(__always)
-  func confirmMiss(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, allowExpired: Bool,
-    into buffer: UnsafeMutableRawBufferPointer
-  ) -> Probe {
-    let shift = index.memory.header(.shiftSeq)
-    var waits = 0
-    var tries = 0
-    while tries < Self.confirmTries {
-      let s0 = shift.load(.acquiring)
-      if s0 & 1 != 0 {
-        // A removal is moving entries (its writer may be descheduled): wait, bounded.
-        if !backoff(&waits) { return .busy }
-        continue
-      }
-      tries += 1
-      let again = probe(key, hash: hash, now: now, allowExpired: allowExpired, into: buffer)
-      atomicMemoryFence(ordering: .acquiring)
-      if shift.load(.relaxed) == s0 { return again }
-      switch again {
-      case .miss, .busy: continue
-      case .hit, .needs, .corrupt: return again
-      }
-    }
-    return .miss
-  }
-
-  // MARK: The short path
-
-  /// `probeInline` found an empty slot before the key (a miss, to be confirmed).
-  static let fastMiss = -1
-  /// `probeInline` met anything unusual: the general `lookup` decides.
-  static let fastUnsure = -2
-
-  /// The common case of `probe`, straight-line and short: an inline entry, found within
-  /// `SlotIndex.shortProbe` slots of home, stable, fitting `buffer`. Returns its length
-  /// (copied into `buffer`), `fastMiss` at an empty slot, or `fastUnsure` for everything
-  /// else (a writer in the slot, a record in a log, a value larger than `buffer`, a long
-  /// probe run, a checksum mismatch), which the caller hands to `lookup`. Also hands
-  /// back a hit's expiry (0: never) and version.
-  ///
-  /// Two steps: a short loop that only compares hashes finds the slot, then one
-  /// straight-line seqlock read of it. Keeping the copy (a call) out of the loop keeps
-  /// the loop's values in registers: fewer instructions and stack stores per read,
-  /// which lets the CPU start the next read's cache miss before this one's is served.
-  /// Slots whose hash differs are skipped without a seqlock check: skipping a slot that
-  /// is just then receiving this key can only lead to a miss (confirmed by the general
-  /// path against the shift sequence) or to this key's entry in a later slot, itself
-  /// checked by its own sequence: a whole value of this key either way. A slot with the
-  /// same hash but another key (a 64-bit hash collision) is left to the general path.
-  ///
-  /// With `plain` (a constant at its call site) the caller has checked that this handle
-  /// is writable and reads without checksums (`isPlain`), and the flags are not read again.
-  /// The short paths' scan: from the home slot, the first slot whose hash is `hash`
-  /// (comparing hashes only), within `SlotIndex.shortProbe` slots; `fastMiss` at an empty
-  /// slot first, `fastUnsure` past the limit.
-  @inline(__always)
-  func shortScan(_ hash: UInt64) -> Int {
-    var i = index.home(hash)
-    var probes = 0
-    while true {
-      let h = index.hash(at: i)
-      if h == hash { return i }
-      if h == 0 { return Self.fastMiss }
-      probes &+= 1
-      if probes == SlotIndex.shortProbe { return Self.fastUnsure }
-      i = index.next(i)
-    }
-  }
-
-  @inline(__always)
-  func probeInline(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    expiry: inout UInt64, version: inout UInt64, plain: Bool = false
-  ) -> Int {
-    let i = shortScan(hash)
-    guard i >= 0 else { return i }
-    return readInline(at: i, key, hash: hash, into: buffer, expiry: &expiry, version: &version, plain: plain)
-  }
-
-  /// `probeInline`'s read of slot `i`, the first slot of its run whose hash is `hash`
-  /// (found by `shortScan`, or by the batch read's step 2 at the home slot): the same
-  /// answers, with `fastUnsure` for everything the general path must settle.
-  @inline(__always)
-  func readInline(
-    at i: Int, _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    expiry: inout UInt64, version: inout UInt64, plain: Bool
-  ) -> Int {
-    let read = index.seqlockRead(i) { () -> (SlotIndex.Entry, meta: UInt64)? in
-      let meta = index.meta(at: i)
-      guard meta & Format.inlineBit != 0, let out = buffer.baseAddress,
-        let e = index.entry(at: i, meta: meta, matching: key), e.vlen <= buffer.count
-      else { return nil }
-      index.copyValue(of: e, slot: i, to: out)
-      return (e, meta)
-    }
-    guard case .stable(let found?) = read else { return Self.fastUnsure }
-    // The copy is whole and is this key's. Now judge it.
-    let e = found.0
-    let meta = found.meta
-    let exp = meta & Format.expiryMask
-    if exp != 0 && Expiry.isExpired(meta, now: Sys.expiryClockMilliseconds()) { return Self.fastUnsure }
-    if !plain && checksumOnRead,
-      KeyHash.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: e.vlen), hash: hash) != e.sum
-    {
-      return Self.fastUnsure
-    }
-    if meta & Format.hotBit == 0 && (plain || writable) { index.markHit(i, meta: meta) }
-    expiry = exp
-    version = e.cas
-    return e.vlen
+        valueCount: h.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+        version: UInt64(h.version), isExpired: expired))
   }
 
   // MARK: Counters
@@ -303,7 +205,7 @@ struct Reader {
   @inline(__always) func countHit() { counters.hits.increment() }
   @inline(__always) func countMiss() { counters.misses.increment() }
 
-  /// A miss that gave up on a busy slot: counted as a miss and as a busy one.
+  /// A miss that gave up on a busy bucket: counted as a miss and as a busy one.
   func countBusyMiss() {
     countMiss()
     counters.busy.increment()
@@ -319,52 +221,72 @@ struct Reader {
     var inMainLog: Bool
   }
 
-  /// Tries per slot before a scan passes a slot that keeps changing.
+  /// Tries per bucket before a scan passes a bucket that keeps changing.
   static let scanTries = 64
 
-  /// Visits live entries without the write lock (each copied under its slot's seqlock,
-  /// so each is whole). Entries written or moved during the scan may be missed or seen
+  /// Visits live entries without any lock (each bucket read under its seqlock, each entry
+  /// copied whole). Entries written or moved during the scan may be missed or seen
   /// twice; writers are never blocked. Return false from `body` to stop.
   func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
-    let m = index.memory
     let now = Sys.expiryClockMilliseconds()
-    for i in 0..<index.slotCount {
-      var attempt = 0
-      while attempt < Self.scanTries {
-        attempt += 1
-        let read = index.seqlockRead(i) { () -> (entry: ScannedEntry, sum: UInt32, hash: UInt64)?? in
-          let h = index.hash(at: i)
-          if h == 0 { return .some(nil) }
-          let meta = index.meta(at: i)
-          let loc = index.loc(at: i)
-          // An inline entry's record must be its header alone; an entry's, a whole entry.
-          guard let e = index.entry(at: i, meta: meta),
-            let rh = m.recordHeader(at: loc), rh.kind == (e.inline ? Format.kindHeaderOnly : Format.kindEntry)
-          else { return .some(nil) }
-          let bytes = index.bytes(of: e, slot: i)
-          let expiry = meta & Format.expiryMask
-          let info = EntryInfo(
-            valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
-            isExpired: Expiry.isExpired(meta, now: now))
-          let scanned = ScannedEntry(
-            key: Array(bytes.key), value: values ? Array(bytes.value) : nil, info: info,
-            inMainLog: loc >= m.mainBase)
-          return .some((scanned, e.sum, h))
+    for p in 0..<memory.partitionCount {
+      let index = BucketIndex(part: memory.partition(p))
+      var g = 0
+      while true {
+        let geometry = index.geometry()
+        guard index.part.isValidGroupCount(geometry.groups), g < geometry.groups else { break }
+        for b in 0..<Format.bucketsPerGroup {
+          let found = scanBucket(index, Place(group: g, bucket: b), geometry: geometry, values: values, now: now)
+          for entry in found where includeExpired || !entry.info.isExpired {
+            if try !body(entry) { return }
+          }
         }
-        guard case .stable(let result) = read else {
-          if case .busy = read { spinPause() }
-          continue
-        }
-        // Whole, but intact? As on the read path: the key must hash to the slot's hash
-        // and the value match its checksum; a damaged entry is skipped, never handed out.
-        guard let found = result, let (entry, sum, h) = found,
-          entry.key.withUnsafeBytes({ KeyHash.key($0) }) == h,
-          entry.value.map({ v in v.withUnsafeBytes { KeyHash.checksum($0, hash: h) } == sum }) ?? true
-        else { break }
-        if entry.info.isExpired && !includeExpired { break }
-        if try !body(entry) { return }
-        break
+        g += 1
       }
     }
+  }
+
+  /// The whole entries of one bucket, each copied under the bucket's seqlock with the
+  /// geometry unchanged, each key hashing to its slot's tag and each value matching its
+  /// checksum (a damaged entry is skipped, never handed out).
+  private func scanBucket(
+    _ index: BucketIndex, _ place: Place, geometry: Geometry, values: Bool, now: UInt64
+  ) -> [ScannedEntry] {
+    let smallEnd = index.part.limits.mainBase
+    for attempt in 0..<Self.scanTries {
+      let read = index.seqlockRead(place) { () -> [(ScannedEntry, UInt16, UInt16)] in
+        var out: [(ScannedEntry, UInt16, UInt16)] = []
+        for slot in 0..<Format.slotsPerBucket {
+          let tag = index.part.tag(place, slot)
+          guard tag != 0, let e = index.entry(at: BucketIndex.Slot(place: place, slot: slot)) else { continue }
+          let h = e.header
+          let bytes = index.part.copyBytes(record: e.offset, h, value: true)
+          let expiry = h.expiry & Format.expiryMask
+          let info = EntryInfo(
+            valueCount: h.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: UInt64(h.version),
+            isExpired: Expiry.isExpired(h.expiry, now: now))
+          out.append(
+            (
+              ScannedEntry(key: bytes.key, value: bytes.value, info: info, inMainLog: e.offset >= smallEnd), tag,
+              h.sum
+            ))
+        }
+        return out
+      }
+      guard case .stable(let copies) = read, index.geometryRelaxed() == geometry else {
+        if attempt > 0 { spinPause() }
+        continue
+      }
+      return copies.compactMap { (entry, tag, sum) in
+        let hash = entry.key.withUnsafeBytes { KeyHash.key($0) }
+        guard IndexGeometry.tag(hash) == tag,
+          entry.value.map({ v in v.withUnsafeBytes { KeyHash.checksum($0, hash: hash) } == sum }) ?? true
+        else { return nil }
+        var e = entry
+        if !values { e.value = nil }
+        return e
+      }
+    }
+    return []
   }
 }

@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
 
-/// The write lock: one word in the file that every writer, in every process and on
-/// every thread, takes with a compare-and-swap. In `.flock` mode the handle also takes
-/// `flock` first, and an in-process lock before that (a flock held by one thread's
-/// descriptor is held by all the threads sharing it, and the second thread's unlock
-/// would drop the first's).
+/// The write locks: one word per partition that every writer of that partition, in
+/// every process and on every thread, takes with a compare-and-swap. In `.flock` mode the
+/// handle also takes `flock` first (one for the file), and an in-process lock before that
+/// (a flock held by one thread's descriptor is held by all the threads sharing it, and
+/// the second thread's unlock would drop the first's).
 ///
-/// Lock word (32 bits, `Format.H.lockWord`; the bit layout is `Format.Lock`):
+/// Lock word (32 bits, `Format.Part.lockWord` of its partition; the bit layout is
+/// `Format.Lock`):
 ///
 ///     bits 0..9    owner: process-table slot + 1 (0 = free)
 ///     bits 10..29  owner's generation (low 20 bits of its table entry's generation)
@@ -23,8 +24,9 @@ import Glibc
 /// lock cannot witness for its own descriptor: `F_OFD_GETLK` ignores the caller's own
 /// locks).
 ///
-/// Holding the lock is proved by `Held`, a token only `withLock` makes: every function
-/// that changes the table takes one, so calling it without the lock does not compile.
+/// Holding a partition's lock is proved by `Held`, a token only `acquire` makes, which
+/// names the partition: every function that changes a partition takes one, so calling
+/// it without the lock does not compile. A writer holds one partition's lock at a time.
 ///
 /// A struct of a few words, not a class: taking the lock then retains and releases
 /// nothing (as a class, the retain and release cost ~6 % of a set, measured with
@@ -40,11 +42,12 @@ struct WriteLock: @unchecked Sendable {
   /// least this often to check its witness, and notice its death within milliseconds.
   static let waitNanoseconds: Int64 = 2_000_000
 
-  /// Proof that the caller holds the write lock. Only `WriteLock.withLock` makes one and
-  /// it cannot be copied or stored, so a function that takes one (`borrowing`) can only
-  /// run inside a hold of the lock.
+  /// Proof that the caller holds partition `partition`'s write lock. Only
+  /// `WriteLock.acquire` makes one and it cannot be copied or stored, so a function that
+  /// takes one (`borrowing`) can only run inside a hold of the lock.
   struct Held: ~Copyable {
-    fileprivate init() {}
+    let partition: Int
+    fileprivate init(partition: Int) { self.partition = partition }
   }
 
   /// The slow paths' state, owned by `CacheEngine` for the lock's whole life.
@@ -64,18 +67,18 @@ struct WriteLock: @unchecked Sendable {
     }
   }
 
-  private let word: SharedWord32
+  private let memory: MappedMemory
   private unowned(unsafe) let context: Context
   private let myToken: UInt32
   private let usesFlock: Bool
 
   /// Precondition: `context` outlives the lock (its owner keeps both).
   init(mode: LockMode, context: Context, generation: UInt64) {
-    word = context.memory.lockWord
+    memory = context.memory
     usesFlock = mode == .flock
     myToken = Self.token(slot: context.mySlot, generation: generation)
     self.context = context
-    releaseIfLeftBySlotsLastOwner()
+    for p in 0..<memory.partitionCount { releaseIfLeftBySlotsLastOwner(memory.partition(p).lockWord) }
   }
 
   /// The lock-word value naming process-table slot `slot` at `generation`.
@@ -93,7 +96,7 @@ struct WriteLock: @unchecked Sendable {
   /// intent word, if the owner died mid-change, makes the next writer repair). No thread
   /// of this handle can hold the lock yet. A waiter taking the same word over at the
   /// same moment is fine: of the two compare-and-swaps, one wins.
-  private func releaseIfLeftBySlotsLastOwner() {
+  private func releaseIfLeftBySlotsLastOwner(_ word: SharedWord32) {
     let w = word.load(.acquiring)
     guard w & Format.Lock.ownerMask == myToken & Format.Lock.ownerMask else { return }
     if word.compareExchange(expected: w, desired: w & Format.Lock.waitersBit, .acquiringAndReleasing) {
@@ -102,40 +105,40 @@ struct WriteLock: @unchecked Sendable {
     }
   }
 
-  /// Runs `body` holding the lock.
+  /// Runs `body` holding partition `partition`'s lock.
   @inline(__always)
-  func withLock<R>(_ body: (_ held: borrowing Held) throws -> R) throws -> R {
-    let held = try acquire()
-    defer { release() }
+  func withLock<R>(_ partition: Int, _ body: (_ held: borrowing Held) throws -> R) throws -> R {
+    let held = try acquire(partition)
+    defer { release(partition) }
     return try body(held)
   }
 
-  /// Takes the lock and hands out its witness (in `.flock` mode: the in-process lock,
-  /// the flock, then the word). Every `acquire` must be followed by `release` on the same
-  /// thread, as `withLock` and `CacheEngine.withWriteLock` (whose set path stays free of
-  /// closure calls this way) do; nothing else calls it.
+  /// Takes partition `partition`'s lock and hands out its witness (in `.flock` mode: the
+  /// in-process lock, the flock, then the word). Every `acquire` must be followed by
+  /// `release` of the same partition on the same thread, as `withLock` and
+  /// `CacheEngine.withWriteLock` (whose set path stays free of closure calls this way)
+  /// do; nothing else calls it.
   @inline(__always)
-  func acquire() throws -> Held {
-    if usesFlock { _ = try acquireWithFlock() } else { _ = acquireWord() }
-    return Held()
+  func acquire(_ partition: Int) throws -> Held {
+    let word = memory.partition(partition).lockWord
+    if usesFlock { _ = try acquireWithFlock(word) } else { _ = acquireWord(word) }
+    return Held(partition: partition)
   }
 
-  /// Releases the lock `acquire` took.
+  /// Releases partition `partition`'s lock, which `acquire` took.
   @inline(__always)
-  func release() { unlock() }
-
-  @inline(__always)
-  private func unlock() {
+  func release(_ partition: Int) {
+    let word = memory.partition(partition).lockWord
     let prev = word.exchange(0, .releasing)
-    if prev & Format.Lock.waitersBit != 0 { wakeOne() }
+    if prev & Format.Lock.waitersBit != 0 { wakeOne(word) }
     if usesFlock { releaseFlock() }
   }
 
   @inline(never)
-  private func wakeOne() { word.futexWake(1) }
+  private func wakeOne(_ word: SharedWord32) { word.futexWake(1) }
 
   @inline(never)
-  private func acquireWithFlock() throws -> Bool {
+  private func acquireWithFlock(_ word: SharedWord32) throws -> Bool {
     context.threads.lock()
     do { try Sys.flock(context.fd, LOCK_EX) } catch {
       context.threads.unlock()
@@ -143,7 +146,7 @@ struct WriteLock: @unchecked Sendable {
     }
     // The mode is per handle, not per file: take the word too, so that handles in
     // `.sharedWord` mode (which never look at the flock) are excluded as well.
-    return acquireWord()
+    return acquireWord(word)
   }
 
   @inline(never)
@@ -154,15 +157,15 @@ struct WriteLock: @unchecked Sendable {
 
   /// The word's uncontended path, inlined into every write: one compare-and-swap.
   @inline(__always)
-  private func acquireWord() -> Bool {
+  private func acquireWord(_ word: SharedWord32) -> Bool {
     if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return false }
-    return acquireContendedWord()
+    return acquireContendedWord(word)
   }
 
   /// Spins, then checks the holder's witness and sleeps on the futex, until the word is
   /// free (false) or its holder is proved dead and the word taken over (true).
   @inline(never)
-  private func acquireContendedWord() -> Bool {
+  private func acquireContendedWord(_ word: SharedWord32) -> Bool {
     var spins = 0
     var waited = false
     while true {
@@ -212,16 +215,16 @@ struct Liveness {
   let fd: Int32
   let asker: WriteLock.Asker
 
-  /// Whether no live writer can finish what a reader is waiting for (a slot, or the
-  /// shift sequence, that stays odd): the lock word names a process that is gone, or it is
-  /// free. Writers change slots only while they hold the word, so a free word means the
-  /// odd word was left by a holder that died mid-change (its intent record is then still
-  /// set: a holder clears the record before it releases the word, and a process that
-  /// registers into a dead holder's table entry releases the word it left), or by damage.
+  /// Whether no live writer can finish what a reader is waiting for (a bucket of
+  /// partition `partition` that stays odd): its lock word names a process that is gone,
+  /// or it is free. Writers change buckets only while they hold the word, so a free word
+  /// means the odd word was left by a holder that died mid-change (its intent word is
+  /// then still set: a holder clears it before it releases the word, and a process that
+  /// registers into a dead holder's table entry releases the words it left), or by damage.
   /// Asked by a reader whose wait has passed its spins (`Reader.backoff`), which then
   /// looks once more (a writer may have just finished) and answers "miss".
-  func noWriterCanFinish() -> Bool {
-    let cur = memory.lockWord.load(.relaxed)
+  func noWriterCanFinish(_ partition: Int) -> Bool {
+    let cur = memory.partition(partition).lockWord.load(.relaxed)
     if cur & Format.Lock.ownerMask == 0 { return true }
     return holderIsDead(cur)
   }

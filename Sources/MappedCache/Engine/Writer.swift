@@ -1,24 +1,25 @@
-/// The write side: every change to the table, each under the write lock (each function
-/// takes its witness). The write protocol, as `store` numbers it (encoding, hashing and
-/// checksumming happen before the lock, in `prepare`; `CacheEngine.withWriteLock`
-/// repairs first if the last holder died mid-change):
-///  1. mark the intent record (header `intent` = 1; `withWriteLock` does it);
-///  2. find the key's slot, or the empty slot that ends its probe run;
-///  3. make room in the destination log (`EvictionPolicy.makeRoom`: eviction steps);
-///  4. write the record at the log's head (a pad first if it would wrap), then advance
-///     the head: the record is complete before anything points to it;
-///  5. publish: one seqlock write of the slot (`seq` odd, hash/loc/meta, `seq` even);
-///  6. update counts; clear the intent record; release the lock (`withWriteLock`).
-/// A writer killed at any point leaves: before 5, an unreferenced record (garbage the
-/// tail skips); during 5, an odd slot (cleared by the next writer's repair, which
-/// finds `intent` = 1); after 5, a stored entry with stale counts (recounted by repair).
-/// An inline entry overwritten by an inline value skips steps 3 and 4: its whole write
-/// is step 5 (`rewriteInline`).
+/// The write side: every change to a partition, each under its lock (each function
+/// takes its witness and the partition it names). The write protocol, as `store` numbers
+/// it (encoding, hashing and checksumming happen before the lock, in `prepare`, W0;
+/// `CacheEngine.withWriteLock` takes the lock, repairs first if the last holder died
+/// mid-change, and sets the intent word, W1):
+///  W2. find the key in its two places;
+///  W3. an entry of the same record size is rewritten in place: one seqlock write of its
+///      bucket (`BucketIndex.rewriteValue`), keeping its place in the eviction order;
+///  W4. make room: a group for the index when a new entry would pass 95 % of its slots
+///      (`IndexResizer.growIfFull`), room in the destination log (`EvictionPolicy.makeRoom`),
+///      then for a new key a slot (`BucketIndex.allocate`, or an eviction from its two
+///      buckets when the index is waiting for space);
+///  W5. write the record at the log's head (a wrap marker first if it would pass the
+///      limit), then advance the head: the record is complete before anything names it;
+///  W6. publish: one seqlock write of the bucket (the slot's word and tag);
+///  W7. update the counts; `withWriteLock` clears the intent word and releases the lock.
+/// A writer killed at any point leaves: before W6, an unreferenced record (garbage the
+/// tail skips); during W6 (or W3), an odd bucket, checked entry by entry by the next
+/// writer's repair (W3 names its slot in the intent word, and repair drops it); after W6,
+/// a stored entry with stale counts (recounted by repair).
 struct Writer {
-  let index: SlotIndex
-  let logs: RecordLogs
-  let policy: EvictionPolicy
-  let counters: TableCounters
+  let memory: MappedMemory
   let maxKey: Int
   let maxValue: Int
   let path: String
@@ -29,11 +30,13 @@ struct Writer {
   /// An encoded entry, checked and hashed, ready to be stored under the lock.
   struct PreparedWrite {
     var hash: UInt64
-    var sum: UInt32
-    var recordSize: Int
+    var sum: UInt16
+    /// The record's bytes.
+    var size: Int
+    /// The expiry word (`Expiry`), 0 for none.
     var expiry: UInt64
-    /// Key and value go in the slot's inline area; the record is the header alone.
-    var inline: Bool
+    /// The key's partition.
+    var partition: Int
   }
 
   @inline(__always)
@@ -42,12 +45,11 @@ struct Writer {
     if key.count > maxKey { throw .keyTooLarge(size: key.count, limit: maxKey) }
   }
 
-  /// Checks, hashes and checksums an entry, before the lock. Inlined: returned through
-  /// memory from a call, the struct was copied with loads that overlapped the callee's
-  /// stores, and each stalled until those reached the cache (28 % of `set`'s own time
-  /// in a profile of write-only Zipf runs).
-  /// With `prefetch` false the caller prefetches the home slot itself (the batch write
-  /// prefetches a whole group's in a loop of their own, as the batch read does).
+  /// W0: checks, hashes and checksums an entry, before the lock. Inlined: returned
+  /// through memory from a call, the struct was copied with loads that overlapped the
+  /// callee's stores, each stalling until those reached the cache. With `prefetch` false
+  /// the caller prefetches the key's first bucket itself (the batch write prefetches a
+  /// whole group's in a loop of their own, as the batch read does).
   @inline(__always)
   func prepare(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
@@ -56,226 +58,219 @@ struct Writer {
     try checkKey(key)
     if value.count > maxValue { throw .valueTooLarge(size: value.count, limit: maxValue) }
     let hash = KeyHash.key(key)
-    // The key's home slot is where the locked part starts: fetch it now, so that its
+    let p = IndexGeometry.partition(hash, count: memory.partitionCount)
+    // The key's first bucket is where the locked part starts: fetch it now, so that its
     // cache miss overlaps the checksum and the lock rather than stalling under it.
-    if prefetch { index.memory.prefetchSlot(index.home(hash)) }
-    let inline = key.count &+ value.count <= index.memory.inlineCapacity
-    let size = inline ? Format.headerOnlyRecordBytes : Format.recordSize(keyCount: key.count, valueCount: value.count)
+    if prefetch { prefetchFirstBucket(hash, partition: p) }
+    let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
     return PreparedWrite(
-      hash: hash, sum: KeyHash.checksum(value, hash: hash), recordSize: size,
-      expiry: expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds()), inline: inline)
+      hash: hash, sum: KeyHash.checksum(value, hash: hash),
+      size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
+      expiry: stamped, partition: p)
   }
 
-  /// Stores one entry: the write protocol, steps 2–6 (see the type's comment). `now` is
-  /// the expiry clock, or 0 to read it when first needed: for an old entry with an
-  /// expiry, and for step 3 (eviction judges expiry), which every store that reaches it
-  /// runs; only the in-place rewrite of an inline entry reads no clock.
+  /// Prefetches, for writing, the first bucket of the key of hash `hash` (a hint: the
+  /// geometry is read racily, and the prefetch never faults).
+  @inline(__always)
+  func prefetchFirstBucket(_ hash: UInt64, partition p: Int) {
+    let part = memory.partition(p)
+    let groups = BucketIndex(part: part).geometryRelaxed().groups
+    guard part.isValidGroupCount(groups) else { return }
+    part.prefetchBucket(Placement(hash: hash, groups: groups).first, write: true)
+  }
+
+  /// Stores one entry: the write protocol, W2-W7 (see the type's comment). `now` is the
+  /// expiry clock, or 0 to read it when first needed. `version`, when given, is kept
+  /// instead of taking a new one (a touch that has to rewrite the record).
   @inline(__always)
   func store(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    condition: SetCondition, now: UInt64 = 0, _ held: borrowing WriteLock.Held
+    condition: SetCondition, now: UInt64 = 0, version keep: UInt32? = nil,
+    _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
-    // Read when first needed. (Plain code, not a nested function capturing `clock`:
-    // that capture is a heap box in unoptimised builds, an allocation per store.)
+    assert(held.partition == part.number && w.partition == part.number)
+    let index = part.index
     var clock = now
-    // 2. Find the key's slot (and judge the condition against what is there).
-    var found = index.find(key, hash: w.hash, held)
-    let old: SlotIndex.Entry?
-    switch found {
-    case .found(let i, let e):
-      // The clock is read only for an entry that can expire.
-      let meta = index.meta(at: i)
-      if meta & Format.expiryMask != 0 && clock == 0 { clock = Sys.expiryClockMilliseconds() }
-      old = meta & Format.expiryMask != 0 && Expiry.isExpired(meta, now: clock) ? nil : e
-      if let refusal = refusal(condition, live: old) { return refusal }
-      // An inline entry overwritten by a value that also fits inline keeps its record
-      // (which holds only the key) and its place in the eviction order: the whole write
-      // is one seqlock write of the slot (step 5 alone).
-      if w.inline, e.inline, let outcome = rewriteInline(i, oldBytes: e.liveBytes, key, value, w, held) {
-        return outcome
-      }
-    case .empty:
-      old = nil
-      if let refusal = refusal(condition, live: nil) { return refusal }
-    case .full:
-      throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
+    // W2.
+    var placement = Placement(hash: w.hash, groups: index.groups)
+    var found = index.find(key, placement: placement, held)
+    var live = found
+    if let e = found, e.header.expiry != 0 {
+      if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+      if Expiry.isExpired(e.header.expiry, now: clock) { live = nil }
     }
-
-    // 3. Make room in the destination log.
-    let isNew: Bool
-    let oldBytes: Int
-    if case .found(_, let e) = found { (isNew, oldBytes) = (false, e.liveBytes) } else { (isNew, oldBytes) = (true, 0) }
-    let dest = destination(of: found, w, held)
-    let liveDelta = key.count + value.count - oldBytes
+    if let refusal = refusal(condition, live: live) { return refusal }
+    // W3.
+    if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
+      let version = keep ?? part.counters.nextVersion(held)
+      rewrite(e, value: value, version: version, sum: w.sum, expiry: w.expiry, part, held)
+      part.counters.bump(.sets, held)
+      return .stored(version: UInt64(version))
+    }
+    // W4. (The log positions are checked first: `set` takes the lock without.)
+    guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
+    let oldBytes = found?.header.liveBytes ?? 0
+    let dest = destination(of: found, w, part, held)
     if clock == 0 { clock = Sys.expiryClockMilliseconds() }
-    if try policy.makeRoom(dest, size: w.recordSize, newEntry: isNew, liveDelta: liveDelta, now: clock, held) {
-      found = index.find(key, hash: w.hash, held)  // eviction may have shifted slots
+    if found == nil, part.resizer.growIfFull(entries: part.counters.count(.entries), held) {
+      placement = Placement(hash: w.hash, groups: index.groups)
     }
-
-    // 4. Write the record at the log's head, then advance the head.
-    let loc = logs.reserve(dest, w.recordSize, held)
-    let cas = counters.nextVersion(held)
-    index.memory.writeRecord(
-      at: loc, size: w.recordSize, key: key, value: value, headerOnly: w.inline,
-      sum: w.sum, hash: w.hash, cas: cas, held)
-    logs.commit(dest, w.recordSize, held)
-
-    // 5. Publish: one seqlock write of the slot.
-    let slot: Int
-    let oldBytesHere: Int
-    switch found {
-    case .found(let i, let e): (slot, oldBytesHere) = (i, e.liveBytes)
-    case .empty(let i): (slot, oldBytesHere) = (i, -1)
-    case .full: throw CacheError.corrupted(path: path, reason: "the index has no empty slot")
+    let liveDelta = key.count &+ value.count &- oldBytes
+    if try part.policy.makeRoom(dest, size: w.size, newEntry: found == nil, liveDelta: liveDelta, now: clock, held) {
+      // Eviction may have moved or removed the entry, or merged a group.
+      placement = Placement(hash: w.hash, groups: index.groups)
+      if found != nil { found = index.find(key, placement: placement, held) }
     }
-    publish(slot, key, value, w, loc: loc, cas: cas, held)
-
-    // 6. Counts (a writer killed before them leaves counts that repair recounts).
-    counters.changeLiveBytes(adding: key.count + value.count, removing: max(0, oldBytesHere), held)
-    if oldBytesHere < 0 { counters.bump(.entries, held) }
-    counters.bump(.sets, held)
-    return .stored(version: cas)
+    let slot: BucketIndex.Slot
+    if let e = found {
+      slot = e.at
+    } else if let s = index.allocate(placement, held) {
+      slot = s
+    } else {
+      part.policy.evictForSlot(placement, now: clock, held)
+      guard let s = index.allocate(placement, held) else {
+        throw PartitionDamage("no slot frees up for a new key")
+      }
+      slot = s
+    }
+    // W5.
+    let version = keep ?? part.counters.nextVersion(held)
+    let offset = part.logs.reserve(dest, w.size, held)
+    part.memory.writeRecord(
+      at: offset, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
+    part.logs.commit(dest, w.size, held)
+    // W6: an overwrite keeps the old entry's reference bit.
+    index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
+    // W7. (A writer killed before them leaves counts that repair recounts.)
+    part.counters.changeLiveBytes(adding: key.count &+ value.count, removing: found?.header.liveBytes ?? 0, held)
+    if found == nil { part.counters.bump(.entries, held) }
+    part.counters.bump(.sets, held)
+    return .stored(version: UInt64(version))
   }
 
-  /// Step 3's choice of log: main for an entry already there, a record too large for the
-  /// small log, or a new key the ghost table remembers (and forgets); small otherwise.
-  private func destination(of found: SlotIndex.Find, _ w: PreparedWrite, _ held: borrowing WriteLock.Held) -> LogID {
-    if case .found(_, let e) = found, logs.id(containing: e.loc) == .main { return .main }
-    if w.recordSize > logs.smallSize / 4 { return .main }
-    if case .empty = found, policy.ghost.recall(w.hash, held) {
-      policy.noteReuse(held)
+  /// W3 (and an in-place counter, a touch): `BucketIndex.rewriteValue` with the intent
+  /// word naming the slot for its time, so that repair drops the entry if the writer
+  /// dies with the record half rewritten. `midway` runs with the bucket odd (a test hook).
+  @inline(__always)
+  func rewrite(
+    _ e: BucketIndex.Entry, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64?,
+    midway: () -> Void = {}, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) {
+    marking(e.at, part) {
+      part.index.rewriteValue(e, value: value, version: version, sum: sum, expiry: expiry, midway: midway, held)
+    }
+  }
+
+  /// Runs `body`, which rewrites slot `at`'s record in place, with the intent word naming
+  /// the slot (ordered before the bucket turns odd by the seqlock write's release fence).
+  @inline(__always)
+  func marking(_ at: BucketIndex.Slot, _ part: Partition, _ body: () -> Void) {
+    let intent = part.memory.word(.intent)
+    intent.store(Format.intentRewriteBase &+ UInt64(Self.slotNumber(at)), .relaxed)
+    body()
+    intent.store(Format.intentChange, .relaxed)
+  }
+
+  /// A slot's number in its partition, as the intent word names it.
+  @inline(__always)
+  static func slotNumber(_ at: BucketIndex.Slot) -> Int { at.place.number &* Format.slotsPerBucket &+ at.slot }
+
+  /// W4's choice of log: main for an entry already there, a record too large for the
+  /// small log, or a new key the ghost remembers (and forgets); small otherwise.
+  private func destination(
+    of found: BucketIndex.Entry?, _ w: PreparedWrite, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> LogID {
+    if let e = found, part.logs.id(containing: e.offset) == .main { return .main }
+    if w.size > part.policy.smallBytes / 4 { return .main }
+    if found == nil, part.policy.ghost.recall(w.hash, entries: part.counters.count(.entries), held) {
+      part.policy.noteReuse(held)
       return .main
     }
     return .small
   }
 
-  /// Step 5: points slot `slot` at the record just written at `loc` (inline entries also
-  /// carry their key and value in the slot), keeping an old entry's reference bit.
-  @inline(__always)
-  private func publish(
-    _ slot: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-    _ w: PreparedWrite, loc: Int, cas: UInt64, _ held: borrowing WriteLock.Held
-  ) {
-    let meta = w.expiry | (index.meta(at: slot) & Format.referencedBit)
-    if w.inline {
-      index.publishInline(slot, hash: w.hash, loc: loc, meta: meta, key: key, value: value, sum: w.sum, cas: cas, held)
-    } else {
-      index.publish(slot, hash: w.hash, loc: loc, meta: meta, held)
-    }
-  }
-
   /// The outcome that refuses a conditional store, given the live entry (nil: absent or
   /// expired), or nil when the store goes ahead.
   @inline(__always)
-  private func refusal(_ condition: SetCondition, live: SlotIndex.Entry?) -> SetOutcome? {
+  private func refusal(_ condition: SetCondition, live: BucketIndex.Entry?) -> SetOutcome? {
     switch condition {
     case .always: return nil
     case .ifAbsent: return live == nil ? nil : .exists
     case .ifPresent: return live == nil ? .notFound : nil
-    case .ifVersion(let v): return live?.cas == v ? nil : .conflict
+    case .ifVersion(let v): return live.map { UInt64($0.header.version) == v } == true ? nil : .conflict
     }
-  }
-
-  /// The most common set on a short path of its own: `key` has an inline entry within
-  /// `SlotIndex.shortProbe` slots of home and the new value fits inline too. The write
-  /// is then `rewriteInline`, as in `store`, without the general lookup and case
-  /// analysis around it. Returns nil, having changed nothing, for every other case.
-  /// Precondition: `w.inline`.
-  @inline(__always)
-  func overwriteInPlace(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    _ held: borrowing WriteLock.Held
-  ) -> SetOutcome? {
-    var i = index.home(w.hash)
-    for _ in 0..<SlotIndex.shortProbe {
-      let h = index.hash(at: i)
-      if h == 0 { return nil }
-      if h == w.hash {
-        let meta = index.meta(at: i)
-        guard meta & Format.inlineBit != 0, let e = index.entry(at: i, meta: meta, matching: key) else { return nil }
-        return rewriteInline(i, oldBytes: e.liveBytes, key, value, w, held)
-      }
-      i = index.next(i)
-    }
-    return nil
-  }
-
-  /// Rewrites slot `i`'s inline entry (`oldBytes` of key and value) with `key` and
-  /// `value` in place: one seqlock write of the slot, no log append. The entry keeps its
-  /// record (which holds only the key) and so its place in the eviction order,
-  /// and its reference bit. Returns nil, having changed nothing, when the new size
-  /// would pass the cost limit (the general path then makes room). Preconditions: slot
-  /// `i` holds `key` inline, `w.inline`.
-  @inline(__always)
-  func rewriteInline(
-    _ i: Int, oldBytes: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-    _ w: PreparedWrite, _ held: borrowing WriteLock.Held
-  ) -> SetOutcome? {
-    let live = counters.count(.liveBytes) - oldBytes + key.count + value.count
-    let costLimit = counters.costLimit
-    guard costLimit == 0 || live <= costLimit else { return nil }
-    let cas = counters.nextVersion(held)
-    // Hash, loc and key stay as they are: only meta and the value change.
-    index.rewriteInlineValue(
-      i, klen: key.count, meta: w.expiry | (index.meta(at: i) & Format.referencedBit),
-      value: value, sum: w.sum, cas: cas, held)
-    counters.set(.liveBytes, UInt64(max(0, live)), held)
-    counters.bump(.sets, held)
-    return .stored(version: cas)
   }
 
   /// Removes `key`; false when it was not present.
-  func remove(_ key: UnsafeRawBufferPointer, hash: UInt64, _ held: borrowing WriteLock.Held) -> Bool {
-    guard case .found(let i, _) = index.find(key, hash: hash, held) else { return false }
-    index.remove(i, counters: counters, held)
-    counters.bump(.removes, held)
+  func remove(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> Bool {
+    guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held) else {
+      return false
+    }
+    part.policy.remove(e, counting: .removals, held)
     return true
   }
 
-  /// Changes the expiry of a live entry, keeping its value; false when absent or expired.
+  /// Changes the expiry of a live entry, keeping its value and version; false when absent
+  /// or expired. A record with an expiry field has it rewritten in place; one without
+  /// (given an expiry now) is written again with one, as a set writes it.
   func touch(
     _ key: UnsafeRawBufferPointer, hash: UInt64, expiry: UInt64, now: UInt64,
-    _ held: borrowing WriteLock.Held
-  ) -> Bool {
-    guard case .found(let i, _) = index.find(key, hash: hash, held) else { return false }
-    let meta = index.meta(at: i)
-    guard !Expiry.isExpired(meta, now: now) else { return false }
-    index.setMeta(i, Expiry.stamp(expiry, now: now) | (meta & (Format.referencedBit | Format.inlineBit)), held)
-    return true
-  }
-
-  /// Removes every entry: every slot emptied, both logs discarded, the ghost forgotten.
-  func removeAll(_ held: borrowing WriteLock.Held) {
-    index.shifting(held) {
-      for i in 0..<index.slotCount where index.hash(at: i) != 0 || index.isMidWrite(i) {
-        index.clearLeftMidWrite(i, held)
-      }
-      logs.discardAll(.small, held)
-      logs.discardAll(.main, held)
-      counters.set(.entries, 0, held)
-      counters.set(.liveBytes, 0, held)
-      policy.ghost.clear(held)
+    _ part: Partition, _ held: borrowing WriteLock.Held
+  ) throws -> Bool {
+    let index = part.index
+    guard let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), held),
+      !Expiry.isExpired(e.header.expiry, now: now)
+    else { return false }
+    let stamped = Expiry.stamp(expiry, now: now)
+    if e.header.hasExpiry {
+      marking(e.at, part) { index.setExpiry(e, stamped, held) }
+      return true
+    }
+    if stamped == 0 { return true }
+    let value = part.memory.withValue(record: e.offset, e.header, held) { [UInt8]($0) }
+    return try value.withUnsafeBytes { v in
+      let w = PreparedWrite(
+        hash: hash, sum: e.header.sum, size: RecordFormat.size(keyCount: key.count, valueCount: v.count, expiry: true),
+        expiry: stamped, partition: part.number)
+      _ = try store(key, v, w, condition: .always, now: now, version: e.header.version, part, held)
+      return true
     }
   }
 
-  /// Removes the expired entries of slots `start ..< start+count` (wrapping). Removal
-  /// pulls a later entry into the slot, so each slot is looked at until it stays.
-  /// Returns how many it removed and the slot after the range.
+  /// Removes every entry of `part`: every slot emptied, both logs discarded, the ghost
+  /// forgotten, the geometry advanced (readers read again).
+  func removeAll(_ part: Partition, _ held: borrowing WriteLock.Held) {
+    let groups = part.index.groups
+    part.index.clearAll(groups: groups, held)
+    part.logs.discardAll(.small, held)
+    part.logs.discardAll(.main, held)
+    part.counters.set(.entries, 0, held)
+    part.counters.set(.liveBytes, 0, held)
+    part.policy.ghost.clear(groups: groups, held)
+    part.resizer.publish(part.index.geometryRelaxed().advanced, held)
+  }
+
+  /// Removes the expired entries of `count` slots from slot `start` of `part`'s index
+  /// (wrapping). Returns how many it removed and the slot after the range.
   func expireSlots(
-    from start: Int, count: Int, now: UInt64,
-    _ held: borrowing WriteLock.Held
+    _ part: Partition, from start: Int, count: Int, now: UInt64, _ held: borrowing WriteLock.Held
   ) -> (removed: Int, next: Int) {
-    var i = start
+    let slots = part.index.slotCount
+    guard slots > 0 else { return (0, 0) }
+    var i = start % slots
     var removed = 0
-    for _ in 0..<count {
-      var pulled = 0
-      while index.hash(at: i) != 0, Expiry.isExpired(index.meta(at: i), now: now), pulled < index.slotCount {
-        index.remove(i, counters: counters, held)
-        counters.bump(.expirations, held)
+    for _ in 0..<min(count, slots) {
+      let bucket = i / Format.slotsPerBucket
+      let at = BucketIndex.Slot(
+        place: Place(group: bucket / Format.bucketsPerGroup, bucket: bucket % Format.bucketsPerGroup),
+        slot: i % Format.slotsPerBucket)
+      if let e = part.index.entry(at: at), Expiry.isExpired(e.header.expiry, now: now) {
+        part.policy.remove(e, counting: .expirations, held)
         removed += 1
-        pulled += 1
       }
-      i = index.next(i)
+      i = i + 1 == slots ? 0 : i + 1
     }
     return (removed, i)
   }
@@ -298,29 +293,29 @@ struct Writer {
 
   /// Read-modify-write of one entry: the building block of `increment`/`decrement` and
   /// other updates that must be atomic across processes.
-  ///  1. find the key's slot; an expired entry, or one whose checksum fails, counts as absent;
+  ///  1. find the key; an expired entry, or one whose checksum fails, counts as absent;
   ///  2. hand the current value bytes (a view into the mapping, valid only during the
   ///     closure: the lock keeps them from changing) and its info to the closure;
   ///  3. apply the closure's answer: keep, remove, or store new bytes through the write
   ///     protocol (`store`), so crash safety is the same as for a set.
   /// The closure runs while the lock is held: it must be short and must not touch the cache.
   func update(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ held: borrowing WriteLock.Held,
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held,
     _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> UpdateAction
-  )
-    throws -> UpdateOutcome
-  {
-    var slot: Int? = nil
+  ) throws -> UpdateOutcome {
+    var live: BucketIndex.Entry? = nil
     var action: UpdateAction
-    if case .found(let i, let e) = index.find(key, hash: hash, held), !Expiry.isExpired(index.meta(at: i), now: now),
-      case let bytes = index.bytes(of: e, slot: i).value, KeyHash.checksum(bytes, hash: hash) == e.sum
+    let index = part.index
+    if let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), held),
+      !Expiry.isExpired(e.header.expiry, now: now),
+      part.memory.valueChecksum(record: e.offset, e.header, hash: hash) == e.header.sum
     {
-      slot = i
-      let expiry = index.meta(at: i) & Format.expiryMask
+      live = e
+      let expiry = e.header.expiry & Format.expiryMask
       let info = EntryInfo(
-        valueCount: e.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry, version: e.cas,
-        isExpired: false)
-      action = try body(bytes, info)
+        valueCount: e.header.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
+        version: UInt64(e.header.version), isExpired: false)
+      action = try part.memory.withValue(record: e.offset, e.header, held) { try body($0, info) }
     } else {
       action = try body(nil, nil)
     }
@@ -328,18 +323,15 @@ struct Writer {
     case .keep:
       return .kept
     case .remove:
-      if let i = slot {
-        index.remove(i, counters: counters, held)
-        counters.bump(.removes, held)
-      }
+      if let e = live { part.policy.remove(e, counting: .removals, held) }
       return .removed
     case .store(let value, let expiry):
       let outcome = try value.withUnsafeBytes { v in
-        let w = try prepare(key, v, expiry: expiry)
-        return try store(key, v, w, condition: .always, now: now, held)
+        let w = try prepare(key, v, expiry: expiry, prefetch: false)
+        return try store(key, v, w, condition: .always, now: now, part, held)
       }
       guard case .stored(let version) = outcome else {
-        throw CacheError.corrupted(path: path, reason: "an unconditional store under the lock did not store")
+        throw PartitionDamage("an unconditional store under the lock did not store")
       }
       return .stored(version: version)
     }

@@ -8,17 +8,26 @@ enum KeyHash {
     return m.high ^ m.low
   }
 
-  /// Hash of a key: never 0 (0 marks an empty slot).
+  /// Hash of a key: never 0, its low bit always set (bits are taken from it for the
+  /// partition, the first place and the tag: `Placement`).
   @inline(__always)
   static func key(_ k: UnsafeRawBufferPointer) -> UInt64 {
     fold(k, seed: 0x243F_6A88_85A3_08D3) | 1
   }
 
-  /// Checksum of a value, bound to its key's hash and length.
+  /// A second hash of a key, from its first: the key's second place in the index.
   @inline(__always)
-  static func checksum(_ v: UnsafeRawBufferPointer, hash: UInt64) -> UInt32 {
+  static func second(_ hash: UInt64) -> UInt64 {
+    mix(hash ^ 0x9E37_79B9_7F4A_7C15, 0xD6E8_FEB8_6659_FD93)
+  }
+
+  /// Checksum of a value, bound to its key's hash and length: the 16 bits a record
+  /// stores (`RecordFormat`).
+  @inline(__always)
+  static func checksum(_ v: UnsafeRawBufferPointer, hash: UInt64) -> UInt16 {
     let h = fold(v, seed: hash ^ (UInt64(v.count) &* 0x9E37_79B9_7F4A_7C15))
-    return UInt32(truncatingIfNeeded: h ^ (h >> 32))
+    let w = UInt32(truncatingIfNeeded: h ^ (h >> 32))
+    return UInt16(truncatingIfNeeded: w ^ (w >> 16))
   }
 
   static func bytes<C: Collection>(_ c: C) -> UInt64 where C.Element == UInt8 {

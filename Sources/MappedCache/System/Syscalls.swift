@@ -195,6 +195,10 @@ enum Sys {
   /// inline function, named here with the rest.
   @inline(__always) static func cpuRelax() { mc_cpu_relax() }
 
+  /// The CPUs online (at least 1): what the partition count is chosen for.
+  /// The corresponding C function is `sysconf(_SC_NPROCESSORS_ONLN)`.
+  static func cpuCount() -> Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+
   /// Gives up the CPU. The corresponding C function is `sched_yield`.
   static func yield() { _ = sched_yield() }
 

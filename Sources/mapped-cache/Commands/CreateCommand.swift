@@ -36,10 +36,10 @@ enum CreateCommand {
       throw CLIFailure.failed("\(path) was created by another process at the same moment; left as it is")
     }
     let i = file.info
+    let shape = "\(Units.bytes(i.capacity)) in \(i.partitionCount) partition\(i.partitionCount == 1 ? "" : "s")"
+    let limits = "keys up to \(Units.bytes(i.maxKeySize)), values up to \(Units.bytes(i.maxValueSize))"
     Output.line(
-      "created \(path): \(Units.bytes(i.capacity)), \(Units.count(i.slotCount)) slots "
-        + "(up to \(Units.count(i.maxEntries)) entries), keys up to \(Units.bytes(i.maxKeySize)), "
-        + "values up to \(Units.bytes(i.maxValueSize))"
+      "created \(path): \(shape), \(limits)"
         + (interrupted ? " (in place of a creation that a process had left unfinished)" : "")
         + (group.map { "; shared with group \($0)" } ?? ""))
     return ExitCode.ok

@@ -18,11 +18,10 @@ enum InfoCommand {
     t.add(["format version", "\(i.formatVersion)"])
     t.add(["capacity", "\(Units.bytes(i.capacity)) (\(Units.count(i.capacity)) B)"])
     t.add(["header", "\(Units.bytes(i.headerBytes)) (process table: \(i.processSlots) entries)"])
-    t.add(["index", "\(Units.count(i.slotCount)) slots × \(i.slotBytes) B = \(Units.bytes(i.slotCount * i.slotBytes))"])
-    t.add(["max entries", "\(Units.count(i.maxEntries)) (75 % of the slots)"])
-    t.add(["ghost table", "\(Units.count(i.ghostCount)) tags"])
+    t.add(["partitions", "\(i.partitionCount) × \(Units.bytes(i.partitionBytes)) (a write lock, index and logs each)"])
+    t.add(["index", "\(Units.count(i.slotCount)) slots now (grows and shrinks with the entries)"])
     t.add(["small log", Units.bytes(i.smallLogBytes)])
-    t.add(["main log", Units.bytes(i.mainLogBytes)])
+    t.add(["main log", "\(Units.bytes(i.mainLogBytes)) now"])
     t.add(["max key", Units.bytes(i.maxKeySize)])
     t.add(["max value", Units.bytes(i.maxValueSize)])
     t.add(["value type", i.valueTypeName.isEmpty ? "(untyped: any value type)" : i.valueTypeName])
@@ -35,8 +34,8 @@ enum InfoCommand {
   static func json(_ i: CacheFile.Info) -> [String: Any] {
     [
       "path": i.path, "format_version": i.formatVersion, "capacity_bytes": i.capacity,
-      "header_bytes": i.headerBytes, "process_slots": i.processSlots, "slot_count": i.slotCount,
-      "slot_bytes": i.slotBytes, "max_entries": i.maxEntries, "ghost_count": i.ghostCount,
+      "header_bytes": i.headerBytes, "process_slots": i.processSlots, "partition_count": i.partitionCount,
+      "partition_bytes": i.partitionBytes, "slot_count": i.slotCount,
       "small_log_bytes": i.smallLogBytes, "main_log_bytes": i.mainLogBytes,
       "max_key_bytes": i.maxKeySize, "max_value_bytes": i.maxValueSize,
       "value_type": i.valueTypeName, "created": Units.date(i.created),

@@ -134,10 +134,9 @@ enum StatsCommand {
       }
     }
     add("table load", Units.percent(t.load), "\(Units.count(t.occupiedSlots)) of \(Units.count(t.slotCount)) slots")
-    add("mean probe", String(format: "%.2f", t.meanProbe), "slots from an entry's home slot")
-    add("max probe", Units.count(t.maxProbe), "slots")
-    add("longest run", Units.count(t.longestRun), "slots a miss may scan")
-    add("tombstones", Units.count(t.tombstones), "none: deletion is backward-shift")
+    add("second place", Units.percent(t.meanProbe), "entries in their key's second bucket")
+    add("index", "\(Units.count(t.groups)) groups", "\(Units.bytes(st.indexBytes)), \(st.indexSplits) splits, \(st.indexMerges) merges")
+    add("partitions", Units.count(st.partitionCount), "a write lock, an index and two logs each")
     add("clock hand", Units.bytes(st.sweepHand), "main log tail position (eviction)")
     add("sweeper hand", Units.count(s.sweeperSlot), "next slot of the expiry sweeper")
     add("count limit", st.countLimit == 0 ? "none" : Units.count(st.countLimit))
@@ -217,8 +216,9 @@ enum StatsCommand {
       "count_limit": st.countLimit, "cost_limit_bytes": st.costLimit,
       "table": [
         "slots": t.slotCount, "occupied_slots": t.occupiedSlots, "load": JSON.number(t.load),
-        "mean_probe": JSON.number(t.meanProbe), "max_probe": t.maxProbe, "longest_run": t.longestRun,
-        "tombstones": t.tombstones, "deletion": "backward-shift",
+        "second_place_share": JSON.number(t.meanProbe), "groups": t.groups,
+        "index_bytes": st.indexBytes, "index_splits": st.indexSplits, "index_merges": st.indexMerges,
+        "partitions": st.partitionCount,
       ] as [String: Any],
       "processes": s.processes.map { ["pid": $0.pid, "opened": Units.date($0.opened)] as [String: Any] },
       "write_lock_holder_pid": s.lockHolder.map { $0.pid as Any } ?? NSNull(),

@@ -1,0 +1,226 @@
+import Synchronization
+
+/// Grows and shrinks a partition's index inside the partition, one group (320 bytes) at a
+/// time, trading space with the main log, so that the index follows the entries whatever
+/// their sizes (DESIGN.md, section 2). Groups are counted by linear hashing
+/// (`IndexGeometry.address`): going from `n` to `n + 1` groups splits group `n − 2^L`
+/// alone, and going back merges group `n − 1` into the places its entries have under
+/// `n − 1` groups.
+///
+/// Split (`split`), each step named as in DESIGN.md:
+///  S1. the 320 bytes below the index must hold no live record: lower the main log's
+///      limit to them when they are free, else ask the log's head to wrap below them
+///      (the pending limit; the tail frees them within a lap) and stop;
+///  S2. zero group `n`, which no reader reaches yet;
+///  S3. copy into group `n` every entry of group `s` whose places under `n + 1` groups
+///      no longer include its bucket;
+///  S4. publish the geometry `(generation + 1, n + 1)` (release store, release fence);
+///  S5. clear the copied entries from group `s`.
+/// Merge (`merge`): M1 plan a place under `n − 1` groups for every entry of group
+/// `n − 1` (nothing changes if one has none); M2 copy them there; M3 publish
+/// `(generation + 1, n − 1)` (release store, release fence); M4 give the group's bytes
+/// back to the main log.
+///
+/// Readers compare the geometry word before and after each read (R1, R5), so an entry
+/// found in a group while it was split or merged is read again; the release fence after
+/// each publication orders every later store into index bytes a reader of the old word
+/// may read (a merged group given to the log, a group zeroed for a split) after it.
+/// A writer killed at any step leaves duplicates (S3, M2: entries whose places include
+/// both copies, or a copy no reader reaches), or entries in places no longer theirs
+/// (S5), which repair clears (`Checker.checkBuckets`), or free space beside the index
+/// (S1), which the next split takes.
+struct IndexResizer {
+  let index: BucketIndex
+  let logs: RecordLogs
+  let counters: PartitionCounters
+  let maxGroups: Int
+  let partitionBytes: Int
+  let mainFloorEnd: Int
+
+  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters, layout: Layout) {
+    self.index = index
+    self.logs = logs
+    self.counters = counters
+    maxGroups = layout.maxGroups
+    partitionBytes = layout.partitionBytes
+    mainFloorEnd = layout.mainBase + layout.mainFloor
+  }
+
+  /// The index grows when a new entry would pass this share of its slots.
+  static let growAt = 0.95
+  /// It gives a group back when, without it, it would still be under this share (a band
+  /// from here to `growAt` keeps it from splitting and merging back and forth).
+  static let shrinkBelow = 0.75
+  /// Groups the main log's head is asked to free at once when the space below the index
+  /// holds records: the larger of this and a sixteenth of the index.
+  static let pendingGroups = 8
+
+  var part: PartitionMemory { index.part }
+
+  /// The first byte of an index of `groups` groups.
+  @inline(__always) func indexLow(groups: Int) -> Int { partitionBytes - groups * Format.groupBytes }
+
+  /// Grows the index by one group when one more entry would pass `growAt` of its slots
+  /// and the space is free. Returns whether it grew.
+  @discardableResult
+  func growIfFull(entries: Int, _ held: borrowing WriteLock.Held) -> Bool {
+    let n = index.groups
+    guard Double(entries &+ 1) > Self.growAt * Double(n * Format.slotsPerGroup) else { return false }
+    return split(held)
+  }
+
+  /// Gives one group back when the index would still be under `shrinkBelow` without it.
+  /// Returns whether it shrank.
+  @discardableResult
+  func shrinkIfSparse(entries: Int, _ held: borrowing WriteLock.Held) -> Bool {
+    let n = index.groups
+    guard n > 1, Double(entries) < Self.shrinkBelow * Double((n - 1) * Format.slotsPerGroup) else { return false }
+    return merge(held)
+  }
+
+  // MARK: Split
+
+  /// S1-S5: one more group. False when the index is at its largest, or its space is not
+  /// yet free of records (the log's head is then asked to free it).
+  func split(_ held: borrowing WriteLock.Held) -> Bool {
+    let geometry = index.geometryRelaxed()
+    let n = geometry.groups
+    guard n < maxGroups, makeRoomBelowIndex(groups: n + 1, held) else { return false }
+    // S2.
+    part.zeroGroup(n, held)
+    // S3: bucket b of group s sends its movers to bucket b of group n (or, for an entry
+    // whose two places were both in s, to its other place there).
+    let s = IndexGeometry.splitSource(groups: n)
+    // Bits 0..39 name the slots of group s: copied to group n, or (no room there)
+    // dropped as an eviction.
+    var moved: UInt64 = 0
+    var dropped: UInt64 = 0
+    for b in 0..<Format.bucketsPerGroup {
+      for slot in 0..<Format.slotsPerBucket {
+        let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
+        guard let e = index.entry(at: at) else { continue }
+        let pl = index.placement(of: e, groups: n + 1).placement
+        if pl.contains(at.place) { continue }
+        let bit: UInt64 = 1 << UInt64(b * Format.slotsPerBucket + slot)
+        guard let target = roomInNewGroup(pl, group: n) else {
+          dropped |= bit
+          continue
+        }
+        index.publish(target, offset: e.offset, hits: e.hits, tag: pl.tag, held)
+        moved |= bit
+      }
+    }
+    // S4.
+    publish(geometry.with(groups: n + 1), held)
+    // S5.
+    for b in 0..<Format.bucketsPerGroup {
+      for slot in 0..<Format.slotsPerBucket {
+        let bit: UInt64 = 1 << UInt64(b * Format.slotsPerBucket + slot)
+        guard (moved | dropped) & bit != 0 else { continue }
+        let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
+        if dropped & bit != 0, let e = index.entry(at: at) {
+          counters.removeEntry(liveBytes: e.header.liveBytes, held)
+          counters.bump(.evictions, held)
+        }
+        index.clear(at, held)
+      }
+    }
+    counters.bump(.splits, held)
+    return true
+  }
+
+  /// A free slot in whichever of `pl`'s places is in group `g`.
+  private func roomInNewGroup(_ pl: Placement, group g: Int) -> BucketIndex.Slot? {
+    if let s = room(in: pl.first, group: g) { return s }
+    return pl.second == pl.first ? nil : room(in: pl.second, group: g)
+  }
+
+  private func room(in place: Place, group g: Int) -> BucketIndex.Slot? {
+    guard place.group == g else { return nil }
+    let free = index.emptySlots(place)
+    return free == 0 ? nil : BucketIndex.Slot(place: place, slot: free.trailingZeroBitCount)
+  }
+
+  /// S1: makes the bytes of an index of `groups` groups free of the main log, lowering
+  /// its limit when no live record lies there; else sets the pending limit a few groups
+  /// lower (the head wraps there from now on) and answers false.
+  private func makeRoomBelowIndex(groups: Int, _ held: borrowing WriteLock.Held) -> Bool {
+    let low = indexLow(groups: groups)
+    guard low >= mainFloorEnd else { return false }
+    if logs.mainLimit <= low { return true }
+    let pending = logs.pendingLimit
+    if pending > 0 && pending <= low && logs.mainIsFreeFrom(pending) {
+      logs.lowerMainLimit(to: pending, held)
+      return true
+    }
+    if logs.mainIsFreeFrom(low) {
+      logs.lowerMainLimit(to: low, held)
+      return true
+    }
+    if pending == 0 || pending > low {
+      let ahead = max(Self.pendingGroups, index.groups / 16)
+      logs.setPendingLimit(max(mainFloorEnd, indexLow(groups: groups + ahead)), held)
+    }
+    return false
+  }
+
+  // MARK: Merge
+
+  /// M1-M4: one group fewer. False (nothing changed) when an entry of the last group has
+  /// no room in its places under one group fewer.
+  func merge(_ held: borrowing WriteLock.Held) -> Bool {
+    let geometry = index.geometryRelaxed()
+    let n = geometry.groups
+    guard n > 1 else { return false }
+    let t = n - 1
+    // M1: a target for each entry, counting the room each bucket has left.
+    return withUnsafeTemporaryAllocation(of: (BucketIndex.Slot, BucketIndex.Slot, Int, UInt16).self, capacity: Format.slotsPerGroup) { plan in
+      var planned = 0
+      var taken: [Int: UInt32] = [:]
+      for b in 0..<Format.bucketsPerGroup {
+        for slot in 0..<Format.slotsPerBucket {
+          let at = BucketIndex.Slot(place: Place(group: t, bucket: b), slot: slot)
+          guard let e = index.entry(at: at) else { continue }
+          let pl = index.placement(of: e, groups: n - 1).placement
+          var target: BucketIndex.Slot? = nil
+          for place in [pl.first, pl.second] {
+            let free = index.emptySlots(place) & ~(taken[place.number] ?? 0)
+            if free != 0 {
+              let s = free.trailingZeroBitCount
+              taken[place.number, default: 0] |= 1 << UInt32(s)
+              target = BucketIndex.Slot(place: place, slot: s)
+              break
+            }
+          }
+          guard let target else { return false }
+          plan[planned] = (at, target, e.offset | Int(e.hits) << 32, pl.tag)
+          planned += 1
+        }
+      }
+      // M2.
+      for i in 0..<planned {
+        let (_, target, packed, tag) = plan[i]
+        index.publish(
+          target, offset: packed & 0xFFFF_FFFF, hits: UInt32(truncatingIfNeeded: packed >> 32), tag: tag, held)
+      }
+      // M3.
+      publish(geometry.with(groups: n - 1), held)
+      // M4: the main log may use everything up to the index again (raising the limit
+      // only moves where the head wraps next; a shrinking index needs nothing freed).
+      logs.clearPendingLimit(held)
+      logs.raiseMainLimit(to: indexLow(groups: n - 1), held)
+      counters.bump(.merges, held)
+      return true
+    }
+  }
+
+  // MARK: Publication
+
+  /// S4, M3: a new geometry word, with release ordering, then a release fence: every
+  /// later store (into a group zeroed for a split, or a merged group's bytes given to the
+  /// log) is ordered after it, so a reader that sees such a store sees the new word at R5.
+  func publish(_ geometry: Geometry, _ held: borrowing WriteLock.Held) {
+    part.word(.geometry).store(geometry.raw, .releasing)
+    atomicMemoryFence(ordering: .releasing)
+  }
+}
