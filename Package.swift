@@ -13,7 +13,10 @@ let package = Package(
   targets: [
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
-    .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
+    // Every system call of the package, wrapped once (`Sys`, `Clock`, `SystemError`, `Errno`):
+    // every other module calls the C library through it.
+    .target(name: "SystemCalls", dependencies: ["CMappedCacheShim"], path: "Sources/SystemCalls"),
+    .target(name: "MappedCache", dependencies: ["CMappedCacheShim", "SystemCalls"], path: "Sources/MappedCache"),
     // What both tools share: the size and duration parsers and the --version line.
     .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
@@ -34,7 +37,9 @@ let package = Package(
     .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
     .executableTarget(
       name: "mc-test-helper",
-      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
+      dependencies: [
+        "MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy", "SystemCalls",
+      ],
       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",

@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The batch write (multi-set): many entries, given as the caller's key and value
 /// buffers, stored under one hold of the write lock, allocating nothing.
 ///

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// The untyped engine behind `SharedCache` and `CacheFile`: the facade that owns one
 /// mapped file, its write lock and this handle's process registration, and wires the

@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// What identifies one write of one entry: its version (the header's cas counter, taken
 /// under the write lock by every write of any key), with the value's length and
 /// checksum. A process-local cache of decoded values (`DecodedValueCache`) keeps the

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemCalls
 
 /// The write lock: one word in the file that every writer, in every process and on
 /// every thread, takes with a compare-and-swap. In `.flock` mode the handle also takes

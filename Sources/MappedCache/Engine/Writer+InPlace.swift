@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// Read-modify-write of an entry where it stands (inline in its slot, or in its record
 /// with the same length): `increment`'s common case.
 extension Writer {

@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The write side: every change to the table, each under the write lock (each function
 /// takes its witness). The write protocol, as `store` numbers it (encoding, hashing and
 /// checksumming happen before the lock, in `prepare`; `CacheEngine.withWriteLock`
