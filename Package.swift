@@ -17,12 +17,12 @@ let package = Package(
     // every other module calls the C library through it.
     .target(name: "SystemCalls", dependencies: ["CMappedCacheShim"], path: "Sources/SystemCalls"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim", "SystemCalls"], path: "Sources/MappedCache"),
-    // What both tools share: the size and duration parsers and the --version line.
-    .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
+    // What both tools share: the size and duration parsers, the --version line, stopping a process.
+    .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
     .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
     .executableTarget(
-      name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
+      name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "SystemCalls"],
       path: "Sources/mapped-cache"),
     // The Redis mode (--redis) runs hosts of NearCache and, for --blackhole-every, a fault proxy per host.
     .executableTarget(
