@@ -20,7 +20,8 @@ let package = Package(
     // What both tools share: the size and duration parsers, the --version line, stopping a process.
     .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
-    .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
+    .target(
+      name: "MappedCacheRedis", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/MappedCacheRedis"),
     .executableTarget(
       name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "SystemCalls"],
       path: "Sources/mapped-cache"),

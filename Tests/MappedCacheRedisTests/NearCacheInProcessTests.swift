@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import SystemCalls
 import Testing
 
 @testable import MappedCacheRedis

@@ -118,12 +118,17 @@ struct RedisCacheTests {
       })
   }
 
-  @Test func theInlinableReadCodecDecodesWhatTierCodecEncodes() throws {
+  /// One codec for every tier: the bytes `SharedCache<T>` stores are `TierCodec`'s (which
+  /// the Redis tier writes and the near cache's hit decodes), and they decode back.
+  @Test func everyTierStoresAndDecodesTheSameBytes() throws {
+    let path = "/dev/shm/mcredis-tiercodec-\(getpid()).mcache"
+    defer { unlink(path) }
     func same<T: Codable & Equatable>(_ v: T) throws {
+      defer { unlink(path) }
       let bytes = try TierCodec<T>().encode(v)
-      let back = try bytes.withUnsafeBytes { try NearValueCodec<T>.decode($0, forKey: "k") }
-      #expect(back == v)
-      #expect(try bytes.withUnsafeBytes { try TierCodec<T>().decode($0, forKey: "k") } == back)
+      try SharedCache<T>(path: path, capacity: 1 << 20).setObject(v, forKey: "k")
+      #expect(try CacheFile(path: path).get(Array("k".utf8))?.value == bytes, "\(T.self)")
+      #expect(try bytes.withUnsafeBytes { try TierCodec<T>().decode($0, forKey: "k") } == v)
     }
     try same("héllo")
     try same([UInt8]([0, 1, 255]))
@@ -132,7 +137,8 @@ struct RedisCacheTests {
     try same(User(id: 3, name: "Cy"))
     try same(["a": [1, 2]])
     #expect(throws: CacheError.self) {
-      try [UInt8]([1, 2, 3]).withUnsafeBytes { try NearValueCodec<Int>.decode($0, forKey: "k") }
+      try [UInt8]([1, 2, 3]).withUnsafeBytes { try TierCodec<Int>().decode($0, forKey: "k") }
     }
   }
+
 }
