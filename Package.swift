@@ -25,9 +25,13 @@ let package = Package(
     .executableTarget(
       name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "SystemCalls"],
       path: "Sources/mapped-cache"),
-    // The Redis mode (--redis) runs hosts of NearCache and, for --blackhole-every, a fault proxy per host.
+    // The Redis mode (--redis) runs hosts of NearCache, a redis-server or cluster of its own
+    // (--redis-spawn, --redis-spawn-cluster) and, for --blackhole-every, a fault proxy per host.
     .executableTarget(
-      name: "cache-stress", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy"],
+      name: "cache-stress",
+      dependencies: [
+        "MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy", "RedisServers", "SystemCalls",
+      ],
       path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
@@ -35,7 +39,10 @@ let package = Package(
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
     // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests
     // and cache-stress --redis --blackhole-every.
-    .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
+    .target(name: "RedisFaultProxy", dependencies: ["SystemCalls"], path: "Tests/RedisFaultProxy"),
+    // redis-server and Redis Cluster processes of a run's or a test's own (free ports, no
+    // persistence, kill and restart, failover): cache-stress --redis-spawn and the tests.
+    .target(name: "RedisServers", dependencies: ["MappedCacheRedis", "SystemCalls"], path: "Tests/RedisServers"),
     .executableTarget(
       name: "mc-test-helper",
       dependencies: [
