@@ -43,6 +43,11 @@ let package = Package(
     // redis-server and Redis Cluster processes of a run's or a test's own (free ports, no
     // persistence, kill and restart, failover): cache-stress --redis-spawn and the tests.
     .target(name: "RedisServers", dependencies: ["MappedCacheRedis", "SystemCalls"], path: "Tests/RedisServers"),
+    // What both test targets share: scratch paths, waiting for a condition, the Redis fixtures.
+    .target(
+      name: "TestSupport",
+      dependencies: ["CacheTools", "MappedCache", "MappedCacheRedis", "RedisServers", "SystemCalls"],
+      path: "Tests/TestSupport"),
     .executableTarget(
       name: "mc-test-helper",
       dependencies: [
@@ -51,12 +56,15 @@ let package = Package(
       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
-      dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
+      dependencies: [
+        "MappedCache", "CacheTools", "CheckedValues", "TestSupport", "mc-test-helper", "cache-stress", "mapped-cache",
+      ],
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",
       dependencies: [
-        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "mc-test-helper", "mapped-cache",
+        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "TestSupport", "mc-test-helper",
+        "mapped-cache",
       ],
       path: "Tests/MappedCacheRedisTests"),
   ]
