@@ -15,25 +15,21 @@ package struct SocketAddress: Sendable {
   /// `host:port` for a numeric IPv4 address; nil when `host` is not one. The
   /// corresponding C function is `inet_pton`.
   package static func ipv4(_ host: String, port: UInt16) -> SocketAddress? {
-    var a = SocketAddress(length: socklen_t(MemoryLayout<sockaddr_in>.size))
-    let ok = a.withPointer(as: sockaddr_in.self) { sa in
-      sa.pointee.sin_family = sa_family_t(AF_INET)
-      sa.pointee.sin_port = port.bigEndian
-      return inet_pton(AF_INET, host, &sa.pointee.sin_addr) == 1
+    filled(sockaddr_in.self) { sa in
+      sa.sin_family = sa_family_t(AF_INET)
+      sa.sin_port = port.bigEndian
+      return inet_pton(AF_INET, host, &sa.sin_addr) == 1
     }
-    return ok ? a : nil
   }
 
   /// `[host]:port` for a numeric IPv6 address (no brackets); nil when `host` is not one.
   /// The corresponding C function is `inet_pton`.
   package static func ipv6(_ host: String, port: UInt16) -> SocketAddress? {
-    var a = SocketAddress(length: socklen_t(MemoryLayout<sockaddr_in6>.size))
-    let ok = a.withPointer(as: sockaddr_in6.self) { sa in
-      sa.pointee.sin6_family = sa_family_t(AF_INET6)
-      sa.pointee.sin6_port = port.bigEndian
-      return inet_pton(AF_INET6, host, &sa.pointee.sin6_addr) == 1
+    filled(sockaddr_in6.self) { sa in
+      sa.sin6_family = sa_family_t(AF_INET6)
+      sa.sin6_port = port.bigEndian
+      return inet_pton(AF_INET6, host, &sa.sin6_addr) == 1
     }
-    return ok ? a : nil
   }
 
   /// 127.0.0.1:`port`.
@@ -42,17 +38,21 @@ package struct SocketAddress: Sendable {
   /// The unix socket at `path`; nil when the path does not fit `sun_path` (107 bytes).
   package static func unix(_ path: String) -> SocketAddress? {
     let bytes = Array(path.utf8)
-    var a = SocketAddress(length: socklen_t(MemoryLayout<sockaddr_un>.size))
-    let ok = a.withPointer(as: sockaddr_un.self) { sa in
-      sa.pointee.sun_family = sa_family_t(AF_UNIX)
-      return withUnsafeMutableBytes(of: &sa.pointee.sun_path) { p in
+    return filled(sockaddr_un.self) { sa in
+      sa.sun_family = sa_family_t(AF_UNIX)
+      return withUnsafeMutableBytes(of: &sa.sun_path) { p in
         guard bytes.count < p.count else { return false }
         p.copyBytes(from: bytes)
         p[bytes.count] = 0
         return true
       }
     }
-    return ok ? a : nil
+  }
+
+  /// An address of type `T` (`sockaddr_in`, ...) that `fill` sets; nil when it says no.
+  private static func filled<T>(_ type: T.Type, _ fill: (inout T) -> Bool) -> SocketAddress? {
+    var a = SocketAddress(length: socklen_t(MemoryLayout<T>.size))
+    return a.withPointer(as: T.self) { fill(&$0.pointee) } ? a : nil
   }
 
   /// The port of an IPv4 or IPv6 address (0 for a unix socket).
