@@ -13,17 +13,25 @@ let package = Package(
   targets: [
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
-    .target(name: "MappedCache", dependencies: ["CMappedCacheShim"], path: "Sources/MappedCache"),
-    // What both tools share: the size and duration parsers and the --version line.
-    .target(name: "CacheTools", dependencies: ["MappedCache"], path: "Sources/CacheTools"),
+    // Every system call of the package, wrapped once (`Sys`, `Clock`, `SystemError`, `Errno`):
+    // every other module calls the C library through it.
+    .target(name: "SystemCalls", dependencies: ["CMappedCacheShim"], path: "Sources/SystemCalls"),
+    .target(name: "MappedCache", dependencies: ["CMappedCacheShim", "SystemCalls"], path: "Sources/MappedCache"),
+    // What both tools share: the size and duration parsers, the --version line, stopping a process.
+    .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
-    .target(name: "MappedCacheRedis", dependencies: ["MappedCache"], path: "Sources/MappedCacheRedis"),
+    .target(
+      name: "MappedCacheRedis", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/MappedCacheRedis"),
     .executableTarget(
-      name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis"],
+      name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "SystemCalls"],
       path: "Sources/mapped-cache"),
-    // The Redis mode (--redis) runs hosts of NearCache and, for --blackhole-every, a fault proxy per host.
+    // The Redis mode (--redis) runs hosts of NearCache, a redis-server or cluster of its own
+    // (--redis-spawn, --redis-spawn-cluster) and, for --blackhole-every, a fault proxy per host.
     .executableTarget(
-      name: "cache-stress", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy"],
+      name: "cache-stress",
+      dependencies: [
+        "MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy", "RedisServers", "SystemCalls",
+      ],
       path: "Stress"),
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
@@ -31,19 +39,32 @@ let package = Package(
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
     // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests
     // and cache-stress --redis --blackhole-every.
-    .target(name: "RedisFaultProxy", path: "Tests/RedisFaultProxy"),
+    .target(name: "RedisFaultProxy", dependencies: ["SystemCalls"], path: "Tests/RedisFaultProxy"),
+    // redis-server and Redis Cluster processes of a run's or a test's own (free ports, no
+    // persistence, kill and restart, failover): cache-stress --redis-spawn and the tests.
+    .target(name: "RedisServers", dependencies: ["MappedCacheRedis", "SystemCalls"], path: "Tests/RedisServers"),
+    // What both test targets share: scratch paths, waiting for a condition, the Redis fixtures.
+    .target(
+      name: "TestSupport",
+      dependencies: ["CacheTools", "MappedCache", "MappedCacheRedis", "RedisServers", "SystemCalls"],
+      path: "Tests/TestSupport"),
     .executableTarget(
       name: "mc-test-helper",
-      dependencies: ["MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy"],
+      dependencies: [
+        "MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy", "SystemCalls",
+      ],
       path: "Tests/Helper"),
     .testTarget(
       name: "MappedCacheTests",
-      dependencies: ["MappedCache", "CacheTools", "CheckedValues", "mc-test-helper", "cache-stress", "mapped-cache"],
+      dependencies: [
+        "MappedCache", "CacheTools", "CheckedValues", "TestSupport", "mc-test-helper", "cache-stress", "mapped-cache",
+      ],
       path: "Tests/MappedCacheTests"),
     .testTarget(
       name: "MappedCacheRedisTests",
       dependencies: [
-        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "mc-test-helper", "mapped-cache",
+        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "TestSupport", "mc-test-helper",
+        "mapped-cache",
       ],
       path: "Tests/MappedCacheRedisTests"),
   ]

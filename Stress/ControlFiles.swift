@@ -1,5 +1,6 @@
+import CacheTools
 import Foundation
-import Glibc
+import SystemCalls
 
 /// The counters one worker incarnation reports. Workers rewrite their file (atomically:
 /// write a temporary file, then rename) every `WorkerTiming.flushInterval` and once more
@@ -32,18 +33,9 @@ struct ControlDirectory {
 
   /// Creates a fresh private directory under /dev/shm (or the temporary directory).
   static func create() throws -> ControlDirectory {
-    var isDir: ObjCBool = false
-    let base =
-      FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
-      ? "/dev/shm" : NSTemporaryDirectory()
-    var template = Array("\(base)/cache-stress-\(getpid())-XXXXXX".utf8CString)
-    let made: String? = template.withUnsafeMutableBufferPointer { p in
-      mkdtemp(p.baseAddress!).map { String(cString: $0) }
+    do { return ControlDirectory(path: try ScratchFiles.makeDirectory("cache-stress")) } catch {
+      throw StressFailure("cannot create a control directory under \(ScratchFiles.directory): \(error.code.message)")
     }
-    guard let made else {
-      throw StressFailure("cannot create a control directory under \(base): \(String(cString: strerror(errno)))")
-    }
-    return ControlDirectory(path: made)
   }
 
   func readyPath(_ w: Int, _ inc: Int) -> String { "\(path)/ready-\(w).\(inc)" }
@@ -65,13 +57,19 @@ struct ControlDirectory {
     return (s, e)
   }
 
-  func writeResult(_ r: WorkerResult) throws {
-    try writeAtomically(try JSONEncoder().encode(r), to: resultPath(r.worker, r.incarnation))
+  func writeResult(_ r: WorkerResult) throws { try writeJSON(r, to: resultPath(r.worker, r.incarnation)) }
+
+  func readResult(_ w: Int, _ inc: Int) -> WorkerResult? { readJSON(WorkerResult.self, from: resultPath(w, inc)) }
+
+  /// Writes `value` as JSON to `file`, atomically (a reader never sees half of it).
+  func writeJSON<T: Encodable>(_ value: T, to file: String) throws {
+    try writeAtomically(try JSONEncoder().encode(value), to: file)
   }
 
-  func readResult(_ w: Int, _ inc: Int) -> WorkerResult? {
-    guard let d = FileManager.default.contents(atPath: resultPath(w, inc)) else { return nil }
-    return try? JSONDecoder().decode(WorkerResult.self, from: d)
+  /// The JSON value in `file`; nil while there is none (or it is not one).
+  func readJSON<T: Decodable>(_ type: T.Type, from file: String) -> T? {
+    guard let d = FileManager.default.contents(atPath: file) else { return nil }
+    return try? JSONDecoder().decode(type, from: d)
   }
 
   func remove() { try? FileManager.default.removeItem(atPath: path) }
@@ -81,9 +79,7 @@ struct ControlDirectory {
     guard FileManager.default.createFile(atPath: tmp, contents: data) else {
       throw StressFailure("cannot write \(tmp)")
     }
-    guard rename(tmp, file) == 0 else {
-      throw StressFailure("cannot rename \(tmp): \(String(cString: strerror(errno)))")
-    }
+    do { try Sys.rename(tmp, to: file) } catch { throw StressFailure("cannot rename \(tmp): \(error.code.message)") }
   }
 }
 

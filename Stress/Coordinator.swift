@@ -1,90 +1,107 @@
+import CacheTools
 import Foundation
 import Glibc
 import MappedCache
-import Synchronization
+import SystemCalls
 
-/// The coordinating process: creates (and prefills) the cache, re-executes its own
-/// binary as the workers, starts them together, kills and restarts some of them under
-/// `--chaos-kills`, shows progress, merges their results, verifies the file, reports.
+/// The coordinating process: creates (and prefills) the cache, starts the workers
+/// (`WorkerFleet`) together, kills and restarts some of them under `--chaos-kills`, shows
+/// progress, merges their results, verifies the file, reports.
 final class Coordinator: @unchecked Sendable {
   private var o: StressOptions
   private let ownsFile: Bool
-  private let executable: String
   private var rng: SplitMix64
-  private var dir: ControlDirectory?
-  /// Per worker: its running process (nil once it has exited) and its current incarnation.
-  private var processes: [Process?] = []
-  private var incarnations: [Int] = []
+  private var fleet: WorkerFleet?
   private var kills = 0
   /// Each chaos kill: when (seconds after the start), which worker, and its pid.
   private var killEvents: [KillEvent] = []
   /// CLOCK_MONOTONIC nanoseconds at the measured run's start.
   private var runStart: UInt64 = 0
-  private var failures: [String] = []
-  private let interruptFlag = Atomic<Bool>(false)
-  private var interrupted: Bool { interruptFlag.load(ordering: .relaxed) }
-  private var signalSources: [DispatchSourceSignal] = []
 
   init(options: StressOptions) throws {
     o = options
     if o.seed == nil { o.seed = UInt64.random(in: 0...UInt64(Int64.max)) }
     rng = SplitMix64(seed: SplitMix64.derive(o.seed!, 0xC4A05))
-    if o.path == nil {
-      var isDir: ObjCBool = false
-      let base =
-        FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
-        ? "/dev/shm" : NSTemporaryDirectory()
-      o.path = "\(base)/cache-stress-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mcache"
-      ownsFile = true
-    } else {
-      ownsFile = false
-    }
-    executable =
-      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    ownsFile = o.path == nil
+    if o.path == nil { o.path = ScratchFiles.path("cache-stress") }
   }
 
   func run() -> Int32 {
-    installSignalHandlers()
+    let fleet: WorkerFleet
+    do {
+      let dir = try ControlDirectory.create()
+      fleet = WorkerFleet(count: o.procs, dir: dir) { [o] w, inc in
+        OptionTable.workerArguments(o, worker: w, incarnation: inc, controlDir: dir.path, coordinator: Sys.processID())
+      }
+    } catch {
+      return Self.fail("error: \(error)", status: 1)
+    }
+    self.fleet = fleet
     defer { cleanUp() }
     // A report that cannot be written is found out before the run, not after it.
     if let file = o.reportPath, !FileManager.default.createFile(atPath: file, contents: nil) {
-      FileHandle.standardError.write(
-        Data("error: --report: cannot write \(file): \(String(cString: strerror(errno)))\n".utf8))
-      return 1
+      return Self.fail("error: --report: cannot write \(file): \(Errno.current.message)", status: 1)
     }
     do {
-      let report = try runMeasured()
-      if o.json {
-        print(report.json())
-      } else {
-        print(report.table(), terminator: "")
-      }
+      let report = try runMeasured(fleet)
+      print(o.json ? report.json() : report.table(), terminator: o.json ? "\n" : "")
       if let file = o.reportPath {
-        do {
-          try HTMLReport(report).write(to: file)
-        } catch {
-          FileHandle.standardError.write(Data("error: --report: cannot write \(file): \(error)\n".utf8))
-          return 1
+        do { try HTMLReport(report).write(to: file) } catch {
+          return Self.fail("error: --report: cannot write \(file): \(error)", status: 1)
         }
       }
       let reasons = report.failureReasons
-      if reasons.isEmpty { return 0 }
-      FileHandle.standardError.write(Data("cache-stress: FAILED: \(reasons.joined(separator: "; "))\n".utf8))
-      return 1
+      return reasons.isEmpty ? 0 : Self.fail("cache-stress: FAILED: \(reasons.joined(separator: "; "))", status: 1)
     } catch let e as InterruptedRun {
-      FileHandle.standardError.write(Data("cache-stress: \(e.description)\n".utf8))
-      return 130
+      return Self.fail("cache-stress: \(e.description)", status: 130)
     } catch {
-      FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-      return 1
+      return Self.fail("error: \(error)", status: 1)
     }
   }
 
-  struct InterruptedRun: Error, CustomStringConvertible {
-    var description = "interrupted; workers stopped, files removed"
+  /// Prints `message` on stderr; returns `status`.
+  static func fail(_ message: String, status: Int32) -> Int32 {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    return status
   }
 
-  private func runMeasured() throws -> RunReport {
+  private func runMeasured(_ fleet: WorkerFleet) throws -> RunReport {
+    let cache = try openCache()
+    let keys = KeySet(count: o.keys, size: o.keySize)
+    var prefillSeconds = 0.0
+    if o.prefill {
+      let t0 = Clock.nanoseconds()
+      try prefill(cache, keys)
+      prefillSeconds = Double(Clock.nanoseconds() - t0) / 1e9
+      progress(String(format: "prefilled %d keys in %.2f s", o.keys, prefillSeconds))
+    }
+    try fleet.startAll()
+    try fleet.waitUntilReady()
+    let before = cache.statistics
+    let start = Clock.nanoseconds() + 20_000_000
+    runStart = start
+    let end = start + UInt64(o.duration * 1e9)
+    try fleet.dir.writeGo(start: start, end: end)
+    try watch(fleet, start: start, end: end)
+    try fleet.waitForAll(deadline: end + 30_000_000_000)
+    var merged = merge(fleet)
+    fleet.noteMissingResults { fleet.dir.readResult($0, $1)?.final == true }
+    if kills > 0 { settle(cache, fleet) }
+    let after = cache.statistics
+    let (verifyOK, problems) = Self.verify(cache)
+    merged.messages += fleet.failures
+    return RunReport(
+      options: o, merged: merged, toolErrors: UInt64(fleet.failures.count), kills: kills,
+      killedWorkers: Set((0..<o.procs).filter { fleet.incarnations[$0] > 0 }),
+      before: before, after: after, verifyOK: verifyOK, verifyProblems: problems,
+      prefillSeconds: prefillSeconds, path: ownsFile ? nil : o.path, killEvents: killEvents,
+      incarnations: fleet.incarnations)
+  }
+
+  // MARK: Steps
+
+  /// The cache, created with the run's options (or an existing one that fits the run).
+  private func openCache() throws -> SharedCache<[UInt8]> {
     let path = o.path!
     let cache: SharedCache<[UInt8]>
     do {
@@ -98,29 +115,13 @@ final class Coordinator: @unchecked Sendable {
         "\(path) takes keys up to \(cache.maxKeySize) bytes and values up to \(cache.maxValueSize); this run needs \(o.keySize) and \(o.valueMax)"
       )
     }
-    let keys = KeySet(count: o.keys, size: o.keySize)
-    var prefillSeconds = 0.0
-    if o.prefill {
-      let t0 = monotonicNanoseconds()
-      try prefill(cache, keys)
-      prefillSeconds = Double(monotonicNanoseconds() - t0) / 1e9
-      progress(String(format: "prefilled %d keys in %.2f s", o.keys, prefillSeconds))
-    }
+    return cache
+  }
 
-    let dir = try ControlDirectory.create()
-    self.dir = dir
-    processes = Array(repeating: nil, count: o.procs)
-    incarnations = Array(repeating: 0, count: o.procs)
-    for w in 0..<o.procs { processes[w] = try spawn(w, 0) }
-    try waitUntilReady(dir)
-
-    let before = cache.statistics
-    let start = monotonicNanoseconds() + 20_000_000
-    runStart = start
-    let durationNs = UInt64(o.duration * 1e9)
-    let end = start + durationNs
-    try dir.writeGo(start: start, end: end)
-
+  /// The measured run: chaos kills at their moments, unexpected exits noted, progress
+  /// once a second, until `end`.
+  private func watch(_ fleet: WorkerFleet, start: UInt64, end: UInt64) throws {
+    let durationNs = end - start
     // Kill moments: uniform over the middle 80 % of the run, so restarted workers still
     // run (and the next writer after a kill repairs what the victim left).
     var killTimes = (0..<o.chaosKills).map { _ in
@@ -130,16 +131,16 @@ final class Coordinator: @unchecked Sendable {
     var lastOps: UInt64 = 0
     var lastProgressAt = start
     while true {
-      let now = monotonicNanoseconds()
-      if interrupted { throw InterruptedRun() }
+      let now = Clock.nanoseconds()
+      try fleet.checkInterrupted()
       if now >= end { break }
       while let t = killTimes.first, t <= now {
         killTimes.removeFirst()
-        try killAndRestart()
+        try killAndRestart(fleet)
       }
-      noteUnexpectedExits(end: end)
+      fleet.noteUnexpectedExits(end: end)
       if now >= nextProgress {
-        let merged = merge(dir)
+        let merged = merge(fleet)
         let ops = merged.getOps + merged.setOps
         let rate = Double(ops &- lastOps) / (Double(now - lastProgressAt) / 1e9)
         lastOps = ops
@@ -154,44 +155,9 @@ final class Coordinator: @unchecked Sendable {
       }
       let wake = min(end, nextProgress, killTimes.first ?? end)
       let nap = wake > now ? min(wake - now, 50_000_000) : 0
-      if nap > 0 { usleep(UInt32(max(nap / 1000, 1))) }
+      if nap > 0 { Sys.sleep(microseconds: UInt32(max(nap / 1000, 1))) }
     }
-    try waitForWorkers(deadline: end + 30_000_000_000)
-    var merged = merge(dir)
-    for w in 0..<o.procs where dir.readResult(w, incarnations[w])?.final != true {
-      failures.append("worker \(w).\(incarnations[w]) left no final result")
-    }
-
-    // After kills, the victim of the last one may have died mid-write with nobody
-    // writing since: one write (then its removal) repairs that, as any next writer would.
-    if kills > 0 {
-      do {
-        try cache.setObject([0], forKey: "cache-stress:settle")
-        try cache.removeObject(forKey: "cache-stress:settle")
-      } catch {
-        failures.append("settling write after the chaos kills failed: \(error)")
-      }
-    }
-    let after = cache.statistics
-    var verifyOK = false
-    var problems: [String] = []
-    do {
-      let v = try cache.verify(repair: false)
-      verifyOK = v.ok
-      problems = v.problems
-    } catch {
-      problems = ["verify failed to run: \(error)"]
-    }
-    merged.messages += failures
-    return RunReport(
-      options: o, merged: merged, toolErrors: UInt64(failures.count), kills: kills,
-      killedWorkers: Set((0..<o.procs).filter { incarnations[$0] > 0 }),
-      before: before, after: after, verifyOK: verifyOK, verifyProblems: problems,
-      prefillSeconds: prefillSeconds, path: ownsFile ? nil : path, killEvents: killEvents,
-      incarnations: incarnations)
   }
-
-  // MARK: Steps
 
   /// Sets every key, 64 to a batch write (`setBytes(_:forKeys:expires:)`: a group's
   /// misses overlap, and the lock is taken once a batch), each value as a single set
@@ -203,7 +169,7 @@ final class Coordinator: @unchecked Sendable {
     var g = SplitMix64(seed: SplitMix64.derive(o.seed!, 0x9F11))
     var first = 0
     while first < keys.count {
-      if first % 65_536 == 0 && interrupted { throw InterruptedRun() }
+      if first % 65_536 == 0 { try fleet?.checkInterrupted() }
       let count = min(batch.capacity, keys.count - first)
       for j in 0..<count {
         let k = first + j
@@ -216,97 +182,46 @@ final class Coordinator: @unchecked Sendable {
     }
   }
 
-  private func spawn(_ w: Int, _ inc: Int) throws -> Process {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: executable)
-    p.arguments = OptionTable.workerArguments(
-      o, worker: w, incarnation: inc, controlDir: dir!.path, coordinator: getpid())
-    p.standardInput = FileHandle.nullDevice
-    p.standardOutput = FileHandle.nullDevice
-    do { try p.run() } catch { throw StressFailure("cannot start worker \(w) (\(executable)): \(error)") }
-    return p
-  }
-
-  private func waitUntilReady(_ dir: ControlDirectory) throws {
-    let deadline = Date().addingTimeInterval(120)
-    for w in 0..<o.procs {
-      while !dir.isReady(w, 0) {
-        if interrupted { throw InterruptedRun() }
-        if let p = processes[w], !p.isRunning {
-          throw StressFailure("worker \(w) exited with status \(p.terminationStatus) before it was ready")
-        }
-        if Date() > deadline { throw StressFailure("worker \(w) was not ready within 120 s") }
-        usleep(2000)
-      }
-    }
-  }
-
   /// SIGKILLs a random running worker and starts its next incarnation, which joins the
   /// run at once (the go file exists) and runs to the common end.
-  private func killAndRestart() throws {
-    let running = (0..<o.procs).filter { processes[$0]?.isRunning == true }
+  private func killAndRestart(_ fleet: WorkerFleet) throws {
+    let running = fleet.running
     guard !running.isEmpty else { return }
     let w = running[rng.next(below: running.count)]
-    guard let p = processes[w] else { return }
-    let at = Double(Int64(bitPattern: monotonicNanoseconds() &- runStart)) / 1e9
-    kill(p.processIdentifier, SIGKILL)
-    p.waitUntilExit()
+    let at = Double(Int64(bitPattern: Clock.nanoseconds() &- runStart)) / 1e9
+    let pid = try fleet.restart(w)
     kills += 1
-    killEvents.append(KillEvent(seconds: at, worker: w, pid: p.processIdentifier))
-    incarnations[w] += 1
-    processes[w] = try spawn(w, incarnations[w])
-    progress("chaos: killed worker \(w) (pid \(p.processIdentifier)), started incarnation \(incarnations[w])")
+    killEvents.append(KillEvent(seconds: at, worker: w, pid: pid))
+    progress("chaos: killed worker \(w) (pid \(pid)), started incarnation \(fleet.incarnations[w])")
   }
 
-  /// A worker that exits before the end on its own is a failure (not restarted).
-  /// Workers stop at `end`: one found stopped once the end has passed (a coordinator
-  /// starved of CPU, or busy restarting a victim, can look that late) may have finished
-  /// normally, and `waitForWorkers` judges its exit status instead.
-  private func noteUnexpectedExits(end: UInt64) {
-    for w in 0..<o.procs {
-      guard let p = processes[w], !p.isRunning else { continue }
-      if monotonicNanoseconds() >= end { return }
-      let how =
-        p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
-      failures.append("worker \(w).\(incarnations[w]) exited early (\(how))")
-      processes[w] = nil
+  /// After kills, the victim of the last one may have died mid-write with nobody
+  /// writing since: one write (then its removal) repairs that, as any next writer would.
+  private func settle(_ cache: SharedCache<[UInt8]>, _ fleet: WorkerFleet) {
+    do {
+      try cache.setObject([0], forKey: "cache-stress:settle")
+      try cache.removeObject(forKey: "cache-stress:settle")
+    } catch {
+      fleet.failures.append("settling write after the chaos kills failed: \(error)")
     }
   }
 
-  private func waitForWorkers(deadline: UInt64) throws {
-    for w in 0..<o.procs {
-      guard let p = processes[w] else { continue }
-      while p.isRunning {
-        if interrupted { throw InterruptedRun() }
-        if monotonicNanoseconds() > deadline {
-          kill(p.processIdentifier, SIGKILL)
-          p.waitUntilExit()
-          failures.append("worker \(w).\(incarnations[w]) did not stop; killed")
-          break
-        }
-        usleep(5000)
-      }
-      p.waitUntilExit()
-      if p.terminationReason == .uncaughtSignal || p.terminationStatus != 0 {
-        let how =
-          p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
-        if !failures.contains(where: { $0.hasPrefix("worker \(w).\(incarnations[w])") }) {
-          failures.append("worker \(w).\(incarnations[w]) exited with \(how)")
-        }
-      }
-      processes[w] = nil
+  /// Whether the file verifies, and its problems.
+  private static func verify(_ cache: SharedCache<[UInt8]>) -> (ok: Bool, problems: [String]) {
+    do {
+      let v = try cache.verify(repair: false)
+      return (v.ok, v.problems)
+    } catch {
+      return (false, ["verify failed to run: \(error)"])
     }
   }
 
   /// Sums every incarnation's latest result: survivors' final counts, and for killed
   /// incarnations what they had flushed before the kill (at most one flush interval lost).
-  private func merge(_ dir: ControlDirectory) -> MergedResults {
+  private func merge(_ fleet: WorkerFleet) -> MergedResults {
     var m = MergedResults(duration: o.duration, workers: o.procs)
-    for w in 0..<incarnations.count {
-      for inc in 0...incarnations[w] {
-        guard let r = dir.readResult(w, inc) else { continue }
-        m.add(r)
-      }
+    fleet.forEachIncarnation { w, inc in
+      if let r = fleet.dir.readResult(w, inc) { m.add(r) }
     }
     return m
   }
@@ -317,23 +232,10 @@ final class Coordinator: @unchecked Sendable {
     FileHandle.standardError.write(Data((s + "\n").utf8))
   }
 
-  private func installSignalHandlers() {
-    for sig in [SIGINT, SIGTERM] {
-      signal(sig, SIG_IGN)
-      let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-      src.setEventHandler { [weak self] in self?.interruptFlag.store(true, ordering: .relaxed) }
-      src.resume()
-      signalSources.append(src)
-    }
-  }
-
   private func cleanUp() {
-    for case let p? in processes where p.isRunning {
-      kill(p.processIdentifier, SIGKILL)
-      p.waitUntilExit()
-    }
-    dir?.remove()
-    if ownsFile, let path = o.path { unlink(path) }
+    fleet?.stopAll()
+    fleet?.dir.remove()
+    if ownsFile, let path = o.path { try? Sys.unlink(path) }
   }
 }
 

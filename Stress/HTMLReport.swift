@@ -1,6 +1,7 @@
 import CacheTools
 import Foundation
 import MappedCache
+import SystemCalls
 
 /// `--report FILE.html`: the run as one self-contained page that any browser shows
 /// offline: no scripts, no external files, charts drawn here as inline SVG. The page is
@@ -17,7 +18,7 @@ struct HTMLReport {
 
   func write(to path: String) throws {
     guard FileManager.default.createFile(atPath: path, contents: Data(page().utf8)) else {
-      throw StressFailure(String(cString: strerror(errno)))
+      throw StressFailure(Errno.current.message)
     }
   }
 
@@ -94,41 +95,53 @@ struct HTMLReport {
           + "and none was torn or of another key (corrupt_reads 0). \(freshness). None of the \(Fmt.grouped(r.ops)) operations failed, and the file verified clean after the run."
       )
     } else {
-      var what: [String] = []
-      if m.corruptReads > 0 {
-        what.append(
-          "\(Fmt.grouped(m.corruptReads)) read\(m.corruptReads == 1 ? " was" : "s were") not a whole value of the key asked for (corrupt_reads)"
-        )
-      }
-      if m.wrongValues > 0 {
-        what.append(
-          "\(Fmt.grouped(m.wrongValues)) read\(m.wrongValues == 1 ? "" : "s") went back in time: a value older than one the same reader had seen (wrong_values)"
-        )
-      }
-      if r.errors > 0 {
-        what.append(
-          "\(Fmt.grouped(r.errors)) operation\(r.errors == 1 ? "" : "s") or worker\(r.errors == 1 ? "" : "s") failed (errors)"
-        )
-      }
-      if !r.verifyOK { what.append("the file did not verify after the run") }
-      out.append(
-        "The run FAILED: " + what.joined(separator: "; ") + ". \(checked.prefix(1).uppercased() + checked.dropFirst())."
-      )
-      for p in r.verifyProblems.prefix(5) { out.append("verify: \(p)") }
-      for msg in m.messages.prefix(5) { out.append(msg) }
+      out += failureWords(checked: checked)
     }
-    if r.kills > 0 {
-      let recoveries = max(0, r.after.recoveries - r.before.recoveries)
-      let caught =
-        recoveries == 0
-        ? "No kill caught its victim holding the write lock"
-        : "\(recoveries) of them caught the victim holding the write lock, and \(recoveries == 1 ? "" : "each time ")"
-          + "the next writer took the lock over and repaired what the victim left"
-      out.append(
-        "\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
-          + "(marked on the timelines). \(caught) (recoveries \(recoveries)).")
-    }
+    if let kills = killWords() { out.append(kills) }
     return out
+  }
+
+  /// What a failed run found, and the first of its messages.
+  private func failureWords(checked: String) -> [String] {
+    let r = report
+    let m = r.merged
+    var what: [String] = []
+    if m.corruptReads > 0 {
+      what.append(
+        "\(Fmt.grouped(m.corruptReads)) read\(m.corruptReads == 1 ? " was" : "s were") not a whole value of the key asked for (corrupt_reads)"
+      )
+    }
+    if m.wrongValues > 0 {
+      what.append(
+        "\(Fmt.grouped(m.wrongValues)) read\(m.wrongValues == 1 ? "" : "s") went back in time: a value older than one the same reader had seen (wrong_values)"
+      )
+    }
+    if r.errors > 0 {
+      what.append(
+        "\(Fmt.grouped(r.errors)) operation\(r.errors == 1 ? "" : "s") or worker\(r.errors == 1 ? "" : "s") failed (errors)"
+      )
+    }
+    if !r.verifyOK { what.append("the file did not verify after the run") }
+    var out = [
+      "The run FAILED: " + what.joined(separator: "; ") + ". \(checked.prefix(1).uppercased() + checked.dropFirst())."
+    ]
+    for p in r.verifyProblems.prefix(5) { out.append("verify: \(p)") }
+    for msg in m.messages.prefix(5) { out.append(msg) }
+    return out
+  }
+
+  /// The chaos kills and what they caught; nil without kills.
+  private func killWords() -> String? {
+    let r = report
+    guard r.kills > 0 else { return nil }
+    let recoveries = max(0, r.after.recoveries - r.before.recoveries)
+    let caught =
+      recoveries == 0
+      ? "No kill caught its victim holding the write lock"
+      : "\(recoveries) of them caught the victim holding the write lock, and \(recoveries == 1 ? "" : "each time ")"
+        + "the next writer took the lock over and repaired what the victim left"
+    return "\(r.kills) worker\(r.kills == 1 ? " was" : "s were") killed with SIGKILL during the run and restarted "
+      + "(marked on the timelines). \(caught) (recoveries \(recoveries))."
   }
 
   private func parametersSection() -> String {
@@ -505,10 +518,19 @@ struct LineChart {
     var s =
       "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"\(id)\" class=\"chart\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"\(f(width))\" height=\"\(f(height))\" role=\"img\">\n"
     s += "<title>\(esc(yLabel)) against \(esc(xLabel))</title>\n"
-    let x0 = left
-    let x1 = width - right
-    let y0 = top
-    let y1 = height - bottom
+    s += axes() + markerLines() + seriesLines() + legend()
+    return s + "</svg>\n"
+  }
+
+  /// The plot area's corners: x0 ... x1 left to right, y0 ... y1 top to bottom.
+  private var x0: Double { left }
+  private var x1: Double { width - right }
+  private var y0: Double { top }
+  private var y1: Double { height - bottom }
+
+  /// Grid lines and ticks, both axes and their labels, and the text of an empty chart.
+  private func axes() -> String {
+    var s = ""
     for t in yTicks {
       let y = py(t)
       s += "<line class=\"grid\" x1=\"\(f(x0))\" y1=\"\(f(y))\" x2=\"\(f(x1))\" y2=\"\(f(y))\"/>"
@@ -528,6 +550,12 @@ struct LineChart {
       s +=
         "<text class=\"empty\" x=\"\(f((x0 + x1) / 2))\" y=\"\(f((y0 + y1) / 2))\" text-anchor=\"middle\">\(esc(emptyText))</text>\n"
     }
+    return s
+  }
+
+  /// A vertical line per marker (a chaos kill), with its tooltip and label.
+  private func markerLines() -> String {
+    var s = ""
     for (i, m) in markers.enumerated() {
       let x = px(m.x)
       let labelY = y0 + 10 + 12 * Double(i % 3)  // staggered, so that close kills' labels do not overlap
@@ -539,6 +567,12 @@ struct LineChart {
       }
       s += "</g>\n"
     }
+    return s
+  }
+
+  /// A polyline per series (its points circled when there are few).
+  private func seriesLines() -> String {
+    var s = ""
     for series in series where !series.points.isEmpty {
       var pts: [(Double, Double)] = []
       for (i, p) in series.points.enumerated() {
@@ -557,7 +591,12 @@ struct LineChart {
         }
       }
     }
-    // Legend, top right.
+    return s
+  }
+
+  /// The legend, top right.
+  private func legend() -> String {
+    var s = ""
     var lx = x1 - 8
     for series in series.reversed() {
       let w = Double(series.name.count) * 7 + 26
@@ -566,7 +605,7 @@ struct LineChart {
         "<g class=\"legend\"><rect class=\"\(series.cssClass)\" x=\"\(f(lx))\" y=\"\(f(8))\" width=\"14\" height=\"4\"/>"
       s += "<text x=\"\(f(lx + 18))\" y=\"\(f(14))\">\(esc(series.name))</text></g>\n"
     }
-    return s + "</svg>\n"
+    return s
   }
 }
 

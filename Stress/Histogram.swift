@@ -1,14 +1,3 @@
-import Glibc
-
-/// Nanoseconds on CLOCK_MONOTONIC: one clock for every process on the machine, so a
-/// start time written by the coordinator means the same instant to every worker.
-@inline(__always)
-func monotonicNanoseconds() -> UInt64 {
-  var ts = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &ts)
-  return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-}
-
 /// A log-linear latency histogram (as HdrHistogram, and the peer benchmarks' ~3 %
 /// buckets): values below 64 ns have a bucket each; above, every power of two is split
 /// into 32 buckets. Histograms from any number of threads and processes merge by adding

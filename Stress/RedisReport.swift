@@ -94,8 +94,8 @@ struct RedisRunReport {
   }
 
   func json() -> String {
-    let o = options
     var j = JSONObject()
+    let o = options
     j["mode"] = .string("redis")
     j["hosts"] = .int(o.hosts)
     j["procs"] = .int(o.procs)
@@ -105,6 +105,13 @@ struct RedisRunReport {
     j["duration_s"] = .double(seconds)
     j["seed"] = .string("\(o.seed ?? 0)")
     j["max_staleness_ms"] = .double(o.maxStaleness * 1000)
+    jsonReadsAndStaleness(into: &j)
+    jsonChecksAndFaults(into: &j)
+    return j.rendered
+  }
+
+  /// The reads and writes, their latencies and how stale the reads were.
+  private func jsonReadsAndStaleness(into j: inout JSONObject) {
     j["reads"] = .int(Int(c.reads))
     j["writes"] = .int(Int(c.writes))
     j["reads_per_s"] = .double((Double(c.reads) / seconds).rounded())
@@ -129,6 +136,10 @@ struct RedisRunReport {
     j["violations"] = .int(Int(c.violations))
     j["violation_bound_ms"] = .double(boundMs)
     j["unknown_lateness"] = .int(Int(c.unknownLateness))
+  }
+
+  /// The checks' findings, the faults made, the hosts' figures, and whether it passed.
+  private func jsonChecksAndFaults(into j: inout JSONObject) {
     j["corrupt_reads"] = .int(Int(c.corruptReads))
     j["wrong_values"] = .int(Int(c.wrongValues))
     j["errors"] = .int(Int(c.errors))
@@ -153,6 +164,5 @@ struct RedisRunReport {
     j["max_heartbeat_age_ms"] = .int(Int(maxHeartbeatAgeMs.max() ?? 0))
     j["messages"] = .strings(merged.messages)
     j["pass"] = .bool(failureReasons.isEmpty)
-    return j.rendered
   }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import Glibc
 import MappedCache
 import MappedCacheRedis
+import SystemCalls
 
 /// What the coordinator and every process of a Redis-mode run agree on: where the files
 /// are, which Redis keys, who writes which key, and the write log.
@@ -221,18 +221,11 @@ struct RedisWorkerResult: Codable {
   static func path(_ dir: String, _ w: Int, _ inc: Int) -> String { "\(dir)/redis-result-\(w).\(inc).json" }
 
   func write(to dir: String) throws {
-    let file = Self.path(dir, worker, incarnation)
-    let tmp = file + ".tmp"
-    guard FileManager.default.createFile(atPath: tmp, contents: try JSONEncoder().encode(self)),
-      rename(tmp, file) == 0
-    else {
-      throw StressFailure("cannot write \(file)")
-    }
+    try ControlDirectory(path: dir).writeJSON(self, to: Self.path(dir, worker, incarnation))
   }
 
   static func read(_ dir: String, _ w: Int, _ inc: Int) -> RedisWorkerResult? {
-    guard let d = FileManager.default.contents(atPath: path(dir, w, inc)) else { return nil }
-    return try? JSONDecoder().decode(RedisWorkerResult.self, from: d)
+    ControlDirectory(path: dir).readJSON(RedisWorkerResult.self, from: path(dir, w, inc))
   }
 }
 
@@ -346,13 +339,13 @@ struct RedisThreadLoop {
   mutating func run(end: UInt64) {
     let mask = ops.count - 1
     var pos = (thread &* 7919 &+ writerID &* 104_729) & mask
-    var lastPublish = monotonicNanoseconds()
+    var lastPublish = Clock.nanoseconds()
     let think = UInt32(o.thinkTime * 1e6)
     while true {
-      if think > 0 { usleep(think) }
+      if think > 0 { Sys.sleep(microseconds: think) }
       let op = ops[pos & mask]
       pos &+= 1
-      let t0 = monotonicNanoseconds()
+      let t0 = Clock.nanoseconds()
       if t0 >= end { break }
       if t0 &- lastPublish >= WorkerTiming.publishNs {
         publish()
@@ -375,18 +368,18 @@ struct RedisThreadLoop {
     let value = layout.value(o, key: k, version: version)
     let expiry: CacheExpiry? = o.ttl.map { .seconds($0) }
     while true {
-      let t0 = monotonicNanoseconds()
+      let t0 = Clock.nanoseconds()
       do {
         try near.setObject(value, forKey: nearKeys[k], expires: expiry)
       } catch {
         counters.writeErrors += 1
         note("set \(nearKeys[k]) version \(version): \(error)")
         do { try log.markUnanswered(k, version: version) } catch { note("write log of \(nearKeys[k]): \(error)") }
-        if monotonicNanoseconds() >= end { return }
-        usleep(1000)
+        if Clock.nanoseconds() >= end { return }
+        Sys.sleep(microseconds: 1000)
         continue
       }
-      let ack = monotonicNanoseconds()
+      let ack = Clock.nanoseconds()
       setHist.record(ack - t0)
       do {
         try log.record(k, version: version, ack: ack, ring: &rings[i])
@@ -412,7 +405,7 @@ struct RedisThreadLoop {
       note("get \(nearKeys[k]): \(error)")
       return
     }
-    getHist.record(monotonicNanoseconds() &- t0)
+    getHist.record(Clock.nanoseconds() &- t0)
     guard let bytes = got else {
       counters.absent += 1
       return
@@ -492,82 +485,75 @@ struct RedisThreadLoop {
 }
 
 /// A Redis-mode worker process: one host's process, with its near cache (standing for
-/// the host's invalidation role), its threads, and its result file.
+/// the host's invalidation role), its threads, and its result file (`FleetMember`).
 enum RedisWorker {
   static func run(_ o: StressOptions) -> Int32 {
-    guard let id = o.workerID, let dirPath = o.controlDir, let url = o.redisURL, let seed = o.seed else {
+    guard let id = o.workerID, let dirPath = o.controlDir, o.redisURL != nil, o.seed != nil else {
       FileHandle.standardError.write(Data("cache-stress worker: missing internal arguments\n".utf8))
       return 64
     }
     let inc = o.incarnation
     let layout = RedisRunLayout(o, controlDir: dirPath)
-    let dir = ControlDirectory(path: dirPath)
     do {
-      let timeout = min(1, max(0.2, o.maxStaleness))
-      let remote = try RedisCache<[UInt8]>(
-        url: url, keyPrefix: layout.keyPrefix,
-        options: RedisOptions(connectTimeout: timeout, commandTimeout: timeout))
-      // The planted fault stops host 0's holder process, whose fills' placeholders
-      // then hold up that host's other readers for a fill timeout: kept short there, so
-      // that the run measures the stale serves the plant is for.
-      let planted = o.plantStale && layout.host(ofWorker: id) == 0
-      var options = NearCacheOptions(capacity: o.hostCapacity, serveStale: planted)
-      if planted { options.fillTimeout = 0.1 }
-      let near = try NearCache<[UInt8]>(
-        path: layout.hostPath(layout.host(ofWorker: id)), remote: remote,
-        maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)), options: options)
+      let near = try openNearCache(o, layout, worker: id)
       defer { near.close() }
-      let log = try WriteLog(path: layout.logPath, keys: layout.keys)
-      let nearKeys = (0..<o.keys).map { layout.keys[$0] }
-      let scrambler = RankScrambler(n: o.keys)
-      let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
       let board = RedisBoard(threads: o.threads)
-      var loops: [RedisThreadLoop] = []
-      for t in 0..<o.threads {
-        let ops = OpStream(
-          keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
-          seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))
-        ).ops
-        loops.append(
-          try RedisThreadLoop(
-            o: o, layout: layout, near: near, log: log, board: board, worker: id, thread: t, ops: ops,
-            nearKeys: nearKeys, seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t), 1)))
-      }
+      let loops = try threadLoops(o, layout, near: near, board: board, worker: id)
+      let dir = ControlDirectory(path: dirPath)
       try dir.markReady(id, inc)
-      var window = dir.readGo()
-      while window == nil {
-        if getppid() != o.coordinatorPID { return 2 }
-        usleep(1000)
-        window = dir.readGo()
-      }
-      let (start, end) = window!
-      let group = DispatchGroup()
+      guard let (start, end) = FleetMember.awaitGo(dir, coordinator: o.coordinatorPID) else { return 2 }
       final class Box: @unchecked Sendable {
-        var loop: RedisThreadLoop
-        init(_ l: RedisThreadLoop) { loop = l }
+        var loops: [RedisThreadLoop]
+        init(_ l: [RedisThreadLoop]) { loops = l }
       }
-      for loop in loops {
-        let box = Box(loop)
-        group.enter()
-        let th = Thread {
-          while case let now = monotonicNanoseconds(), now < start {
-            usleep(UInt32(min((start - now) / 1000, 10_000)))
-          }
-          box.loop.run(end: end)
-          group.leave()
-        }
-        th.stackSize = 1 << 20
-        th.start()
-      }
-      while group.wait(timeout: .now() + WorkerTiming.flushInterval) == .timedOut {
-        if getppid() != o.coordinatorPID { return 2 }
+      let box = Box(loops)
+      let group = FleetMember.startThreads(o.threads, at: start, precise: false) { t in { box.loops[t].run(end: end) } }
+      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID) {
         try? board.snapshot(worker: id, incarnation: inc, final: false).write(to: dirPath)
       }
+      guard done else { return 2 }
       try board.snapshot(worker: id, incarnation: inc, final: true).write(to: dirPath)
       return 0
     } catch {
       FileHandle.standardError.write(Data("cache-stress worker \(id).\(inc): \(error)\n".utf8))
       return 1
+    }
+  }
+
+  /// This process's near cache of its host's file, standing for the host's role.
+  static func openNearCache(_ o: StressOptions, _ layout: RedisRunLayout, worker id: Int) throws -> NearCache<[UInt8]> {
+    let timeout = min(1, max(0.2, o.maxStaleness))
+    let remote = try RedisCache<[UInt8]>(
+      url: o.redisURL!, keyPrefix: layout.keyPrefix,
+      options: RedisOptions(connectTimeout: timeout, commandTimeout: timeout))
+    // The planted fault stops host 0's holder process, whose fills' placeholders
+    // then hold up that host's other readers for a fill timeout: kept short there, so
+    // that the run measures the stale serves the plant is for.
+    let planted = o.plantStale && layout.host(ofWorker: id) == 0
+    var options = NearCacheOptions(capacity: o.hostCapacity, serveStale: planted)
+    if planted { options.fillTimeout = 0.1 }
+    return try NearCache<[UInt8]>(
+      path: layout.hostPath(layout.host(ofWorker: id)), remote: remote,
+      maxStaleness: .nanoseconds(Int64(o.maxStaleness * 1e9)), options: options)
+  }
+
+  /// One loop per thread, each with its op stream and the keys it writes.
+  static func threadLoops(
+    _ o: StressOptions, _ layout: RedisRunLayout, near: NearCache<[UInt8]>, board: RedisBoard, worker id: Int
+  ) throws -> [RedisThreadLoop] {
+    let log = try WriteLog(path: layout.logPath, keys: layout.keys)
+    let nearKeys = (0..<o.keys).map { layout.keys[$0] }
+    let scrambler = RankScrambler(n: o.keys)
+    let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
+    let (seed, inc) = (o.seed!, o.incarnation)
+    return try (0..<o.threads).map { t in
+      let ops = OpStream(
+        keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
+        seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))
+      ).ops
+      return try RedisThreadLoop(
+        o: o, layout: layout, near: near, log: log, board: board, worker: id, thread: t, ops: ops,
+        nearKeys: nearKeys, seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t), 1))
     }
   }
 }

@@ -61,8 +61,16 @@ struct RunReport {
   private func delta(_ a: Int, _ b: Int) -> Int { max(0, a - b) }
 
   func json() -> String {
-    let o = options
     var j = JSONObject()
+    jsonOperations(into: &j)
+    jsonOutcome(into: &j)
+    jsonParameters(into: &j)
+    return j.rendered
+  }
+
+  /// The operations, their latencies and the cache's own counts.
+  private func jsonOperations(into j: inout JSONObject) {
+    let o = options
     j["procs"] = .int(o.procs)
     j["threads"] = .int(o.threads)
     j["duration_s"] = .double(o.duration)
@@ -89,6 +97,10 @@ struct RunReport {
     j["expirations"] = .int(delta(after.expirations, before.expirations))
     j["recoveries"] = .int(delta(after.recoveries, before.recoveries))
     j["lock_takeovers"] = .int(delta(after.lockTakeovers, before.lockTakeovers))
+  }
+
+  /// Kills, progress, the checks' findings, the file after the run.
+  private func jsonOutcome(into j: inout JSONObject) {
     j["kills"] = .int(kills)
     j["min_thread_ops"] = .int(Int(minThreadOps))
     j["min_thread_ops_unkilled"] = .int(Int(minThreadOpsUnkilled))
@@ -106,6 +118,11 @@ struct RunReport {
     j["max_entries"] = .int(after.maxEntries)
     j["log_bytes"] = .int(after.logBytes)
     j["log_bytes_used"] = .int(after.logBytesUsed)
+  }
+
+  /// The run's parameters, and whether it passed.
+  private func jsonParameters(into j: inout JSONObject) {
+    let o = options
     j["lock_mode"] = .string(o.lock.rawValue)
     j["track_every"] = .int(o.trackEvery)
     j["check_every"] = .int(o.checkEvery)
@@ -125,7 +142,6 @@ struct RunReport {
     j["path"] = path.map { .string($0) } ?? .null
     j["messages"] = .strings(Array(merged.messages.prefix(10)))
     j["passed"] = .bool(failureReasons.isEmpty)
-    return j.rendered
   }
 
   func table() -> String {

@@ -1,6 +1,7 @@
+import CacheTools
 import Foundation
-import Glibc
 import MappedCache
+import SystemCalls
 
 /// `cache-stress --trace FILE`: replays a recorded key sequence against one cache, read-
 /// through, in this process alone, and reports the hit ratio (the eviction policy's
@@ -139,11 +140,11 @@ struct TraceReplay {
   /// once (entries held grow with capacity; a few secant steps). Returns the capacity and the entries
   /// the chosen file held.
   static func capacity(
-    holding entries: Int, keySize: Int, valueSize: Int, options: StressOptions, directory: String
+    holding entries: Int, keySize: Int, valueSize: Int, options: StressOptions
   ) throws -> (capacity: Int, held: Int) {
     func held(at capacity: Int) throws -> Int {
-      let path = "\(directory)/cache-stress-fit-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mcache"
-      defer { unlink(path) }
+      let path = ScratchFiles.path("cache-stress-fit")
+      defer { try? Sys.unlink(path) }
       var o = options
       o.capacity = capacity
       let cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o.cacheOptions)
@@ -189,31 +190,14 @@ struct TraceReplay {
   static func run(_ options: StressOptions) -> Int32 {
     var o = options
     guard let tracePath = o.tracePath else { return 64 }
-    func fail(_ status: Int32, _ message: String) -> Int32 {
-      FileHandle.standardError.write(Data("error: \(message)\n".utf8))
-      return status
-    }
     let bytes: [UInt8]
-    do {
-      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: tracePath))
-      defer { try? handle.close() }
-      let size = try handle.seekToEnd()
-      guard size <= UInt64(maxTraceBytes) else {
-        return fail(64, "--trace \(tracePath): \(size) bytes, more than the \(maxTraceBytes) this tool reads")
-      }
-      try handle.seek(toOffset: 0)
-      bytes = [UInt8](try handle.readToEnd() ?? Data())
-    } catch {
-      return fail(64, "--trace \(tracePath): cannot read it: \(error.localizedDescription)")
+    switch readTrace(tracePath) {
+    case .success(let b): bytes = b
+    case .failure(let e): return Coordinator.fail("error: --trace \(tracePath): \(e.description)", status: 64)
     }
-
-    var isDir: ObjCBool = false
-    let directory =
-      FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDir) && isDir.boolValue
-      ? "/dev/shm" : NSTemporaryDirectory()
     let ownsFile = o.path == nil
-    let path = o.path ?? "\(directory)/cache-stress-trace-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mcache"
-    defer { if ownsFile { unlink(path) } }
+    let path = o.path ?? ScratchFiles.path("cache-stress-trace")
+    defer { if ownsFile { try? Sys.unlink(path) } }
     do {
       // Keys of a trace are usually short: size the index for the trace's own keys.
       let requests0 = try parse(bytes, maxKey: 250, maxValue: 1 << 20)
@@ -223,34 +207,46 @@ struct TraceReplay {
       if o.averageEntrySize == nil { o.averageEntrySize = min(max(16, longestKey + meanSize), 1 << 24) }
       var fitted: (capacity: Int, held: Int)? = nil
       if let n = o.capacityEntries, ownsFile {
-        fitted = try capacity(holding: n, keySize: longestKey, valueSize: meanSize, options: o, directory: directory)
+        fitted = try capacity(holding: n, keySize: longestKey, valueSize: meanSize, options: o)
         o.capacity = fitted!.capacity
       }
       let cache = try SharedCache<[UInt8]>(path: path, capacity: o.capacity, options: o.cacheOptions)
       let requests = try parse(bytes, maxKey: cache.maxKeySize, maxValue: cache.maxValueSize)
       if let n = o.countLimit { try cache.setLimits(count: n) }
-      let defaultSize = min(o.valueMin, cache.maxValueSize)
       let before = cache.statistics
-      let t0 = monotonicNanoseconds()
-      let r = replay(requests, bytes: bytes, cache: cache, defaultSize: defaultSize)
-      let seconds = Double(monotonicNanoseconds() - t0) / 1e9
+      let t0 = Clock.nanoseconds()
+      let r = replay(requests, bytes: bytes, cache: cache, defaultSize: min(o.valueMin, cache.maxValueSize))
+      let seconds = Double(Clock.nanoseconds() - t0) / 1e9
       let after = cache.statistics
       print(
-        report(
-          r, trace: tracePath, after: after, before: before, fitted: fitted, seconds: seconds, json: o.json),
+        report(r, trace: tracePath, after: after, before: before, fitted: fitted, seconds: seconds, json: o.json),
         terminator: "")
-      if r.errors > 0 || r.wrongLengths > 0 {
-        FileHandle.standardError.write(
-          Data(
-            "cache-stress: FAILED: \(r.errors) errors, \(r.wrongLengths) wrong lengths\(r.firstError.map { "; first: \($0)" } ?? "")\n"
-              .utf8))
-        return 1
+      guard r.errors == 0 && r.wrongLengths == 0 else {
+        let first = r.firstError.map { "; first: \($0)" } ?? ""
+        return Coordinator.fail(
+          "cache-stress: FAILED: \(r.errors) errors, \(r.wrongLengths) wrong lengths\(first)", status: 1)
       }
       return 0
     } catch let e as TraceError {
-      return fail(64, "--trace \(tracePath): \(e.description)")
+      return Coordinator.fail("error: --trace \(tracePath): \(e.description)", status: 64)
     } catch {
-      return fail(1, "\(error)")
+      return Coordinator.fail("error: \(error)", status: 1)
+    }
+  }
+
+  /// The trace file's bytes, refused past `maxTraceBytes`.
+  static func readTrace(_ path: String) -> Swift.Result<[UInt8], TraceError> {
+    do {
+      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+      defer { try? handle.close() }
+      let size = try handle.seekToEnd()
+      guard size <= UInt64(maxTraceBytes) else {
+        return .failure(TraceError(description: "\(size) bytes, more than the \(maxTraceBytes) this tool reads"))
+      }
+      try handle.seek(toOffset: 0)
+      return .success([UInt8](try handle.readToEnd() ?? Data()))
+    } catch {
+      return .failure(TraceError(description: "cannot read it: \(error.localizedDescription)"))
     }
   }
 

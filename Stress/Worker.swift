@@ -1,6 +1,6 @@
 import Foundation
-import Glibc
 import MappedCache
+import SystemCalls
 
 /// Timing constants shared by workers and the coordinator.
 enum WorkerTiming {
@@ -299,12 +299,12 @@ struct ThreadLoop {
       n &+= 1
       var t0: UInt64 = 0
       if timed {
-        t0 = monotonicNanoseconds()
+        t0 = Clock.nanoseconds()
         if t0 >= end { break }
         if t0 &- lastPublish >= WorkerTiming.publishNs {
           publish()
           lastPublish = t0
-          t0 = monotonicNanoseconds()  // the copy is not part of the operation
+          t0 = Clock.nanoseconds()  // the copy is not part of the operation
         }
       }
       if op & OpStream.writeBit != 0 {
@@ -319,7 +319,7 @@ struct ThreadLoop {
         noteError(k, error)
         len = -2
       }
-      if timed { getHist.record(monotonicNanoseconds() &- t0) }
+      if timed { getHist.record(Clock.nanoseconds() &- t0) }
       if !judge(k, len, n: n, in: scratch) && readThrough {
         set(k, cache, timed: timed, spoil: false)
       }
@@ -353,20 +353,10 @@ struct ThreadLoop {
       }
       // A run of gets, or of sets, from the stream.
       let writing = ops[pos & mask] & OpStream.writeBit != 0
-      let limit = writing ? mset : mget
-      var count = 0
-      while count < limit {
-        let op = ops[pos & mask]
-        if (op & OpStream.writeBit != 0) != writing { break }
-        pos &+= 1
-        let k = Int(op & ~OpStream.writeBit)
-        batchIndices[count] = k
-        batch.setKey(count, k, of: ctx.keys)
-        count &+= 1
-      }
+      let count = takeRun(writing: writing, limit: writing ? mset : mget, from: &pos, mask: mask)
       let timed = n % WorkerTiming.sampleEvery < UInt64(count)
       if timed {
-        let t = monotonicNanoseconds()
+        let t = Clock.nanoseconds()
         if t >= end { break }
         if t &- lastPublish >= WorkerTiming.publishNs {
           publish()
@@ -379,39 +369,62 @@ struct ThreadLoop {
         } else {
           set(batchIndices[0], cache, timed: timed, spoil: false)
         }
-        n &+= UInt64(count)
-        continue
-      }
-      let t0 = timed ? monotonicNanoseconds() : 0
-      var failed = false
-      if mget > 1 {
-        do {
-          _ = try cache.copyBytes(
-            forKeys: UnsafeBufferPointer(rebasing: keys[..<count]),
-            into: UnsafeBufferPointer(rebasing: values[..<count]),
-            lengths: UnsafeMutableBufferPointer(rebasing: batchLengths[..<count]))
-        } catch {
-          noteError(batchIndices[0], error)
-          failed = true
-        }
       } else {
-        do {
-          batchLengths[0] = try cache.copyBytes(forKey: keys[0], into: batchValues[0]) ?? -1
-        } catch {
-          noteError(batchIndices[0], error)
-          failed = true
-        }
-      }
-      if timed { getHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
-      for j in 0..<count {
-        let k = batchIndices[j]
-        if !judge(k, failed ? -2 : batchLengths[j], n: n &+ UInt64(j), in: batchValues[j]) && readThrough {
-          set(k, cache, timed: false, spoil: false)
-        }
+        getBatch(
+          count, cache, timed: timed, n: n, batched: mget > 1, readThrough: readThrough, keys: keys, values: values)
       }
       n &+= UInt64(count)
     }
     publish()
+  }
+
+  /// Takes up to `limit` consecutive operations of one kind (sets when `writing`) from
+  /// the stream at `pos`, their keys into `batch` and `batchIndices`; returns how many.
+  @inline(__always)
+  mutating func takeRun(writing: Bool, limit: Int, from pos: inout Int, mask: Int) -> Int {
+    var count = 0
+    while count < limit {
+      let op = ops[pos & mask]
+      if (op & OpStream.writeBit != 0) != writing { break }
+      pos &+= 1
+      let k = Int(op & ~OpStream.writeBit)
+      batchIndices[count] = k
+      batch.setKey(count, k, of: ctx.keys)
+      count &+= 1
+    }
+    return count
+  }
+
+  /// The `count` gets whose keys are in `batch`: one batch read (or, unless `batched`,
+  /// one single read), each value judged in the stream's order (`n` is the first's
+  /// number); a timed batch's latency sample is its time divided by its size.
+  @inline(__always)
+  mutating func getBatch(
+    _ count: Int, _ cache: SharedCache<[UInt8]>, timed: Bool, n: UInt64, batched: Bool, readThrough: Bool,
+    keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, values: UnsafeBufferPointer<UnsafeMutableRawBufferPointer>
+  ) {
+    let t0 = timed ? Clock.nanoseconds() : 0
+    var failed = false
+    do {
+      if batched {
+        _ = try cache.copyBytes(
+          forKeys: UnsafeBufferPointer(rebasing: keys[..<count]),
+          into: UnsafeBufferPointer(rebasing: values[..<count]),
+          lengths: UnsafeMutableBufferPointer(rebasing: batchLengths[..<count]))
+      } else {
+        batchLengths[0] = try cache.copyBytes(forKey: keys[0], into: batchValues[0]) ?? -1
+      }
+    } catch {
+      noteError(batchIndices[0], error)
+      failed = true
+    }
+    if timed { getHist.record((Clock.nanoseconds() &- t0) / UInt64(count)) }
+    for j in 0..<count {
+      let k = batchIndices[j]
+      if !judge(k, failed ? -2 : batchLengths[j], n: n &+ UInt64(j), in: batchValues[j]) && readThrough {
+        set(k, cache, timed: false, spoil: false)
+      }
+    }
   }
 
   /// The batch of `count` sets whose keys are in `batch` (`batchIndices`): a fresh
@@ -424,14 +437,14 @@ struct ThreadLoop {
       ValueFormat.write(
         into: batch.value(j, size: size), key: UInt32(batchIndices[j]), writer: writerID, seq: seqBase | seq)
     }
-    let t0 = timed ? monotonicNanoseconds() : 0
+    let t0 = timed ? Clock.nanoseconds() : 0
     do {
       try cache.setBytes(batch.values(count), forKeys: batch.keys(count), expires: ctx.expiry)
     } catch {
       counters.errors += 1
       if noting { note("set batch from \(ctx.keys[batchIndices[0]]): \(error)") }
     }
-    if timed { setHist.record((monotonicNanoseconds() &- t0) / UInt64(count)) }
+    if timed { setHist.record((Clock.nanoseconds() &- t0) / UInt64(count)) }
     counters.setOps &+= UInt64(count)
   }
 
@@ -500,7 +513,7 @@ struct ThreadLoop {
     let value = UnsafeMutableRawBufferPointer(rebasing: valueBuffer[0..<size])
     ValueFormat.write(into: value, key: UInt32(k), writer: writerID, seq: seqBase | seq)
     if spoil { ValueFormat.spoil(value) }
-    let t0 = timed ? monotonicNanoseconds() : 0
+    let t0 = timed ? Clock.nanoseconds() : 0
     do {
       let key = key(k)
       let expiry = ctx.expiry
@@ -509,97 +522,98 @@ struct ThreadLoop {
       counters.errors += 1
       if noting { note("set \(ctx.keys[k]): \(error)") }
     }
-    if timed { setHist.record(monotonicNanoseconds() &- t0) }
+    if timed { setHist.record(Clock.nanoseconds() &- t0) }
     counters.setOps += 1
   }
 }
 
 /// A worker process: opens the cache, prepares its threads' op streams, says it is
 /// ready, waits for the go file, runs its threads in the window it names, and keeps
-/// its result file current.
+/// its result file current (`FleetMember`).
 enum Worker {
   static func run(_ o: StressOptions) -> Int32 {
-    guard let id = o.workerID, let dirPath = o.controlDir, let path = o.path, let seed = o.seed else {
+    guard let id = o.workerID, let dirPath = o.controlDir, let path = o.path, o.seed != nil else {
       FileHandle.standardError.write(Data("cache-stress worker: missing internal arguments\n".utf8))
       return 64
     }
     let dir = ControlDirectory(path: dirPath)
-    let inc = o.incarnation
     do {
       let cache = try SharedCache<[UInt8]>(
         path: path, capacity: o.capacity, options: o.cacheOptions, lockMode: o.lockMode)
-      let keys = KeySet(count: o.keys, size: o.keySize)
-      let scrambler = RankScrambler(n: o.keys)
-      let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
-      let board = StatsBoard(threads: o.threads)
-      // Keep every reader's table within ~256 MiB in total.
-      let budget = min(max((256 << 20) / 16 / max(1, o.writers), 1 << 14), 1 << 22)
-      let ctx = WorkerContext(
-        cache: cache, keys: keys, options: o, board: board, worker: id, incarnation: inc,
-        expiry: o.ttl.map { .seconds($0) } ?? .never,
-        hotKey: scrambler.key(forRank: 0), trackerBudget: budget)
-      final class Streams: @unchecked Sendable { var ops: [[UInt32]] = [] }
-      let streams = Streams()
-      streams.ops = Array(repeating: [], count: o.threads)
-      let lock = NSLock()
-      DispatchQueue.concurrentPerform(iterations: o.threads) { t in
-        let s = OpStream(
-          keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
-          seed: SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t))
-        ).ops
-        lock.lock()
-        streams.ops[t] = s
-        lock.unlock()
-      }
-      try dir.markReady(id, inc)
+      let (ctx, streams) = prepare(o, cache: cache, worker: id)
+      try dir.markReady(id, o.incarnation)
       // Wait for the go file (a restarted worker finds it at once).
-      var window = dir.readGo()
-      while window == nil {
-        if getppid() != o.coordinatorPID { return 2 }
-        usleep(1000)
-        window = dir.readGo()
-      }
-      let (start, end) = window!
-      let group = DispatchGroup()
-      for t in 0..<o.threads {
-        let ops = streams.ops[t]
-        let threadSeed = SplitMix64.derive(seed, UInt64(id), UInt64(inc), UInt64(t), 1)
-        group.enter()
-        let th = Thread {
-          var loop = ThreadLoop(ctx: ctx, thread: t, ops: ops, seed: threadSeed)
-          while case let now = monotonicNanoseconds(), now < start {
-            let wait = start - now
-            if wait > 2_000_000 { usleep(UInt32(min(wait / 2000, 100_000))) } else { sched_yield() }
-          }
+      guard let (start, end) = FleetMember.awaitGo(dir, coordinator: o.coordinatorPID) else { return 2 }
+      let group = FleetMember.startThreads(o.threads, at: start, precise: true) { t in
+        let seed = SplitMix64.derive(o.seed!, UInt64(id), UInt64(o.incarnation), UInt64(t), 1)
+        var loop = ThreadLoop(ctx: ctx, thread: t, ops: streams[t], seed: seed)
+        return {
           loop.run(start: start, end: end)
           loop.release()
-          group.leave()
         }
-        th.stackSize = 1 << 20
-        th.start()
       }
       // Flush until the threads are done; each flush adds what was done since the last
       // one to the timeline's bucket of this moment.
-      var timeline = Timeline(duration: o.duration)
-      var flushed = Counters()
-      func result(final: Bool) -> WorkerResult {
-        var r = board.snapshot(worker: id, incarnation: inc, final: final)
-        timeline.add(
-          r.counters.since(flushed),
-          atNanosecondsSinceStart: Int64(bitPattern: monotonicNanoseconds() &- start))
-        flushed = r.counters
-        r.timeline = timeline
-        return r
+      var flusher = ResultFlusher(duration: o.duration, start: start)
+      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID) {
+        try? dir.writeResult(flusher.result(ctx.board, worker: id, incarnation: o.incarnation, final: false))
       }
-      while group.wait(timeout: .now() + WorkerTiming.flushInterval) == .timedOut {
-        if getppid() != o.coordinatorPID { return 2 }  // the coordinator is gone: stop
-        try? dir.writeResult(result(final: false))
-      }
-      try dir.writeResult(result(final: true))
+      guard done else { return 2 }  // the coordinator is gone: stop
+      try dir.writeResult(flusher.result(ctx.board, worker: id, incarnation: o.incarnation, final: true))
       return 0
     } catch {
-      FileHandle.standardError.write(Data("cache-stress worker \(id).\(inc): \(error)\n".utf8))
+      FileHandle.standardError.write(Data("cache-stress worker \(id).\(o.incarnation): \(error)\n".utf8))
       return 1
     }
+  }
+
+  /// The worker's context and each thread's op stream (made in parallel: a stream of a
+  /// large run takes a while).
+  static func prepare(_ o: StressOptions, cache: SharedCache<[UInt8]>, worker id: Int) -> (WorkerContext, [[UInt32]]) {
+    let keys = KeySet(count: o.keys, size: o.keySize)
+    let scrambler = RankScrambler(n: o.keys)
+    let zipf = o.dist == .zipf ? ZipfGenerator(n: o.keys, theta: o.zipfTheta) : nil
+    // Keep every reader's table within ~256 MiB in total.
+    let budget = min(max((256 << 20) / 16 / max(1, o.writers), 1 << 14), 1 << 22)
+    let ctx = WorkerContext(
+      cache: cache, keys: keys, options: o, board: StatsBoard(threads: o.threads), worker: id,
+      incarnation: o.incarnation, expiry: o.ttl.map { .seconds($0) } ?? .never,
+      hotKey: scrambler.key(forRank: 0), trackerBudget: budget)
+    final class Streams: @unchecked Sendable { var ops: [[UInt32]] = [] }
+    let streams = Streams()
+    streams.ops = Array(repeating: [], count: o.threads)
+    let lock = NSLock()
+    DispatchQueue.concurrentPerform(iterations: o.threads) { t in
+      let s = OpStream(
+        keys: o.keys, zipf: zipf, scrambler: scrambler, readPct: o.readPct,
+        seed: SplitMix64.derive(o.seed!, UInt64(id), UInt64(o.incarnation), UInt64(t))
+      ).ops
+      lock.lock()
+      streams.ops[t] = s
+      lock.unlock()
+    }
+    return (ctx, streams.ops)
+  }
+}
+
+/// A worker's result as it flushes it: the board's counters, and the timeline, to which
+/// each flush adds what was done since the last one, in the bucket of its moment.
+struct ResultFlusher {
+  var timeline: Timeline
+  var flushed = Counters()
+  let start: UInt64
+
+  init(duration: Double, start: UInt64) {
+    timeline = Timeline(duration: duration)
+    self.start = start
+  }
+
+  mutating func result(_ board: StatsBoard, worker: Int, incarnation: Int, final: Bool) -> WorkerResult {
+    var r = board.snapshot(worker: worker, incarnation: incarnation, final: final)
+    timeline.add(
+      r.counters.since(flushed), atNanosecondsSinceStart: Int64(bitPattern: Clock.nanoseconds() &- start))
+    flushed = r.counters
+    r.timeline = timeline
+    return r
   }
 }

@@ -1,21 +1,24 @@
 import CacheTools
 import Foundation
+import SystemCalls
 
 // cache-stress: many processes share one MappedCache file; every value read is checked.
 // Without --worker-id this process is the coordinator; it re-executes this same binary
 // (never fork without exec) with --worker-id N for each worker. Files by concern:
-//   Options.swift (flag table, parsing, usage), Coordinator.swift (processes, chaos,
-//   progress, merge, verify), Worker.swift (the timed loop), ValueFormat.swift (what a
-//   value holds, how a read is judged), KeyDistribution.swift (Zipf, RNG, op streams),
+//   Options.swift (flag table, parsing, usage), Coordinator.swift (the cache, chaos,
+//   progress, merge, verify), WorkerFleet.swift (the workers' processes, both sides),
+//   Worker.swift (the timed loop), ValueFormat.swift (what a value holds, how a read is
+//   judged), KeyDistribution.swift (Zipf, RNG, op streams),
 //   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
 //   (how processes talk), Report.swift (table and JSON), HTMLReport.swift (--report's page),
 //   TraceReplay.swift (--trace: a recorded key sequence, read-through, one process).
-//   The Redis mode (--redis): RedisMode.swift (its coordinator: hosts, redis-server,
-//   faults), RedisWorker.swift (a host's process), RedisReport.swift (its report).
+//   The Redis mode (--redis): RedisMode.swift (its coordinator: hosts, Redis, the run),
+//   RedisFaultSchedule.swift (its faults), RedisWorker.swift (a host's process),
+//   RedisReport.swift (its report); its redis-server or cluster comes from RedisServers.
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
-  exit(64)
+  Sys.exit(64)
 }
 
 let options: StressOptions
@@ -27,23 +30,23 @@ do {
 
 if options.version {
   print(ToolVersion.line(tool: "cache-stress"))
-  exit(0)
+  Sys.exit(0)
 }
 if options.help {
   print(OptionTable.helpText, terminator: "")
-  exit(0)
+  Sys.exit(0)
 }
 if options.tracePath != nil && options.workerID == nil {
-  exit(TraceReplay.run(options))
+  Sys.exit(TraceReplay.run(options))
 }
 if options.workerID != nil {
-  exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
+  Sys.exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
 }
 do {
-  if options.redisMode { exit(try RedisCoordinator(options: options).run()) }
+  if options.redisMode { Sys.exit(try RedisCoordinator(options: options).run()) }
   let coordinator = try Coordinator(options: options)
-  exit(coordinator.run())
+  Sys.exit(coordinator.run())
 } catch {
   FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-  exit(1)
+  Sys.exit(1)
 }

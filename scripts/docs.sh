@@ -1,43 +1,57 @@
 #!/usr/bin/env bash
 # docs.sh OUTDIR - builds the MappedCache module's documentation as a static web site in
 # OUTDIR (open OUTDIR/documentation/mappedcache/index.html through any static web server,
-# or host OUTDIR as it is), with the toolchain's own tools only: `swift package
-# dump-symbol-graph` for the public symbols, then `docc convert` over the catalog
-# Sources/MappedCache/MappedCache.docc.
+# e.g. `python3 -m http.server --directory OUTDIR`, or host OUTDIR as it is), with the
+# toolchain's own tools only: `swift build --target MappedCache` (the library alone, in
+# the debug build `swift test` reuses), `swift-symbolgraph-extract` for its public
+# symbols, then `docc convert` over the catalog Sources/MappedCache/MappedCache.docc.
+# It needs nothing built before it: it is the first command a fresh clone may run (CI
+# runs it before the tests to keep it so). (Not `swift package dump-symbol-graph`: that
+# extracts every module of the package, the tests' too, which exist only once `swift
+# test` has built them.)
 #
 # Exits non-zero when docc reports any warning (a missing or broken symbol link, an
 # unknown doc: article, a malformed directive, ...), so CI (.ci/run) keeps the links
 # sound. It also lists public symbols that have no doc comment (informational; with
 # DOCS_REQUIRE_COMMENTS=1 they fail the build too).
 #
-# env: DOCC (default: the docc beside `swift`, e.g. /opt/swift/usr/bin/docc).
+# env: DOCC, SYMBOLGRAPH_EXTRACT (default: the docc and swift-symbolgraph-extract beside
+# `swift`, e.g. /opt/swift/usr/bin/docc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/docs.sh OUTDIR}
 
-docc=${DOCC:-$(dirname "$(readlink -f "$(command -v swift)")")/docc}
+toolchain=$(dirname "$(readlink -f "$(command -v swift)")")
+docc=${DOCC:-$toolchain/docc}
+extract=${SYMBOLGRAPH_EXTRACT:-$toolchain/swift-symbolgraph-extract}
 [ -x "$docc" ] || { echo "docs.sh: no docc at $docc (set DOCC)" >&2; exit 2; }
+[ -x "$extract" ] || { echo "docs.sh: no swift-symbolgraph-extract at $extract (set SYMBOLGRAPH_EXTRACT)" >&2; exit 2; }
 
-# 1. Symbol graphs: public API only, no members synthesised from the standard library.
+# 1. Symbol graphs: public API only, no members synthesised from the standard library;
+# SystemError and Errno, which MappedCache re-exports from SystemCalls, with it.
 log=$(mktemp)
 graphs=$(mktemp -d)
 trap 'rm -rf "$graphs" "$log"' EXIT
-swift package dump-symbol-graph --minimum-access-level public --skip-synthesized-members >"$log" 2>&1 || {
-  cat "$log" >&2; echo "docs.sh: swift package dump-symbol-graph failed" >&2; exit 1; }
-dir=$(sed -n 's/^Files written to //p' "$log" | tail -1)
-[ -d "$dir" ] || { cat "$log" >&2; echo "docs.sh: no symbol graph directory" >&2; exit 1; }
-# The MappedCache module and its extensions of other modules (MappedCache@Swift, ...).
-cp "$dir"/MappedCache.symbols.json "$graphs"/
-cp "$dir"/MappedCache@*.symbols.json "$graphs"/ 2>/dev/null || true
+swift build --target MappedCache >"$log" 2>&1 || {
+  cat "$log" >&2; echo "docs.sh: swift build --target MappedCache failed" >&2; exit 1; }
+bin=$(swift build --show-bin-path)
+triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
+"$extract" -module-name MappedCache -target "$triple" -I "$bin/Modules" \
+  -Xcc -fmodule-map-file="$bin/CMappedCacheShim.build/module.modulemap" -Xcc -I -Xcc Sources/CMappedCacheShim/include \
+  -experimental-allowed-reexported-modules=SystemCalls \
+  -minimum-access-level public -skip-synthesized-members -output-dir "$graphs" >"$log" 2>&1 || {
+  cat "$log" >&2; echo "docs.sh: swift-symbolgraph-extract failed" >&2; exit 1; }
+[ -f "$graphs/MappedCache.symbols.json" ] || { cat "$log" >&2; echo "docs.sh: no symbol graph" >&2; exit 1; }
 
-# 2. Public symbols without a doc comment (declared in Sources/MappedCache).
+# 2. Public symbols without a doc comment (declared in Sources/MappedCache or, re-exported,
+# Sources/SystemCalls).
 python3 - "$graphs" <<'PY' || [ "${DOCS_REQUIRE_COMMENTS:-0}" != 1 ] || exit 1
 import glob, json, sys
 missing = []
 for f in glob.glob(sys.argv[1] + "/*.json"):
     for s in json.load(open(f))["symbols"]:
         uri = s.get("location", {}).get("uri", "")
-        if "/Sources/MappedCache/" not in uri or s.get("docComment"):
+        if not ("/Sources/MappedCache/" in uri or "/Sources/SystemCalls/" in uri) or s.get("docComment"):
             continue
         missing.append("%s: %s" % (uri.split("/Sources/")[-1], ".".join(s["pathComponents"])))
 for m in sorted(set(missing)):

@@ -67,8 +67,9 @@ SWIFTC=${SWIFTC:-swiftc}
 TOOLCHAIN_BIN=$(dirname "$(command -v "$SWIFTC")")
 CLANG=${CLANG:-$([ -x "$TOOLCHAIN_BIN/clang" ] && echo "$TOOLCHAIN_BIN/clang" || echo clang)}
 SAN=(-sanitize=fuzzer,address)
-# Swift 6 language mode, as SwiftPM builds these sources (swift-tools-version 6.0).
-OPT=(-O -g -swift-version 6)
+# Swift 6 language mode, as SwiftPM builds these sources (swift-tools-version 6.0); one
+# package name for every module, so that they see each other's `package` declarations.
+OPT=(-O -g -swift-version 6 -package-name mappedcache)
 # The linker warns about every ASan helper symbol it cannot export: noise.
 quiet() { grep -vE 'Cannot export local symbol|^$' || true; }
 
@@ -88,11 +89,14 @@ module CMappedCacheShim {
   export *
 }
 EOF
-  if newer_than "$lib/MappedCache.o" Sources/MappedCache Sources/CMappedCacheShim; then
+  if newer_than "$lib/MappedCache.o" Sources/MappedCache Sources/SystemCalls Sources/CMappedCacheShim; then
     echo "== building the library (fuzzer-instrumented, ASan)"
     local t0=$(date +%s)
     "$CLANG" -c -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CMappedCacheShim/include \
       Sources/CMappedCacheShim/mc_shim.c -o "$lib/mc_shim.o" || return 1
+    # The system-call wrappers every module calls the C library through.
+    rm -f "$lib/SystemCalls.o"
+    build_module SystemCalls Sources/SystemCalls || return 1
     # shellcheck disable=SC2046
     "$SWIFTC" -c -parse-as-library -module-name MappedCache -wmo -enable-testing "${OPT[@]}" "${SAN[@]}" \
       -emit-module -emit-module-path "$lib/MappedCache.swiftmodule" -I "$lib" \
@@ -101,11 +105,13 @@ EOF
     echo "   library built in $(( $(date +%s) - t0 )) s"
   fi
   # The modules the tools' sources import beside MappedCache: CacheTools (both tools),
-  # MappedCacheRedis (mapped-cache's agent command, cache-stress --redis) and RedisFaultProxy
-  # (cache-stress --blackhole-every), each compiled once like the library.
+  # MappedCacheRedis (mapped-cache's agent command, cache-stress --redis), RedisFaultProxy
+  # (cache-stress --blackhole-every) and RedisServers (cache-stress --redis-spawn), each
+  # compiled once like the library.
   build_module CacheTools Sources/CacheTools || return 1
   build_module MappedCacheRedis Sources/MappedCacheRedis || return 1
   build_module RedisFaultProxy Tests/RedisFaultProxy || return 1
+  build_module RedisServers Tests/RedisServers || return 1
 }
 
 build_module() { # NAME DIR
@@ -140,16 +146,16 @@ target_sources() {
 build_target() {
   local t=$1 srcs
   srcs=$(target_sources "$t") || return 1
+  local objects=("$BUILD/lib/SystemCalls.o" "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" \
+    "$BUILD/lib/MappedCacheRedis.o" "$BUILD/lib/RedisFaultProxy.o" "$BUILD/lib/RedisServers.o")
   # shellcheck disable=SC2086
-  if newer_than "$OUT/$t" $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o" \
-    "$BUILD/lib/RedisFaultProxy.o"; then
+  if newer_than "$OUT/$t" $srcs "${objects[@]}"; then
     echo "== building $t"
     local module
     module=$(echo "$t" | tr -d '-')
     # shellcheck disable=SC2086
     "$SWIFTC" -parse-as-library -module-name "fuzz_$module" "${OPT[@]}" "${SAN[@]}" -I "$BUILD/lib" \
-      $srcs "$BUILD/lib/MappedCache.o" "$BUILD/lib/CacheTools.o" "$BUILD/lib/MappedCacheRedis.o" \
-      "$BUILD/lib/RedisFaultProxy.o" "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
+      $srcs "${objects[@]}" "$BUILD/lib/mc_shim.o" -o "$OUT/$t" 2>&1 | quiet
     [ "${PIPESTATUS[0]}" = 0 ] || { rm -f "$OUT/$t"; return 1; }
   fi
 }

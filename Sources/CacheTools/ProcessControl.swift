@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// Pausing a process that uses a cache, for fault drills (`cache-stress --plant-stale`,
 /// the tests that stop a near cache's holder).
@@ -27,16 +28,16 @@ public enum ProcessControl {
   /// nil when none did (it is then left running) or the process is gone.
   public static func stopOutsideWriteLock(_ pid: Int32, of file: CacheFile, attempts: Int = 100) -> Int? {
     for attempt in 0..<attempts {
-      guard kill(pid, SIGSTOP) == 0 else { return nil }
+      guard (try? Sys.kill(pid, SIGSTOP)) != nil else { return nil }
       var s = state(pid)
       for _ in 0..<100 where s != nil && s != "T" {
-        usleep(1000)
+        Sys.sleep(microseconds: 1000)
         s = state(pid)
       }
       guard s != nil else { return nil }
       if s == "T" && file.writeLockHolder?.pid != Int(pid) { return attempt }
-      kill(pid, SIGCONT)
-      usleep(1000)
+      try? Sys.kill(pid, SIGCONT)
+      Sys.sleep(microseconds: 1000)
     }
     return nil
   }

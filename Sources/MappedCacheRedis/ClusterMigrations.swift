@@ -38,9 +38,7 @@ struct ClusterNodesReport: Equatable {
 
   /// Parses a `CLUSTER NODES` reply sent by `from` (its host stands in for an empty one).
   static func parse(_ reply: RESPValue, from: ClusterNode) throws -> ClusterNodesReport {
-    func bad(_ why: String) -> CacheError {
-      .protocolViolation(endpoint: from.description, reason: "CLUSTER NODES: \(why)")
-    }
+    let bad = { (why: String) in violation(from, why) }
     guard let bytes = reply.withoutAttributes.bytes else { throw bad("the reply is not a string") }
     let lines = bytes.split(maxSplits: maxLines, omittingEmptySubsequences: true) { $0 == 10 || $0 == 13 }
     guard lines.count <= maxLines else { throw bad("more than \(maxLines) lines") }
@@ -66,16 +64,7 @@ struct ClusterNodesReport: Equatable {
       }
       // The primary's id, or "-" for a primary.
       guard fields[3] == "-" || isNodeID(fields[3]) else { throw bad("a primary id that is not 40 hex digits") }
-      var slots: [ClosedRange<Int>] = []
-      for token in fields[8...] where !token.hasPrefix("[") {
-        let ends = token.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard token.utf8.count <= 11, let lo = Int(ends[0]), let hi = ends.count == 2 ? Int(ends[1]) : lo,
-          lo >= 0, lo <= hi, hi < ClusterSlots.count
-        else { throw bad("a malformed slot range \(token.prefix(16))") }
-        ranges += 1
-        guard ranges <= ClusterSlots.count else { throw bad("more slot ranges than slots") }
-        slots.append(lo...hi)
-      }
+      let slots = try slotRanges(fields[8...], counted: &ranges, from: from)
       parsed.append(
         ClusterNodeLine(
           id: String(fields[0]), address: node, flags: flags,
@@ -83,20 +72,47 @@ struct ClusterNodesReport: Equatable {
     }
     guard let mine else { throw bad("no line flagged myself") }
     var report = ClusterNodesReport(myID: String(mine[0]), addresses: addresses, lines: parsed)
-    for token in mine[8...] where token.hasPrefix("[") {
-      guard token.hasSuffix("]"), token.count <= 64 else { throw bad("a malformed slot marker") }
+    try report.addMarkers(mine[8...], from: from)
+    return report
+  }
+
+  /// The slot ranges of a line (`N` or `N-M`; markers are skipped), adding them to the
+  /// reply's `count`.
+  private static func slotRanges(_ tokens: ArraySlice<Substring>, counted count: inout Int, from: ClusterNode) throws
+    -> [ClosedRange<Int>]
+  {
+    var slots: [ClosedRange<Int>] = []
+    for token in tokens where !token.hasPrefix("[") {
+      let ends = token.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+      guard token.utf8.count <= 11, let lo = Int(ends[0]), let hi = ends.count == 2 ? Int(ends[1]) : lo,
+        lo >= 0, lo <= hi, hi < ClusterSlots.count
+      else { throw violation(from, "a malformed slot range \(token.prefix(16))") }
+      count += 1
+      guard count <= ClusterSlots.count else { throw violation(from, "more slot ranges than slots") }
+      slots.append(lo...hi)
+    }
+    return slots
+  }
+
+  /// The `myself` line's markers: `[N->-<id>]` (migrating) and `[N-<-<id>]` (importing).
+  private mutating func addMarkers(_ tokens: ArraySlice<Substring>, from: ClusterNode) throws {
+    for token in tokens where token.hasPrefix("[") {
+      guard token.hasSuffix("]"), token.count <= 64 else { throw Self.violation(from, "a malformed slot marker") }
       let body = token.dropFirst().dropLast()
-      let migrating = body.firstRange(of: "->-")
-      guard let arrow = migrating ?? body.firstRange(of: "-<-"), let slot = Int(body[..<arrow.lowerBound]),
-        slot >= 0 && slot < ClusterSlots.count, isNodeID(body[arrow.upperBound...])
-      else { throw bad("a malformed slot marker \(token)") }
+      let isMigrating = body.firstRange(of: "->-")
+      guard let arrow = isMigrating ?? body.firstRange(of: "-<-"), let slot = Int(body[..<arrow.lowerBound]),
+        slot >= 0 && slot < ClusterSlots.count, Self.isNodeID(body[arrow.upperBound...])
+      else { throw Self.violation(from, "a malformed slot marker \(token)") }
       let marker = Marker(slot: slot, peer: String(body[arrow.upperBound...]))
-      if migrating != nil { report.migrating.append(marker) } else { report.importing.append(marker) }
-      guard report.migrating.count + report.importing.count <= ClusterSlots.count else {
-        throw bad("more slot markers than slots")
+      if isMigrating != nil { migrating.append(marker) } else { importing.append(marker) }
+      guard migrating.count + importing.count <= ClusterSlots.count else {
+        throw Self.violation(from, "more slot markers than slots")
       }
     }
-    return report
+  }
+
+  private static func violation(_ from: ClusterNode, _ why: String) -> CacheError {
+    .protocolViolation(endpoint: from.description, reason: "CLUSTER NODES: \(why)")
   }
 
   static func isNodeID(_ s: Substring) -> Bool {

@@ -155,7 +155,7 @@ public struct ClusterSlotMap: Sendable, Equatable {
   /// A map from a `CLUSTER SHARDS` reply (a map or a flat key/value array per shard;
   /// the primary is the node whose role is "master"). `from` names the node that sent it
   /// (for messages, and as the host of a node that reports none).
-  static func fromShards(_ reply: RESPValue, from: ClusterNode) throws -> ClusterSlotMap {
+  package static func fromShards(_ reply: RESPValue, from: ClusterNode) throws -> ClusterSlotMap {
     let name = from.description
     func bad(_ why: String) -> CacheError { .protocolViolation(endpoint: name, reason: "CLUSTER SHARDS: \(why)") }
     guard let shards = reply.withoutAttributes.elements else { throw bad("the reply is not an array") }

@@ -1,6 +1,5 @@
-import Foundation
-import Glibc
-@_spi(Tiers) import MappedCache
+import MappedCache
+import SystemCalls
 
 /// Single flight across the fleet (`ComputeOptions.fleetWide`): a lease in Redis says
 /// which one process computes a missing key; the others wait for its value.
@@ -80,13 +79,8 @@ enum FleetLease {
 
   /// host:pid:random, unique to one attempt.
   static func ownerToken() -> [UInt8] {
-    var name = [UInt8](repeating: 0, count: 256)
-    // 255 of 256 bytes: the last stays 0 even where a long name is cut without one.
-    let ok = name.withUnsafeMutableBufferPointer { b in
-      b.baseAddress!.withMemoryRebound(to: CChar.self, capacity: b.count) { gethostname($0, 255) == 0 }
-    }
-    let host = ok ? String(decoding: name.prefix { $0 != 0 }, as: UTF8.self) : "?"
-    return Array("\(host):\(getpid()):\(String(UInt64.random(in: 1...UInt64.max), radix: 16))".utf8)
+    let host = Sys.hostName() ?? "?"
+    return Array("\(host):\(Sys.processID()):\(String(UInt64.random(in: 1...UInt64.max), radix: 16))".utf8)
   }
 
   /// `SET lease NX PX ms`: whether this owner now holds the lease.
@@ -125,145 +119,4 @@ enum FleetLease {
     _ = try? client.call(
       [Array("EVAL".utf8), Array(releaseScript.utf8), Array("1".utf8), lease, owner], idempotent: false)
   }
-}
-
-extension NearCache {
-  /// Computes `key` once in the fleet under a lease (see `FleetLease`), or waits for the
-  /// value of the process that does. `claim` is this host's placeholder, if any.
-  func fleetCompute(
-    _ key: String, _ claim: Claim?, expires: CacheExpiry?, _ opts: ComputeOptions,
-    _ compute: () async throws -> Value
-  ) async throws -> (value: Value, fromCache: Bool)? {
-    let dataKey = try remote.redisKey(key)
-    guard let lease = FleetLease.leaseKey(for: dataKey) else { return nil }
-    let client = remote.client
-    let owner = FleetLease.ownerToken()
-    let leaseMs = Int64(max(1, (opts.leaseDuration * 1000).rounded(.up)))
-    let deadline = Clock.nanoseconds() &+ UInt64(max(0, opts.waitTimeout) * 1e9)
-    let maxPause = UInt64(max(0.001, opts.maxPollInterval) * 1e9)
-    var pause: UInt64 = 1_000_000
-    var sawOwner = false
-    while true {
-      if try FleetLease.acquire(client, lease, owner, milliseconds: leaseMs) {
-        NearLayout.add(local, sawOwner ? NearLayout.Cluster.leaseTakeovers : NearLayout.Cluster.leaseWins, 1)
-        if let fetched = try remote.fetchBytesAndExpiry(forKey: key) {
-          FleetLease.release(client, lease: lease, owner: owner)
-          return (try stored(key, claim, fetched), true)
-        }
-        // Renewed every third of its life while the computation runs: only an owner that
-        // died or stalled for a whole lease loses it.
-        let renewer = LeaseRenewer(client, lease: lease, owner: owner, milliseconds: leaseMs)
-        let v: Value
-        do {
-          v = try await compute()
-          renewer.cancel()
-        } catch {
-          renewer.cancel()
-          FleetLease.release(client, lease: lease, owner: owner)
-          if let claim { release(key, claim) }
-          throw error
-        }
-        let bytes = try codec.encode(v)
-        // PX of the expiry (0 in the script: none); one already past stores nothing.
-        let px = RedisCache<Value>.milliseconds(expires ?? remote.defaultExpiry)
-        var ok = false
-        if px.map({ $0 > 0 }) ?? true {
-          // A store that fails (Redis gone meanwhile) still returns the value computed.
-          // The stale copy outlives the value by `staleFor` (and a value with no expiry
-          // by as much after its removal).
-          let stalePX = opts.serveStale ? (px ?? 0) + Int64(max(0.001, opts.staleFor) * 1000) : 0
-          if let done = try? FleetLease.store(
-            client, key: dataKey, lease: lease, owner: owner, bytes: bytes, px: px ?? 0, stalePX: stalePX)
-          {
-            ok = done
-            if !done {
-              // Another computer took over and stored: every caller gets that one value.
-              NearLayout.add(local, NearLayout.Cluster.leaseLost, 1)
-              if let claim { release(key, claim) }
-              if let fetched = try? remote.fetchBytesAndExpiry(forKey: key) {
-                return (try stored(key, nil, fetched), true)
-              }
-              return (v, false)
-            }
-          }
-        } else {
-          FleetLease.release(client, lease: lease, owner: owner)
-        }
-        if ok, let claim {
-          // Waiters of this host take it from the placeholder (the SET's invalidation
-          // removes it soon after, as for a per-host compute).
-          let frame = bytes.withUnsafeBytes {
-            NearLayout.frame(tag: NearLayout.tagValue, epoch: claim.epoch, word: claim.word, payload: $0)
-          }
-          if (try? local.setObject(frame, forKey: key, ifVersion: claim.version, expires: expires)) != true {
-            release(key, claim)
-          }
-        } else if let claim {
-          release(key, claim)
-        }
-        return (v, false)
-      }
-      // Asked once, on the first sight of another owner: a stale copy is only written
-      // beside a value, which the polls below then find.
-      if opts.serveStale && !sawOwner, let staleKey = FleetLease.staleKey(for: dataKey),
-        let bytes = try client.call([Array("GET".utf8), staleKey]).bytes
-      {
-        // Another owner recomputes: the last value computed under a lease, at once.
-        NearLayout.add(local, NearLayout.Cluster.leaseStaleServes, 1)
-        if let claim { release(key, claim) }
-        return (try bytes.withUnsafeBytes { try codec.decode($0, forKey: key) }, true)
-      }
-      if !sawOwner { NearLayout.add(local, NearLayout.Cluster.leaseWaits, 1) }
-      sawOwner = true
-      // Wait for the owner's value: woken when the invalidation of its SET removes our
-      // placeholder, else after the pause.
-      let wake = Clock.nanoseconds() &+ pause
-      while Clock.nanoseconds() < wake {
-        if let claim, !placeholderStands(key, claim) { break }
-        try await Task.sleep(nanoseconds: 1_000_000)
-      }
-      pause = min(pause * 2, maxPause)
-      if let fetched = try remote.fetchBytesAndExpiry(forKey: key) { return (try stored(key, claim, fetched), true) }
-      if Clock.nanoseconds() >= deadline {
-        if let claim { release(key, claim) }
-        return (try await compute(), false)
-      }
-    }
-  }
-
-  /// Whether our placeholder is still the entry of `key`.
-  private func placeholderStands(_ key: String, _ claim: Claim) -> Bool {
-    guard let (_, version) = try? local.objectWithVersion(forKey: key) else { return false }
-    return version == claim.version
-  }
-
-  /// A value found in Redis: stored on our placeholder (if it stands) and decoded.
-  private func stored(_ key: String, _ claim: Claim?, _ fetched: ([UInt8], CacheExpiry)) throws -> Value {
-    if let claim, let v = try complete(key, claim, fetched) { return v }
-    return try fetched.0.withUnsafeBytes { try codec.decode($0, forKey: key) }
-  }
-}
-
-/// Renews a lease every third of its life on a thread of its own (not a task: a
-/// cooperative pool kept busy by blocking work would starve it) until cancelled.
-final class LeaseRenewer: Sendable {
-  private let stopped = StopFlag()
-
-  init(_ client: RedisClient, lease: [UInt8], owner: [UInt8], milliseconds: Int64) {
-    let period = UInt64(max(1, milliseconds)) * 1_000_000 / 3
-    Thread.detachNewThread { [stopped] in
-      var next = Clock.nanoseconds() &+ period
-      while !stopped.value.load(ordering: .acquiring) {
-        let now = Clock.nanoseconds()
-        if now < next {
-          Clock.sleep(nanoseconds: min(5_000_000, next - now))
-          continue
-        }
-        FleetLease.renew(client, lease: lease, owner: owner, milliseconds: milliseconds)
-        next = Clock.nanoseconds() &+ period
-      }
-    }
-  }
-
-  func cancel() { stopped.value.store(true, ordering: .releasing) }
 }

@@ -26,8 +26,7 @@ public final class NearCacheAgent: @unchecked Sendable {
     remoteDescription =
       try cluster.map { _ in "cluster " + (try ClusterURL(url)).seeds.map(\.description).joined(separator: ",") }
       ?? endpoint.description
-    let (s, atto) = maxStaleness.components
-    maxStalenessMs = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
+    maxStalenessMs = NearFence.milliseconds(maxStaleness)
     local = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, policy: policy)
     try NearLayout.claim(
       local, NearLayout.prefixIdentity, NearLayout.fingerprint(keyPrefix),
@@ -48,20 +47,6 @@ public final class NearCacheAgent: @unchecked Sendable {
 
   /// The figures of the file, and whether this agent holds the role.
   public var statistics: NearCacheStatistics {
-    NearLayout.statistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder.isHolding, fetchMaxNs: 0)
-  }
-}
-
-extension NearCacheStatistics {
-  /// The figures of the near-cache file at `path`, read without standing for anything
-  /// (read-only); nil when it is not a near-cache file (another value type, or no near
-  /// cache ever opened it).
-  public static func read(path: String, maxStaleness: Duration = .milliseconds(500)) -> NearCacheStatistics? {
-    guard let local = try? SharedCache<[UInt8]>(path: path, policy: OpenPolicy(readOnly: true, create: false)),
-      (try? local.tierWord(NearLayout.prefixIdentity)) ?? 0 != 0
-    else { return nil }
-    let (s, atto) = maxStaleness.components
-    let ms = UInt64(max(0, Double(s) * 1000 + Double(atto) / 1e15))
-    return NearLayout.statistics(local, maxStalenessMs: ms, isHolder: false, fetchMaxNs: 0)
+    NearCacheStatistics(local, maxStalenessMs: maxStalenessMs, isHolder: holder.isHolding, fetchMaxNs: 0)
   }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import SystemCalls
 
 /// The invalidation holder of one cache file: one process per host holds the tracking
 /// connection and applies Redis's invalidations to the shared file.
@@ -76,14 +77,13 @@ final class NearCacheHolder: @unchecked Sendable {
 
   private func run() {
     defer { done.signal() }
-    let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-    guard fd >= 0 else { return }
-    defer { close(fd) }
+    guard let fd = try? Sys.open(lockPath, flags: O_RDWR | O_CREAT, mode: 0o600) else { return }
+    defer { Sys.close(fd) }
     let pollNs = UInt64(max(0.001, options.electionInterval) * 1e9)
     while !stopped.load(ordering: .acquiring) {
-      if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+      if (try? Sys.tryFlock(fd, LOCK_EX)) == true {
         hold()
-        flock(fd, LOCK_UN)
+        try? Sys.flock(fd, LOCK_UN)
       } else {
         Clock.sleep(nanoseconds: pollNs)
       }
@@ -92,7 +92,7 @@ final class NearCacheHolder: @unchecked Sendable {
 
   /// Holds the role until stopped: sessions with backoff between them.
   private func hold() {
-    let pid = UInt64(getpid())
+    let pid = UInt64(Sys.processID())
     try? local.storeTierWord(NearLayout.holder, pid)
     NearLayout.add(local, NearLayout.holders, 1)
     holding.store(true, ordering: .releasing)
@@ -152,7 +152,7 @@ final class NearCacheHolder: @unchecked Sendable {
     var pushes: [RESPValue] = []
     var ro = redisOptions
     ro.useRESP3 = true
-    ro.clientName = ro.clientName ?? "mc-near-holder-\(getpid())"
+    ro.clientName = ro.clientName ?? "mc-near-holder-\(Sys.processID())"
     let c = try RedisConnection.open(endpoint, ro, pushHandler: { pushes.append($0) })
     defer { c.close() }
     guard c.resp3 else {

@@ -254,113 +254,121 @@ public struct RESPParser: Sendable {
     guard start < buffer.count else { return nil }
     guard let lineEnd = try findLineEnd(from: start + 1) else { return nil }
     let type = buffer[start]
-    let lineStart = start + 1
-    let after = lineEnd + 2
     switch type {
-    case UInt8(ascii: "+"):
-      start = after
-      return .some(.simpleString(text(lineStart, lineEnd)))
-    case UInt8(ascii: "-"):
-      start = after
-      return .some(.error(text(lineStart, lineEnd)))
-    case UInt8(ascii: ":"):
-      let n = try integer(lineStart, lineEnd)
-      start = after
-      return .some(.integer(n))
+    case UInt8(ascii: "$"), UInt8(ascii: "!"), UInt8(ascii: "="):
+      return try parseBlob(type, lineEnd: lineEnd).map { .some($0) }
+    case UInt8(ascii: "*"), UInt8(ascii: "%"), UInt8(ascii: "~"), UInt8(ascii: ">"), UInt8(ascii: "|"):
+      return .some(try parseAggregate(type, lineEnd: lineEnd))
+    default:
+      let value = try parseLine(type, lineEnd: lineEnd)
+      start = lineEnd + 2
+      return .some(.some(value))
+    }
+  }
+
+  /// A value held in its header line: `+ - : _ # , (` (the caller consumes the line).
+  private func parseLine(_ type: UInt8, lineEnd: Int) throws -> RESPValue {
+    let lineStart = start + 1
+    switch type {
+    case UInt8(ascii: "+"): return .simpleString(text(lineStart, lineEnd))
+    case UInt8(ascii: "-"): return .error(text(lineStart, lineEnd))
+    case UInt8(ascii: ":"): return .integer(try integer(lineStart, lineEnd))
     case UInt8(ascii: "_"):
       guard lineStart == lineEnd else { throw violation("a null (_) with content") }
-      start = after
-      return .some(.null)
+      return .null
     case UInt8(ascii: "#"):
-      guard lineEnd == lineStart + 1 else { throw violation("a boolean (#) that is not t or f") }
       let b = buffer[lineStart]
-      guard b == UInt8(ascii: "t") || b == UInt8(ascii: "f") else {
+      guard lineEnd == lineStart + 1, b == UInt8(ascii: "t") || b == UInt8(ascii: "f") else {
         throw violation("a boolean (#) that is not t or f")
       }
-      start = after
-      return .some(.boolean(b == UInt8(ascii: "t")))
-    case UInt8(ascii: ","):
-      let d = try double(lineStart, lineEnd)
-      start = after
-      return .some(.double(d))
+      return .boolean(b == UInt8(ascii: "t"))
+    case UInt8(ascii: ","): return .double(try double(lineStart, lineEnd))
     case UInt8(ascii: "("):
       let s = text(lineStart, lineEnd)
       let digits = s.hasPrefix("-") || s.hasPrefix("+") ? s.dropFirst() : Substring(s)
       guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
         throw violation("a big number (() that is not an integer")
       }
-      start = after
-      return .some(.bigNumber(s))
-    case UInt8(ascii: "$"), UInt8(ascii: "!"), UInt8(ascii: "="):
-      if lineEnd == lineStart + 1 && buffer[lineStart] == UInt8(ascii: "?") {
-        throw violation("streamed strings ($?) are not supported")
-      }
-      let n = try integer(lineStart, lineEnd)
-      if n == -1 && type == UInt8(ascii: "$") {
-        start = after
-        return .some(.null)
-      }
-      guard n >= 0 else { throw violation("a negative length \(n)") }
-      guard n <= Int64(limits.maxBulkLength) else {
-        throw violation("a bulk of \(n) bytes exceeds the limit of \(limits.maxBulkLength)")
-      }
-      let len = Int(n)
-      guard buffer.count - after >= len + 2 else { return nil }
-      guard buffer[after + len] == 13 && buffer[after + len + 1] == 10 else {
-        throw violation("a bulk of \(len) bytes not followed by CRLF")
-      }
-      let body = Array(buffer[after..<(after + len)])
-      start = after + len + 2
-      switch type {
-      case UInt8(ascii: "$"): return .some(.bulkString(body))
-      case UInt8(ascii: "!"): return .some(.blobError(body))
-      default:
-        guard len >= 4 && body[3] == UInt8(ascii: ":") else { throw violation("a verbatim string without its format") }
-        // The format is three printable ASCII bytes (`txt`, `mkd`): anything else could not
-        // be kept as the `String` the value carries, byte for byte.
-        guard body[0..<3].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-          throw violation("a verbatim string whose format is not three printable ASCII bytes")
-        }
-        return .some(.verbatim(format: String(decoding: body[0..<3], as: UTF8.self), text: Array(body[4...])))
-      }
-    case UInt8(ascii: "*"), UInt8(ascii: "%"), UInt8(ascii: "~"), UInt8(ascii: ">"), UInt8(ascii: "|"):
-      if lineEnd == lineStart + 1 && buffer[lineStart] == UInt8(ascii: "?") {
-        throw violation("streamed aggregates are not supported")
-      }
-      let n = try integer(lineStart, lineEnd)
-      if n == -1 && type == UInt8(ascii: "*") {
-        start = after
-        return .some(.null)
-      }
-      guard n >= 0 else { throw violation("a negative aggregate count \(n)") }
-      let pairs = type == UInt8(ascii: "%") || type == UInt8(ascii: "|")
-      let limit = Int64(limits.maxAggregateCount)
-      guard n <= (pairs ? limit / 2 : limit) else {
-        throw violation(
-          "an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements"
-        )
-      }
-      guard stack.count < limits.maxDepth else { throw violation("nesting deeper than \(limits.maxDepth)") }
-      let kind: Kind
-      switch type {
-      case UInt8(ascii: "*"): kind = .array
-      case UInt8(ascii: "%"): kind = .map
-      case UInt8(ascii: "~"): kind = .set
-      case UInt8(ascii: ">"): kind = .push
-      default: kind = .attribute
-      }
-      let count = Int(n) * (pairs ? 2 : 1) + (kind == .attribute ? 1 : 0)
-      start = after
-      let frame = Frame(kind: kind, count: count, items: [])
-      if count == 0 {
-        // An empty aggregate is a whole value at once.
-        return .some(Self.close(frame))
-      }
-      stack.append(frame)
-      return .some(nil)
+      return .bigNumber(s)
     default:
       throw violation("an unknown type byte 0x\(String(buffer[start], radix: 16))")
     }
+  }
+
+  /// A length-prefixed value (`$` bulk, `!` blob error, `=` verbatim), consumed when
+  /// whole; nil when its bytes have not all arrived.
+  private mutating func parseBlob(_ type: UInt8, lineEnd: Int) throws -> RESPValue? {
+    let lineStart = start + 1
+    let after = lineEnd + 2
+    if lineEnd == lineStart + 1 && buffer[lineStart] == UInt8(ascii: "?") {
+      throw violation("streamed strings ($?) are not supported")
+    }
+    let n = try integer(lineStart, lineEnd)
+    if n == -1 && type == UInt8(ascii: "$") {
+      start = after
+      return .null
+    }
+    guard n >= 0 else { throw violation("a negative length \(n)") }
+    guard n <= Int64(limits.maxBulkLength) else {
+      throw violation("a bulk of \(n) bytes exceeds the limit of \(limits.maxBulkLength)")
+    }
+    let len = Int(n)
+    guard buffer.count - after >= len + 2 else { return nil }
+    guard buffer[after + len] == 13 && buffer[after + len + 1] == 10 else {
+      throw violation("a bulk of \(len) bytes not followed by CRLF")
+    }
+    let body = Array(buffer[after..<(after + len)])
+    start = after + len + 2
+    switch type {
+    case UInt8(ascii: "$"): return .bulkString(body)
+    case UInt8(ascii: "!"): return .blobError(body)
+    default:
+      guard len >= 4 && body[3] == UInt8(ascii: ":") else { throw violation("a verbatim string without its format") }
+      // The format is three printable ASCII bytes (`txt`, `mkd`): anything else could not
+      // be kept as the `String` the value carries, byte for byte.
+      guard body[0..<3].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+        throw violation("a verbatim string whose format is not three printable ASCII bytes")
+      }
+      return .verbatim(format: String(decoding: body[0..<3], as: UTF8.self), text: Array(body[4...]))
+    }
+  }
+
+  /// An aggregate's header (`* % ~ > |`): the aggregate is opened on the stack (nil), or
+  /// returned whole when it is empty (or RESP2's null array).
+  private mutating func parseAggregate(_ type: UInt8, lineEnd: Int) throws -> RESPValue? {
+    let lineStart = start + 1
+    if lineEnd == lineStart + 1 && buffer[lineStart] == UInt8(ascii: "?") {
+      throw violation("streamed aggregates are not supported")
+    }
+    let n = try integer(lineStart, lineEnd)
+    if n == -1 && type == UInt8(ascii: "*") {
+      start = lineEnd + 2
+      return .null
+    }
+    guard n >= 0 else { throw violation("a negative aggregate count \(n)") }
+    let pairs = type == UInt8(ascii: "%") || type == UInt8(ascii: "|")
+    let limit = Int64(limits.maxAggregateCount)
+    guard n <= (pairs ? limit / 2 : limit) else {
+      throw violation(
+        "an aggregate of \(n)\(pairs ? " pairs" : " elements") exceeds the limit of \(limits.maxAggregateCount) elements"
+      )
+    }
+    guard stack.count < limits.maxDepth else { throw violation("nesting deeper than \(limits.maxDepth)") }
+    let kind: Kind
+    switch type {
+    case UInt8(ascii: "*"): kind = .array
+    case UInt8(ascii: "%"): kind = .map
+    case UInt8(ascii: "~"): kind = .set
+    case UInt8(ascii: ">"): kind = .push
+    default: kind = .attribute
+    }
+    let count = Int(n) * (pairs ? 2 : 1) + (kind == .attribute ? 1 : 0)
+    start = lineEnd + 2
+    let frame = Frame(kind: kind, count: count, items: [])
+    // An empty aggregate is a whole value at once.
+    if count == 0 { return Self.close(frame) }
+    stack.append(frame)
+    return nil
   }
 
   private static func close(_ f: Frame) -> RESPValue {

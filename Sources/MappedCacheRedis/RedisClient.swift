@@ -1,7 +1,7 @@
 import Foundation
-import Glibc
 import MappedCache
 import Synchronization
+import SystemCalls
 
 /// How a `RedisClient` connects, waits and retries.
 public struct RedisOptions: Sendable, Equatable {

@@ -1,34 +1,6 @@
 import Glibc
 import MappedCache
-
-/// Monotonic clocks of this host (shared by every process: the near cache's fence).
-@usableFromInline
-enum Clock {
-  /// CLOCK_MONOTONIC in nanoseconds.
-  static func nanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-  }
-
-  /// CLOCK_MONOTONIC in milliseconds.
-  static func milliseconds() -> UInt64 { nanoseconds() / 1_000_000 }
-
-  /// CLOCK_MONOTONIC_COARSE in milliseconds: the last tick's time (vDSO, no clock read:
-  /// a few ns; behind the precise clock by at most one tick, 1-10 ms).
-  @inlinable @inline(__always)
-  static func coarseMilliseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec) / 1_000_000
-  }
-
-  static func sleep(nanoseconds ns: UInt64) {
-    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
-    var left = timespec()
-    while nanosleep(&ts, &left) == -1 && errno == EINTR { ts = left }
-  }
-}
+import SystemCalls
 
 /// One connection to a Redis server, owned by one thread at a time (`RedisClient` locks
 /// around it). Blocking socket I/O with `SO_RCVTIMEO`/`SO_SNDTIMEO` set to the command
@@ -64,7 +36,7 @@ final class RedisConnection {
   deinit { close() }
 
   func close() {
-    if fd >= 0 { Glibc.close(fd) }
+    if fd >= 0 { Sys.close(fd) }
     fd = -1
   }
 
@@ -122,108 +94,72 @@ final class RedisConnection {
     let name = endpoint.description
     switch endpoint.address {
     case .unix(let path):
-      let fd = socket(
-        AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-      guard fd >= 0 else { throw unavailable(name, "socket", errno) }
-      var addr = sockaddr_un()
-      addr.sun_family = sa_family_t(AF_UNIX)
-      let bytes = Array(path.utf8)
-      guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-        Glibc.close(fd)
+      guard let address = SocketAddress.unix(path) else {
         throw CacheError.invalidArgument("unix socket path \(path) is too long")
       }
-      withUnsafeMutableBytes(of: &addr.sun_path) { p in
-        p.copyBytes(from: bytes)
-        p[bytes.count] = 0
-      }
-      let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-      }
-      return try finishConnect(fd, rc, name, deadline)
+      return try connect(to: address, family: AF_UNIX, name: name, deadline: deadline)
     case .tcp(let host, let port):
-      var hints = addrinfo()
-      hints.ai_family = AF_UNSPEC
-      hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-      var list: UnsafeMutablePointer<addrinfo>? = nil
-      let gai = getaddrinfo(host, String(port), &hints, &list)
-      guard gai == 0, let first = list else {
-        throw CacheError.remoteUnavailable(
-          endpoint: name,
-          reason: "cannot resolve \(host): \(String(cString: gai_strerror(gai)))")
+      let addresses: [ResolvedAddress]
+      switch Sys.resolve(host, port: port) {
+      case .success(let a): addresses = a
+      case .failure(let e):
+        throw CacheError.remoteUnavailable(endpoint: name, reason: "cannot resolve \(host): \(e.message)")
       }
-      defer { freeaddrinfo(list) }
       var lastError: Error = CacheError.remoteUnavailable(endpoint: name, reason: "no address")
-      var ai: UnsafeMutablePointer<addrinfo>? = first
-      while let a = ai {
-        ai = a.pointee.ai_next
-        let fd = socket(
-          a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
-          a.pointee.ai_protocol)
-        guard fd >= 0 else {
-          lastError = unavailable(name, "socket", errno)
-          continue
+      for a in addresses {
+        do {
+          return try connect(
+            to: a.address, family: a.family, protocol: a.protocol, noDelay: true, name: name, deadline: deadline)
+        } catch {
+          lastError = error
         }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        let rc = Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen)
-        do { return try finishConnect(fd, rc, name, deadline) } catch { lastError = error }
       }
       throw lastError
     }
   }
 
-  /// Waits for a non-blocking connect to finish by `deadline`, then makes the socket blocking.
-  private static func finishConnect(_ fd: Int32, _ rc: Int32, _ name: String, _ deadline: UInt64) throws -> Int32 {
-    if rc != 0 {
-      let e = errno
-      guard e == EINPROGRESS || e == EAGAIN || e == EINTR else {
-        Glibc.close(fd)
-        throw unavailable(name, "connect", e)
-      }
-      while true {
-        let now = Clock.nanoseconds()
-        guard now < deadline else {
-          Glibc.close(fd)
-          throw CacheError.remoteUnavailable(endpoint: name, reason: "connect timed out")
-        }
-        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        let n = poll(&p, 1, Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1)))
-        if n < 0 && errno == EINTR { continue }
-        if n > 0 { break }
-        if n < 0 {
-          let e = errno
-          Glibc.close(fd)
-          throw unavailable(name, "poll", e)
-        }
-      }
-      var soError: Int32 = 0
-      var len = socklen_t(MemoryLayout<Int32>.size)
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
-      guard soError == 0 else {
-        Glibc.close(fd)
-        throw unavailable(name, "connect", soError)
-      }
+  /// A non-blocking socket connected to `address` by `deadline`, then made blocking.
+  private static func connect(
+    to address: SocketAddress, family: Int32, protocol: Int32 = 0, noDelay: Bool = false, name: String,
+    deadline: UInt64
+  ) throws -> Int32 {
+    let fd: Int32
+    do { fd = try Sys.socket(family: family, protocol: `protocol`, nonBlocking: true) } catch {
+      throw unavailable(name, error)
     }
-    let flags = fcntl(fd, F_GETFL)
-    _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
-    return fd
+    do {
+      if noDelay { try? Sys.setOption(fd, level: Int32(IPPROTO_TCP), TCP_NODELAY, 1) }
+      if try !Sys.connect(fd, to: address) { try waitForConnect(fd, name, deadline) }
+      try Sys.setBlocking(fd, true)
+      return fd
+    } catch {
+      Sys.close(fd)
+      if let e = error as? SystemError { throw unavailable(name, e) }
+      throw error
+    }
   }
 
-  static func unavailable(_ name: String, _ op: String, _ e: Int32) -> CacheError {
-    .remoteUnavailable(endpoint: name, reason: "\(op): \(String(cString: strerror(e)))")
+  /// Waits for a non-blocking connect to finish by `deadline`.
+  private static func waitForConnect(_ fd: Int32, _ name: String, _ deadline: UInt64) throws {
+    while true {
+      let now = Clock.nanoseconds()
+      guard now < deadline else { throw CacheError.remoteUnavailable(endpoint: name, reason: "connect timed out") }
+      let ms = Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1))
+      if try Sys.poll(fd, events: Int32(POLLOUT), milliseconds: ms) != 0 { break }
+    }
+    let e = try Sys.socketError(fd)
+    guard e == 0 else { throw SystemError(errno: e, operation: "connect") }
+  }
+
+  /// A failed system call as the error of an unreachable server ("connect: Connection refused").
+  static func unavailable(_ name: String, _ e: SystemError) -> CacheError {
+    .remoteUnavailable(endpoint: name, reason: "\(e.operation): \(e.code.message)")
   }
 
   private func setTimeouts(_ seconds: Double) throws {
-    let s = max(0.001, seconds)
-    var tv = timeval(tv_sec: Int(s), tv_usec: Int((s - Double(Int(s))) * 1e6))
-    for opt in [SO_RCVTIMEO, SO_SNDTIMEO] {
-      guard setsockopt(fd, SOL_SOCKET, opt, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-        let e = errno
-        close()
-        throw Self.unavailable(name, "setsockopt", e)
-      }
+    do { try Sys.setTimeouts(fd, seconds: seconds) } catch {
+      close()
+      throw Self.unavailable(name, error)
     }
   }
 
@@ -246,20 +182,11 @@ final class RedisConnection {
   /// Sends bytes already encoded (commands whose replies `readReply` will read).
   func send(_ bytes: [UInt8]) throws {
     guard isOpen else { throw CacheError.remoteUnavailable(endpoint: name, reason: "connection closed") }
-    var offset = 0
-    while offset < bytes.count {
-      let n = bytes.withUnsafeBytes { p in
-        Glibc.send(fd, p.baseAddress! + offset, p.count - offset, Int32(MSG_NOSIGNAL))
-      }
-      if n < 0 {
-        let e = errno
-        if e == EINTR { continue }
-        close()
-        throw e == EAGAIN
-          ? CacheError.remoteUnavailable(endpoint: name, reason: "send timed out")
-          : Self.unavailable(name, "send", e)
-      }
-      offset += n
+    do { try Sys.sendAll(fd, bytes) } catch {
+      close()
+      throw error.code == .resourceTemporarilyUnavailable
+        ? CacheError.remoteUnavailable(endpoint: name, reason: "send timed out")
+        : Self.unavailable(name, error)
     }
   }
 
@@ -302,15 +229,17 @@ final class RedisConnection {
     // for more data first would hold them until the timeout.
     try drain()
     if delivered > 0 { return delivered }
-    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    let n = poll(&p, 1, Int32(max(0, min(Double(Int32.max), timeout * 1000))))
-    if n > 0 {
+    let ready: Int16
+    do {
+      ready = try Sys.poll(
+        fd, events: Int32(POLLIN), milliseconds: Int32(max(0, min(Double(Int32.max), timeout * 1000))))
+    } catch {
+      close()
+      throw Self.unavailable(name, error)
+    }
+    if ready != 0 {
       try fill()
       try drain()
-    } else if n < 0 && errno != EINTR {
-      let e = errno
-      close()
-      throw Self.unavailable(name, "poll", e)
     }
     return delivered
   }
@@ -324,22 +253,17 @@ final class RedisConnection {
 
   /// One `recv` into the parser (blocking up to SO_RCVTIMEO).
   private func fill() throws {
-    while true {
-      let n = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-      if n > 0 {
-        readBuffer.withUnsafeBytes { parser.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        return
-      }
-      if n == 0 {
-        close()
-        throw CacheError.remoteUnavailable(endpoint: name, reason: "the server closed the connection")
-      }
-      let e = errno
-      if e == EINTR { continue }
+    let n: Int
+    do { n = try Sys.receive(fd, into: &readBuffer) } catch {
       close()
-      throw e == EAGAIN || e == EWOULDBLOCK
+      throw error.code == .wouldBlock
         ? CacheError.remoteUnavailable(endpoint: name, reason: "no reply within the command timeout")
-        : Self.unavailable(name, "recv", e)
+        : Self.unavailable(name, error)
     }
+    if n == 0 {
+      close()
+      throw CacheError.remoteUnavailable(endpoint: name, reason: "the server closed the connection")
+    }
+    readBuffer.withUnsafeBytes { parser.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
   }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Where `stats --serve` listens: a numeric IPv4 or IPv6 address and a TCP port.
 struct ListenAddress: Equatable, CustomStringConvertible {
@@ -37,12 +38,10 @@ struct ListenAddress: Equatable, CustomStringConvertible {
     if host.isEmpty || host == "localhost" {
       return .success(ListenAddress(host: "127.0.0.1", port: port, isIPv6: false))
     }
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    if !text.hasPrefix("["), inet_pton(AF_INET, host, &v4) == 1 {
+    if !text.hasPrefix("["), SocketAddress.ipv4(host, port: port) != nil {
       return .success(ListenAddress(host: host, port: port, isIPv6: false))
     }
-    if text.hasPrefix("["), inet_pton(AF_INET6, host, &v6) == 1 {
+    if text.hasPrefix("["), SocketAddress.ipv6(host, port: port) != nil {
       return .success(ListenAddress(host: host, port: port, isIPv6: true))
     }
     return .failure(Message("'\(host)' is not a numeric IPv4 address, a bracketed IPv6 address or localhost"))
@@ -51,6 +50,11 @@ struct ListenAddress: Equatable, CustomStringConvertible {
   struct Message: Error {
     var text: String
     init(_ t: String) { text = t }
+  }
+
+  /// The socket address (the host was checked by `parse`).
+  var socketAddress: SocketAddress? {
+    isIPv6 ? SocketAddress.ipv6(host, port: port) : SocketAddress.ipv4(host, port: port)
   }
 }
 
@@ -121,33 +125,19 @@ final class HTTPServer {
 
   /// Binds and listens on `address`; `routes` answers GET and HEAD requests (nil: 404).
   init(address: ListenAddress, routes: @escaping (Request) -> Response?) throws(CLIFailure) {
-    let family = address.isIPv6 ? AF_INET6 : AF_INET
-    let fd = socket(
-      family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-    if fd < 0 { throw .failed("cannot make a socket: \(Self.errorText())") }
-    var one: Int32 = 1
-    _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var bound = address
-    var rc: Int32
-    if address.isIPv6 {
-      var sa = sockaddr_in6()
-      sa.sin6_family = sa_family_t(AF_INET6)
-      sa.sin6_port = address.port.bigEndian
-      _ = inet_pton(AF_INET6, address.host, &sa.sin6_addr)
-      rc = Self.bind(fd, &sa)
-      if rc == 0 { bound.port = UInt16(bigEndian: sa.sin6_port) }
-    } else {
-      var sa = sockaddr_in()
-      sa.sin_family = sa_family_t(AF_INET)
-      sa.sin_port = address.port.bigEndian
-      _ = inet_pton(AF_INET, address.host, &sa.sin_addr)
-      rc = Self.bind(fd, &sa)
-      if rc == 0 { bound.port = UInt16(bigEndian: sa.sin_port) }
+    let fd: Int32
+    do { fd = try Sys.socket(family: address.isIPv6 ? AF_INET6 : AF_INET, nonBlocking: true) } catch {
+      throw .failed("cannot make a socket: \(error.code.message)")
     }
-    if rc != 0 || listen(fd, 128) != 0 {
-      let why = Self.errorText()
-      close(fd)
-      throw .failed("cannot listen on \(address): \(why)")
+    try? Sys.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
+    var bound = address
+    do {
+      // A port-0 request learns the port it got from the address bound.
+      bound.port = try Sys.bind(fd, to: address.socketAddress ?? SocketAddress.loopback(port: address.port)).port
+      try Sys.listen(fd, backlog: 128)
+    } catch {
+      Sys.close(fd)
+      throw .failed("cannot listen on \(address): \(error.code.message)")
     }
     listener = fd
     self.address = bound
@@ -155,31 +145,28 @@ final class HTTPServer {
   }
 
   deinit {
-    for c in connections { close(c.fd) }
-    close(listener)
+    for c in connections { Sys.close(c.fd) }
+    Sys.close(listener)
   }
 
   /// Serves until `stop()` returns true; it is checked at least every 200 ms and right
   /// after a signal interrupts `poll`.
   func run(until stop: () -> Bool) throws(CLIFailure) {
     while !stop() {
-      var now = Self.now()
+      var now = Clock.seconds()
       var fds = [pollfd(fd: now < acceptPausedUntil ? -1 : listener, events: Int16(POLLIN), revents: 0)]
       for c in connections {
         fds.append(pollfd(fd: c.fd, events: Int16(c.phase == .writing ? POLLOUT : POLLIN), revents: 0))
       }
       let soonest = connections.map(\.deadline).min() ?? now + 0.2
       let timeout = Int32(max(0, min(0.2, soonest - now)) * 1000) + 1
-      let n = poll(&fds, nfds_t(fds.count), timeout)
-      if n < 0 {
-        if errno == EINTR { continue }
-        throw .failed("poll failed: \(Self.errorText())")
-      }
-      now = Self.now()
+      // A signal makes `poll` return with nothing ready: `stop()` is checked next.
+      do { _ = try Sys.poll(&fds, milliseconds: timeout) } catch { throw .failed("poll failed: \(error.code.message)") }
+      now = Clock.seconds()
       // Connections first (their indexes match `fds` until the list changes), then new ones.
       for i in connections.indices.reversed() where fds[i + 1].revents != 0 || connections[i].deadline <= now {
         if !service(&connections[i], events: fds[i + 1].revents, now: now) {
-          close(connections[i].fd)
+          Sys.close(connections[i].fd)
           connections.remove(at: i)
         }
       }
@@ -189,16 +176,18 @@ final class HTTPServer {
 
   private func acceptNew(now: Double) {
     while true {
-      let fd = accept(listener, nil, nil)
-      if fd < 0 {
-        // EAGAIN: no more waiting. Out of descriptors: wait for some to close.
-        if errno == EMFILE || errno == ENFILE { acceptPausedUntil = now + 0.1 }
+      let fd: Int32
+      do {
+        // nil: no more waiting.
+        guard let accepted = try Sys.accept(listener) else { return }
+        fd = accepted
+      } catch {
+        // Out of descriptors: wait for some to close.
+        if error.code == .tooManyOpenFiles || error.code == .tooManyOpenFilesInSystem { acceptPausedUntil = now + 0.1 }
         return
       }
-      // (Glibc's module does not export accept4.) The tool never execs, so close-on-exec can come second.
-      _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-      guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
-        close(fd)
+      do { try Sys.setBlocking(fd, false) } catch {
+        Sys.close(fd)
         continue
       }
       if connections.count >= Self.maxConnections {
@@ -206,10 +195,10 @@ final class HTTPServer {
         if let oldest = connections.indices.filter({ connections[$0].phase == .reading })
           .min(by: { connections[$0].opened < connections[$1].opened })
         {
-          close(connections[oldest].fd)
+          Sys.close(connections[oldest].fd)
           connections.remove(at: oldest)
         } else {
-          close(fd)
+          Sys.close(fd)
           continue
         }
       }
@@ -223,8 +212,8 @@ final class HTTPServer {
     case .reading:
       if c.deadline > now {
         var chunk = [UInt8](repeating: 0, count: 4096)
-        let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
-        if n < 0 { return errno == EAGAIN || errno == EINTR }
+        let n: Int
+        do { n = try Sys.receive(c.fd, into: &chunk) } catch { return error.code == .wouldBlock }
         if n == 0 {
           // The client half-closed (or closed) before a whole head arrived.
           if c.input.isEmpty { return false }
@@ -252,11 +241,9 @@ final class HTTPServer {
       // little it reads at a time.
       if c.deadline <= now { return false }
       if events & Int16(POLLERR | POLLHUP) != 0 && events & Int16(POLLOUT) == 0 { return false }
-      let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress! + c.sent, $0.count - c.sent, Int32(MSG_NOSIGNAL)) }
-      if n < 0 { return errno == EAGAIN || errno == EINTR }
-      c.sent += n
+      do { c.sent += try Sys.send(c.fd, c.output, from: c.sent) } catch { return error.code == .wouldBlock }
       if c.sent == c.output.count {
-        shutdown(c.fd, Int32(SHUT_WR))
+        Sys.shutdown(c.fd, writesOnly: true)
         c.phase = .draining
         c.output = []
         c.input = []
@@ -266,8 +253,7 @@ final class HTTPServer {
     case .draining:
       if c.deadline <= now { return false }
       var chunk = [UInt8](repeating: 0, count: 4096)
-      let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
-      return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))
+      do { return try Sys.receive(c.fd, into: &chunk) > 0 } catch { return error.code == .wouldBlock }
     }
   }
 
@@ -372,28 +358,4 @@ final class HTTPServer {
     default: return "Status"
     }
   }
-
-  private static func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-  }
-
-  /// Binds `fd` to `sa` (a `sockaddr_in` or `sockaddr_in6`), then reads the address back
-  /// into `sa`, so that a port-0 request learns the port it got. Returns `bind`'s result.
-  private static func bind<A>(_ fd: Int32, _ sa: inout A) -> Int32 {
-    let size = socklen_t(MemoryLayout<A>.size)
-    let rc = withUnsafePointer(to: &sa) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, size) }
-    }
-    if rc == 0 {
-      var len = size
-      _ = withUnsafeMutablePointer(to: &sa) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-      }
-    }
-    return rc
-  }
-
-  private static func errorText() -> String { String(cString: strerror(errno)) }
 }

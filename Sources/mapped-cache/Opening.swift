@@ -1,5 +1,6 @@
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// Opens the cache a command names. Commands that only read open it read-only (nothing
 /// in the file changes, not even the process table, and files of other owners or with
@@ -16,11 +17,10 @@ enum Opening {
 
   private static func open(_ inv: Invocation, readOnly: Bool) throws(CLIFailure) -> CacheFile {
     let path = inv.argument("PATH")!
-    var st = stat()
-    if stat(path, &st) != 0 {
-      if errno == ENOENT { throw .failed("\(path): no such file; make one with '\(Usage.tool) create \(path)'") }
-    } else if (st.st_mode & S_IFMT) == S_IFDIR {
-      throw .invalidCache("\(path) is a directory, not a MappedCache file")
+    if let st = Sys.statIfPresent(path) {
+      if (st.st_mode & S_IFMT) == S_IFDIR { throw .invalidCache("\(path) is a directory, not a MappedCache file") }
+    } else if Errno.current == .noSuchFile {
+      throw .failed("\(path): no such file; make one with '\(Usage.tool) create \(path)'")
     }
     let policy = self.policy(path, readOnly: readOnly)
     do {
@@ -44,10 +44,7 @@ enum Opening {
       readOnly
       ? OpenPolicy(allowOtherOwner: true, allowGroupOrWorldWritable: true, verifyChecksumsOnRead: true)
       : OpenPolicy(verifyChecksumsOnRead: true)
-    var st = stat()
-    if !readOnly, stat(path, &st) == 0, Groups.callerBelongs(to: st.st_gid) {
-      policy.sharedGroup = Groups.name(of: st.st_gid)
-    }
+    if !readOnly, let group = OpenPolicy.callersGroup(ofFileAt: path) { policy.sharedGroup = group }
     return policy
   }
 
@@ -59,9 +56,9 @@ enum Opening {
     _ inv: Invocation, creating options: CacheOptions, typeName: String
   ) throws(CLIFailure) -> CacheFile {
     let path = inv.argument("PATH")!
-    var st = stat()
-    let existed = lstat(path, &st) == 0
-    if existed, (st.st_mode & S_IFMT) == S_IFDIR {
+    let existing = Sys.lstatIfPresent(path)
+    let existed = existing != nil
+    if let st = existing, (st.st_mode & S_IFMT) == S_IFDIR {
       throw .invalidCache("\(path) is a directory, not a MappedCache file")
     }
     do {
@@ -74,41 +71,31 @@ enum Opening {
       }
       return file
     } catch {
-      if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
+      removeEmptyFile(path, existedBefore: existed)
       if case .invalidArgument(let why) = error { throw inv.usageError(why) }
       throw CLIFailure(error)
     }
   }
 
-  /// The first bytes of a file whose creation never finished (the library's
-  /// initialising marker, written before anything else and replaced by the magic last).
-  static let creationMarker = Array("MCCINIT0".utf8)
-
-  /// Whether `path` starts with `creationMarker` (read without locking; the library
-  /// decides again under the creation lock).
-  static func creationWasInterrupted(_ path: String) -> Bool {
-    let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var first = [UInt8](repeating: 0, count: creationMarker.count)
-    let n = first.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-    return n == creationMarker.count && first == creationMarker
+  /// After a failed creation: the empty file it left is removed, unless the path was
+  /// there before (whoever made it keeps it).
+  static func removeEmptyFile(_ path: String, existedBefore: Bool) {
+    if !existedBefore, let st = Sys.statIfPresent(path), st.st_size == 0 { try? Sys.unlink(path) }
   }
 
   /// The message for a file that was never published as a cache: empty (its creator
   /// stopped before writing anything, or someone made an empty file) or still carrying
-  /// the creation marker (its creator died midway). Nil for any other failure. Commands
-  /// without creation options never lay such a file out: which capacity its creator
-  /// meant is unknown, and whoever creates it next (`create`, `set` with creation
-  /// options, or `SharedCache(path:)`) chooses.
+  /// the creation marker (its creator died midway), as the library tells them
+  /// (`CacheFile.unfinishedCreation(at:)`). Nil for any other failure. Commands without
+  /// creation options never lay such a file out: which capacity its creator meant is
+  /// unknown, and whoever creates it next (`create`, `set` with creation options, or
+  /// `SharedCache(path:)`) chooses.
   static func unfinishedCreation(_ path: String, _ error: CacheError) -> String? {
-    var st = stat()
-    guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
     let what: String
-    switch error {
-    case .notACacheFile where st.st_size == 0:
+    switch (error, CacheFile.unfinishedCreation(at: path)) {
+    case (.notACacheFile, .empty?):
       what = "it is empty: a process creating it stopped before writing anything, or it was made empty"
-    case .corrupted where creationWasInterrupted(path):
+    case (.corrupted, .interrupted?):
       what = "it still carries the creation marker: a process creating it was stopped or killed before it was done"
     default:
       return nil
@@ -122,27 +109,5 @@ enum Opening {
     let k = Array(inv.argument("KEY")!.utf8)
     if k.isEmpty { throw inv.usageError("KEY must not be empty") }
     return k
-  }
-}
-
-/// The caller's groups, for commands that share a cache with a group.
-enum Groups {
-  /// Whether this process has `gid` as its effective or a supplementary group.
-  static func callerBelongs(to gid: gid_t) -> Bool {
-    if getegid() == gid { return true }
-    let count = getgroups(0, nil)
-    guard count > 0 else { return false }
-    var groups = [gid_t](repeating: 0, count: Int(count))
-    let n = getgroups(count, &groups)
-    return n > 0 && groups.prefix(Int(n)).contains(gid)
-  }
-
-  /// The group's name, or its number when it has none (`OpenPolicy.sharedGroup` takes either).
-  static func name(of gid: gid_t) -> String {
-    var entry = group()
-    var found: UnsafeMutablePointer<group>? = nil
-    var buffer = [CChar](repeating: 0, count: 16 << 10)
-    let rc = buffer.withUnsafeMutableBufferPointer { getgrgid_r(gid, &entry, $0.baseAddress, $0.count, &found) }
-    return rc == 0 && found != nil ? String(cString: entry.gr_name) : "\(gid)"
   }
 }

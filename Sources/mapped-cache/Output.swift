@@ -1,7 +1,8 @@
 import Glibc
+import SystemCalls
 
 /// Buffered writes to standard output and unbuffered ones to standard error, with
-/// `write(2)` directly: no stdio buffering to lose on exit, and a closed pipe (SIGPIPE
+/// `write(2)` directly (`Sys.writeAll`): no stdio buffering to lose on exit, and a closed pipe (SIGPIPE
 /// is ignored, see main.swift) becomes a clean exit 3 instead of a death by signal.
 enum Output {
   nonisolated(unsafe) private static var buffer: [UInt8] = []
@@ -23,34 +24,20 @@ enum Output {
   /// and exits 3 (the reader is gone: there is no one left to tell but stderr).
   static func flush() {
     guard !buffer.isEmpty else { return }
-    let ok = buffer.withUnsafeBytes { writeAll(1, $0) }
+    let failure = buffer.withUnsafeBytes { b in Result { () throws(SystemError) in try Sys.writeAll(1, b) } }
     buffer.removeAll(keepingCapacity: true)
-    if !ok {
+    if case .failure(let e) = failure {
       let why =
-        errno == EPIPE
+        e.code == .brokenPipe
         ? "standard output was closed before all output was written"
-        : "cannot write to standard output: \(String(cString: strerror(errno)))"
+        : "cannot write to standard output: \(e.code.message)"
       err("error: \(why)")
-      exit(ExitCode.failure)
+      Sys.exit(ExitCode.failure)
     }
   }
 
   static func err(_ s: String) {
     let line = s.hasSuffix("\n") ? s : s + "\n"
-    var b = Array(line.utf8)
-    _ = b.withUnsafeMutableBytes { writeAll(2, UnsafeRawBufferPointer($0)) }
-  }
-
-  private static func writeAll(_ fd: Int32, _ p: UnsafeRawBufferPointer) -> Bool {
-    var done = 0
-    while done < p.count {
-      let n = write(fd, p.baseAddress! + done, p.count - done)
-      if n < 0 {
-        if errno == EINTR || errno == EAGAIN { continue }
-        return false
-      }
-      done += n
-    }
-    return true
+    _ = Array(line.utf8).withUnsafeBytes { b in Result { () throws(SystemError) in try Sys.writeAll(2, b) } }
   }
 }

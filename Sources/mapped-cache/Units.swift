@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemCalls
 
 /// Printing of quantities for people: sizes in B/KiB/MiB/GiB, counts with thousands
 /// separators, percentages, seconds, dates, and keys with unprintable bytes escaped.
@@ -53,9 +54,7 @@ enum Units {
 
   /// "2026-11-30T09:11:08Z" (UTC, second precision).
   static func date(_ d: Date) -> String {
-    var t = time_t(d.timeIntervalSince1970.rounded(.down))
-    var tm = tm()
-    guard gmtime_r(&t, &tm) != nil else { return "-" }
+    guard let tm = Sys.utcTime(Int(d.timeIntervalSince1970.rounded(.down))) else { return "-" }
     func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
     return
       "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @_spi(Testing) import MappedCache
+import SystemCalls
 
 // Child-process commands for ReliabilityFaultTests (issue 21, item 3): injected I/O
 // errors, clocks far off, and readers holding `withBytes` buffers while others write.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis

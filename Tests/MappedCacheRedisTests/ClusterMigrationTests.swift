@@ -1,5 +1,6 @@
 import Foundation
 import MappedCache
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis

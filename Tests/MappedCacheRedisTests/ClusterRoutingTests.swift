@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -133,7 +134,7 @@ struct FleetLeaseTests {
   func run(_ tag: String, slow: Bool, leaseMs: Int) throws -> Run {
     let prefix = "fl\(tag):"
     let counter = "flcount\(tag)"
-    let base = "/dev/shm/mcfleet-\(tag)"
+    let base = TestFiles.tempPath("fleet-\(tag)", suffix: "")
     let files = [base + "-a.mcache", base + "-b.mcache"]
     let go = base + ".go"
     var procs: [(Process, Pipe)] = []

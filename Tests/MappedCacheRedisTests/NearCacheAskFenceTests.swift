@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -28,7 +29,7 @@ struct NearCacheAskFenceTests {
 
   /// A host whose holder logs in as our user (its connections named after the test).
   func host(_ prefix: String) throws -> NearCache<String> {
-    let path = "/dev/shm/mcredis-askf-\(getpid())-\(UUID().uuidString.prefix(8)).mcache"
+    let path = TestFiles.tempPath("redis-askf")
     let url = "redis-cluster://\(user):\(password)@127.0.0.1:\(cluster.servers[0].port)"
     let remote = try RedisCache<String>(
       url: url, keyPrefix: prefix,
@@ -190,10 +191,8 @@ struct NearCacheAskFenceTests {
   @Test func anImporterThatOwnsNothingYetIsTrackedWhileItImports() throws {
     let prefix = "ae\(getpid()):"
     // A fourth node joins empty: it is in no slot map, only in CLUSTER NODES.
-    let d = try RedisServer(args: [
-      "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-      "--cluster-require-full-coverage", "no",
-    ])
+    let d = try RedisServer(
+      clusterNode: true, arguments: ["--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"])
     defer { d.stop() }
     try d.client().call("ACL", "SETUSER", user, "reset", "on", ">" + password, "~*", "&*", "+@all")
     try cluster.servers[0].client().call("CLUSTER", "MEET", "127.0.0.1", String(d.port))

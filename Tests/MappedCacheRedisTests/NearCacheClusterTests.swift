@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -11,7 +12,7 @@ func makeClusterHost(
   _ cluster: RedisClusterFixture, prefix: String, staleness: Duration = .seconds(3),
   options: NearCacheOptions = NearCacheOptions(capacity: 4 << 20)
 ) throws -> NearCache<String> {
-  let path = "/dev/shm/mcredis-cl-\(getpid())-\(UUID().uuidString.prefix(8)).mcache"
+  let path = TestFiles.tempPath("redis-cl")
   let remote = try RedisCache<String>(
     url: cluster.url(), keyPrefix: prefix, options: RedisOptions(connectTimeout: 0.5, commandTimeout: 2))
   return try NearCache<String>(path: path, remote: remote, maxStaleness: staleness, options: options)
@@ -105,7 +106,7 @@ struct NearCacheClusterTests {
 
   @Test func theAgentTracksAClusterAndStatsShowItsNodesAndRedirects() throws {
     let prefix = "ag\(getpid()):"
-    let path = "/dev/shm/mcredis-clag-\(getpid()).mcache"
+    let path = TestFiles.tempPath("redis-clag")
     defer {
       unlink(path)
       unlink(path + ".holder")

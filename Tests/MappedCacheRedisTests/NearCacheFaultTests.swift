@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import RedisFaultProxy
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -30,11 +31,11 @@ struct NearCacheFaultTests {
   }
 
   @Test func aBlackHoleAResetOrADelayFencesEntriesWithinTheBound() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let proxy = try FaultProxy(to: server.port)
     defer { proxy.stop() }
-    let path = "/dev/shm/mcredis-fault-\(getpid()).mcache"
+    let path = TestFiles.tempPath("redis-fault")
     defer {
       unlink(path)
       unlink(path + ".holder")
@@ -72,7 +73,7 @@ struct NearCacheFaultTests {
   }
 
   @Test func clientPauseFencesAndTheSameSessionResumes() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let b = try makeHost(server, staleness: .milliseconds(200), commandTimeout: 1)
     defer { dispose(b) }

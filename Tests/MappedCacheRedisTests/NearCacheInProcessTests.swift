@@ -2,6 +2,8 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import SystemCalls
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -12,7 +14,7 @@ import Testing
 @Suite(.enabled(if: RedisServer.available, "redis-server is not installed"), .serialized)
 struct NearCacheInProcessTests {
   @Test func readsWritesAndInvalidationsAcrossTwoHosts() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let a = try makeHost(server)
     let b = try makeHost(server)
@@ -62,7 +64,7 @@ struct NearCacheInProcessTests {
   /// The race: a fill's GET returns v1, then v2 is written and its invalidation applied,
   /// then the fill stores. With placeholders the late v1 is dropped; without, it stays.
   @Test func aFetchOverlappingAnInvalidationIsNotStored() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let raw = server.client()
     for usePlaceholders in [true, false] {
@@ -94,7 +96,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func killingTheTrackingConnectionBumpsTheEpochAndOnlyOldEntriesRefill() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let b = try makeHost(server)
     defer { dispose(b) }
@@ -125,7 +127,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func aDeadServerFencesEntriesWithinTheBoundAndARestartRefills() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let staleness = Duration.milliseconds(200)
     let b = try makeHost(server, staleness: staleness, commandTimeout: 0.5)
@@ -177,7 +179,7 @@ struct NearCacheInProcessTests {
   /// invalidation, the file holds the newer value, not the one the reader already saw
   /// replaced (reads on a host never go back a version).
   @Test func aReadPastAStaleFenceReplacesTheFilesOlderCopy() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let a = try makeHost(server, staleness: .milliseconds(100))
     defer { dispose(a) }
@@ -203,7 +205,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func flushallDropsEveryEntryLazily() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let b = try makeHost(server)
     defer { dispose(b) }
@@ -219,7 +221,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func getOrComputeRunsOnceForConcurrentCallersAndStoresInRedis() async throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let b = try makeHost(server)
     defer { dispose(b) }
@@ -256,7 +258,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func badValuesFailForTheirKeyOnlyAndMissesCanBeCached() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let b = try makeHost(server, options: NearCacheOptions(capacity: 4 << 20, cacheMisses: 30))
     defer { dispose(b) }
@@ -285,9 +287,9 @@ struct NearCacheInProcessTests {
   }
 
   @Test func aReplyPastTheLimitsIsAProtocolViolationAndLeavesTheFileWhole() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
-    let path = "/dev/shm/mcredis-limits-\(getpid()).mcache"
+    let path = TestFiles.tempPath("redis-limits")
     defer {
       unlink(path)
       unlink(path + ".holder")
@@ -322,7 +324,7 @@ struct NearCacheInProcessTests {
   }
 
   @Test func aFileOfAnotherTypeOrPrefixIsRefused() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let a = try makeHost(server, prefix: "p1:")
     defer { dispose(a) }

@@ -2,6 +2,7 @@ import CacheTools
 import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -10,16 +11,8 @@ import Testing
 // "hosts" (cache files); the role elected per file, taken over after SIGKILL.
 
 enum Helper {
-  static let binary: String = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = (exe as NSString).deletingLastPathComponent
-    while !dir.isEmpty && dir != "/" && !FileManager.default.fileExists(atPath: dir + "/mc-test-helper") {
-      dir = (dir as NSString).deletingLastPathComponent
-    }
-    return dir + "/mc-test-helper"
-  }()
-
-  static var tool: String { (binary as NSString).deletingLastPathComponent + "/mapped-cache" }
+  static let binary = TestFiles.binary("mc-test-helper")
+  static let tool = TestFiles.binary("mapped-cache")
 
   static func spawn(_ args: [String], binary: String = Helper.binary, output: Pipe? = nil) throws -> Process {
     let p = Process()
@@ -44,10 +37,10 @@ func trackingClients(_ server: RedisServer) throws -> [String] {
 @Suite(.enabled(if: RedisServer.available, "redis-server is not installed"), .serialized)
 struct NearCacheProcessTests {
   @Test func manyWorkersPerHostOneTrackingConnectionPerHostAndTakeoverAfterSIGKILL() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     _ = try server.client().call("SET", "w:probe", "p0")
-    let hostPaths = (0..<2).map { "/dev/shm/mcredis-proc-\(getpid())-\($0).mcache" }
+    let hostPaths = (0..<2).map { TestFiles.tempPath("redis-proc\($0)") }
     // Observers in the test process: they read the files' figures, never stand for the role.
     let remote = try RedisCache<String>(url: server.url, keyPrefix: "w:")
     var workers: [Process] = []
@@ -165,9 +158,9 @@ struct NearCacheProcessTests {
   }
 
   @Test func getSetAndRemoveFromProcessesOfTwoHosts() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
-    let hosts = (0..<2).map { "/dev/shm/mcredis-ops-\(getpid())-\($0).mcache" }
+    let hosts = (0..<2).map { TestFiles.tempPath("redis-ops\($0)") }
     // Each host's holder: a worker process standing for the role.
     var holders: [Process] = []
     defer {
@@ -201,9 +194,9 @@ struct NearCacheProcessTests {
   }
 
   @Test func theAgentSidecarHoldsTheRoleAndStatsShowIt() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
-    let path = "/dev/shm/mcredis-agent-\(getpid()).mcache"
+    let path = TestFiles.tempPath("redis-agent")
     defer {
       unlink(path)
       unlink(path + ".holder")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -21,7 +22,7 @@ func makeHost(
   commandTimeout: Double = 2,
   options: NearCacheOptions = NearCacheOptions(capacity: 4 << 20)
 ) throws -> NearCache<String> {
-  let path = "/dev/shm/mcredis-\(getpid())-\(UUID().uuidString.prefix(8)).mcache"
+  let path = TestFiles.tempPath("redis")
   let remote = try RedisCache<String>(
     url: server.url, keyPrefix: prefix,
     options: RedisOptions(connectTimeout: 0.3, commandTimeout: commandTimeout))
@@ -42,7 +43,7 @@ func waitReady(_ c: NearCache<String>, _ timeout: Double = 20) -> Bool {
 @Suite(.enabled(if: RedisServer.available, "redis-server is not installed"), .serialized)
 struct RedisCacheTests {
   @Test func getSetExpiryRemoveAndRemoveAllOfItsPrefixOnly() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let users = try RedisCache<User>(url: server.url, keyPrefix: "users:")
     let raw = server.client()
@@ -77,9 +78,9 @@ struct RedisCacheTests {
   }
 
   @Test func valuesAreTheBytesSharedCacheStoresAndBadOnesFailForTheirKeyOnly() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
-    let path = "/dev/shm/mcredis-codec-\(getpid()).mcache"
+    let path = TestFiles.tempPath("redis-codec")
     defer { unlink(path) }
     let file = try SharedCache<User>(path: path, capacity: 1 << 20)
     let ada = User(id: 7, name: "Ada")
@@ -118,12 +119,17 @@ struct RedisCacheTests {
       })
   }
 
-  @Test func theInlinableReadCodecDecodesWhatTierCodecEncodes() throws {
+  /// One codec for every tier: the bytes `SharedCache<T>` stores are `TierCodec`'s (which
+  /// the Redis tier writes and the near cache's hit decodes), and they decode back.
+  @Test func everyTierStoresAndDecodesTheSameBytes() throws {
+    let path = TestFiles.tempPath("tier-codec")
+    defer { TestFiles.cleanup(path) }
     func same<T: Codable & Equatable>(_ v: T) throws {
+      defer { TestFiles.cleanup(path) }
       let bytes = try TierCodec<T>().encode(v)
-      let back = try bytes.withUnsafeBytes { try NearValueCodec<T>.decode($0, forKey: "k") }
-      #expect(back == v)
-      #expect(try bytes.withUnsafeBytes { try TierCodec<T>().decode($0, forKey: "k") } == back)
+      try SharedCache<T>(path: path, capacity: 1 << 20).setObject(v, forKey: "k")
+      #expect(try CacheFile(path: path).get(Array("k".utf8))?.value == bytes, "\(T.self)")
+      #expect(try bytes.withUnsafeBytes { try TierCodec<T>().decode($0, forKey: "k") } == v)
     }
     try same("héllo")
     try same([UInt8]([0, 1, 255]))
@@ -132,7 +138,7 @@ struct RedisCacheTests {
     try same(User(id: 3, name: "Cy"))
     try same(["a": [1, 2]])
     #expect(throws: CacheError.self) {
-      try [UInt8]([1, 2, 3]).withUnsafeBytes { try NearValueCodec<Int>.decode($0, forKey: "k") }
+      try [UInt8]([1, 2, 3]).withUnsafeBytes { try TierCodec<Int>().decode($0, forKey: "k") }
     }
   }
 }

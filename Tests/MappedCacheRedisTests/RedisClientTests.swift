@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
@@ -9,7 +10,7 @@ import Testing
 @Suite struct RedisAvailabilityTests {
   /// `.ci/run` sets MC_REQUIRE_REDIS=1: there a missing redis-server is a failure, not a skip.
   @Test func redisServerIsInstalledWhenRequired() {
-    if ProcessInfo.processInfo.environment["MC_REQUIRE_REDIS"] == "1" {
+    if RedisServer.required {
       #expect(RedisServer.binary != nil, "MC_REQUIRE_REDIS=1 but redis-server is not on PATH")
     }
   }
@@ -18,7 +19,7 @@ import Testing
 @Suite(.enabled(if: RedisServer.available, "redis-server is not installed"), .serialized)
 struct RedisClientTests {
   @Test func tcpAndUnixSocketsSpeakRESP3WithPipelining() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     for url in [server.url, server.unixURL] {
       let c = try RedisClient(url: url)
@@ -43,7 +44,7 @@ struct RedisClientTests {
   }
 
   @Test func resp2WhenAskedAndAuthWithUserAndPasswordAndSelect() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let admin = server.client()
     _ = try admin.call("ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "&*", "+@all")
@@ -162,7 +163,7 @@ struct RedisClientTests {
   }
 
   @Test func reconnectsAfterTheConnectionIsKilledAndFailsClearlyWhenTheServerIsGone() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let c = server.client(RedisOptions(connectTimeout: 0.3, clientName: "victim"))
     _ = try c.call("SET", "k", "1")
@@ -184,7 +185,7 @@ struct RedisClientTests {
   }
 
   @Test func threadsShareAPoolOfConnectionsAndEachGetsItsOwnReplies() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let c = server.client(RedisOptions(poolSize: 3))
     let wrong = Atomic<Int>(0)
@@ -232,7 +233,7 @@ struct RedisClientTests {
   }
 
   @Test func pushesReachTheHandlerBetweenReplies() throws {
-    let server = try RedisServer()
+    let server = try RedisServer.forTest()
     defer { server.stop() }
     let pushes = Mutex<[RESPValue]>([])
     let c = server.client()

@@ -2,104 +2,45 @@ import Foundation
 import Glibc
 import MappedCache
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCacheRedis
 
-/// A Redis Cluster of the test's own: `primaries` (+ as many replicas with `replicas: 1`)
-/// redis-server processes on free loopback ports, each with its node file in its own
-/// temporary folder, joined by `redis-cli --cluster create`; ready when every node says
-/// `cluster_state:ok` with all 16384 slots assigned. Killed by `stop()` (and at exit, for
-/// the clusters a suite shares).
+/// A Redis Cluster of the test's own (`RedisClusterProcesses`): `primaries` (+ as many
+/// replicas with `replicas: 1`) redis-server processes on free loopback ports, each in a
+/// temporary folder of its own, with the short timeouts the failover tests need; and the
+/// tests' own operations on it (slot owners, migrations done by hand). Killed by `stop()`
+/// (and at exit, for the clusters a suite shares).
 final class RedisClusterFixture: @unchecked Sendable {
-  static let cli: String? = {
-    for dir in ["/usr/bin", "/usr/local/bin", "/usr/sbin"] where access("\(dir)/redis-cli", X_OK) == 0 {
-      return "\(dir)/redis-cli"
-    }
-    return nil
-  }()
-
   /// Whether the cluster tests run: redis-server and redis-cli are installed.
-  static var available: Bool {
-    guard RedisServer.available else { return false }
-    if cli == nil {
-      print("note: redis-cli not found: the Redis Cluster tests are skipped (apt-get install redis-tools)")
-      return false
-    }
-    return true
-  }
+  static var available: Bool { RedisServer.clusterAvailable }
 
-  let servers: [RedisServer]
+  let cluster: RedisClusterProcesses
+  var servers: [RedisServer] { cluster.servers }
 
   /// The `redis-cluster://` URL naming `seeds` of the nodes (default: the first one only).
-  func url(seeds: Int = 1) -> String {
-    "redis-cluster://" + servers.prefix(seeds).map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
-  }
+  func url(seeds: Int = 1) -> String { cluster.url(seeds: seeds) }
 
   init(primaries: Int = 3, replicas: Int = 0, nodeTimeoutMs: Int = 1000) throws {
-    var made: [RedisServer] = []
-    for _ in 0..<(primaries * (1 + replicas)) {
-      // The node file is named after the port, so a retry on another port starts afresh.
-      let s = try RedisServer(args: [
-        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+    cluster = try RedisClusterProcesses(
+      primaries: primaries, replicas: replicas,
+      nodeArguments: [
         "--cluster-node-timeout", String(nodeTimeoutMs), "--cluster-require-full-coverage", "no",
         // Replicas sync at once (no 5 s batching delay) and may always be promoted.
         "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
-      ])
-      made.append(s)
-    }
-    servers = made
-    Self.registerForExit(made)
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: Self.cli ?? "/usr/bin/redis-cli")
-    p.arguments =
-      ["--cluster", "create"] + made.map { "127.0.0.1:\($0.port)" } + [
-        "--cluster-replicas", String(replicas), "--cluster-yes",
-      ]
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    try p.run()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else {
-      stop()
-      throw CacheError.invalidArgument("redis-cli --cluster create failed (\(p.terminationStatus))")
-    }
-    try waitUntilHealthy()
+      ], timeout: 20)
+    Self.registerForExit(cluster.servers)
   }
 
   /// Waits until every running node reports `cluster_state:ok` and 16384 slots assigned,
   /// agrees on the owners of all of them, and every replica is in sync.
-  func waitUntilHealthy(timeout: Double = 20) throws {
-    let ok = eventually(timeout) {
-      var maps: [ClusterSlotMap] = []
-      for s in servers where s.pid != 0 {
-        guard let info = try? s.client().call("CLUSTER", "INFO").string,
-          info.contains("cluster_state:ok"), info.contains("cluster_slots_assigned:16384"),
-          let m = try? ClusterSlotMap.fromShards(
-            s.client().call("CLUSTER", "SHARDS"), from: ClusterNode(host: "127.0.0.1", port: s.port)),
-          m.isComplete
-        else { return false }
-        // A replica counts once it is in sync with its primary.
-        if let repl = try? s.client().call("INFO", "replication").string, repl.contains("role:slave"),
-          !repl.contains("master_link_status:up")
-        {
-          return false
-        }
-        maps.append(m)
-      }
-      return maps.allSatisfy { $0 == maps[0] }
-    }
-    guard ok else { throw CacheError.timedOut(operation: "the cluster did not become healthy") }
-  }
+  func waitUntilHealthy(timeout: Double = 20) throws { try cluster.waitUntilHealthy(timeout: timeout) }
 
-  func stop() {
-    for s in servers { s.stop() }
-  }
-
-  deinit { stop() }
+  func stop() { cluster.stop() }
 
   /// The server listening on `port`.
-  func server(_ port: UInt16) -> RedisServer? { servers.first { $0.port == port } }
+  func server(_ port: UInt16) -> RedisServer? { cluster.server(port) }
 
   /// The node id of a server.
   func nodeID(_ s: RedisServer) throws -> String {

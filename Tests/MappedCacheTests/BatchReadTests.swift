@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @_spi(Testing) @testable import MappedCache
@@ -81,8 +82,8 @@ import Testing
 
   @Test(arguments: [true, false])
   func aBatchReturnsWhatSingleReadsReturn(inline: Bool) throws {
-    let path = Support.tempPath("batch-eq")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-eq")
+    defer { TestFiles.cleanup(path) }
     let (c, keys) = try Self.populated(path, inline: inline)
     #expect(try c.verify().ok)
     // The test covers what it claims: entries inline and in records, hits away from home.
@@ -143,8 +144,8 @@ import Testing
   /// hash, misses in both.
   @Test(arguments: [true, false])
   func aKeyBehindAnotherKeyOfTheSameHashIsFound(inline: Bool) throws {
-    let path = Support.tempPath("batch-collide")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-collide")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
     let e = c.engine
@@ -170,8 +171,8 @@ import Testing
   /// Handles that read by the general path (read-only, or checking checksums on read)
   /// give the same answers in a batch as alone, for every kind of entry.
   @Test func otherHandlesBatchAsTheyReadAlone() throws {
-    let path = Support.tempPath("batch-handles")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-handles")
+    defer { TestFiles.cleanup(path) }
     let (c, keys) = try Self.populated(path, inline: true)
     let plain = try keys.map { try Self.single(c, $0, room: 512) }
     for policy in [OpenPolicy(readOnly: true), OpenPolicy(verifyChecksumsOnRead: true)] {
@@ -185,8 +186,8 @@ import Testing
   /// A batch hit sets the entry's reference bit (S3-FIFO's "read since"), exactly as a
   /// single hit does; keys not read keep theirs clear.
   @Test func aBatchSetsReferenceBitsAsSingleReadsDo() throws {
-    let path = Support.tempPath("batch-ref")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-ref")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: true, capacity: 1 << 20))
     let keys = (0..<200).map { Self.bytes("ref:\($0)") }
@@ -204,8 +205,8 @@ import Testing
   /// A key whose slot a writer holds mid-write (odd) reads as a busy miss after the
   /// bounded wait, in a batch as alone; the batch's other keys are read normally.
   @Test func aBusySlotInABatchIsABusyMiss() throws {
-    let path = Support.tempPath("batch-busy")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-busy")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     for i in 0..<20 { try c.setObject([UInt8(i)], forKey: "k\(i)") }
     let keys = (0..<20).map { Self.bytes("k\($0)") }
@@ -228,8 +229,8 @@ import Testing
   /// Bad input gets the single read's error, for the whole call, before anything is read
   /// (no length is written); an empty batch reads nothing.
   @Test func badKeysInABatchThrowTheSingleReadsError() throws {
-    let path = Support.tempPath("batch-bad")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-bad")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try c.setObject([1], forKey: "a")
     let long = [UInt8](repeating: 0x61, count: c.maxKeySize + 1)
@@ -264,7 +265,7 @@ import Testing
     #expect(c.statistics.hits == hits)
     // The typed batch read refuses the same keys.
     let typed = try SharedCache<Int>(path: path + ".int", capacity: 1 << 20)
-    defer { Support.cleanup(path + ".int") }
+    defer { TestFiles.cleanup(path + ".int") }
     #expect(throws: CacheError.emptyKey) { try typed.objects(forKeys: ["x", ""]) }
     #expect(throws: CacheError.keyTooLarge(size: long.count, limit: typed.maxKeySize)) {
       try typed.objects(forKeys: ["x", String(decoding: long, as: UTF8.self)])
@@ -274,8 +275,8 @@ import Testing
   /// `objects(forKeys:)` (built on the batch read) equals the dictionary of single typed
   /// reads: values decoded from the batch's buffers and, past them, read again by size.
   @Test func typedObjectsForKeysEqualsSingleReads() throws {
-    let path = Support.tempPath("batch-typed")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-typed")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 2 << 20)
     var keys: [String] = []
     for i in 0..<500 {
@@ -303,8 +304,8 @@ import Testing
   /// one hold of the write lock: two batches writing the same two keys never interleave,
   /// so both keys always end with the same batch's value.
   @Test func setObjectsStoresABatchUnderOneLockHold() throws {
-    let path = Support.tempPath("batch-set")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("batch-set")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 4 << 20)
     let keys = (0..<2000).map { "set:\($0)" }
     try c.setObjects(keys.map { (key: $0, value: "first") })
@@ -355,9 +356,9 @@ import Testing
   /// The batch read and the raw batch write allocate nothing (counted in a child whose
   /// malloc is interposed).
   @Test func aBatchReadAllocatesNothing() throws {
-    let path = Support.tempPath("batch-allocs")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(Support.binary("mc-test-helper"), ["count-batch-allocs", path, "2000"])
+    let path = TestFiles.tempPath("batch-allocs")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(TestFiles.binary("mc-test-helper"), ["count-batch-allocs", path, "2000"])
     #expect(r.status == 0, "\(r.stderr)")
     if r.stdout.hasPrefix("unavailable") { return }  // a sanitizer's malloc
     #expect(r.stdout.hasPrefix("batch=0 "), "batch reads allocated: \(r.stdout)")
@@ -372,7 +373,7 @@ import Testing
 /// read, every value still checked (whole, this key's, never older than one the same
 /// reader saw), across processes, with writers and SIGKILLs.
 @Suite struct BatchStressTests {
-  static let stress = Support.binary("cache-stress")
+  static let stress = TestFiles.binary("cache-stress")
 
   func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
     try Support.runStressJSON(args)
@@ -392,8 +393,8 @@ import Testing
   /// Writer processes overwrite keys (inline and record values) while every process's
   /// gets go out in batches.
   @Test func batchedGetsUnderConcurrentWritersPassEveryCheck() throws {
-    let path = Support.tempPath("mget-writers")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("mget-writers")
+    defer { TestFiles.cleanup(path) }
     let (status, j, err) = try run([
       "--path", path, "--procs", "3", "--threads", "2", "--duration", "2", "--keys", "5000", "--capacity", "16MiB",
       "--value-size", "24-400", "--read-pct", "70", "--dist", "zipf", "--mget", "16", "--seed", "11",
@@ -442,13 +443,13 @@ import Testing
 
   @Test(arguments: [["--mget", "0"], ["--mget", "65"], ["--mget", "x"], ["--mget"]])
   func badMgetValuesExit64(_ args: [String]) throws {
-    let r = try Support.run(Self.stress, args, timeout: 30)
+    let r = try ChildProcess.run(Self.stress, args, timeout: 30)
     #expect(r.status == 64)
     #expect(r.stderr.hasPrefix("error: "))
   }
 
   @Test func helpDescribesMget() throws {
-    let r = try Support.run(Self.stress, ["--help"], timeout: 30)
+    let r = try ChildProcess.run(Self.stress, ["--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("--mget N"))
     #expect(r.stdout.contains("usage: cache-stress") && r.stdout.contains("[--mget N]"))

@@ -1,5 +1,6 @@
 import CheckedValues
 import Foundation
+import TestSupport
 import Testing
 
 @_spi(Testing) @testable import MappedCache
@@ -46,10 +47,10 @@ import Testing
   /// byte for byte, with the same counters.
   @Test(arguments: [true, false])
   func aBatchStoresWhatSingleSetsStore(inline: Bool) throws {
-    let (pa, pb) = (Support.tempPath("mset-single"), Support.tempPath("mset-batch"))
+    let (pa, pb) = (TestFiles.tempPath("mset-single"), TestFiles.tempPath("mset-batch"))
     defer {
-      Support.cleanup(pa)
-      Support.cleanup(pb)
+      TestFiles.cleanup(pa)
+      TestFiles.cleanup(pb)
     }
     let options = CoreOptions.make(inline: inline, capacity: 1 << 20)
     let a = try SharedCache<[UInt8]>(path: pa, capacity: 1 << 20, options: options)
@@ -98,8 +99,8 @@ import Testing
   /// A batch's entries take its expiry: a date in the past stores entries that read as
   /// missing, a TTL entries that expire then; none is left with another.
   @Test func aBatchStoresItsExpiry() throws {
-    let path = Support.tempPath("mset-expiry")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("mset-expiry")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let keys = (0..<20).map { Self.bytes("e\($0)") }
     let values = (0..<20).map { [UInt8](repeating: UInt8($0), count: $0 % 2 == 0 ? 10 : 400) }
@@ -122,8 +123,8 @@ import Testing
   /// stored: the file past its header is unchanged, no set is counted, every entry
   /// stored before still reads. So do counts that differ and a read-only handle.
   @Test func badEntriesThrowBeforeAnythingIsStored() throws {
-    let path = Support.tempPath("mset-bad")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("mset-bad")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let keys = (0..<50).map { Self.bytes("kept:\($0)") }
     let values = (0..<50).map { [UInt8](repeating: UInt8($0), count: 1 + $0 * 7) }
@@ -178,7 +179,7 @@ import Testing
 /// `cache-stress --mset N`: every worker's sets go out N at a time through the batch
 /// write, while gets (single or batched) check every value, with SIGKILLs.
 @Suite struct BatchWriteStressTests {
-  static let stress = Support.binary("cache-stress")
+  static let stress = TestFiles.binary("cache-stress")
 
   func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
     try Support.runStressJSON(args)
@@ -207,13 +208,13 @@ import Testing
 
   @Test(arguments: [["--mset", "0"], ["--mset", "65"], ["--mset", "x"], ["--mset"]])
   func badMsetValuesExit64(_ args: [String]) throws {
-    let r = try Support.run(Self.stress, args, timeout: 30)
+    let r = try ChildProcess.run(Self.stress, args, timeout: 30)
     #expect(r.status == 64)
     #expect(r.stderr.hasPrefix("error: "))
   }
 
   @Test func helpDescribesMset() throws {
-    let r = try Support.run(Self.stress, ["--help"], timeout: 30)
+    let r = try ChildProcess.run(Self.stress, ["--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("--mset N") && r.stdout.contains("[--mset N]"))
   }

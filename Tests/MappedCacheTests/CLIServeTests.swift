@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -19,7 +20,7 @@ import Testing
 
     init(_ path: String, address: String = "127.0.0.1:0") throws {
       process = Process()
-      process.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+      process.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
       process.arguments = ["stats", path, "--serve", address]
       let out = Pipe()
       process.standardOutput = out
@@ -241,8 +242,8 @@ import Testing
   // MARK: Tests
 
   @Test func scrapesParseAsPrometheusAndFollowWrites() throws {
-    let path = Support.tempPath("serve")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("serve")
+    defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     try cache.setObject([1], forKey: "warm")
     let server = try Server(path)
@@ -294,8 +295,8 @@ import Testing
   }
 
   @Test func malformedRequestsGetClearAnswersAndServingGoesOn() throws {
-    let path = Support.tempPath("serve-bad")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("serve-bad")
+    defer { TestFiles.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let server = try Server(path)
     let port = server.port
@@ -403,8 +404,8 @@ import Testing
   }
 
   @Test func listenAddresses() throws {
-    let path = Support.tempPath("serve-addr")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("serve-addr")
+    defer { TestFiles.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     for bad in [
       "9464", "localhost", ":", ":port", ":65536", ":-1", "example.com:80", "::1:80", "[::1]", "[::1]80",

@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -21,7 +22,7 @@ import Testing
   /// Runs `mapped-cache args` with optional stdin; captures raw stdout bytes.
   @discardableResult
   static func cli(_ args: [String], stdin: Data? = nil, timeout: TimeInterval = 30) throws -> Run {
-    let r = try Support.run(Support.binary("mapped-cache"), args, stdin: stdin, timeout: timeout)
+    let r = try ChildProcess.run(TestFiles.binary("mapped-cache"), args, stdin: stdin, timeout: timeout)
     return Run(status: r.status, signaled: r.signaled, out: r.stdoutData, err: r.stderr)
   }
 
@@ -29,7 +30,7 @@ import Testing
 
   /// A fresh 4 MiB cache made by the tool.
   static func freshCache(_ tag: String, _ extra: [String] = []) throws -> String {
-    let path = Support.tempPath(tag)
+    let path = TestFiles.tempPath(tag)
     let r = try cli(["create", path, "--capacity", "4M"] + extra)
     #expect(r.status == 0, "create: \(r.err)")
     return path
@@ -68,7 +69,7 @@ import Testing
 
   @Test func usageErrorsExit64WithUsageLine() throws {
     let path = try Self.freshCache("usage")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let cases: [[String]] = [
       [],
       ["frobnicate", path],
@@ -106,8 +107,8 @@ import Testing
   // MARK: A fresh cache, command by command
 
   @Test func createAndInfo() throws {
-    let path = Support.tempPath("create")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("create")
+    defer { TestFiles.cleanup(path) }
     let c = try Self.cli([
       "create", path, "--capacity", "8M", "--max-key", "100", "--max-value", "64K", "--type", "string",
     ])
@@ -149,7 +150,7 @@ import Testing
 
   @Test func setGetDeleteRoundTrip() throws {
     let path = try Self.freshCache("entries")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     #expect(try Self.cli(["set", path, "alpha", "one"]).status == 0)
     let g = try Self.cli(["get", path, "alpha"])
     #expect(g.status == 0)
@@ -192,7 +193,7 @@ import Testing
 
   @Test func keysAndDump() throws {
     let path = try Self.freshCache("keys")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     for i in 0..<20 { try Self.cli(["set", path, "user:\(i)", String(repeating: "v", count: i + 1)]) }
     try Self.cli(["set", path, "other", "12345", "--ttl", "1h"])
     try Self.cli(["set", path, "raw", "-"], stdin: Data([0xFF, 0x00, 0x41]))
@@ -240,7 +241,7 @@ import Testing
     // A reader that goes away: exit 3 with a message, not death by SIGPIPE.
     let pipe = Pipe()
     let p = Process()
-    p.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
     p.arguments = ["dump", path, "--values"]
     p.standardOutput = pipe
     p.standardError = FileHandle.nullDevice
@@ -255,7 +256,7 @@ import Testing
 
   @Test func statsJSONPrometheusAndWatch() throws {
     let path = try Self.freshCache("stats")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     for i in 0..<10 { try Self.cli(["set", path, "k\(i)", "value-\(i)"]) }
     let cache = try SharedCache<[UInt8]>(path: path)
     for i in 0..<15 { _ = try cache.object(forKey: "k\(i)") }  // 10 hits, 5 misses
@@ -300,7 +301,7 @@ import Testing
     #expect(objects.last??["rates_per_second"] is [String: Any])
 
     // Interrupted: a clean exit 0, not a death by signal.
-    let p = try Support.spawn(Support.binary("mapped-cache"), ["stats", path, "--watch", "0.1"])
+    let p = try ChildProcess.spawn(TestFiles.binary("mapped-cache"), ["stats", path, "--watch", "0.1"])
     usleep(400_000)
     kill(p.processIdentifier, SIGINT)
     p.waitUntilExit()
@@ -309,7 +310,7 @@ import Testing
 
   @Test func sweepClearVerifyOnFreshCache() throws {
     let path = try Self.freshCache("maint")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     for i in 0..<30 { try Self.cli(["set", path, "k\(i)", "v", "--ttl", i < 10 ? "0.2" : "0"]) }
     usleep(300_000)
     let s = try Self.cli(["sweep", path])
@@ -331,14 +332,14 @@ import Testing
 
   @Test func commandsWorkOnABusyCache() throws {
     let path = try Self.freshCache("busy")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     // Two writers: cache-stress (checks every value it reads) and a helper whose
     // entries expire and get removed, so that sweep has work.
-    let stress = try Support.spawn(
-      Support.binary("cache-stress"),
+    let stress = try ChildProcess.spawn(
+      TestFiles.binary("cache-stress"),
       ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"])
     defer { if stress.isRunning { kill(stress.processIdentifier, SIGKILL) } }
-    let writer = try Support.spawn(Support.binary("mc-test-helper"), ["cli-writer", path, "3"])
+    let writer = try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["cli-writer", path, "3"])
     defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
     usleep(300_000)
     var rounds = 0
@@ -410,7 +411,7 @@ import Testing
 
   @Test func verifyReportsDamageAndRepairFixesIt() throws {
     let path = try Self.freshCache("damage")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path)
     for i in 0..<200 { try cache.setObject([UInt8](repeating: UInt8(i), count: 100 + i), forKey: "key\(i)") }
 
@@ -478,7 +479,7 @@ import Testing
   @Test(arguments: [[], ["--avg-entry", "100"]])  // records in the logs; entries inline in slots
   func hostileBytesNeverKillTheTool(createOptions: [String]) throws {
     let path = try Self.freshCache("hostile", createOptions)
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     var rng = SplitMix(0xC11)
     let commands: [[String]] = [
       ["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
@@ -538,8 +539,8 @@ import Testing
       ("magic", fakeMagic),
     ]
     for (tag, data) in contents {
-      let path = Support.tempPath("notcache-\(tag)")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("notcache-\(tag)")
+      defer { TestFiles.cleanup(path) }
       #expect(FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]))
       for args in [
         ["info", path], ["stats", path], ["stats", path, "--json"], ["stats", path, "--prometheus"],
@@ -559,7 +560,7 @@ import Testing
       }
     }
     // A directory is not a cache either; a missing file is another failure (3).
-    let dir = Support.tempPath("dir")
+    let dir = TestFiles.tempPath("dir")
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
     defer { rmdir(dir) }
     #expect(try Self.cli(["info", dir]).status == 2)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Heap allocations on the read path, counted in a child process whose malloc family is
@@ -7,10 +8,10 @@ import Testing
 /// array per read).
 @Suite struct CoreAllocationTests {
   @Test func readsAllocateOnlyTheReturnedValue() throws {
-    let path = Support.tempPath("allocs")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("allocs")
+    defer { TestFiles.cleanup(path) }
     let n = 10_000
-    let r = try Support.run(Support.binary("mc-test-helper"), ["count-allocs", path, String(n)])
+    let r = try ChildProcess.run(TestFiles.binary("mc-test-helper"), ["count-allocs", path, String(n)])
     #expect(r.status == 0, "\(r.stderr)")
     // Sanitizer builds replace malloc themselves, so the helper cannot count there.
     if r.stdout.hasPrefix("unavailable") { return }

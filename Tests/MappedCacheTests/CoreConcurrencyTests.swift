@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -45,8 +46,8 @@ final class CoreFlag: Sendable {
 
   @Test(arguments: [false, true])
   func manyThreadsShareOneCache(inline: Bool) throws {
-    let path = Support.tempPath("conc-threads")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-threads")
+    defer { TestFiles.cleanup(path) }
     // Small enough that eviction runs while threads read.
     let cache = try SharedCache<[UInt8]>(
       path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
@@ -105,8 +106,8 @@ final class CoreFlag: Sendable {
   }
 
   @Test func threadsWithTheirOwnHandlesExcludeEachOther() throws {
-    let path = Support.tempPath("conc-handles")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-handles")
+    defer { TestFiles.cleanup(path) }
     let first = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     let threads = 6
     let perThread = 2000
@@ -144,8 +145,8 @@ final class CoreFlag: Sendable {
   /// and the header's set counter (a plain load and store under the lock) is exact.
   @Test(arguments: [LockMode.sharedWord, .flock])
   func threadsOfOneHandleExcludeEachOther(mode: LockMode) throws {
-    let path = Support.tempPath("conc-one-handle")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-one-handle")
+    defer { TestFiles.cleanup(path) }
     let counters = try SharedCache<Int>(path: path, capacity: 1 << 20, lockMode: mode)
     let threads = 4
     let perThread = 2500
@@ -187,8 +188,8 @@ final class CoreFlag: Sendable {
   /// file, or left by the slot's dead last owner) cannot make that handle wait on
   /// itself: registration releases a word naming its own slot.
   @Test func aPlantedWordWithTheNextHandlesTokenIsReleasedAtOpen() throws {
-    let path = Support.tempPath("conc-planted-token")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-planted-token")
+    defer { TestFiles.cleanup(path) }
     var slot = 0
     var generation: UInt64 = 0
     do {
@@ -220,8 +221,8 @@ final class CoreFlag: Sendable {
   /// Conditional writes decide under the write lock: of many threads adding one key at
   /// once exactly one wins, and compare-and-swap increments lose no update.
   @Test func conditionalWritesAreAtomicUnderContention() throws {
-    let path = Support.tempPath("conc-cond")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-cond")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let other = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)  // a second handle, as another process has
     let keys = 300
@@ -261,8 +262,8 @@ final class CoreFlag: Sendable {
   /// The lock mode is chosen per handle, not stored in the file: a handle in `.flock` mode
   /// and one in the default mode writing at once must still exclude each other.
   @Test func handlesInDifferentLockModesExcludeEachOther() throws {
-    let path = Support.tempPath("conc-modes")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-modes")
+    defer { TestFiles.cleanup(path) }
     // Large enough that nothing is evicted: every key must be there at the end.
     let word = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20)
     let flock = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20, lockMode: .flock)
@@ -297,9 +298,9 @@ final class CoreFlag: Sendable {
   /// seconds; readers check every value they get; counters add up across processes.
   @Test(arguments: [false, true])
   func readerAndWriterProcessesShareOneFile(inline: Bool) throws {
-    let path = Support.tempPath("conc-procs")
+    let path = TestFiles.tempPath("conc-procs")
     defer {
-      Support.cleanup(path)
+      TestFiles.cleanup(path)
       unlink(path + ".stop")
     }
     let cache = try SharedCache<[UInt8]>(
@@ -371,9 +372,9 @@ final class CoreFlag: Sendable {
   private static var long: Bool { ProcessInfo.processInfo.environment["MC_LONG"] == "1" }
 
   private func killLoop(capacity: Int, minRounds: Int, keepStable: Bool, inline: Bool) throws {
-    let path = Support.tempPath("conc-kill")
+    let path = TestFiles.tempPath("conc-kill")
     defer {
-      Support.cleanup(path)
+      TestFiles.cleanup(path)
       unlink(path + ".stop")
     }
     let cache = try SharedCache<[UInt8]>(
@@ -465,8 +466,8 @@ final class CoreFlag: Sendable {
   /// A live writer that is merely stopped (SIGSTOP) while holding the lock is never taken
   /// for dead: others wait, and go on once it continues.
   @Test func stoppedLockHolderIsNotTakenOver() throws {
-    let path = Support.tempPath("conc-stop")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("conc-stop")
+    defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let w = try CoreChild(["writer", path, "7", "0", "200", "16", "40000"])
     defer {

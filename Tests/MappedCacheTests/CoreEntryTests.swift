@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @_spi(Tiers) @testable import MappedCache
@@ -11,7 +12,7 @@ import Testing
   private func seeded(_ tag: String, capacity: Int = 4 << 20) throws -> (
     SharedCache<[UInt8]>, String, [String: [UInt8]]
   ) {
-    let path = Support.tempPath(tag)
+    let path = TestFiles.tempPath(tag)
     let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
     var known: [String: [UInt8]] = [:]
     for i in 0..<50 {
@@ -36,7 +37,7 @@ import Testing
 
   @Test func emptyKeyIsAnErrorEverywhereAndChangesNothing() throws {
     let (c, path, known) = try seeded("ent-emptykey")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     #expect(throws: CacheError.emptyKey) { try c.setObject([1], forKey: "") }
     #expect(throws: CacheError.emptyKey) { try c.add([1], forKey: "") }
     #expect(throws: CacheError.emptyKey) { try c.replace([1], forKey: "") }
@@ -51,7 +52,7 @@ import Testing
 
   @Test func keyLimitCountsUTF8BytesAndOversizedKeysChangeNothing() throws {
     let (c, path, known) = try seeded("ent-bigkey")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let longest = String(repeating: "k", count: 250)
     let accented = String(repeating: "é", count: 125)  // 250 UTF-8 bytes
     try c.setObject([1], forKey: longest)
@@ -75,7 +76,7 @@ import Testing
 
   @Test func oversizedValueIsAnErrorAndKeepsTheOldValue() throws {
     let (c, path, known) = try seeded("ent-bigvalue", capacity: 16 << 20)
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let limit = c.maxValueSize
     #expect(limit == 1 << 20)
     let tooBig = [UInt8](repeating: 0xAB, count: limit + 1)
@@ -95,8 +96,8 @@ import Testing
   /// answers a longer one with `valueTooLarge`, through both APIs, before and after a
   /// repair.
   @Test func aValueLimitOfZeroStoresOnlyEmptyValues() throws {
-    let path = Support.tempPath("ent-limit0")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-limit0")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions(capacity: 1 << 20)
     o.maxValueSize = 0
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
@@ -116,8 +117,8 @@ import Testing
 
   @Test(arguments: [false, true])
   func valuesOfVeryDifferentSizesShareOneTable(inline: Bool) throws {
-    let path = Support.tempPath("ent-sizes")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-sizes")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 16 << 20, options: CoreOptions.make(inline: inline, capacity: 16 << 20))
     #expect((c.inlineCapacity > 0) == inline)
@@ -162,8 +163,8 @@ import Testing
   }
 
   @Test func zeroByteValuesAreStoredNotMissing() throws {
-    let path = Support.tempPath("ent-zero")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-zero")
+    defer { TestFiles.cleanup(path) }
     let bytes = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try bytes.setObject([], forKey: "e")
     #expect(try bytes.object(forKey: "e") == [])
@@ -172,21 +173,21 @@ import Testing
     #expect(bytes.statistics.entries == 1)
     #expect(bytes.statistics.liveBytes == 1)
     #expect(try bytes.add([1], forKey: "e") == false, "an empty value is present")
-    let p2 = Support.tempPath("ent-zero-s")
-    defer { Support.cleanup(p2) }
+    let p2 = TestFiles.tempPath("ent-zero-s")
+    defer { TestFiles.cleanup(p2) }
     let strings = try SharedCache<String>(path: p2, capacity: 1 << 20)
     try strings.setObject("", forKey: "e")
     #expect(try strings.object(forKey: "e") == "")
-    let p3 = Support.tempPath("ent-zero-d")
-    defer { Support.cleanup(p3) }
+    let p3 = TestFiles.tempPath("ent-zero-d")
+    defer { TestFiles.cleanup(p3) }
     let data = try SharedCache<Data>(path: p3, capacity: 1 << 20)
     try data.setObject(Data(), forKey: "e")
     #expect(try data.object(forKey: "e") == Data())
   }
 
   @Test func stringAndDataValues() throws {
-    let p1 = Support.tempPath("ent-str")
-    defer { Support.cleanup(p1) }
+    let p1 = TestFiles.tempPath("ent-str")
+    defer { TestFiles.cleanup(p1) }
     let s = try SharedCache<String>(path: p1, capacity: 1 << 20)
     let text = "héllo, wörld — ✓ 🚀"
     try s.setObject(text, forKey: "t")
@@ -194,8 +195,8 @@ import Testing
     #expect(try s.object(forKey: "t") == text)
     #expect(try s.object(forKey: "long") == String(repeating: "ab", count: 20_000))
     #expect(try s.withBytes(forKey: "t") { Array($0) } == Array(text.utf8))
-    let p2 = Support.tempPath("ent-data")
-    defer { Support.cleanup(p2) }
+    let p2 = TestFiles.tempPath("ent-data")
+    defer { TestFiles.cleanup(p2) }
     let d = try SharedCache<Data>(path: p2, capacity: 1 << 20)
     let blob = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0) })
     try d.setObject(blob, forKey: "b")
@@ -203,8 +204,8 @@ import Testing
   }
 
   @Test func addAndReplace() throws {
-    let path = Support.tempPath("ent-addrep")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-addrep")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 1 << 20)
     #expect(try c.replace("r", forKey: "k") == false)
     #expect(try c.object(forKey: "k") == nil)
@@ -224,8 +225,8 @@ import Testing
   }
 
   @Test func subscriptGetsSetsAndRemoves() throws {
-    let path = Support.tempPath("ent-sub")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-sub")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(c["k"] == nil)
     c["k"] = [1, 2, 3]
@@ -242,7 +243,7 @@ import Testing
 
   @Test func removeObjectAndRemoveAll() throws {
     let (c, path, known) = try seeded("ent-removeall")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     #expect(try c.removeObject(forKey: "key3"))
     #expect(try c.removeObject(forKey: "key3") == false)
     #expect(try c.object(forKey: "key3") == nil)
@@ -264,8 +265,8 @@ import Testing
   }
 
   @Test func statisticsCountWhatHappened() throws {
-    let path = Support.tempPath("ent-stats")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-stats")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     let s0 = c.statistics
     #expect(s0.entries == 0 && s0.hits == 0 && s0.misses == 0 && s0.sets == 0)
@@ -302,7 +303,7 @@ extension CoreEntryTests {
   /// key anywhere in the batch throws before anything is removed.
   @Test func removeObjectsRemovesABatchUnderOneLockHold() throws {
     let (c, path, known) = try seeded("ent-removebatch")
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     #expect(throws: CacheError.emptyKey) { try c.removeObjects(forKeys: ["key1", ""]) }
     #expect(try c.object(forKey: "key1") == known["key1"])
     let removed = try c.removeObjects(forKeys: ["key1", "key2", "absent", "key2"])
@@ -320,8 +321,8 @@ extension CoreEntryTests {
   /// Tier words start at zero, are shared by every handle of the file, refuse indices
   /// outside their range, and refuse stores on a read-only handle.
   @Test func tierWordsAreSharedAndChecked() throws {
-    let path = Support.tempPath("ent-tierwords")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ent-tierwords")
+    defer { TestFiles.cleanup(path) }
     let a = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     let b = try SharedCache<[UInt8]>(path: path)
     #expect(try a.tierWord(0) == 0)

@@ -1,5 +1,6 @@
 import CheckedValues
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -30,8 +31,8 @@ import Testing
 
   @Test(arguments: [false, true])
   func sustainedInsertsFarBeyondCapacityStayConsistentWithShortProbes(inline: Bool) throws {
-    let path = Support.tempPath("ev-sustained")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-sustained")
+    defer { TestFiles.cleanup(path) }
     // 2 MiB by default; MC_CORE_SUSTAINED_MIB=64 measures a larger cache (slow in debug).
     let cap = (Int(ProcessInfo.processInfo.environment["MC_CORE_SUSTAINED_MIB"] ?? "") ?? 2) << 20
     let c = try SharedCache<[UInt8]>(
@@ -62,8 +63,8 @@ import Testing
   /// probes stay short at that load, with overwrites and removals mixed in.
   @Test(arguments: [false, true])
   func tinyEntriesAtTheEntryLimitKeepProbesShort(inline: Bool) throws {
-    let path = Support.tempPath("ev-tiny")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-tiny")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let maxEntries = c.statistics.maxEntries
@@ -91,8 +92,8 @@ import Testing
   /// Values from 0 bytes to the cache's value limit, in a small cache: every set succeeds,
   /// the newest value is always readable, and the file stays consistent.
   @Test func setNeverFailsForLackOfSpaceWithLargeValues() throws {
-    let path = Support.tempPath("ev-large")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-large")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let limit = c.maxValueSize
     var rng = SplitMix(17)
@@ -122,8 +123,8 @@ import Testing
   /// and values once the cache is full (checked at every sample after the first eviction).
   @Test(arguments: [4 << 20, 16 << 20])
   func memoryEfficiencyOnceFull(capacity: Int) throws {
-    let path = Support.tempPath("ev-fill")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-fill")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
     var lowest = 1.0
     var full = false
@@ -153,8 +154,8 @@ import Testing
   /// earns main, as S3-FIFO's threshold asks, and main turns over): the hot set
   /// survives, its never-read peers do not.
   @Test func referencedEntriesSurviveEvictionBetter() throws {
-    let path = Support.tempPath("ev-ref")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-ref")
+    defer { TestFiles.cleanup(path) }
     let cap = 4 << 20
     let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
     let hot = (0..<400).map { "hot-\($0)" }
@@ -191,8 +192,8 @@ import Testing
   /// chance, however many there are in a row (up to the call's 256 KiB budget). With a
   /// budget of 64 copies alone, the 65th hot entry of the run was evicted although read.
   @Test func aLongRunOfHotEntriesSurvivesTheHand() throws {
-    let path = Support.tempPath("ev-run")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-run")
+    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
     let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(inline: false, capacity: cap))
     let hot = (0..<200).map { "hot-\($0)" }
@@ -227,8 +228,8 @@ import Testing
   /// of the space) overwritten with new sizes until 20 × the capacity went through the
   /// logs, some read once and none twice, are all there, and nothing was evicted.
   @Test func churnInARoomyCacheEvictsNothing() throws {
-    let path = Support.tempPath("ev-roomy")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-roomy")
+    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
     let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
     var rng = SplitMix(31)
@@ -253,8 +254,8 @@ import Testing
   /// newest entries, not the first fill. (Entries that got into main unread while the
   /// cache filled are displaced by unread newcomers; read entries are not.)
   @Test func unreadStreamKeepsTheNewestEntries() throws {
-    let path = Support.tempPath("ev-unread")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-unread")
+    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
     let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
     var keys: [String] = []
@@ -279,8 +280,8 @@ import Testing
   }
 
   @Test func countLimitIsEnforcedByEviction() throws {
-    let path = Support.tempPath("ev-limit")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ev-limit")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     for i in 0..<500 { try c.setObject([1, 2, 3], forKey: "k\(i)") }
     try c.setLimits(count: 100)

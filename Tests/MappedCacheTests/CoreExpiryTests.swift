@@ -1,5 +1,6 @@
 import CheckedValues
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -19,8 +20,8 @@ import Testing
   }
 
   @Test func expiryKindsAreStoredAndReported() throws {
-    let path = Support.tempPath("exp-kinds")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-kinds")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 1 << 20)
     try c.setObject("n", forKey: "never")
     try c.setObject("n2", forKey: "never2", expires: .never)
@@ -41,8 +42,8 @@ import Testing
   }
 
   @Test func pastAndZeroExpiriesAreNeverReturned() throws {
-    let path = Support.tempPath("exp-past")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-past")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 1 << 20)
     try c.setObject("a", forKey: "past", expires: .date(Date(timeIntervalSinceNow: -1)))
     try c.setObject("b", forKey: "epoch", expires: .date(Date(timeIntervalSince1970: 0)))
@@ -74,8 +75,8 @@ import Testing
   }
 
   @Test func shortTTLExpiresAndIsNeverReturnedAfterwards() throws {
-    let path = Support.tempPath("exp-ttl")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-ttl")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let start = Date()
     for i in 0..<20 { try c.setObject([UInt8(i)], forKey: "t\(i)", expires: .seconds(0.3)) }
@@ -104,8 +105,8 @@ import Testing
   }
 
   @Test func removeExpiredObjectsReclaimsExactlyTheExpired() throws {
-    let path = Support.tempPath("exp-remove")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-remove")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     for i in 0..<300 {
       try c.setObject([UInt8](repeating: UInt8(i & 255), count: 40), forKey: "short\(i)", expires: .seconds(0.2))
@@ -131,8 +132,8 @@ import Testing
   }
 
   @Test func backgroundSweeperReclaimsAheadOfNeed() throws {
-    let path = Support.tempPath("exp-sweep")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-sweep")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     for i in 0..<2000 {
       try c.setObject([UInt8](repeating: 3, count: 100), forKey: "s\(i)", expires: .seconds(0.25))
@@ -153,8 +154,8 @@ import Testing
   }
 
   @Test func sweeperOnAnotherHandleServesEveryProcess() throws {
-    let path = Support.tempPath("exp-sweep2")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-sweep2")
+    defer { TestFiles.cleanup(path) }
     let writer = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     let sweeper = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     for i in 0..<500 { try writer.setObject([1, 2, 3], forKey: "e\(i)", expires: .seconds(0.2)) }
@@ -167,8 +168,8 @@ import Testing
   /// When a set needs room, expired entries go before live ones: a cache full of expired
   /// entries takes new ones (that are being read) without evicting any live entry.
   @Test func expiredEntriesGoFirstWhenRoomIsNeeded() throws {
-    let path = Support.tempPath("exp-first")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("exp-first")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     var rng = SplitMix(11)
     var i = 0

@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -17,8 +18,8 @@ import Testing
   }
 
   @Test func createsFixedSizeFileWithHeaderAndMode0600() throws {
-    let path = Support.tempPath("fmt-create")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-create")
+    defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 3 << 20 | 123)
     let st = statOf(path)
     #expect(Int(st.st_size) == 3 << 20, "capacity rounds down to whole pages")
@@ -36,8 +37,8 @@ import Testing
   }
 
   @Test func modeIsWhatTheCallerAsks() throws {
-    let path = Support.tempPath("fmt-mode")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-mode")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions()
     o.mode = 0o640
     let old = umask(0o022)
@@ -47,8 +48,8 @@ import Testing
   }
 
   @Test func reopenKeepsEntriesAndTheFilesCapacityWins() throws {
-    let path = Support.tempPath("fmt-reopen")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-reopen")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions()
     o.maxKeySize = 40
     do {
@@ -73,8 +74,8 @@ import Testing
   }
 
   @Test func twoHandlesInOneProcessSeeEachOther() throws {
-    let path = Support.tempPath("fmt-two")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-two")
+    defer { TestFiles.cleanup(path) }
     let a = try SharedCache<String>(path: path, capacity: 1 << 20)
     let b = try SharedCache<String>(path: path, capacity: 1 << 20)
     try a.setObject("from a", forKey: "k")
@@ -94,8 +95,8 @@ import Testing
       Data("MCACHE01".utf8) + Data(repeating: 7, count: 4096),  // right magic, junk after
     ]
     for (n, bytes) in contents.enumerated() {
-      let path = Support.tempPath("fmt-foreign\(n)")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("fmt-foreign\(n)")
+      defer { TestFiles.cleanup(path) }
       #expect(FileManager.default.createFile(atPath: path, contents: bytes, attributes: [.posixPermissions: 0o600]))
       let before = statOf(path)
       var thrown: CacheError?
@@ -112,20 +113,20 @@ import Testing
   }
 
   @Test func pathsThatAreNotRegularFilesAreRefused() throws {
-    let dir = Support.tempPath("fmt-dir")
+    let dir = TestFiles.tempPath("fmt-dir")
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
     defer { rmdir(dir) }
     #expect(throws: CacheError.self) { try SharedCache<[UInt8]>(path: dir, capacity: 1 << 20) }
-    let fifo = Support.tempPath("fmt-fifo")
+    let fifo = TestFiles.tempPath("fmt-fifo")
     #expect(mkfifo(fifo, 0o600) == 0)
     defer { unlink(fifo) }
     #expect(throws: CacheError.notACacheFile(path: fifo)) { try SharedCache<[UInt8]>(path: fifo, capacity: 1 << 20) }
     // A symbolic link, even to a valid cache, is refused (and the cache left alone).
-    let target = Support.tempPath("fmt-target")
-    defer { Support.cleanup(target) }
+    let target = TestFiles.tempPath("fmt-target")
+    defer { TestFiles.cleanup(target) }
     let real = try SharedCache<[UInt8]>(path: target, capacity: 1 << 20)
     try real.setObject([1], forKey: "k")
-    let link = Support.tempPath("fmt-link")
+    let link = TestFiles.tempPath("fmt-link")
     #expect(symlink(target, link) == 0)
     defer { unlink(link) }
     var refused = false
@@ -135,8 +136,8 @@ import Testing
   }
 
   @Test func damagedHeaderIsRefusedNotTrusted() throws {
-    let path = Support.tempPath("fmt-damaged")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-damaged")
+    defer { TestFiles.cleanup(path) }
     do {
       let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
       try c.setObject([9], forKey: "k")
@@ -174,8 +175,8 @@ import Testing
   }
 
   @Test func interruptedCreationIsRedone() throws {
-    let path = Support.tempPath("fmt-interrupted")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-interrupted")
+    defer { TestFiles.cleanup(path) }
     // A creator that died after marking the file but before finishing it.
     _ = FileManager.default.createFile(
       atPath: path, contents: Data("MCCINIT0".utf8) + Data(repeating: 0xEE, count: 100),
@@ -189,29 +190,29 @@ import Testing
 
   @Test func badCreationParametersAreErrors() throws {
     for cap in [0, 1 << 19, (1 << 20) - 4096] {
-      let path = Support.tempPath("fmt-badcap")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("fmt-badcap")
+      defer { TestFiles.cleanup(path) }
       #expect(throws: CacheError.self) { try SharedCache<[UInt8]>(path: path, capacity: cap) }
       #expect(!FileManager.default.fileExists(atPath: path), "a refused creation leaves no file behind")
     }
     var o = CacheOptions()
     o.maxKeySize = 0
-    let path = Support.tempPath("fmt-badkey")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-badkey")
+    defer { TestFiles.cleanup(path) }
     #expect(throws: CacheError.self) { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o) }
   }
 
   @Test func smallCacheClampsValueLimitAndStillHoldsAMaximalValue() throws {
-    let path = Support.tempPath("fmt-clamp")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-clamp")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(c.maxValueSize > 0 && c.maxValueSize < 1 << 20)
     let big = (0..<c.maxValueSize).map { UInt8(truncatingIfNeeded: $0 &* 7) }
     try c.setObject(big, forKey: "big")
     #expect(try c.object(forKey: "big") == big)
     // A large cache keeps the 1 MiB default.
-    let p2 = Support.tempPath("fmt-clamp2")
-    defer { Support.cleanup(p2) }
+    let p2 = TestFiles.tempPath("fmt-clamp2")
+    defer { TestFiles.cleanup(p2) }
     let c2 = try SharedCache<[UInt8]>(path: p2, capacity: 32 << 20)
     #expect(c2.maxValueSize == 1 << 20)
   }
@@ -222,8 +223,8 @@ import Testing
   /// the logs still hold a record for every entry the index allows. The verifier judges
   /// an inline key by its hash, since the record no longer repeats it.
   @Test func inlineEntriesTakeAHeaderOnlyRecord() throws {
-    let path = Support.tempPath("fmt-inline-rec")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-inline-rec")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions()
     o.averageEntrySize = 76
     let c = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20, options: o)
@@ -258,7 +259,7 @@ import Testing
     let name = "mctest-core-default-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     let expected = "/dev/shm/\(name).mcache"
     #expect(try SharedCache<String>.defaultPath(forName: name) == expected)
-    defer { Support.cleanup(expected) }
+    defer { TestFiles.cleanup(expected) }
     let c = try SharedCache<String>(name: name)
     #expect(c.path == expected)
     #expect(c.capacity == 64 << 20)
@@ -272,8 +273,8 @@ import Testing
   }
 
   @Test func wrongValueTypeIsRefused() throws {
-    let path = Support.tempPath("fmt-type")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-type")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<String>(path: path, capacity: 1 << 20)
     try c.setObject("s", forKey: "k")
     #expect(throws: CacheError.self) { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20) }
@@ -288,8 +289,8 @@ import Testing
     var redone = 0
     var finished = 0
     for round in 0..<12 {
-      let path = Support.tempPath("fmt-killcreate\(round)")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("fmt-killcreate\(round)")
+      defer { TestFiles.cleanup(path) }
       let child = try CoreChild(["create-race", path, String(64 << 20), "0"])
       usleep(UInt32(rng.below(40_000)))
       child.kill(SIGKILL)
@@ -313,8 +314,8 @@ import Testing
   /// process sees the same capacity and stores its entry, and nobody fails.
   @Test func creationRaceBetweenProcesses() throws {
     for round in 0..<3 {
-      let path = Support.tempPath("fmt-race\(round)")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("fmt-race\(round)")
+      defer { TestFiles.cleanup(path) }
       let start = Int(Date().timeIntervalSince1970 * 1000) + 400
       // Different capacities asked for: whoever creates wins, all others agree.
       let children = try (0..<8).map { i in
@@ -344,8 +345,8 @@ import Testing
   /// handles opened and closed in turn leak neither entries nor descriptors, counters
   /// survive their handles, and a full table is a clear error.
   @Test func handlesComeAndGoWithoutLeaking() throws {
-    let path = Support.tempPath("fmt-handles")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fmt-handles")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions(capacity: 1 << 20)
     o.maxProcesses = 4
     let first = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)

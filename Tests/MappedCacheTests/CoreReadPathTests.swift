@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -45,8 +46,8 @@ import Testing
   }
 
   @Test func withBytesHandsTheStoredBytesToTheClosure() throws {
-    let path = Support.tempPath("rd-bytes")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-bytes")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     for n in [0, 1, 255, 256, 257, 4096, 100_000] {
       let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ n) }
@@ -72,7 +73,7 @@ import Testing
 
   /// A new `[UInt8]` cache whose small entries live inline in their slots, or in log records.
   static func bytesCache(_ name: String, inline: Bool, capacity: Int) throws -> (SharedCache<[UInt8]>, String) {
-    let path = Support.tempPath("\(name)-\(inline)")
+    let path = TestFiles.tempPath("\(name)-\(inline)")
     var o = CacheOptions()
     o.inlineEntrySize = inline ? 208 : 0
     return (try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o), path)
@@ -81,7 +82,7 @@ import Testing
   @Test(arguments: [false, true])
   func copyBytesCopiesStraightIntoTheCallersBuffer(inline: Bool) throws {
     let (c, path) = try Self.bytesCache("rd-copy", inline: inline, capacity: 4 << 20)
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 200_000, alignment: 16)
     defer { buf.deallocate() }
     for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
@@ -125,7 +126,7 @@ import Testing
   @Test(arguments: [false, true])
   func setBytesStoresTheCallersBytes(inline: Bool) throws {
     let (c, path) = try Self.bytesCache("rd-setbytes", inline: inline, capacity: 4 << 20)
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
       let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ n) }
       try v.withUnsafeBytes { try c.setBytes($0, forKey: "s\(n)") }
@@ -156,7 +157,7 @@ import Testing
   @Test(arguments: [false, true])
   func readChecksumsAreOptIn(inline: Bool) throws {
     let (c, path) = try Self.bytesCache("rd-sum", inline: inline, capacity: 1 << 20)
-    defer { Support.cleanup(path) }
+    defer { TestFiles.cleanup(path) }
     let checked = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20,
       policy: OpenPolicy(verifyChecksumsOnRead: true))
@@ -186,8 +187,8 @@ import Testing
   }
 
   @Test func aHitSetsTheReferenceBitOnceAndLeavesTheSlotVersionAlone() throws {
-    let path = Support.tempPath("rd-ref")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-ref")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try c.setObject([1, 2, 3], forKey: "k")
     let e = c.engine
@@ -211,8 +212,8 @@ import Testing
   }
 
   @Test func readOnlyHandleReadsButCannotWrite() throws {
-    let path = Support.tempPath("rd-ro")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-ro")
+    defer { TestFiles.cleanup(path) }
     let w = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try w.setObject([5, 6], forKey: "k")
     let r = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true))
@@ -232,8 +233,8 @@ import Testing
   /// and the closure read re-sizes its buffer when the value grows between probes.
   @Test(arguments: [false, true])
   func readsSeeWholeValuesWhileTheirSizeChanges(inline: Bool) throws {
-    let path = Support.tempPath("rd-flip")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-flip")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 8 << 20, options: CoreOptions.make(inline: inline, capacity: 8 << 20))
     // Inline-sized (12, 40, 70 with the 4-byte key) and not.
@@ -282,8 +283,8 @@ import Testing
   /// is present the whole time must find it, not report a miss because its entry moved.
   @Test(arguments: [false, true])
   func presentKeysAreFoundWhileRemovalsShiftSlots(inline: Bool) throws {
-    let path = Support.tempPath("rd-shift")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-shift")
+    defer { TestFiles.cleanup(path) }
     // A small index (1024 slots) at high load: long runs, many shifts; a large log, so
     // nothing is evicted during the test.
     var o = CacheOptions()
@@ -341,8 +342,8 @@ import Testing
   /// short-lived entries and sweeps the expired ones: never a wrong or torn value.
   @Test(arguments: [false, true])
   func readsStayWholeDuringRemoveAllAndSweeps(inline: Bool) throws {
-    let path = Support.tempPath("rd-clear")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rd-clear")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
     let stop = CoreFlag()

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -23,8 +24,8 @@ import Testing
   /// the last slot. The entry in slot 0 (which it was not writing) must stay reachable.
   @Test(arguments: [false, true])
   func oddSlotAtTheTableEndKeepsTheWrappedRunReachable(inline: Bool) throws {
-    let path = Support.tempPath("rec-wrap")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rec-wrap")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
@@ -52,8 +53,8 @@ import Testing
   /// stranded behind the hole Y leaves.
   @Test(arguments: [false, true])
   func repairOfAStrandedEntryStrandsNoOther(inline: Bool) throws {
-    let path = Support.tempPath("rec-cascade")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rec-cascade")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
@@ -77,8 +78,8 @@ import Testing
   /// each entry the writer was not removing.
   @Test(arguments: [false, true])
   func interruptedBackwardShiftAcrossTheTableEnd(inline: Bool) throws {
-    let path = Support.tempPath("rec-shift")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rec-shift")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
       path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
@@ -103,8 +104,8 @@ import Testing
   /// The writer died while copying a record past the log's head (before publishing it):
   /// garbage after the head, intent set. Nothing stored is lost.
   @Test func halfWrittenRecordIsIgnored() throws {
-    let path = Support.tempPath("rec-record")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rec-record")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let e = c.engine
     let ks = (0..<50).map { "r\($0)" }
@@ -122,8 +123,8 @@ import Testing
   /// Readers facing a slot left odd by a dead writer answer (a miss) within their retry
   /// bound rather than spinning forever, and never return a wrong value.
   @Test func readersFacingAnOddSlotDoNotHang() throws {
-    let path = Support.tempPath("rec-oddread")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("rec-oddread")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let e = c.engine
     let ks = e.keys(home: 300, count: 2, tag: "odd")

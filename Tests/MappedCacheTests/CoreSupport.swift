@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Glibc
+import TestSupport
 
 @testable import MappedCache
 
@@ -18,7 +19,7 @@ final class CoreChild: @unchecked Sendable {
   private let done = DispatchGroup()
 
   init(_ args: [String]) throws {
-    process.executableURL = URL(fileURLWithPath: Support.binary("mc-test-helper"))
+    process.executableURL = URL(fileURLWithPath: TestFiles.binary("mc-test-helper"))
     process.arguments = args
     let o = Pipe()
     let e = Pipe()

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -15,13 +16,13 @@ private final class Scratch {
   var engine: CacheEngine { cache.engine }
 
   init(_ tag: String, capacity: Int = 1 << 20, inline: Bool = true) throws {
-    path = Support.tempPath(tag)
+    path = TestFiles.tempPath(tag)
     var o = CacheOptions(capacity: capacity)
     o.averageEntrySize = inline ? 64 : 400
     cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o)
   }
 
-  deinit { Support.cleanup(path) }
+  deinit { TestFiles.cleanup(path) }
 
   func keys(home: Int, count: Int, tag: String = "k") -> [String] { engine.keys(home: home, count: count, tag: tag) }
   func slot(of key: String) throws -> Int? { try engine.slot(of: key) }

@@ -1,5 +1,6 @@
 import CheckedValues
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -121,7 +122,7 @@ private struct ReferencePolicy {
 }
 
 @Suite struct EvictionTraceTests {
-  static let stress = Support.binary("cache-stress")
+  static let stress = TestFiles.binary("cache-stress")
 
   /// A skewed trace with one-hit keys: 60 % from 150 hot keys, 25 % from 1,500 warm ones,
   /// 15 % keys seen once.
@@ -142,13 +143,13 @@ private struct ReferencePolicy {
   @Test(arguments: [100, 400])
   func theReplayMatchesTheReferenceModel(limit: Int) throws {
     let keys = Self.trace(requests: 20_000, seed: 19)
-    let file = Support.tempPath("trace").replacingOccurrences(of: ".mcache", with: ".txt")
-    defer { Support.cleanup(file) }
+    let file = TestFiles.tempPath("trace").replacingOccurrences(of: ".mcache", with: ".txt")
+    defer { TestFiles.cleanup(file) }
     try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
     var model = ReferencePolicy(limit: limit)
     let expected = keys.filter { model.request($0) }.count
 
-    let r = try Support.run(
+    let r = try ChildProcess.run(
       Self.stress,
       ["--trace", file, "--count-limit", "\(limit)", "--capacity", "8MiB", "--value-size", "8", "--json"])
     #expect(r.status == 0, "\(r.stderr)")
@@ -164,33 +165,33 @@ private struct ReferencePolicy {
 
   /// A trace the tool refuses names its line; an empty key is refused, a size parsed.
   @Test func aBadTraceLineIsAClearError() throws {
-    let file = Support.tempPath("trace-bad").replacingOccurrences(of: ".mcache", with: ".txt")
-    defer { Support.cleanup(file) }
+    let file = TestFiles.tempPath("trace-bad").replacingOccurrences(of: ".mcache", with: ".txt")
+    defer { TestFiles.cleanup(file) }
     try "a\nb,12\n,5\n".write(toFile: file, atomically: false, encoding: .utf8)
-    let r = try Support.run(Self.stress, ["--trace", file])
+    let r = try ChildProcess.run(Self.stress, ["--trace", file])
     #expect(r.status == 64)
     #expect(r.stderr.contains("line 3: empty key"), "\(r.stderr)")
     try "a\nb,x\n".write(toFile: file, atomically: false, encoding: .utf8)
-    let r2 = try Support.run(Self.stress, ["--trace", file])
+    let r2 = try ChildProcess.run(Self.stress, ["--trace", file])
     #expect(r2.status == 64 && r2.stderr.contains("line 2:"), "\(r2.stderr)")
-    let r3 = try Support.run(Self.stress, ["--trace", file + ".missing"])
+    let r3 = try ChildProcess.run(Self.stress, ["--trace", file + ".missing"])
     #expect(r3.status == 64 && r3.stderr.contains("cannot read"), "\(r3.stderr)")
   }
 
   /// A replay into a file that already holds the trace's keys (`--path`) counts them as
   /// hits, not as wrong values: the second pass over a trace that fits hits every time.
   @Test func aSecondReplayIntoTheSameFileHitsWhatTheFirstStored() throws {
-    let file = Support.tempPath("trace-again").replacingOccurrences(of: ".mcache", with: ".txt")
-    let path = Support.tempPath("trace-again")
+    let file = TestFiles.tempPath("trace-again").replacingOccurrences(of: ".mcache", with: ".txt")
+    let path = TestFiles.tempPath("trace-again")
     defer {
-      Support.cleanup(file)
-      Support.cleanup(path)
+      TestFiles.cleanup(file)
+      TestFiles.cleanup(path)
     }
     let keys = (0..<300).map { "k\($0 % 100)" }
     try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
     var hits: [Int] = []
     for _ in 0..<2 {
-      let r = try Support.run(Self.stress, ["--trace", file, "--path", path, "--capacity", "1MiB", "--json"])
+      let r = try ChildProcess.run(Self.stress, ["--trace", file, "--path", path, "--capacity", "1MiB", "--json"])
       #expect(r.status == 0, "\(r.stderr)")
       let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
       #expect((json["wrong_lengths"] as? NSNumber)?.intValue == 0)
@@ -210,8 +211,8 @@ private struct ReferencePolicy {
   /// since) is forgotten and starts in small again. Hot keys read between the sets keep
   /// main's tail read, so small's unread tail is evicted to the ghost, not displacing.
   @Test func aGhostHitGoesToMainAndAnOldGhostIsForgotten() throws {
-    let path = Support.tempPath("ghost-main")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ghost-main")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     try c.setLimits(count: 32)
     let v: [UInt8] = [1, 2, 3]
@@ -245,8 +246,8 @@ private struct ReferencePolicy {
   /// fills (and while they displace those): after the first 1,000, none is promoted and
   /// every one left is in small.
   @Test func oneHitWondersStayOutOfMain() throws {
-    let path = Support.tempPath("one-hit")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("one-hit")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     try c.setLimits(count: 200)
     let v: [UInt8] = [9, 9]
@@ -276,8 +277,8 @@ private struct ReferencePolicy {
   /// fill, promoted unread while small held its twelfth, is displaced, and so is every
   /// later generation (no reuse was ever seen, so recency is all there is to go by).
   @Test func aCacheNobodyReadsKeepsTheNewestUnderACountLimit() throws {
-    let path = Support.tempPath("unread-count")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("unread-count")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     try c.setLimits(count: 200)
     for i in 0..<2000 { try c.setObject([5], forKey: "u\(i)") }

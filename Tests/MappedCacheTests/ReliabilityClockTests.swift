@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -13,7 +14,7 @@ import Testing
   static let year: Int64 = 365 * 86_400
 
   func op(_ path: String, offset: Int64, _ args: String...) throws -> [String: String] {
-    let r = try Support.run(RelSupport.helper, ["clock-op", path, "\(offset)"] + args, timeout: 60)
+    let r = try ChildProcess.run(RelSupport.helper, ["clock-op", path, "\(offset)"] + args, timeout: 60)
     #expect(!r.signaled && r.status == 0, "clock-op \(offset) \(args): \(r.status) \(r.stderr)")
     return RelSupport.fields(r.stdout)
   }
@@ -26,8 +27,8 @@ import Testing
   }
 
   @Test func expiryStaysSaneWhenClocksDisagree() throws {
-    let path = Support.tempPath("clock")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("clock")
+    defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<String>(path: path, capacity: 1 << 20)
 
     // Written by a process 10 years ahead, for 60 s: for itself it lives; for a

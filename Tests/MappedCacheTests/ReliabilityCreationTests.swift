@@ -1,6 +1,7 @@
 import CheckedValues
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -22,7 +23,7 @@ import Testing
 
     init(_ path: String, at step: String) throws {
       process = Process()
-      process.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+      process.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
       // A type name fills the header's second half.
       process.arguments = ["create", path, "--capacity", "2M", "--type", "bytes"]
       var env = ProcessInfo.processInfo.environment
@@ -93,8 +94,8 @@ import Testing
       let empty = step == "opened" || step == "locked"
 
       // create: makes the cache it was asked for, in place of the leftover.
-      let p1 = Support.tempPath("kc-create")
-      defer { Support.cleanup(p1) }
+      let p1 = TestFiles.tempPath("kc-create")
+      defer { TestFiles.cleanup(p1) }
       try Self.leftover(p1, at: step)
       let create = try CLITests.cli(["create", p1, "--capacity", "4M"])
       #expect(create.status == 0 && create.text.hasPrefix("created \(p1): 4.0 MiB"), "\(step) create: \(create.err)")
@@ -105,8 +106,8 @@ import Testing
       // (exit 2) and leaves the file exactly as it was: the capacity its creator meant
       // is unknown, so the tool does not guess one.
       for command in [["info"], ["get", "k"], ["set", "k", "v"], ["delete", "k"], ["verify"], ["keys"]] {
-        let p = Support.tempPath("kc-\(command[0])")
-        defer { Support.cleanup(p) }
+        let p = TestFiles.tempPath("kc-\(command[0])")
+        defer { TestFiles.cleanup(p) }
         try Self.leftover(p, at: step)
         let before = RelSupport.image(p)
         let r = try CLITests.cli([command[0], p] + command.dropFirst())
@@ -118,8 +119,8 @@ import Testing
       }
 
       // set with creation options takes it over with them, says so, and stores.
-      let p2 = Support.tempPath("kc-set-options")
-      defer { Support.cleanup(p2) }
+      let p2 = TestFiles.tempPath("kc-set-options")
+      defer { TestFiles.cleanup(p2) }
       try Self.leftover(p2, at: step)
       let set = try CLITests.cli(["set", p2, "k", "v", "--capacity", "3M", "--type", "bytes"])
       #expect(set.status == 0, "\(step) set --capacity: \(set.err)")
@@ -134,8 +135,8 @@ import Testing
       #expect(try CLITests.cli(["info", p2]).text.contains("3.0 MiB"), "\(step)")
 
       // The library, as before: SharedCache(path:) takes any leftover over.
-      let p4 = Support.tempPath("kc-lib")
-      defer { Support.cleanup(p4) }
+      let p4 = TestFiles.tempPath("kc-lib")
+      defer { TestFiles.cleanup(p4) }
       try Self.leftover(p4, at: step)
       let cache = try SharedCache<[UInt8]>(path: p4, capacity: 1 << 20)
       #expect(cache.capacity == 1 << 20, "\(step)")
@@ -149,8 +150,8 @@ import Testing
   /// creator is killed.
   @Test func openersWaitingOnAStoppedCreatorGoOnWhenItIsKilled() throws {
     for step in Self.steps {
-      let path = Support.tempPath("kc-wait")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("kc-wait")
+      defer { TestFiles.cleanup(path) }
       let creator = try StoppedCreator(path, at: step)
       if step == "opened" {
         // No lock taken yet: a library opener finds an empty file and creates it.
@@ -163,7 +164,7 @@ import Testing
       // Under the creation lock: a library opener and a `set` with creation options
       // both wait for it, and once it is killed one of them takes the file over.
       let setter = Process()
-      setter.executableURL = URL(fileURLWithPath: Support.binary("mapped-cache"))
+      setter.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
       setter.arguments = ["set", path, "k", "after-\(step)", "--capacity", "2M"]
       setter.standardOutput = FileHandle.nullDevice
       setter.standardError = FileHandle.nullDevice
@@ -189,8 +190,8 @@ import Testing
   /// `set` with creation options also makes a missing file (silently: nothing was
   /// there to take over); refused options leave no file.
   @Test func setWithCreationOptionsMakesAMissingFile() throws {
-    let path = Support.tempPath("kc-set-new")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("kc-set-new")
+    defer { TestFiles.cleanup(path) }
     let bad = try CLITests.cli(["set", path, "k", "v", "--capacity", "1K"])
     #expect(bad.status == 64 && bad.err.contains("capacity"), "\(bad.err)")
     #expect(access(path, F_OK) != 0, "a refused creation left a file")
@@ -200,7 +201,7 @@ import Testing
     let info = try CLITests.cli(["info", path, "--json"]).text
     #expect(info.contains("\"capacity_bytes\": 2097152") && info.contains("\"max_key_bytes\": 64"), "\(info)")
     // Without creation options a missing file is still an error, as before.
-    let other = Support.tempPath("kc-set-none")
+    let other = TestFiles.tempPath("kc-set-none")
     let none = try CLITests.cli(["set", other, "k", "v"])
     #expect(none.status == 3 && none.err.contains("no such file") && access(other, F_OK) != 0)
   }
@@ -213,10 +214,10 @@ import Testing
     var rng = SplitMix(21)
     var outcomes: [String: Int] = [:]
     for round in 0..<24 {
-      let path = Support.tempPath("kc-random")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("kc-random")
+      defer { TestFiles.cleanup(path) }
       let args = ["create", path, "--capacity", "128M"]
-      let p = try Support.spawn(Support.binary("mapped-cache"), args)
+      let p = try ChildProcess.spawn(TestFiles.binary("mapped-cache"), args)
       usleep(UInt32(rng.below(100_000)))
       kill(p.processIdentifier, SIGKILL)
       p.waitUntilExit()
@@ -238,8 +239,8 @@ import Testing
   /// A cache that was created whole is never taken for an interrupted one: the marker
   /// alone decides, and a finished file never holds it.
   @Test func aFinishedCacheIsNeverTakenOver() throws {
-    let path = Support.tempPath("kc-finished")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("kc-finished")
+    defer { TestFiles.cleanup(path) }
     #expect(try CLITests.cli(["create", path, "--capacity", "2M"]).status == 0)
     #expect(try CLITests.cli(["set", path, "k", "kept"]).status == 0)
     let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())

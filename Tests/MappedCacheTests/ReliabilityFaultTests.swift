@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Issue 21, item 3: ENOSPC and EIO on the paths that can see them. An LD_PRELOAD
@@ -20,7 +21,7 @@ import Testing
       let compilers: [String] = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"]
       let cc = compilers.first { access($0, X_OK) == 0 }
       let compiler = try #require(cc, "no C compiler (cc, gcc or clang) to build the fault library")
-      let r = try Support.run(compiler, ["-shared", "-fPIC", "-O1", "-o", path, source, "-ldl"], timeout: 120)
+      let r = try ChildProcess.run(compiler, ["-shared", "-fPIC", "-O1", "-o", path, source, "-ldl"], timeout: 120)
       try #require(r.status == 0 && !r.signaled, "building the fault library failed: \(r.stderr)")
     }
 
@@ -84,7 +85,7 @@ import Testing
       err: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
   }
 
-  static var tool: String { Support.binary("mapped-cache") }
+  static var tool: String { TestFiles.binary("mapped-cache") }
   static func exists(_ path: String) -> Bool {
     var st = stat()
     return lstat(path, &st) == 0
@@ -101,8 +102,8 @@ import Testing
     for call in ["pwrite", "posix_fallocate"] {
       for errno in ["ENOSPC", "EIO"] {
         let what = "\(call) \(errno)"
-        let path = Support.tempPath("fault-create")
-        defer { Support.cleanup(path) }
+        let path = TestFiles.tempPath("fault-create")
+        defer { TestFiles.cleanup(path) }
         let env = lib.environment(calls: call, errno: errno)
 
         let create = try Self.run(Self.tool, ["create", path, "--capacity", "2M"], env: env)
@@ -128,8 +129,8 @@ import Testing
 
     // The space reservation fails and so does the cleanup after it: the file keeps the
     // creation marker, an unfinished creation that the tool names and `create` redoes.
-    let path = Support.tempPath("fault-marked")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fault-marked")
+    defer { TestFiles.cleanup(path) }
     let both = try Self.run(
       Self.tool, ["create", path, "--capacity", "2M"],
       env: lib.environment(calls: "posix_fallocate,ftruncate", errno: "ENOSPC"))
@@ -150,8 +151,8 @@ import Testing
   /// writing commands the same.
   @Test func writesAfterCreationMakeNoCallThatCanFail() throws {
     let lib = try FaultLibrary()
-    let path = Support.tempPath("fault-writes")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fault-writes")
+    defer { TestFiles.cleanup(path) }
     let name = (path as NSString).lastPathComponent
     for errno in ["EIO", "ENOSPC"] {
       // Version 1 of every entry, written without faults.
@@ -181,8 +182,8 @@ import Testing
   /// error with exit 3, never a silent success or a signal; the cache is unchanged.
   @Test func toolOutputThatCannotBeWrittenIsAnError() throws {
     let lib = try FaultLibrary()
-    let path = Support.tempPath("fault-output")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("fault-output")
+    defer { TestFiles.cleanup(path) }
     #expect(try Self.run(Self.tool, ["create", path, "--capacity", "1M"]).status == 0)
     #expect(try Self.run(Self.tool, ["set", path, "k", "value"]).status == 0)
     let commands = [
@@ -246,8 +247,8 @@ import Testing
       print("sparse cache on a full fs: mounting a tmpfs needs root; skipped")
       return
     }
-    let original = Support.tempPath("fault-sparse")
-    defer { Support.cleanup(original) }
+    let original = TestFiles.tempPath("fault-sparse")
+    defer { TestFiles.cleanup(original) }
     #expect(try Self.run(RelSupport.helper, ["fault-seed", original, "100"]).fields["seeded"] == "100")
     let path = mnt.dir + "/sparse.mcache"
     try #require(RelSupport.tool("/usr/bin/cp", ["--sparse=always", original, path]) == 0)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -23,8 +24,8 @@ import Testing
       ("our magic, then garbage", magicThenGarbage),
     ]
     for (name, bytes) in samples {
-      let path = Support.tempPath("foreign")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("foreign")
+      defer { TestFiles.cleanup(path) }
       RelSupport.writeFile(path, bytes)
       RelSupport.backdate(path)
       let before = try #require(RelSupport.image(path))
@@ -48,8 +49,8 @@ import Testing
 
   @Test func truncatedOrExtendedFileIsRefusedAtOpen() throws {
     for newSize in [0, 100, 4096, 512 << 10, (1 << 20) - 8, (1 << 20) + 4096] {
-      let path = Support.tempPath("trunc")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("trunc")
+      defer { TestFiles.cleanup(path) }
       do {
         let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
         try c.setObject([1, 2, 3], forKey: "k")
@@ -74,11 +75,11 @@ import Testing
   }
 
   @Test func replacedFileIsNoticed() throws {
-    let path = Support.tempPath("replaced")
-    let other = Support.tempPath("replacement")
+    let path = TestFiles.tempPath("replaced")
+    let other = TestFiles.tempPath("replacement")
     defer {
-      Support.cleanup(path)
-      Support.cleanup(other)
+      TestFiles.cleanup(path)
+      TestFiles.cleanup(other)
     }
     let a = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try a.setObject([1], forKey: "old")
@@ -101,8 +102,8 @@ import Testing
   // MARK: Security
 
   @Test func newFilesAreOwnerOnlyAndCloseOnExec() throws {
-    let path = Support.tempPath("mode")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("mode")
+    defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     var st = stat()
     #expect(stat(path, &st) == 0)
@@ -121,13 +122,13 @@ import Testing
   }
 
   @Test func symlinkAtThePathIsRefused() throws {
-    let path = Support.tempPath("link")
-    let victim = Support.tempPath("victim")
-    let missing = Support.tempPath("missing")
+    let path = TestFiles.tempPath("link")
+    let victim = TestFiles.tempPath("victim")
+    let missing = TestFiles.tempPath("missing")
     defer {
-      Support.cleanup(path)
-      Support.cleanup(victim)
-      Support.cleanup(missing)
+      TestFiles.cleanup(path)
+      TestFiles.cleanup(victim)
+      TestFiles.cleanup(missing)
     }
     // A valid cache as the target: following the link would open it happily.
     do { try SharedCache<[UInt8]>(path: victim, capacity: 1 << 20).setObject([9], forKey: "k") }
@@ -153,8 +154,8 @@ import Testing
   }
 
   @Test func otherOwnerIsRefusedUnlessAllowed() throws {
-    let path = Support.tempPath("owner")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("owner")
+    defer { TestFiles.cleanup(path) }
     do { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).setObject([1], forKey: "k") }
     try #require(chown(path, 65534, 65534) == 0, "chown needs root")
     #expect {
@@ -169,8 +170,8 @@ import Testing
 
   @Test func groupOrWorldWritableIsRefusedUnlessAllowed() throws {
     for mode: mode_t in [0o666, 0o620, 0o602] {
-      let path = Support.tempPath("writable")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("writable")
+      defer { TestFiles.cleanup(path) }
       do { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).setObject([1], forKey: "k") }
       #expect(chmod(path, mode) == 0)
       for policy in [OpenPolicy(), OpenPolicy(readOnly: true)] {
@@ -191,17 +192,17 @@ import Testing
   /// A FIFO or a directory at the path: a clear error, in bounded time (opening a FIFO
   /// for reading blocks until a writer comes, so this runs in a child with a timeout).
   @Test func specialFilesAtThePathAreRefused() throws {
-    let fifo = Support.tempPath("fifo")
-    let dir = Support.tempPath("dir")
+    let fifo = TestFiles.tempPath("fifo")
+    let dir = TestFiles.tempPath("dir")
     defer {
-      Support.cleanup(fifo)
+      TestFiles.cleanup(fifo)
       rmdir(dir)
     }
     #expect(mkfifo(fifo, 0o600) == 0)
     #expect(mkdir(dir, 0o700) == 0)
     for path in [fifo, dir] {
       for ro in ["0", "1"] {
-        let r = try Support.run(RelSupport.helper, ["open-only", path, ro], timeout: 20)
+        let r = try ChildProcess.run(RelSupport.helper, ["open-only", path, ro], timeout: 20)
         #expect(
           !r.signaled && r.status == 0, "\(path) readOnly=\(ro): status \(r.status) (a hang is killed after 20 s)")
         let open = RelSupport.fields(r.stdout)["open"] ?? "none"

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -52,8 +53,8 @@ import Testing
     var baseReports: [String] = []
     for variant in 0..<2 {
       let basePath = dir + "/base\(variant).mcache"
-      let built = try Support.run(
-        Support.binary("mc-test-helper"), ["fuzz-base", basePath, "1", "\(variant)"], timeout: 120)
+      let built = try ChildProcess.run(
+        TestFiles.binary("mc-test-helper"), ["fuzz-base", basePath, "1", "\(variant)"], timeout: 120)
       try #require(built.status == 0 && !built.signaled, "base: \(built.stdout) \(built.stderr)")
       let base = try [UInt8](Data(contentsOf: URL(fileURLWithPath: basePath)))
       let m = try FileMutator(base: base)
@@ -150,9 +151,10 @@ import Testing
     }
     while !pending.isEmpty {
       let timeout = 30.0 + 2.0 * Double(pending.count)
-      let r: Support.Result
+      let r: ChildProcess.Result
       do {
-        r = try Support.run(Support.binary("mc-test-helper"), ["fuzz-case"] + pending.map(\.path), timeout: timeout)
+        r = try ChildProcess.run(
+          TestFiles.binary("mc-test-helper"), ["fuzz-case"] + pending.map(\.path), timeout: timeout)
       } catch {
         tally.update { $0.failures.append("cannot start helper: \(error)") }
         return

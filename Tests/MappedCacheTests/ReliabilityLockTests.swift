@@ -1,6 +1,7 @@
 import CacheTools
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -23,7 +24,7 @@ import Testing
         kill(holder.pid, SIGCONT)
         kill(holder.pid, SIGKILL)
       }
-      Support.cleanup(path)
+      TestFiles.cleanup(path)
       unlink(ready)
     }
   }
@@ -31,7 +32,7 @@ import Testing
   func holdLock(_ tag: String, options: CacheOptions = CacheOptions(capacity: 1 << 20), midMove: Bool = false) throws
     -> Held
   {
-    let path = Support.tempPath(tag)
+    let path = TestFiles.tempPath(tag)
     let ready = path + ".ready"
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options)
     try c.setObject(Array("odd-value".utf8), forKey: "k-odd")
@@ -59,11 +60,11 @@ import Testing
       try CacheFile(path: path, readOnly: true).writeLockHolder?.pid == Int(holder.pid),
       "the stopped holder is named as the lock's holder")
 
-    let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "2000"], timeout: 60)
+    let other = try ChildProcess.run(RelSupport.helper, ["read-loop", path, "k-other", "2000"], timeout: 60)
     let of = RelSupport.fields(other.stdout)
     #expect(other.status == 0 && !other.signaled)
     #expect(of["hits"] == "2000", "reads of an untouched key while the writer is stopped: \(other.stdout)")
-    let odd = try Support.run(RelSupport.helper, ["read-loop", path, "k-odd", "50"], timeout: 60)
+    let odd = try ChildProcess.run(RelSupport.helper, ["read-loop", path, "k-odd", "50"], timeout: 60)
     let df = RelSupport.fields(odd.stdout)
     #expect(odd.status == 0 && !odd.signaled, "a reader of the odd slot hung or crashed")
     #expect(df["misses"] == "50", "reads of the slot left mid-write: \(odd.stdout)")
@@ -170,14 +171,14 @@ import Testing
     // The word still names the dead holder, but only a live holder is reported.
     #expect(try CacheFile(path: path, readOnly: true).writeLockHolder == nil)
 
-    let odd = try Support.run(RelSupport.helper, ["read-loop", path, "k-odd", "200"], timeout: 60)
+    let odd = try ChildProcess.run(RelSupport.helper, ["read-loop", path, "k-odd", "200"], timeout: 60)
     let df = RelSupport.fields(odd.stdout)
     #expect(odd.status == 0 && !odd.signaled, "a reader of the dead writer's slot hung or crashed")
     #expect(df["misses"] == "200", "reads of the slot a dead writer left odd: \(odd.stdout)")
     #expect(
       try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).statistics.busyMisses >= 200,
       "each of those misses is counted as one on a busy slot")
-    let other = try Support.run(RelSupport.helper, ["read-loop", path, "k-other", "200"], timeout: 60)
+    let other = try ChildProcess.run(RelSupport.helper, ["read-loop", path, "k-other", "200"], timeout: 60)
     #expect(RelSupport.fields(other.stdout)["hits"] == "200", "\(other.stdout)")
     print("sigkill, no writer after: reader of the odd slot \(odd.stdout.trimmingCharacters(in: .newlines))")
 

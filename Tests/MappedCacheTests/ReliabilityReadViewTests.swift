@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -24,8 +25,8 @@ import Testing
   /// it shows it removed; its own buffer stays exactly as it was throughout.
   @Test func aReaderInsideWithBytesKeepsItsCopyWhileTheEntryIsOverwrittenAndRemoved() throws {
     for size in [48, 3_000] {
-      let path = Support.tempPath("view-\(size)")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("view-\(size)")
+      defer { TestFiles.cleanup(path) }
       let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
       try cache.setObject(FaultValue.make(0, size: size), forKey: "k")
       // Bounded (30 s) by itself; `finish` below stops it sooner.

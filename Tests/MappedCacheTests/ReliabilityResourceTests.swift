@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -18,14 +19,14 @@ import Testing
       return
     }
     let big = mnt.dir + "/big.mcache"
-    let r1 = try Support.run(RelSupport.helper, ["create", big, "\(4 << 20)"], timeout: 60)
+    let r1 = try ChildProcess.run(RelSupport.helper, ["create", big, "\(4 << 20)"], timeout: 60)
     #expect(!r1.signaled && r1.status == 0)
     #expect(RelSupport.fields(r1.stdout)["create"] == "diskFull", "\(r1.stdout)")
     var st = stat()
     if stat(big, &st) == 0 { #expect(st.st_size == 0, "a failed creation left \(st.st_size) bytes") }
 
     let small = mnt.dir + "/small.mcache"
-    let r2 = try Support.run(RelSupport.helper, ["create", small, "\(1 << 20)"], timeout: 120)
+    let r2 = try ChildProcess.run(RelSupport.helper, ["create", small, "\(1 << 20)"], timeout: 120)
     let f2 = RelSupport.fields(r2.stdout)
     #expect(!r2.signaled && r2.status == 0)
     #expect(f2["create"] == "ok" && f2["verify"] == "true", "\(r2.stdout)")
@@ -47,13 +48,14 @@ import Testing
     }
     close(fd)
     #expect(failure == ENOSPC)
-    let r3 = try Support.run(RelSupport.helper, ["fill", small, "1"], timeout: 120)
+    let r3 = try ChildProcess.run(RelSupport.helper, ["fill", small, "1"], timeout: 120)
     let f3 = RelSupport.fields(r3.stdout)
     #expect(
       !r3.signaled && r3.status == 0,
       "writing to a cache on a full file system: status \(r3.status) signaled \(r3.signaled)")
     #expect(f3["wrong"] == "0" && f3["verify"] == "true", "\(r3.stdout)")
-    let r4 = try Support.run(RelSupport.helper, ["create", mnt.dir + "/another.mcache", "\(1 << 20)"], timeout: 60)
+    let r4 = try ChildProcess.run(
+      RelSupport.helper, ["create", mnt.dir + "/another.mcache", "\(1 << 20)"], timeout: 60)
     #expect(!r4.signaled && RelSupport.fields(r4.stdout)["create"] == "diskFull", "\(r4.stdout)")
     print("full-fs: filler \(written) bytes; writes on the full fs: \(r3.stdout.trimmingCharacters(in: .newlines))")
   }
@@ -61,9 +63,9 @@ import Testing
   /// The same without a mount: a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) below
   /// the capacity makes creation fail with `diskFull`.
   @Test func fileSizeLimitFailsAtCreation() throws {
-    let path = Support.tempPath("fsize")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(RelSupport.helper, ["create", path, "\(4 << 20)", "\(1 << 20)"], timeout: 60)
+    let path = TestFiles.tempPath("fsize")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(RelSupport.helper, ["create", path, "\(4 << 20)", "\(1 << 20)"], timeout: 60)
     #expect(!r.signaled && r.status == 0, "status \(r.status) signaled \(r.signaled)")
     #expect(RelSupport.fields(r.stdout)["create"] == "diskFull", "\(r.stdout)")
   }
@@ -75,7 +77,7 @@ import Testing
     for i in 0..<10 { try c.setObject("value-\(i)", forKey: "ro-\(i)") }
   }
 
-  func expectReadOnly(_ r: Support.Result, _ what: String) {
+  func expectReadOnly(_ r: ChildProcess.Result, _ what: String) {
     let f = RelSupport.fields(r.stdout)
     #expect(!r.signaled && r.status == 0, "\(what): child status \(r.status) signaled \(r.signaled)")
     #expect(f["open"] == "ok" && f["writable"] == "false", "\(what): \(r.stdout)")
@@ -86,11 +88,11 @@ import Testing
   }
 
   @Test func readOnlyPolicyReadsAndRefusesWrites() throws {
-    let path = Support.tempPath("ro")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ro")
+    defer { TestFiles.cleanup(path) }
     try prepareReadOnly(path)
     expectReadOnly(
-      try Support.run(RelSupport.helper, ["ro-probe", path, "1"], timeout: 60), "OpenPolicy(readOnly: true)")
+      try ChildProcess.run(RelSupport.helper, ["ro-probe", path, "1"], timeout: 60), "OpenPolicy(readOnly: true)")
   }
 
   /// A cache on a file system remounted read-only opens (read-only) with the default policy.
@@ -103,7 +105,8 @@ import Testing
     try prepareReadOnly(path)
     try #require(mnt.remount(readOnly: true), "remount,ro failed")
     defer { _ = mnt.remount(readOnly: false) }
-    expectReadOnly(try Support.run(RelSupport.helper, ["ro-probe", path, "0"], timeout: 60), "read-only file system")
+    expectReadOnly(
+      try ChildProcess.run(RelSupport.helper, ["ro-probe", path, "0"], timeout: 60), "read-only file system")
   }
 
   /// A 0400 file opened by its (non-root) owner: the default policy falls back to reads.
@@ -111,17 +114,17 @@ import Testing
     let setpriv = "/usr/bin/setpriv"
     let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", RelSupport.helper]
     guard getuid() == 0, access(setpriv, X_OK) == 0,
-      let ping = try? Support.run(setpriv, asNobody + ["ping"], timeout: 30), ping.stdout == "pong\n"
+      let ping = try? ChildProcess.run(setpriv, asNobody + ["ping"], timeout: 30), ping.stdout == "pong\n"
     else {
       print("0400 as non-root: needs root and setpriv, and the helper runnable by nobody; skipped")
       return
     }
-    let path = Support.tempPath("ro0400")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("ro0400")
+    defer { TestFiles.cleanup(path) }
     try prepareReadOnly(path)
     #expect(chown(path, 65534, 65534) == 0 && chmod(path, 0o400) == 0)
     expectReadOnly(
-      try Support.run(setpriv, asNobody + ["ro-probe", path, "0"], timeout: 60), "0400 file, non-root owner")
+      try ChildProcess.run(setpriv, asNobody + ["ro-probe", path, "0"], timeout: 60), "0400 file, non-root owner")
   }
 
   // MARK: Many processes
@@ -129,8 +132,8 @@ import Testing
   /// 64 processes (on however few cores) mix gets and sets on one cache for 3 s: each
   /// makes progress, no read is wrong, and the file verifies afterwards.
   @Test func sixtyFourProcessesAllMakeProgress() throws {
-    let path = Support.tempPath("many")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("many")
+    defer { TestFiles.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
     let workers = try (0..<64).map { try RelSupport.Child(RelSupport.helper, ["hammer", path, "3", "\($0 + 1)"]) }
     var gets: [Int] = []
@@ -155,9 +158,9 @@ import Testing
   /// leave no descriptor and no mapping behind; a long run of operations keeps
   /// anonymous memory flat.
   @Test func noDescriptorOrMemoryLeaks() throws {
-    let path = Support.tempPath("leak")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(RelSupport.helper, ["leak-check", path, "300", "100000"], timeout: 240)
+    let path = TestFiles.tempPath("leak")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(RelSupport.helper, ["leak-check", path, "300", "100000"], timeout: 240)
     #expect(!r.signaled && r.status == 0, "\(r.stdout) \(r.stderr.suffix(500))")
     let f = RelSupport.fields(r.stdout)
     #expect(f["fd0"] != nil && f["fd0"] == f["fd1"], "descriptors before/after: \(r.stdout)")

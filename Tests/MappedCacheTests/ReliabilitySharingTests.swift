@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -47,24 +48,24 @@ import Testing
     func uid(_ user: String) -> uid_t { getpwnam(user)?.pointee.pw_uid ?? 0 }
 
     /// Runs `binary args` as `user` (its own primary group, and its supplementary groups).
-    func run(as user: String, _ binary: String, _ args: [String]) throws -> Support.Result {
-      try Support.run(
+    func run(as user: String, _ binary: String, _ args: [String]) throws -> ChildProcess.Result {
+      try ChildProcess.run(
         "/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--init-groups", binary] + args,
         timeout: 60)
     }
 
     static func sh(_ tool: String, _ args: [String]) -> Bool {
-      (try? Support.run(tool, args, timeout: 30))?.status == 0
+      (try? ChildProcess.run(tool, args, timeout: 30))?.status == 0
     }
   }
 
-  static let tool = Support.binary("mapped-cache")
+  static let tool = TestFiles.binary("mapped-cache")
 
   /// The policy alone, as any user: a group-writable file of the named group opens, one
   /// of another group or writable by others does not, an unknown group is an error.
   @Test func sharedGroupPolicyAcceptsOnlyThatGroup() throws {
-    let path = Support.tempPath("grp-policy")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("grp-policy")
+    defer { TestFiles.cleanup(path) }
     do { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20).setObject([1], forKey: "k") }
     #expect(chmod(path, 0o660) == 0)
     var st = stat()
@@ -110,8 +111,8 @@ import Testing
     let g = accounts.group
     let web = accounts.web
     let job = accounts.job
-    let path = Support.tempPath("shared")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("shared")
+    defer { TestFiles.cleanup(path) }
     // Each user stores under its role's name: "web", "job" or "other".
     func probe(_ user: String, _ group: String, _ file: String = path) throws -> [String: String] {
       let key = user == web ? "web" : user == job ? "job" : "other"
@@ -145,8 +146,8 @@ import Testing
 
     // Outside the group: the file is unreadable (0660), and creating for the group is refused.
     #expect(try probe(accounts.outsider, g)["open"] != "ok")
-    let p2 = Support.tempPath("shared-refused")
-    defer { Support.cleanup(p2) }
+    let p2 = TestFiles.tempPath("shared-refused")
+    defer { TestFiles.cleanup(p2) }
     let refused = try accounts.run(as: accounts.outsider, Self.tool, ["create", p2, "--group", g])
     #expect(refused.status == 3 && refused.stderr.contains("only its members"), "\(refused.stderr)")
     #expect(access(p2, F_OK) != 0, "a refused creation leaves no file")
@@ -164,8 +165,8 @@ import Testing
     #expect(try probe(job, g)["open"] == "ok")
 
     // The library creates a file for the group itself: the group's, group read-write.
-    let p3 = Support.tempPath("shared-lib")
-    defer { Support.cleanup(p3) }
+    let p3 = TestFiles.tempPath("shared-lib")
+    defer { TestFiles.cleanup(p3) }
     let made = try probe(job, g, p3)
     #expect(made["open"] == "ok" && made["set"] == "ok", "\(made)")
     st = fileStat(p3)

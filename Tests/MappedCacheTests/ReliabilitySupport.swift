@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import TestSupport
 
 @testable import MappedCache
 
 /// Helpers shared by the reliability suites: children whose output is read after they
 /// run in the background, `key=value` parsing, file fingerprints, and tmpfs mounts.
 enum RelSupport {
-  static var helper: String { Support.binary("mc-test-helper") }
+  static var helper: String { TestFiles.binary("mc-test-helper") }
 
   /// A child started in the background with its stdout captured.
   final class Child: @unchecked Sendable {
@@ -133,7 +134,7 @@ enum RelSupport {
   /// Runs a system tool (mount, umount, setpriv); returns its exit status.
   @discardableResult
   static func tool(_ path: String, _ args: [String]) -> Int32 {
-    guard let r = try? Support.run(path, args, timeout: 30) else { return -1 }
+    guard let r = try? ChildProcess.run(path, args, timeout: 30) else { return -1 }
     return r.signaled ? -1 : r.status
   }
 

@@ -1,38 +1,21 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `cache-stress --redis-spawn` end to end: hosts of near caches against a redis-server
 /// the tool starts for itself. Skipped, saying why, without redis-server on PATH (a
 /// failure with MC_REQUIRE_REDIS=1, as `.ci/run` sets).
 @Suite(.serialized) struct StressRedisTests {
-  static let stress = Support.binary("cache-stress")
-
-  static let redisServer: String? = {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-    return (path.split(separator: ":") + ["/usr/bin", "/usr/sbin"]).map { "\($0)/redis-server" }.first {
-      access($0, X_OK) == 0
-    }
-  }()
-
-  /// Whether redis-server is there; prints the reason when it is not.
-  static var available: Bool {
-    if redisServer != nil { return true }
-    print("note: redis-server not found on PATH: the cache-stress --redis tests are skipped")
-    return false
-  }
+  static var available: Bool { RedisServer.available }
 
   @Test func redisServerIsPresentWhenRequired() {
-    if ProcessInfo.processInfo.environment["MC_REQUIRE_REDIS"] == "1" {
-      #expect(Self.redisServer != nil, "MC_REQUIRE_REDIS=1 but redis-server is not on PATH")
+    if RedisServer.required {
+      #expect(RedisServer.binary != nil, "MC_REQUIRE_REDIS=1 but redis-server is not on PATH")
     }
   }
 
   func run(_ args: [String]) throws -> (status: Int32, json: [String: Any], stderr: String) {
-    let r = try Support.run(Self.stress, args + ["--json"], timeout: 120)
-    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
-    let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
-    let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
-    return (r.status, json, r.stderr)
+    try Support.runStressJSON(args, timeout: 120)
   }
 
   func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
@@ -116,18 +99,10 @@ import Testing
     #expect(int(j, "corrupt_reads") == 0)
   }
 
-  static var clusterAvailable: Bool {
-    guard available else { return false }
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-    if (path.split(separator: ":") + ["/usr/bin"]).contains(where: { access("\($0)/redis-cli", X_OK) == 0 }) {
-      return true
-    }
-    print("note: redis-cli not found on PATH: the cache-stress cluster test is skipped")
-    return false
-  }
+  static var clusterAvailable: Bool { RedisServer.clusterAvailable }
 
   @Test func redisCLIIsPresentWhenRequired() {
-    if ProcessInfo.processInfo.environment["MC_REQUIRE_REDIS"] == "1" {
+    if RedisServer.required {
       #expect(Self.clusterAvailable, "MC_REQUIRE_REDIS=1 but redis-server or redis-cli is not on PATH")
     }
   }
@@ -183,7 +158,7 @@ import Testing
       (["--redis-spawn", "--chaos-kills", "3"], "not used in the Redis mode"),
       (["--redis-spawn", "--think-time", "0.05ms"], "--think-time must be 0 or between 0.1ms and 1s"),
     ] {
-      let r = try Support.run(Self.stress, args)
+      let r = try ChildProcess.run(TestFiles.binary("cache-stress"), args)
       #expect(r.status == 64, "\(args): \(r.stderr)")
       #expect(r.stderr.contains(says), "\(args): \(r.stderr)")
     }

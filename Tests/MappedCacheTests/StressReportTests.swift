@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(FoundationXML)
@@ -53,11 +54,11 @@ import Testing
       let dir = NSTemporaryDirectory() + "stress-report-\(getpid())-\(UUID().uuidString.prefix(8))"
       try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
       let file = dir + "/run.html"
-      let path = Support.tempPath("report")
-      defer { Support.cleanup(path) }
+      let path = TestFiles.tempPath("report")
+      defer { TestFiles.cleanup(path) }
       guard
-        let r = try? Support.run(
-          Support.binary("cache-stress"),
+        let r = try? ChildProcess.run(
+          TestFiles.binary("cache-stress"),
           [
             "--path", path, "--procs", "2", "--threads", "2", "--duration", "2.5", "--keys", "3000", "--capacity",
             "4MiB",
@@ -207,7 +208,8 @@ import Testing
     try Data(p.html.utf8).write(to: URL(fileURLWithPath: dir + "/run.html"))
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
       .deletingLastPathComponent().appendingPathComponent("scripts/report-screenshot.sh").path
-    let r = try Support.run("/bin/bash", [script, dir + "/run.html", dir + "/run.png", "900", "1200"], timeout: 120)
+    let r = try ChildProcess.run(
+      "/bin/bash", [script, dir + "/run.html", dir + "/run.png", "900", "1200"], timeout: 120)
     #expect(r.status == 0, "\(r.stderr)")
     let png = try #require(FileManager.default.contents(atPath: dir + "/run.png"))
     #expect(png.count > 10_000, "a page of charts, not a blank image: \(png.count) bytes")

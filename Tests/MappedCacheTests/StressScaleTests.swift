@@ -1,12 +1,13 @@
 import Foundation
 import MappedCache
+import TestSupport
 import Testing
 
 /// Issue 21, item 3: 64 processes × 4 threads (256 writers and readers on this machine's
 /// 2 cores) with chaos kills, every one making progress. The short version runs in CI;
 /// `MC_LONG=1` runs a longer one with many more kills.
 @Suite(.serialized) struct StressScaleTests {
-  static let stress = Support.binary("cache-stress")
+  static let stress = TestFiles.binary("cache-stress")
   static var long: Bool { ProcessInfo.processInfo.environment["MC_LONG"] == "1" }
 
   func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
@@ -18,9 +19,9 @@ import Testing
   /// machine this oversubscribed, and it may die before its first flush; its threads
   /// are reported, not asserted.)
   func runScale(seconds: Double, kills: Int) throws {
-    let path = Support.tempPath("stress-scale")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(
+    let path = TestFiles.tempPath("stress-scale")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(
       Self.stress,
       [
         "--path", path, "--procs", "64", "--threads", "4", "--duration", "\(seconds)", "--keys", "2000",

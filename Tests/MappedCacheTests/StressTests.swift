@@ -1,17 +1,18 @@
 import Foundation
 import MappedCache
+import TestSupport
 import Testing
 
 /// Runs the built `cache-stress` binary (coordinator + re-executed worker processes) for a
 /// second or two per test and checks its exit status and its JSON report.
 @Suite struct StressTests {
-  static let stress = Support.binary("cache-stress")
+  static let stress = TestFiles.binary("cache-stress")
 
   /// Runs cache-stress with `--json`, returns the status, the parsed report and stderr.
   func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (
     status: Int32, json: [String: Any], stderr: String
   ) {
-    let r = try Support.run(Self.stress, args + ["--json"], timeout: timeout)
+    let r = try ChildProcess.run(Self.stress, args + ["--json"], timeout: timeout)
     #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
     let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
@@ -44,8 +45,8 @@ import Testing
   /// and longer ones.
   @Test(arguments: [(12, 3000), (16, 3000), (5, 3000), (7, 3000), (24, 3000), (19, 123_456)])
   func keysAreTheDocumentedBytes(size: Int, count: Int) throws {
-    let path = Support.tempPath("stress-keys")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("stress-keys")
+    defer { TestFiles.cleanup(path) }
     let (status, _, err) = try runJSON([
       "--path", path, "--procs", "1", "--duration", "0.1", "--keys", "\(count)", "--key-size", "\(size)",
       "--capacity", "32MiB", "--value-size", "24", "--read-pct", "100", "--seed", "3",
@@ -68,8 +69,8 @@ import Testing
   }
 
   @Test func severalProcessesPassEveryCheck() throws {
-    let path = Support.tempPath("stress")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("stress")
+    defer { TestFiles.cleanup(path) }
     let (status, j, err) = try runJSON([
       "--path", path, "--procs", "3", "--threads", "2", "--duration", "2", "--keys", "5000",
       "--capacity", "16MiB", "--value-size", "24-200", "--read-pct", "80", "--seed", "42",
@@ -219,7 +220,7 @@ import Testing
     ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"],
   ])
   func badFlagsExit64(_ args: [String]) throws {
-    let r = try Support.run(Self.stress, args, timeout: 30)
+    let r = try ChildProcess.run(Self.stress, args, timeout: 30)
     #expect(r.status == 64)
     #expect(r.stderr.hasPrefix("error: "))
     #expect(r.stderr.contains("usage: cache-stress"))
@@ -227,7 +228,7 @@ import Testing
   }
 
   @Test func helpPrintsUsageAndExitsZero() throws {
-    let r = try Support.run(Self.stress, ["--help"], timeout: 30)
+    let r = try ChildProcess.run(Self.stress, ["--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("usage: cache-stress"))
     for flag in [

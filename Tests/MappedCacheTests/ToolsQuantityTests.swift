@@ -1,5 +1,6 @@
 import CacheTools
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -66,25 +67,25 @@ private let quantityDurations: [(String, Double)] = [
 
   // MARK: Both tools
 
-  static let stress = Support.binary("cache-stress")
-  static let tool = Support.binary("mapped-cache")
+  static let stress = TestFiles.binary("cache-stress")
+  static let tool = TestFiles.binary("mapped-cache")
 
   /// The capacity `mapped-cache create --capacity text` gives a file, from `info --json`.
   func createdCapacity(_ text: String) throws -> Int {
-    let path = Support.tempPath("units")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(Self.tool, ["create", path, "--capacity", text], timeout: 30)
+    let path = TestFiles.tempPath("units")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(Self.tool, ["create", path, "--capacity", text], timeout: 30)
     #expect(r.status == 0, "create --capacity \(text): \(r.stderr)")
-    let info = try Support.run(Self.tool, ["info", path, "--json"], timeout: 30)
+    let info = try ChildProcess.run(Self.tool, ["info", path, "--json"], timeout: 30)
     let j = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
     return try #require((j["capacity_bytes"] as? NSNumber)?.intValue)
   }
 
   /// The capacity a short `cache-stress --capacity text` run reports.
   func stressCapacity(_ text: String) throws -> Int {
-    let path = Support.tempPath("units-stress")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(
+    let path = TestFiles.tempPath("units-stress")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(
       Self.stress,
       [
         "--path", path, "--capacity", text, "--procs", "1", "--duration", "100ms", "--keys", "100",
@@ -103,10 +104,10 @@ private let quantityDurations: [(String, Double)] = [
   }
 
   @Test func bothToolsRefuseDecimalUnitsAlike() throws {
-    let path = Support.tempPath("units-refused")
-    defer { Support.cleanup(path) }
-    let a = try Support.run(Self.tool, ["create", path, "--capacity", "2MB"], timeout: 30)
-    let b = try Support.run(Self.stress, ["--path", path, "--capacity", "2MB"], timeout: 30)
+    let path = TestFiles.tempPath("units-refused")
+    defer { TestFiles.cleanup(path) }
+    let a = try ChildProcess.run(Self.tool, ["create", path, "--capacity", "2MB"], timeout: 30)
+    let b = try ChildProcess.run(Self.stress, ["--path", path, "--capacity", "2MB"], timeout: 30)
     for (name, r) in [("mapped-cache", a), ("cache-stress", b)] {
       #expect(r.status == 64, "\(name): \(r.status) \(r.stderr)")
       #expect(r.stderr.hasPrefix("error: --capacity: '2MB' is ambiguous: write 2MiB"), "\(name): \(r.stderr)")
@@ -119,7 +120,7 @@ private let quantityDurations: [(String, Double)] = [
 
   @Test func bothToolsPrintTheVersionFromTheConstants() throws {
     for name in ["mapped-cache", "cache-stress"] {
-      let r = try Support.run(Support.binary(name), ["--version"], timeout: 30)
+      let r = try ChildProcess.run(TestFiles.binary(name), ["--version"], timeout: 30)
       #expect(r.status == 0)
       #expect(r.stdout == "\(name) \(MappedCacheVersion.library) (file format \(Format.version))\n")
       #expect(r.stderr.isEmpty)
@@ -129,7 +130,7 @@ private let quantityDurations: [(String, Double)] = [
   /// `verify --help` says what verify does: a lock-free pass first, the lock only for a
   /// second pass when the first found something.
   @Test func verifyHelpDescribesTheTwoPasses() throws {
-    let r = try Support.run(Self.tool, ["verify", "--help"], timeout: 30)
+    let r = try ChildProcess.run(Self.tool, ["verify", "--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("first without the write lock"))
     #expect(r.stdout.contains("second, exact pass"))
@@ -139,9 +140,9 @@ private let quantityDurations: [(String, Double)] = [
   /// Durations read alike too: `--duration` and `--ttl` of cache-stress take the units
   /// that `mapped-cache set --ttl` and `stats --watch` take.
   @Test func stressDurationsTakeUnits() throws {
-    let path = Support.tempPath("units-duration")
-    defer { Support.cleanup(path) }
-    let r = try Support.run(
+    let path = TestFiles.tempPath("units-duration")
+    defer { TestFiles.cleanup(path) }
+    let r = try ChildProcess.run(
       Self.stress,
       [
         "--path", path, "--capacity", "2M", "--procs", "1", "--duration", "150ms", "--ttl", "2m", "--keys", "100",
@@ -152,7 +153,7 @@ private let quantityDurations: [(String, Double)] = [
     #expect((j["duration_s"] as? NSNumber)?.doubleValue == 0.15)
     #expect((j["ttl_s"] as? NSNumber)?.doubleValue == 120)
     for bad in [["--duration", "5y"], ["--duration", "50ms"], ["--ttl", "-1"]] {
-      let e = try Support.run(Self.stress, bad, timeout: 30)
+      let e = try ChildProcess.run(Self.stress, bad, timeout: 30)
       #expect(e.status == 64, "\(bad)")
       #expect(e.stderr.hasPrefix("error: \(bad[0])"), "\(bad): \(e.stderr)")
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -11,8 +12,8 @@ import Testing
   /// Both ways a counter can be stored: in its log record, and inline in its slot (a
   /// small average entry size), where the update must read the value from the slot.
   @Test(arguments: [false, true]) func incrementAndDecrement(inline: Bool) throws {
-    let p = Support.tempPath("ta-incr")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-incr")
+    defer { TestFiles.cleanup(p) }
     var o = CacheOptions()
     o.inlineEntrySize = inline ? 64 : 0
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20, options: o)
@@ -31,8 +32,8 @@ import Testing
   }
 
   @Test func incrementKeepsOrSetsExpiry() throws {
-    let p = Support.tempPath("ta-incr-exp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-incr-exp")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
     try c.increment(forKey: "n", expires: .seconds(100))
     guard case .date(let d)? = try c.expiry(forKey: "n") else {
@@ -46,8 +47,8 @@ import Testing
   }
 
   @Test func notAnIntegerChangesNothing() throws {
-    let p = Support.tempPath("ta-nan")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-nan")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<UInt32>(path: p, capacity: 1 << 20)
     let junk: [UInt8] = [1, 2, 3]  // 3 bytes: not a UInt32
     _ = try junk.withUnsafeBytes { v in try Array("k".utf8).withUnsafeBytes { k in try c.engine.set(k, v, expiry: 0) } }
@@ -58,13 +59,13 @@ import Testing
   }
 
   @Test func incrementFromSeveralProcessesSumsExactly() throws {
-    let p = Support.tempPath("ta-incr-mp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-incr-mp")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 4 << 20)
     let procs = 4
     let each = 2000
     let children = try (0..<procs).map { _ in
-      try Support.spawn(Support.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
+      try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
     }
     for _ in 0..<each { try c.increment(forKey: "hits") }  // this process joins in
     for child in children {
@@ -76,8 +77,8 @@ import Testing
   }
 
   @Test func compareAndSwap() throws {
-    let p = Support.tempPath("ta-cas")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-cas")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     try c.setObject("v1", forKey: "k")
     let (v, version) = try #require(try c.objectWithVersion(forKey: "k"))
@@ -91,8 +92,8 @@ import Testing
   }
 
   @Test func bulkGetAndSet() throws {
-    let p = Support.tempPath("ta-bulk")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-bulk")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
     let items = Dictionary(uniqueKeysWithValues: (0..<100).map { ("b\($0)", $0) })
     let setsBefore = c.statistics.sets
@@ -110,8 +111,8 @@ import Testing
   }
 
   @Test func allKeysAndIteration() throws {
-    let p = Support.tempPath("ta-iter")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-iter")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     for i in 0..<50 { try c.setObject("v\(i)", forKey: "k\(i)") }
     try c.setObject("gone", forKey: "expired", expires: .date(Date(timeIntervalSinceNow: -1)))
@@ -138,8 +139,8 @@ import Testing
   }
 
   @Test func iterationNeverBlocksWritersAndYieldsWholeEntries() throws {
-    let p = Support.tempPath("ta-iter-mt")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("ta-iter-mt")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 2 << 20)
     for i in 0..<200 { try c.setObject("k\(i)=0", forKey: "k\(i)") }
     // A writer in this process rewrites entries (each value names its key) while a walk

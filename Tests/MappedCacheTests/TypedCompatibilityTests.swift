@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -7,8 +8,8 @@ import Testing
 /// methods they name answer, for live, expired and missing entries.
 @Suite struct TypedCompatibilityTests {
   func withCache(_ body: (SharedCache<String>) throws -> Void) throws {
-    let path = Support.tempPath("compat")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("compat")
+    defer { TestFiles.cleanup(path) }
     try body(try SharedCache<String>(path: path, capacity: 1 << 20))
   }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -28,8 +29,8 @@ final class TCGate: @unchecked Sendable {
 
 @Suite struct TypedComputeTests {
   @Test func hitAndMiss() async throws {
-    let p = Support.tempPath("tc-basic")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-basic")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     let first = try await c.object(forKey: "k", expires: .seconds(60)) { "computed" }
     #expect(first.value == "computed" && !first.fromCache)
@@ -43,8 +44,8 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func threadsOfOneProcessComputeOnce() async throws {
-    let p = Support.tempPath("tc-threads")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-threads")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20)
     let computes = TCCounter()
     let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
@@ -71,8 +72,8 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func failuresAreNotCachedUnlessAsked() async throws {
-    let p = Support.tempPath("tc-fail")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-fail")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     struct Boom: Error {}
     let calls = TCCounter()
@@ -123,8 +124,8 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func readOnlyHandleComputesWithoutStoring() async throws {
-    let p = Support.tempPath("tc-ro")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-ro")
+    defer { TestFiles.cleanup(p) }
     let writer = try SharedCache<String>(path: p, capacity: 1 << 20)
     try writer.setObject("shared", forKey: "have")
     let reader = try SharedCache<String>(path: p, capacity: 1 << 20, policy: OpenPolicy(readOnly: true))
@@ -136,8 +137,8 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func waiterComputesItselfAfterTimeoutAndStaleIsServed() async throws {
-    let p = Support.tempPath("tc-timeout")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-timeout")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     try c.setObject("stale", forKey: "k", expires: .date(Date(timeIntervalSinceNow: -1)))
     let gate = TCGate()
@@ -165,8 +166,8 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func awesomeCacheBlock() async throws {
-    let p = Support.tempPath("tc-block")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-block")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     func call(
       _ block:
@@ -197,10 +198,10 @@ final class TCGate: @unchecked Sendable {
   // MARK: Across processes
 
   @Test func eightProcessesComputeExactlyOnce() throws {
-    let p = Support.tempPath("tc-race")
+    let p = TestFiles.tempPath("tc-race")
     let counter = "/dev/shm/mctest-tc-counter-\(getpid())-\(UUID().uuidString.prefix(8))"
     defer {
-      Support.cleanup(p)
+      TestFiles.cleanup(p)
       unlink(counter)
     }
     _ = try SharedCache<String>(path: p, capacity: 4 << 20)
@@ -210,7 +211,7 @@ final class TCGate: @unchecked Sendable {
     var children: [(Process, Pipe)] = []
     for _ in 0..<8 {
       let proc = Process()
-      proc.executableURL = URL(fileURLWithPath: Support.binary("mc-test-helper"))
+      proc.executableURL = URL(fileURLWithPath: TestFiles.binary("mc-test-helper"))
       proc.arguments = ["compute-race", p, "hot", counter, "\(start)", "1000"]
       let out = Pipe()
       proc.standardOutput = out
@@ -240,10 +241,10 @@ final class TCGate: @unchecked Sendable {
   }
 
   @Test func killedClaimerReleasesItsClaim() throws {
-    let p = Support.tempPath("tc-kill")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tc-kill")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 4 << 20)
-    let holder = try Support.spawn(Support.binary("mc-test-helper"), ["compute-hold", p, "k"])
+    let holder = try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["compute-hold", p, "k"])
     var claimed = false
     for _ in 0..<2000 {
       if try c.isComputing(forKey: "k") {
@@ -259,7 +260,7 @@ final class TCGate: @unchecked Sendable {
     #expect(try !c.isComputing(forKey: "k"))  // the kernel dropped the dead claimer's lock
     // A new process claims at once: its wait timeout is far longer than the run's limit,
     // so finishing at all shows it did not wait for the dead claimer.
-    let r = try Support.run(Support.binary("mc-test-helper"), ["compute-once", p, "k", "600"], timeout: 30)
+    let r = try ChildProcess.run(TestFiles.binary("mc-test-helper"), ["compute-once", p, "k", "600"], timeout: 30)
     #expect(r.status == 0 && !r.signaled, "\(r.stderr)")
     #expect(r.stdout.hasSuffix(" computed\n"))
     #expect(try c.object(forKey: "k")?.hasPrefix("computed-by-") == true)

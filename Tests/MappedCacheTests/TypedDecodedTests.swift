@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @_spi(Testing) @testable import MappedCache
@@ -21,9 +22,9 @@ import Testing
   static var decodes: Int { CountedRecord.decodes.load(ordering: .relaxed) }
 
   @Test func onByDefaultForCodableOffForRawTypes() throws {
-    let p = Support.tempPath("dv-defaults")
+    let p = TestFiles.tempPath("dv-defaults")
     defer {
-      for s in ["rec", "bytes", "str", "int", "data", "off", "on"] { Support.cleanup(p + s) }
+      for s in ["rec", "bytes", "str", "int", "data", "off", "on"] { TestFiles.cleanup(p + s) }
     }
     let r = try SharedCache<CountedRecord>(path: p + "rec", capacity: 1 << 20)
     #expect(r._decodedLimits?.count == 4096 && r._decodedLimits?.bytes == 4 << 20)
@@ -44,8 +45,8 @@ import Testing
   /// identical bytes) and expiry is seen by the next read. Both layouts: inline entries
   /// and entries in records.
   @Test(arguments: [false, true]) func hotReadsDecodeOnceAndSeeEveryWrite(inline: Bool) throws {
-    let p = Support.tempPath("dv-hot")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-hot")
+    defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<CountedRecord>(
       path: p, capacity: 4 << 20, options: inline ? Self.inline : CacheOptions(capacity: 4 << 20))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
@@ -93,8 +94,8 @@ import Testing
   /// overwrite, rewrite of identical bytes, removal and expiry by another handle is
   /// seen by the next batch, which decodes exactly the keys rewritten.
   @Test(arguments: [false, true]) func batchReadsUseKeptValuesAndSeeEveryWrite(inline: Bool) throws {
-    let p = Support.tempPath("dv-batch")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-batch")
+    defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<CountedRecord>(
       path: p, capacity: 4 << 20, options: inline ? Self.inline : CacheOptions(capacity: 4 << 20))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
@@ -134,8 +135,8 @@ import Testing
   /// A counter kept decoded (turned on for `Int`) sees in-place increments: the rewrite
   /// gives the entry a new version.
   @Test func keptCounterSeesInPlaceIncrements() throws {
-    let p = Support.tempPath("dv-incr")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-incr")
+    defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<Int>(
       path: p, capacity: 4 << 20, options: Self.inline, policy: OpenPolicy(decodedValues: .on()))
     let writer = try SharedCache<Int>(path: p)
@@ -153,8 +154,8 @@ import Testing
   /// Keys spread over the sets and stripes: a thousand keys fit the default limits, and
   /// reading them again decodes (almost) nothing.
   @Test func manyKeysAreKept() throws {
-    let p = Support.tempPath("dv-spread")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-spread")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<CountedRecord>(path: p, capacity: 8 << 20)
     let keys = (0..<1000).map { "spread-key-\($0)" }
     for (i, k) in keys.enumerated() { try c.setObject(CountedRecord(key: k, counter: i), forKey: k) }
@@ -169,8 +170,8 @@ import Testing
   /// The count limit holds however many keys are read; values count their bytes, the
   /// byte limit holds too, and a value too large to keep is still read correctly.
   @Test func staysWithinItsLimits() throws {
-    let p = Support.tempPath("dv-limits")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-limits")
+    defer { TestFiles.cleanup(p) }
     let counted = try SharedCache<CountedRecord>(
       path: p, capacity: 8 << 20, policy: OpenPolicy(decodedValues: .on(countLimit: 64, byteLimit: 1 << 20)))
     for i in 0..<500 { try counted.setObject(CountedRecord(key: "k\(i)", counter: i), forKey: "k\(i)") }
@@ -200,8 +201,8 @@ import Testing
   /// every value is whole and that no key's counter goes backwards for them; at the end
   /// every key reads its last value.
   @Test func manyThreadsShareOneHandle() throws {
-    let p = Support.tempPath("dv-threads")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-threads")
+    defer { TestFiles.cleanup(p) }
     let cache = try SharedCache<CountedRecord>(path: p, capacity: 4 << 20)
     let keys = (0..<16).map { "t\($0)" }
     for k in keys { try cache.setObject(CountedRecord(key: k, counter: 0), forKey: k) }
@@ -243,11 +244,12 @@ import Testing
   /// counter older than one seen before, nor, once the removal after counter `a` is
   /// acknowledged, a counter up to `a`.
   @Test func otherProcessWritesWhileReadersHammer() throws {
-    let p = Support.tempPath("dv-mp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-mp")
+    defer { TestFiles.cleanup(p) }
     let cache = try SharedCache<CountedRecord>(path: p, capacity: 4 << 20)
     let rounds = 6000
-    let writer = try Support.spawn(Support.binary("mc-test-helper"), ["decoded-writer", p, "hot", "\(rounds)", "97"])
+    let writer = try ChildProcess.spawn(
+      TestFiles.binary("mc-test-helper"), ["decoded-writer", p, "hot", "\(rounds)", "97"])
     let running = Atomic<Bool>(true)
     let failures = Atomic<Int>(0)
     let hits = Atomic<Int>(0)
@@ -311,8 +313,8 @@ import Testing
   /// A counter changes where it stands: no record is appended and no slot moves, while
   /// every change takes a new version; overflow and bad bytes change nothing.
   @Test(arguments: [true, false]) func incrementRewritesInPlace(inline: Bool) throws {
-    let p = Support.tempPath("dv-inplace")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-inplace")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     #expect(try c.increment(forKey: "n") == 1)
     let k = Array("n".utf8)
@@ -356,8 +358,8 @@ import Testing
   }
 
   @Test(arguments: [true, false]) func incrementsFromSeveralProcessesSumExactly(inline: Bool) throws {
-    let p = Support.tempPath("dv-incr-mp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-incr-mp")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     try c.setObject(0, forKey: "hits")
     let k = Array("hits".utf8)
@@ -365,7 +367,7 @@ import Testing
     let procs = 3
     let each = 3000
     let children = try (0..<procs).map { _ in
-      try Support.spawn(Support.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
+      try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
     }
     for _ in 0..<each { try c.increment(forKey: "hits") }
     for child in children {
@@ -382,13 +384,13 @@ import Testing
   /// takes the lock over and repairs the slot as it repairs any half-written one (the
   /// counter being written is lost, as a set's entry is), and other entries are kept.
   @Test(arguments: [true, false]) func killedMidIncrementIsRepaired(inline: Bool) throws {
-    let p = Support.tempPath("dv-incr-kill")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("dv-incr-kill")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
     try c.setObject(41, forKey: "n")
     try c.setObject(7, forKey: "other")
     let before = c.statistics
-    let r = try Support.run(Support.binary("mc-test-helper"), ["incr-die", p, "n"], timeout: 60)
+    let r = try ChildProcess.run(TestFiles.binary("mc-test-helper"), ["incr-die", p, "n"], timeout: 60)
     #expect(r.signaled && r.status == SIGKILL, "killed inside the rewrite: \(r)")
     // Before any repair the slot is odd: a busy miss, never 42 or a torn integer.
     let seen = try c.object(forKey: "n")

@@ -1,5 +1,6 @@
 import CheckedValues
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -20,8 +21,8 @@ import Testing
   }
 
   @Test(arguments: Storage.allCases) func everyOperationMatchesAModel(storage: Storage) throws {
-    let path = Support.tempPath("tm-\(storage.rawValue)")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("tm-\(storage.rawValue)")
+    defer { TestFiles.cleanup(path) }
     var o = CacheOptions()
     switch storage {
     case .records: o.inlineEntrySize = 0

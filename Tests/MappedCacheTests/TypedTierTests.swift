@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -59,8 +60,8 @@ import Testing
   }
 
   @Test func multiCacheReadsInOrderBackfillsAndWritesAll() throws {
-    let p = Support.tempPath("tt-multi")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tt-multi")
+    defer { TestFiles.cleanup(p) }
     let memory = MemoryCache<String>()
     let shared = try SharedCache<String>(path: p, capacity: 1 << 20)
     let tiers = MultiCache<String>([memory, shared])
@@ -83,8 +84,8 @@ import Testing
   }
 
   @Test func asyncProtocolAcrossTiers() async throws {
-    let p = Support.tempPath("tt-async")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tt-async")
+    defer { TestFiles.cleanup(p) }
     let shared = try SharedCache<Int>(path: p, capacity: 1 << 20)
     let memory = MemoryCache<Int>()
     let caches: [any Cache<Int>] = [memory, shared, MultiCache<Int>([MemoryCache<Int>(), shared])]

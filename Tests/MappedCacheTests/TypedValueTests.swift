@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -34,8 +35,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
 
 @Suite struct TypedValueTests {
   func roundTrip<V: Codable & Equatable>(_ v: V, _ tag: String) throws {
-    let p = Support.tempPath("tv-\(tag)")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-\(tag)")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<V>(path: p, capacity: 1 << 20)
     try c.setObject(v, forKey: "k")
     #expect(try c.object(forKey: "k") == v)
@@ -60,26 +61,26 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func fastPathsStoreRawBytes() throws {
-    let p = Support.tempPath("tv-raw")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-raw")
+    defer { TestFiles.cleanup(p) }
     let s = try SharedCache<String>(path: p, capacity: 1 << 20)
     try s.setObject("abc", forKey: "k")
     #expect(try s.withBytes(forKey: "k") { Array($0) } == Array("abc".utf8))
-    let q = Support.tempPath("tv-raw-int")
-    defer { Support.cleanup(q) }
+    let q = TestFiles.tempPath("tv-raw-int")
+    defer { TestFiles.cleanup(q) }
     let i = try SharedCache<Int>(path: q, capacity: 1 << 20)
     try i.setObject(0x0102, forKey: "k")
     #expect(try i.withBytes(forKey: "k") { Array($0) } == [2, 1, 0, 0, 0, 0, 0, 0])
-    let r = Support.tempPath("tv-raw-rgb")
-    defer { Support.cleanup(r) }
+    let r = TestFiles.tempPath("tv-raw-rgb")
+    defer { TestFiles.cleanup(r) }
     let c = try SharedCache<TVRGB>(path: r, capacity: 1 << 20)
     try c.setObject(TVRGB(r: 7, g: 8, b: 9), forKey: "k")
     #expect(try c.withBytes(forKey: "k") { Array($0) } == [7, 8, 9])
   }
 
   @Test func openingWithAnotherTypeIsTypeMismatch() throws {
-    let p = Support.tempPath("tv-fp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-fp")
+    defer { TestFiles.cleanup(p) }
     let s = try SharedCache<String>(path: p, capacity: 1 << 20)
     try s.setObject("kept", forKey: "k")
     for attempt in [
@@ -97,8 +98,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
       }
     }
     // Two Codable structs differ too; the original handle and data are untouched.
-    let q = Support.tempPath("tv-fp2")
-    defer { Support.cleanup(q) }
+    let q = TestFiles.tempPath("tv-fp2")
+    defer { TestFiles.cleanup(q) }
     _ = try SharedCache<TVPoint>(path: q, capacity: 1 << 20)
     #expect(throws: CacheError.self) { _ = try SharedCache<TVOther>(path: q, capacity: 1 << 20) }
     #expect(try SharedCache<TVPoint>(path: q, capacity: 1 << 20).object(forKey: "x") == nil)
@@ -110,8 +111,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   /// for a small string, or long enough for heap storage) throw `decodingFailed`
   /// rather than come back repaired; valid ones of every length come back unchanged.
   @Test func stringsRoundTripAndBadUTF8Throws() throws {
-    let p = Support.tempPath("tv-utf8")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-utf8")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     for v in ["", "a", "héllo wörld", "日本語のテキスト", String(repeating: "x", count: 300), "emoji 👩‍👩‍👧 end"] {
       try c.setObject(v, forKey: "ok")
@@ -136,8 +137,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func undecodableValueThrowsAndDisturbsNothing() throws {
-    let p = Support.tempPath("tv-bad")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-bad")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<TVPoint>(path: p, capacity: 1 << 20)
     try c.setObject(TVPoint(x: 1, y: 2, label: "ok"), forKey: "good")
     // Write garbage bytes under "bad" through the untyped engine.
@@ -159,8 +160,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func defaultExpiryTouchAndExpiryForKey() throws {
-    let p = Support.tempPath("tv-exp")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-exp")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     #expect(try c.expiry(forKey: "none") == nil)
     try c.setObject("a", forKey: "a")
@@ -186,8 +187,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func staleReadsOnPurpose() throws {
-    let p = Support.tempPath("tv-stale")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-stale")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     try c.setObject("old", forKey: "k", expires: .date(Date(timeIntervalSinceNow: -1)))
     #expect(try c.object(forKey: "k") == nil)
@@ -196,8 +197,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func countAndCostLimitsEvict() throws {
-    let p = Support.tempPath("tv-limits")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-limits")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<[UInt8]>(path: p, capacity: 4 << 20)
     c.countLimit = 50
     for i in 0..<200 { try c.setObject([UInt8](repeating: 1, count: 10), forKey: "k\(i)") }
@@ -214,8 +215,8 @@ struct TVRGB: Codable, Equatable, CacheValueEncodable {
   }
 
   @Test func errorsAreNamedWithAdvice() throws {
-    let p = Support.tempPath("tv-err")
-    defer { Support.cleanup(p) }
+    let p = TestFiles.tempPath("tv-err")
+    defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 1 << 20)
     #expect(throws: CacheError.emptyKey) { try c.setObject("v", forKey: "") }
     #expect(throws: CacheError.keyTooLarge(size: 300, limit: 250)) {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable import MappedCache
@@ -9,8 +10,8 @@ import Testing
 /// has a file open goes on with it after the path is given a new file.
 @Suite struct UpgradeTests {
   @Test func aFileOfAnotherFormatIsRefusedAndLeftAsItIs() throws {
-    let path = Support.tempPath("upgrade-format")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("upgrade-format")
+    defer { TestFiles.cleanup(path) }
     do {
       let c = try SharedCache<String>(path: path, capacity: 1 << 20)
       try c.setObject("v", forKey: "k")
@@ -25,7 +26,7 @@ import Testing
       guard case .incompatibleFormat(_, let reason)? = error as? CacheError else { return false }
       return reason.contains("format version \(older)") && reason.contains("reads \(MappedCacheVersion.fileFormat)")
     }
-    let r = try Support.run(Support.binary("mapped-cache"), ["info", path], timeout: 30)
+    let r = try ChildProcess.run(TestFiles.binary("mapped-cache"), ["info", path], timeout: 30)
     #expect(r.status == 2)
     #expect(r.stderr.contains("format version \(older), this library reads \(MappedCacheVersion.fileFormat)"))
     #expect(FileManager.default.contents(atPath: path) == bytes, "a refused file is not rewritten")
@@ -34,8 +35,8 @@ import Testing
   /// "Remove the file": the old handle keeps its mapping and its entries, sees that the
   /// path was replaced, and a new handle at the path starts from an empty cache.
   @Test func aRunningHandleKeepsItsFileWhenThePathIsRemoved() throws {
-    let path = Support.tempPath("upgrade-remove")
-    defer { Support.cleanup(path) }
+    let path = TestFiles.tempPath("upgrade-remove")
+    defer { TestFiles.cleanup(path) }
     let old = try SharedCache<String>(path: path, capacity: 1 << 20)
     try old.setObject("old", forKey: "k")
     #expect(unlink(path) == 0)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// (A target of its own: the Redis tests and `mc-test-helper near-stale-check` both use it.)
 ///
@@ -22,19 +23,15 @@ public final class FaultProxy: @unchecked Sendable {
 
   public init(to target: UInt16) throws {
     self.target = target
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var one: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var addr = Self.loopback(0)
-    _ = withUnsafePointer(to: &addr) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    let fd = try Sys.socket(family: AF_INET)
+    do {
+      try Sys.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
+      port = try Sys.bind(fd, to: .loopback(port: 0)).port
+      try Sys.listen(fd, backlog: 64)
+    } catch {
+      Sys.close(fd)
+      throw error
     }
-    listen(fd, 64)
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &addr) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &len) }
-    }
-    port = UInt16(bigEndian: addr.sin_port)
     listener = fd
     Thread.detachNewThread { [self] in acceptLoop() }
   }
@@ -66,44 +63,26 @@ public final class FaultProxy: @unchecked Sendable {
 
   deinit { stop() }
 
-  static func loopback(_ port: UInt16) -> sockaddr_in {
-    var a = sockaddr_in()
-    a.sin_family = sa_family_t(AF_INET)
-    a.sin_port = port.bigEndian
-    a.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return a
-  }
-
   /// Closes with RST (SO_LINGER 0) after waking any thread blocked on it.
   static func abort(_ fd: Int32) {
-    var l = linger(l_onoff: 1, l_linger: 0)
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
-    shutdown(fd, Int32(SHUT_RDWR))
+    Sys.setResetOnClose(fd)
+    Sys.shutdown(fd, writesOnly: false)
   }
 
   private func acceptLoop() {
-    defer { close(listener) }
+    defer { Sys.close(listener) }
     while !state.withLock({ $0.stopped }) {
-      var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-      guard poll(&p, 1, 20) > 0 else { continue }
-      let client = accept(listener, nil, nil)
-      guard client >= 0 else { continue }
+      guard (try? Sys.poll(listener, events: Int32(POLLIN), milliseconds: 20)) ?? 0 != 0,
+        let client = try? Sys.accept(listener)
+      else { continue }
       if state.withLock({ $0.mode }) == .reset {
         Self.abort(client)
-        close(client)
+        Sys.close(client)
         continue
       }
-      let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-      var addr = Self.loopback(target)
-      let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-      }
-      guard rc == 0 else {
-        close(upstream)
+      guard let upstream = Self.connectUpstream(target) else {
         Self.abort(client)
-        close(client)
+        Sys.close(client)
         continue
       }
       state.withLock { $0.sockets.formUnion([client, upstream]) }
@@ -111,6 +90,16 @@ public final class FaultProxy: @unchecked Sendable {
       Thread.detachNewThread { [self] in pump(from: client, to: upstream, pair) }
       Thread.detachNewThread { [self] in pump(from: upstream, to: client, pair) }
     }
+  }
+
+  /// A blocking connection to the server on 127.0.0.1:`port`; nil when it refuses.
+  private static func connectUpstream(_ port: UInt16) -> Int32? {
+    guard let fd = try? Sys.socket(family: AF_INET) else { return nil }
+    guard (try? Sys.connect(fd, to: .loopback(port: port))) == true else {
+      Sys.close(fd)
+      return nil
+    }
+    return fd
   }
 
   /// The two pumps of one connection: the second to finish closes both descriptors.
@@ -133,8 +122,8 @@ public final class FaultProxy: @unchecked Sendable {
         }
         pair.finished += 1
         if pair.finished == 2 {
-          close(a)
-          close(b)
+          Sys.close(a)
+          Sys.close(b)
         }
       }
     }
@@ -145,15 +134,13 @@ public final class FaultProxy: @unchecked Sendable {
         guard sendAll(b, held) else { return }
         held.removeAll()
       }
-      var p = pollfd(fd: a, events: Int16(POLLIN), revents: 0)
-      guard poll(&p, 1, 10) > 0 else { continue }
-      let n = buf.withUnsafeMutableBytes { recv(a, $0.baseAddress, $0.count, 0) }
-      guard n > 0 else { return }
+      guard (try? Sys.poll(a, events: Int32(POLLIN), milliseconds: 10)) ?? 0 != 0 else { continue }
+      guard let n = try? Sys.receive(a, into: &buf), n > 0 else { return }
       // The mode as of now, not as of before the wait: a fault starts at once.
       switch state.withLock({ $0.mode }) {
       case .pass: guard sendAll(b, Array(buf[0..<n])) else { return }
       case .delay(let ms):
-        usleep(UInt32(ms * 1000))
+        Sys.sleep(microseconds: UInt32(ms * 1000))
         guard sendAll(b, Array(buf[0..<n])) else { return }
       case .blackHole: held += buf[0..<n]
       case .reset: return
@@ -161,13 +148,5 @@ public final class FaultProxy: @unchecked Sendable {
     }
   }
 
-  private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-    var off = 0
-    while off < bytes.count {
-      let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + off, $0.count - off, Int32(MSG_NOSIGNAL)) }
-      if n <= 0 { return false }
-      off += n
-    }
-    return true
-  }
+  private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool { (try? Sys.sendAll(fd, bytes)) != nil }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Every error MappedCache throws. Switch on the case; `description` says what to do.
 public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {

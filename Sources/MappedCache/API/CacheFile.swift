@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// Raw-bytes access to any MappedCache file, whatever value type its writers use: for
 /// tools (`mapped-cache`) that inspect, edit, verify and repair caches. Keys and values

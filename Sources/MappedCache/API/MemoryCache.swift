@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// An in-process cache (the first tier in front of a `SharedCache`): thread-safe, with
 /// per-entry expiry, a count limit and a cost limit like NSCache's `countLimit` and

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 // Atomic counters, bulk removal, and iteration (bulk reads and writes: SharedCache+Batch.swift).
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// How `object(forKey:expires:options:orCompute:)` and `setObject(forKey:cacheBlock:completion:)`
 /// behave when the key is missing.

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// A cache shared by every process that opens the same file: a fixed-size,
 /// memory-mapped hash table. Reads take no lock and make no system call; writes are

@@ -1,8 +1,10 @@
 /// The value codec of `SharedCache<Value>` on its own, for a tier that stores the bytes
 /// of values without a typed cache of its own (the Redis tier of `MappedCacheRedis`, whose
 /// near cache keeps a frame around them in a byte cache). The same bytes `setObject`
-/// stores and `object(forKey:)` decodes. Not for applications.
-@_spi(Tiers)
+/// stores and `object(forKey:)` decodes. Not for applications: public (not SPI) only so
+/// that the near cache's inlinable hit path may decode with it, specialised in the caller
+/// as `SharedCache.object(forKey:)` is; hidden from the documentation.
+@_documentation(visibility: internal)
 public struct TierCodec<Value>: @unchecked Sendable {
   @usableFromInline let codec: ValueCodec<Value>
 

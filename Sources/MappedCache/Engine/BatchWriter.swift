@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The batch write (multi-set): many entries, given as the caller's key and value
 /// buffers, stored with one hold of each partition's lock, allocating nothing for
 /// batches of up to a few hundred entries.

@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The read behind the decoded-value cache (`DecodedValueCache`, `SharedCache.object(forKey:)`).
 extension CacheEngine {
   /// The key's hash (the file's fixed hash), for callers that look it up elsewhere first.

@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// Read-mostly helpers for operators' tools (`CacheFile`, the `mapped-cache` command):
 /// figures that `statistics()` does not carry.
 extension CacheEngine {

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// The untyped engine behind `SharedCache` and `CacheFile`: the facade that owns one
 /// mapped file, its partitions' write locks and this handle's process registration, and

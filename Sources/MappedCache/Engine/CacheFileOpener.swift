@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Opens or creates a cache file, in steps that each check one thing:
 ///

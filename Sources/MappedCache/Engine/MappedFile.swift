@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// One open, mapped cache file: owns the descriptor and the `MAP_SHARED` mapping,
 /// and unmaps and closes them in `deinit`. This type and `MappedMemory` are the only

@@ -1,6 +1,7 @@
 import CMappedCacheShim
 import Glibc
 import Synchronization
+import SystemCalls
 
 // The mapping's one room: this file is the only one in the engine that forms pointers
 // into the shared mapping or dereferences them. Everything else names what it wants

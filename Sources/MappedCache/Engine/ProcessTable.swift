@@ -1,4 +1,5 @@
 import Synchronization
+import SystemCalls
 
 /// A process's place in the file's process table: its statistics block and its lock
 /// witness. Registration claims a free entry (no live witness) and bumps the entry's

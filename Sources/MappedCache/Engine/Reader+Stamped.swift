@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// What identifies one write of one entry: its version (the partition's version
 /// counter, taken under the partition's lock by every write of any key there), with the
 /// value's length and checksum. A process-local cache of decoded values

@@ -1,4 +1,5 @@
 import Synchronization
+import SystemCalls
 
 /// The lock-free read side: no lock, no system call (but the bounded wait's slow end),
 /// no allocation. Every read follows the read protocol (DESIGN.md, section 3):

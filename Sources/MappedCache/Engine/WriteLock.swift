@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemCalls
 
 /// The write locks: one word per partition that every writer of that partition, in
 /// every process and on every thread, takes with a compare-and-swap. In `.flock` mode the

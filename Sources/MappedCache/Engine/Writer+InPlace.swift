@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// Read-modify-write of an entry where it stands (its record rewritten in place, with
 /// the same length): `increment`'s common case.
 extension Writer {

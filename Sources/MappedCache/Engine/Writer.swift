@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The write side: every change to a partition, each under its lock (each function
 /// takes its witness and the partition it names). The write protocol, as `store` numbers
 /// it (encoding, hashing and checksumming happen before the lock, in `prepare`, W0;

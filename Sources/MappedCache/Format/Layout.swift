@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// The file format, version 5. All integers little-endian (the only byte order this
 /// package runs on); header offsets are from the start of the file, partition offsets
 /// from the start of their partition (DESIGN.md, sections 1-2).

@@ -1,6 +1,7 @@
 import Foundation
 import MappedCache
 import MappedCacheRedis
+import SystemCalls
 
 /// `mapped-cache agent PATH --redis URL --prefix P`: the near cache's invalidation role as
 /// a sidecar (issue 17). Stands for the role until SIGINT/SIGTERM and prints each change.
@@ -18,7 +19,7 @@ enum AgentCommand {
     let agent = try NearCacheAgent(
       path: path, url: url, keyPrefix: prefix,
       maxStaleness: .milliseconds(Int64(staleness * 1000)), options: options)
-    Output.line("agent pid \(getpid()) for \(path), keys under \"\(prefix)\" of \(agent.remoteDescription)")
+    Output.line("agent pid \(Sys.processID()) for \(path), keys under \"\(prefix)\" of \(agent.remoteDescription)")
     Output.flush()
     var held: Bool? = nil
     while Signals.sleep(0.05) {

@@ -1,5 +1,6 @@
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// `mapped-cache create PATH [creation options] [--group NAME]` (`CreationOptions`)
 enum CreateCommand {
@@ -11,12 +12,11 @@ enum CreateCommand {
 
     // Refuse to touch anything already there (a cache or not): create makes new files
     // only, or finishes the creation of one whose creator stopped before it was done.
-    var st = stat()
-    let existed = lstat(path, &st) == 0
+    let existing = Sys.lstatIfPresent(path)
     var interrupted = false
-    if existed {
+    if let st = existing {
       if (st.st_mode & S_IFMT) == S_IFDIR { throw CLIFailure.failed("\(path) is a directory") }
-      interrupted = (st.st_mode & S_IFMT) == S_IFREG && st.st_size != 0 && Opening.creationWasInterrupted(path)
+      interrupted = (st.st_mode & S_IFMT) == S_IFREG && CacheFile.unfinishedCreation(at: path) == .interrupted
       if (st.st_mode & S_IFMT) != S_IFREG || (st.st_size != 0 && !interrupted) {
         throw CLIFailure.failed("\(path) already exists; remove it first to create a new cache there")
       }
@@ -28,7 +28,7 @@ enum CreateCommand {
         policy: OpenPolicy(verifyChecksumsOnRead: true, sharedGroup: group))
     } catch {
       // Leave nothing behind: an empty file made by this failed attempt goes.
-      if !existed, stat(path, &st) == 0, st.st_size == 0 { unlink(path) }
+      Opening.removeEmptyFile(path, existedBefore: existing != nil)
       if case .invalidArgument(let why) = error { throw inv.usageError(why) }
       throw CLIFailure(error)
     }

@@ -1,5 +1,6 @@
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// `get`, `set` and `delete`: one key each.
 enum EntryCommands {
@@ -19,7 +20,7 @@ enum EntryCommands {
     let key = try Opening.key(inv)
     let ttl = try inv.seconds("--ttl", allowZero: true)
     let given = inv.argument("VALUE|-")
-    if given == nil && isatty(0) != 0 {
+    if given == nil && Sys.isTerminal(0) {
       throw inv.usageError("missing VALUE (give it, or - to read standard input)")
     }
     let file: CacheFile
@@ -54,10 +55,15 @@ enum EntryCommands {
     var out: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while out.count <= limit {
-      let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress!, min($0.count, limit + 1 - out.count)) }
-      if n < 0 {
-        if errno == EINTR || errno == EAGAIN { continue }
-        throw CLIFailure.failed("cannot read standard input: \(String(cString: strerror(errno)))")
+      let want = min(chunk.count, limit + 1 - out.count)
+      let got = chunk.withUnsafeMutableBytes { b in
+        Result { () throws(SystemError) in try Sys.read(0, into: UnsafeMutableRawBufferPointer(rebasing: b[..<want])) }
+      }
+      let n: Int
+      switch got {
+      case .success(let count): n = count
+      case .failure(let e) where e.code == .wouldBlock: continue
+      case .failure(let e): throw CLIFailure.failed("cannot read standard input: \(e.code.message)")
       }
       if n == 0 { return out }
       out.append(contentsOf: chunk[0..<n])

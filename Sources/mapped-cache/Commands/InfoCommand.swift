@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// `mapped-cache info PATH [--json]`: the fixed layout from the header.
 enum InfoCommand {
@@ -8,7 +9,7 @@ enum InfoCommand {
     let file = try Opening.forReading(inv)
     var i = file.info
     // The tool opens for reading only; say whether this user could write the file.
-    i.writable = access(i.path, W_OK) == 0
+    i.writable = Sys.isAccessible(i.path, W_OK)
     if inv.flag("--json") {
       Output.line(JSON.string(json(i)))
       return ExitCode.ok

@@ -1,5 +1,6 @@
 import Glibc
 import MappedCache
+import SystemCalls
 
 /// `mapped-cache stats PATH --serve ADDRESS`: the Prometheus endpoint. Every scrape of
 /// `/metrics` takes a fresh `Snapshot` (atomic counter words and a lock-free scan of the
@@ -71,8 +72,7 @@ extension StatsCommand {
     }
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
-      var st = stat()
-      return stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
+      Sys.statIfPresent(path).map { (UInt64($0.st_dev), UInt64($0.st_ino)) }
     }
   }
 }

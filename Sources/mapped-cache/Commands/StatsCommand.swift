@@ -1,6 +1,7 @@
 import Foundation
 import MappedCache
 import MappedCacheRedis
+import SystemCalls
 
 /// `mapped-cache stats PATH [--json] [--watch SECONDS] [--prometheus] [--serve ADDRESS]`
 enum StatsCommand {
@@ -78,7 +79,7 @@ enum StatsCommand {
     // until --count refreshes. On a terminal the screen is redrawn; otherwise each
     // refresh is appended (JSON: one object per line).
     Signals.installInterruptHandler()
-    let redraw = !json && !prometheus && isatty(1) != 0
+    let redraw = !json && !prometheus && Sys.isTerminal(1)
     var previous: Snapshot? = nil
     var shown = 0
     while true {
@@ -104,6 +105,13 @@ enum StatsCommand {
   // MARK: Human
 
   static func human(_ s: Snapshot, previous: Snapshot?) -> String {
+    var text = "cache \(s.path)\n" + fileTable(s, previous: previous).render()
+    if let n = s.near { text += "\n" + nearTable(n).render() }
+    return text
+  }
+
+  /// The file's figures (with the rate of each counter since `previous`, when given).
+  private static func fileTable(_ s: Snapshot, previous: Snapshot?) -> TextTable {
     let st = s.stats
     let t = s.table
     let elapsed = previous.map { s.at.timeIntervalSince($0.at) } ?? 0
@@ -148,47 +156,47 @@ enum StatsCommand {
     add(
       "write lock", s.lockHolder.map { "pid \($0.pid)" } ?? "free",
       s.lockHolder == nil ? "" : "held at this moment (a stopped holder holds up every writer)")
-    var text = "cache \(s.path)\n" + table.render()
-    if let n = s.near {
-      var t = TextTable(header: ["NEAR CACHE", "VALUE", "NOTE"], align: [.left, .right, .left])
+    return table
+  }
+
+  /// A near-cache file's figures (`NearCacheStatistics`).
+  private static func nearTable(_ n: NearCacheStatistics) -> TextTable {
+    var t = TextTable(header: ["NEAR CACHE", "VALUE", "NOTE"], align: [.left, .right, .left])
+    func add(_ label: String, _ value: UInt64, _ note: String) { t.add([label, Units.count(Int(value)), note]) }
+    t.add(["holder", n.holderPID.map { "\($0)" } ?? "none", n.holderPID == nil ? "" : n.holderAlive ? "alive" : "dead"])
+    for (i, age) in n.heartbeatAgeMilliseconds.enumerated() {
       t.add([
-        "holder", n.holderPID.map { "\($0)" } ?? "none", n.holderPID == nil ? "" : n.holderAlive ? "alive" : "dead",
+        "heartbeat age", age.map { "\($0) ms" } ?? "never",
+        "node \(i < n.heartbeatNodes.count ? n.heartbeatNodes[i] : "\(i)")\(n.fenceFresh ? "" : ", fenced: reads go to Redis")",
       ])
-      for (i, age) in n.heartbeatAgeMilliseconds.enumerated() {
-        t.add([
-          "heartbeat age", age.map { "\($0) ms" } ?? "never",
-          "node \(i < n.heartbeatNodes.count ? n.heartbeatNodes[i] : "\(i)")\(n.fenceFresh ? "" : ", fenced: reads go to Redis")",
-        ])
-      }
-      if !n.heartbeatNodes.isEmpty {
-        t.add(["MOVED", Units.count(Int(n.movedRedirects)), "cluster redirects followed"])
-        t.add(["ASK", Units.count(Int(n.askRedirects)), "redirects during slot migrations"])
-        t.add(["slot maps", Units.count(Int(n.slotMapRefreshes)), "read by the holder"])
-        t.add(["slot buckets dropped", Units.count(Int(n.slotBucketsDropped)), "a slot of theirs moved"])
-      }
-      if n.leaseWins + n.leaseWaits + n.leaseTakeovers + n.leasesLost + n.leaseStaleServes > 0 {
-        t.add(["leases won", Units.count(Int(n.leaseWins)), "fleet-wide computes"])
-        t.add(["lease waits", Units.count(Int(n.leaseWaits)), "for another owner's value"])
-        t.add(["lease takeovers", Units.count(Int(n.leaseTakeovers)), "after an owner's lease expired"])
-        t.add(["leases lost", Units.count(Int(n.leasesLost)), "values not stored"])
-        t.add(["lease stale serves", Units.count(Int(n.leaseStaleServes)), "stale copies while another computed"])
-      }
-      t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
-      t.add(["invalidations", Units.count(Int(n.invalidationsReceived)), "keys received"])
-      t.add(["applied", Units.count(Int(n.invalidationsApplied)), "keys that were in the file"])
-      t.add(["flushes", Units.count(Int(n.flushes)), "null invalidations"])
-      t.add(["reconnects", Units.count(Int(n.reconnects)), "tracking sessions after a holder's first"])
-      t.add(["holder changes", Units.count(Int(n.holderChanges)), "times a process took the role"])
-      t.add(["stale serves", Units.count(Int(n.staleServes)), "served past the fence (serveStale)"])
-      t.add(["fence misses", Units.count(Int(n.fenceMisses)), "went to Redis: fence too old"])
-      t.add(["epoch misses", Units.count(Int(n.epochMisses)), "entries of an earlier session"])
-      t.add([
-        "remote fetches", Units.count(Int(n.remoteFetches)),
-        String(format: "mean %.1f µs", n.remoteFetchMeanMicroseconds),
-      ])
-      text += "\n" + t.render()
     }
-    return text
+    if !n.heartbeatNodes.isEmpty {
+      add("MOVED", n.movedRedirects, "cluster redirects followed")
+      add("ASK", n.askRedirects, "redirects during slot migrations")
+      add("slot maps", n.slotMapRefreshes, "read by the holder")
+      add("slot buckets dropped", n.slotBucketsDropped, "a slot of theirs moved")
+    }
+    if n.leaseWins + n.leaseWaits + n.leaseTakeovers + n.leasesLost + n.leaseStaleServes > 0 {
+      add("leases won", n.leaseWins, "fleet-wide computes")
+      add("lease waits", n.leaseWaits, "for another owner's value")
+      add("lease takeovers", n.leaseTakeovers, "after an owner's lease expired")
+      add("leases lost", n.leasesLost, "values not stored")
+      add("lease stale serves", n.leaseStaleServes, "stale copies while another computed")
+    }
+    t.add(["epoch", "\(n.epoch)", "tracking sessions and flushes"])
+    add("invalidations", n.invalidationsReceived, "keys received")
+    add("applied", n.invalidationsApplied, "keys that were in the file")
+    add("flushes", n.flushes, "null invalidations")
+    add("reconnects", n.reconnects, "tracking sessions after a holder's first")
+    add("holder changes", n.holderChanges, "times a process took the role")
+    add("stale serves", n.staleServes, "served past the fence (serveStale)")
+    add("fence misses", n.fenceMisses, "went to Redis: fence too old")
+    add("epoch misses", n.epochMisses, "entries of an earlier session")
+    t.add([
+      "remote fetches", Units.count(Int(n.remoteFetches)),
+      String(format: "mean %.1f µs", n.remoteFetchMeanMicroseconds),
+    ])
+    return t
   }
 
   private static func note(for name: String) -> String {

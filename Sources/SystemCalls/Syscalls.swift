@@ -1,17 +1,34 @@
 import CMappedCacheShim
 import Glibc
 
-// Each libc call MappedCache makes is wrapped once here (apple/swift-system's habit):
-// EINTR is retried in one helper (`retrying`), a failure becomes a `SystemError` with a
-// typed `Errno` and the operation that failed, and each doc comment names the C function.
-// The only other place that calls the C library is the shim (Sources/CMappedCacheShim),
-// for the two calls Swift cannot make directly; it is called from here too.
+// Each libc call the package makes is wrapped once in this module (apple/swift-system's
+// habit), whichever module needs it: the engine, the Redis tier, the tools, the stress
+// tool and the tests' support. EINTR is retried in one helper (`retrying`), a failure
+// becomes a `SystemError` with a typed `Errno` and the operation that failed, and each
+// doc comment names the C function. The only other place that calls the C library is
+// the shim (Sources/CMappedCacheShim), for the calls Swift cannot make directly; it is
+// called from here too. The files by concern: this one (files, mappings, locks, the
+// caller's identity, clocks), `Syscalls+Sockets.swift`, `Syscalls+Processes.swift`
+// (processes, signals, the host), `Syscalls+IO.swift` (descriptors, directories,
+// terminals), `Clock.swift` (the monotonic clocks the Redis tier and the tools time with).
 
+/// Calls `body` again while it fails with `EINTR`: the one place a call interrupted by a
+/// signal is retried. For calls that return -1 and set `errno` on failure.
 @inline(__always)
-private func retrying(_ body: () -> Int32) -> Int32 {
+func retrying<R: FixedWidthInteger & SignedInteger>(_ body: () -> R) -> R {
   while true {
     let r = body()
     if r != -1 || Glibc.errno != EINTR { return r }
+  }
+}
+
+/// `retrying` for calls that return the error number itself (0: success) instead of
+/// setting `errno`, as `posix_fallocate` does.
+@inline(__always)
+func retryingReturnedError(_ body: () -> Int32) -> Int32 {
+  while true {
+    let r = body()
+    if r != EINTR { return r }
   }
 }
 
@@ -19,19 +36,21 @@ private func cFstat(_ fd: Int32, _ st: inout stat) -> Int32 { fstat(fd, &st) }
 private func cStat(_ p: String, _ st: inout stat) -> Int32 { stat(p, &st) }
 private func cFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 
-enum Sys {
+/// The system calls of the package, one wrapper each (see the top of this file).
+@usableFromInline
+package enum Sys {
   /// The corresponding C function is `open` (always with `O_CLOEXEC | O_NOFOLLOW`).
-  static func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+  package static func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
     let fd = retrying { Glibc.open(path, flags | O_CLOEXEC | O_NOFOLLOW, mode) }
     if fd < 0 { throw SystemError(errno: Glibc.errno, operation: "open \(path)") }
     return fd
   }
 
   /// The corresponding C function is `close`. Errors are ignored: the descriptor is gone either way.
-  static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+  package static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
   /// The corresponding C function is `fstat`.
-  static func fstat(_ fd: Int32) throws(SystemError) -> stat {
+  package static func fstat(_ fd: Int32) throws(SystemError) -> stat {
     var st = stat()
     if retrying({ cFstat(fd, &st) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "fstat")
@@ -40,22 +59,21 @@ enum Sys {
   }
 
   /// The corresponding C function is `stat`; `nil` when the path does not exist.
-  static func statIfPresent(_ path: String) -> stat? {
+  package static func statIfPresent(_ path: String) -> stat? {
     var st = stat()
     return retrying({ cStat(path, &st) }) == 0 ? st : nil
   }
 
   /// The corresponding C function is `lstat`; `nil` when the path does not exist.
-  static func lstatIfPresent(_ path: String) -> stat? {
+  package static func lstatIfPresent(_ path: String) -> stat? {
     var st = stat()
     return retrying({ Glibc.lstat(path, &st) }) == 0 ? st : nil
   }
 
   /// Reserves the file's blocks so a later store into the mapping cannot hit a hole
   /// on a full disk (which would raise SIGBUS). The corresponding C function is `posix_fallocate`.
-  static func fallocate(_ fd: Int32, size: Int) throws(SystemError) {
-    var r: Int32
-    repeat { r = posix_fallocate(fd, 0, off_t(size)) } while r == EINTR
+  package static func fallocate(_ fd: Int32, size: Int) throws(SystemError) {
+    let r = retryingReturnedError { posix_fallocate(fd, 0, off_t(size)) }
     if r != 0 { throw SystemError(errno: r, operation: "posix_fallocate \(size) bytes") }
   }
 
@@ -65,45 +83,41 @@ enum Sys {
   /// raises SIGBUS. Unlike `posix_fallocate` it never falls back to writing zeros,
   /// which could race with other processes' stores; a file system without it answers
   /// `EOPNOTSUPP`. The corresponding C function is `fallocate` (mode 0, through the shim).
-  static func allocateHoles(_ fd: Int32, size: Int) throws(SystemError) {
+  package static func allocateHoles(_ fd: Int32, size: Int) throws(SystemError) {
     let r = mc_fallocate(fd, Int64(size))
     if r != 0 { throw SystemError(errno: -r, operation: "fallocate \(size) bytes") }
   }
 
   /// The corresponding C function is `ftruncate`.
-  static func ftruncate(_ fd: Int32, size: Int) throws(SystemError) {
+  package static func ftruncate(_ fd: Int32, size: Int) throws(SystemError) {
     if retrying({ Glibc.ftruncate(fd, off_t(size)) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "ftruncate")
     }
   }
 
   /// The corresponding C function is `pwrite`; writes all of `bytes` or throws.
-  static func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int) throws(SystemError) {
+  package static func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int) throws(SystemError) {
     var done = 0
     while done < bytes.count {
-      let n = bytes.withUnsafeBytes { buf in
-        Glibc.pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
+      let n = retrying {
+        bytes.withUnsafeBytes { buf in Glibc.pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
+        }
       }
-      if n < 0 {
-        if Errno.current == .interrupted { continue }
-        throw SystemError(errno: Glibc.errno, operation: "pwrite")
-      }
+      if n < 0 { throw SystemError(errno: Glibc.errno, operation: "pwrite") }
       done += n
     }
   }
 
   /// The corresponding C function is `pread`; returns fewer bytes at end of file.
-  static func pread(_ fd: Int32, count: Int, at offset: Int) throws(SystemError) -> [UInt8] {
+  package static func pread(_ fd: Int32, count: Int, at offset: Int) throws(SystemError) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: count)
     var done = 0
     while done < count {
-      let n = out.withUnsafeMutableBytes { buf in
-        Glibc.pread(fd, buf.baseAddress! + done, count - done, off_t(offset + done))
+      let n = retrying {
+        out.withUnsafeMutableBytes { buf in Glibc.pread(fd, buf.baseAddress! + done, count - done, off_t(offset + done))
+        }
       }
-      if n < 0 {
-        if Errno.current == .interrupted { continue }
-        throw SystemError(errno: Glibc.errno, operation: "pread")
-      }
+      if n < 0 { throw SystemError(errno: Glibc.errno, operation: "pread") }
       if n == 0 { break }
       done += n
     }
@@ -112,7 +126,7 @@ enum Sys {
   }
 
   /// The corresponding C function is `mmap` (`MAP_SHARED`).
-  static func mmap(_ fd: Int32, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
+  package static func mmap(_ fd: Int32, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
     let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
     guard let p = Glibc.mmap(nil, size, prot, MAP_SHARED, fd, 0), p != MAP_FAILED else {
       throw SystemError(errno: Glibc.errno, operation: "mmap \(size) bytes")
@@ -127,15 +141,15 @@ enum Sys {
   /// changes, and the mapping works as before. Returns whether the kernel accepted it.
   /// The corresponding C function is `madvise` with `MADV_HUGEPAGE`.
   @discardableResult
-  static func adviseHugePages(_ p: UnsafeMutableRawPointer, size: Int) -> Bool {
+  package static func adviseHugePages(_ p: UnsafeMutableRawPointer, size: Int) -> Bool {
     Glibc.madvise(p, size, Int32(MADV_HUGEPAGE)) == 0
   }
 
   /// The corresponding C function is `munmap`.
-  static func munmap(_ p: UnsafeMutableRawPointer, size: Int) { _ = Glibc.munmap(p, size) }
+  package static func munmap(_ p: UnsafeMutableRawPointer, size: Int) { _ = Glibc.munmap(p, size) }
 
   /// The corresponding C function is `flock`.
-  static func flock(_ fd: Int32, _ op: Int32) throws(SystemError) {
+  package static func flock(_ fd: Int32, _ op: Int32) throws(SystemError) {
     if retrying({ cFlock(fd, op) }) != 0 {
       throw SystemError(errno: Glibc.errno, operation: "flock")
     }
@@ -143,7 +157,7 @@ enum Sys {
 
   /// Non-blocking `flock`: false when another description holds a conflicting lock.
   /// The corresponding C function is `flock` with `LOCK_NB`.
-  static func tryFlock(_ fd: Int32, _ op: Int32) throws(SystemError) -> Bool {
+  package static func tryFlock(_ fd: Int32, _ op: Int32) throws(SystemError) -> Bool {
     if retrying({ cFlock(fd, op | LOCK_NB) }) == 0 { return true }
     if Errno.current == .wouldBlock { return false }
     throw SystemError(errno: Glibc.errno, operation: "flock")
@@ -151,7 +165,7 @@ enum Sys {
 
   /// Takes a shared OFD lock on one byte; false when it is held exclusively elsewhere.
   /// The corresponding C function is `fcntl(F_OFD_SETLK, F_RDLCK)`.
-  static func lockByte(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
+  package static func lockByte(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
     let r = mc_ofd_lock_byte(fd, offset)
     if r == 0 { return true }
     if Errno(rawValue: -r).isLockConflict { return false }
@@ -160,7 +174,7 @@ enum Sys {
 
   /// Takes an exclusive OFD lock on one byte; false when another open file description
   /// holds any lock on it. The corresponding C function is `fcntl(F_OFD_SETLK, F_WRLCK)`.
-  static func lockByteExclusive(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
+  package static func lockByteExclusive(_ fd: Int32, at offset: Int64) throws(SystemError) -> Bool {
     let r = mc_ofd_lock_byte_exclusive(fd, offset)
     if r == 0 { return true }
     if Errno(rawValue: -r).isLockConflict { return false }
@@ -169,53 +183,53 @@ enum Sys {
 
   /// Drops this description's OFD lock on one byte. The corresponding C function is
   /// `fcntl(F_OFD_SETLK, F_UNLCK)`.
-  static func unlockByte(_ fd: Int32, at offset: Int64) { _ = mc_ofd_unlock_byte(fd, offset) }
+  package static func unlockByte(_ fd: Int32, at offset: Int64) { _ = mc_ofd_unlock_byte(fd, offset) }
 
   /// Whether another open file description holds a lock on the byte (a live process).
   /// An error answers "held": a check that cannot be made must not declare anyone dead.
   /// The corresponding C function is `fcntl(F_OFD_GETLK)`.
-  static func byteIsLocked(_ fd: Int32, at offset: Int64) -> Bool {
+  package static func byteIsLocked(_ fd: Int32, at offset: Int64) -> Bool {
     mc_ofd_byte_is_locked(fd, offset) != 0
   }
 
   /// Sleeps while `*word == expected`, at most `nanoseconds`; returns early when woken,
   /// on a changed value, or on a signal (callers re-check their condition either way).
   /// The corresponding C function is `syscall(SYS_futex, FUTEX_WAIT)` (through the shim).
-  static func futexWait(_ word: UnsafeMutablePointer<UInt32>, _ expected: UInt32, _ nanoseconds: Int64) {
+  package static func futexWait(_ word: UnsafeMutablePointer<UInt32>, _ expected: UInt32, _ nanoseconds: Int64) {
     _ = mc_futex_wait(word, expected, nanoseconds)
   }
 
   /// Wakes at most `count` sleepers on `word`. The corresponding C function is
   /// `syscall(SYS_futex, FUTEX_WAKE)` (through the shim).
-  static func futexWake(_ word: UnsafeMutablePointer<UInt32>, _ count: Int32) {
+  package static func futexWake(_ word: UnsafeMutablePointer<UInt32>, _ count: Int32) {
     _ = mc_futex_wake(word, count)
   }
 
   /// A CPU hint for spin-wait loops (`pause` on x86). Not a system call: the shim's
   /// inline function, named here with the rest.
-  @inline(__always) static func cpuRelax() { mc_cpu_relax() }
+  @inlinable @inline(__always) package static func cpuRelax() { mc_cpu_relax() }
 
   /// The CPUs online (at least 1): what the partition count is chosen for.
   /// The corresponding C function is `sysconf(_SC_NPROCESSORS_ONLN)`.
-  static func cpuCount() -> Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+  package static func cpuCount() -> Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
   /// Gives up the CPU. The corresponding C function is `sched_yield`.
-  static func yield() { _ = sched_yield() }
+  package static func yield() { _ = sched_yield() }
 
   /// Sleeps for about `microseconds`. The corresponding C function is `usleep`.
-  static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
+  package static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
 
   /// This process's id. The corresponding C function is `getpid`.
-  static func processID() -> Int32 { getpid() }
+  package static func processID() -> Int32 { getpid() }
 
   /// The effective user id. The corresponding C function is `geteuid`.
-  static func effectiveUserID() -> uid_t { geteuid() }
+  package static func effectiveUserID() -> uid_t { geteuid() }
 
   /// The effective group id. The corresponding C function is `getegid`.
-  static func effectiveGroupID() -> gid_t { getegid() }
+  package static func effectiveGroupID() -> gid_t { getegid() }
 
   /// The caller's supplementary groups. The corresponding C function is `getgroups`.
-  static func supplementaryGroups() -> [gid_t] {
+  package static func supplementaryGroups() -> [gid_t] {
     let count = getgroups(0, nil)
     guard count > 0 else { return [] }
     var groups = [gid_t](repeating: 0, count: Int(count))
@@ -225,7 +239,7 @@ enum Sys {
 
   /// The id of the group called `name`, or nil when there is none. The corresponding C
   /// function is `getgrnam_r`.
-  static func groupID(named name: String) -> gid_t? {
+  package static func groupID(named name: String) -> gid_t? {
     var entry = group()
     var found: UnsafeMutablePointer<group>? = nil
     var buffer = [CChar](repeating: 0, count: 16 << 10)
@@ -234,25 +248,25 @@ enum Sys {
   }
 
   /// Gives the file to group `gid` (its owner unchanged). The corresponding C function is `fchown`.
-  static func changeGroup(_ fd: Int32, to gid: gid_t) throws(SystemError) {
+  package static func changeGroup(_ fd: Int32, to gid: gid_t) throws(SystemError) {
     if retrying({ fchown(fd, uid_t.max, gid) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchown") }
   }
 
   /// Sets the file's permission bits exactly (no umask). The corresponding C function is `fchmod`.
-  static func changeMode(_ fd: Int32, to mode: mode_t) throws(SystemError) {
+  package static func changeMode(_ fd: Int32, to mode: mode_t) throws(SystemError) {
     if retrying({ fchmod(fd, mode) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchmod") }
   }
 
   /// The environment variable `name`, or nil. The corresponding C function is `getenv`.
-  static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+  package static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 
   /// Stops this process (SIGSTOP), for test hooks. The corresponding C function is `raise`.
-  static func stopSelf() { _ = raise(SIGSTOP) }
+  package static func stopSelf() { _ = raise(SIGSTOP) }
 
   /// Wall-clock milliseconds since 1970 (`CLOCK_REALTIME`, from the vDSO: no system
   /// call). Used to compute expiry times and timestamps.
-  @inline(__always)
-  static func wallClockMilliseconds() -> UInt64 {
+  @inlinable @inline(__always)
+  package static func wallClockMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return milliseconds(ts)
@@ -265,7 +279,7 @@ enum Sys {
   /// Out of line on purpose: its `timespec` on the stack would otherwise cost every
   /// caller's read path a stack-protector check, and it runs only for expiring entries.
   @inline(never)
-  static func expiryClockMilliseconds() -> UInt64 {
+  package static func expiryClockMilliseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME_COARSE, &ts)
     return milliseconds(ts) &+ coarseSlackMilliseconds
@@ -273,17 +287,17 @@ enum Sys {
 
   /// A clock reading in milliseconds, shifted by the test offset. A clock set before
   /// 1970 reads as 1970 (converting its negative seconds would trap).
-  @inline(__always)
-  private static func milliseconds(_ ts: timespec) -> UInt64 {
+  @inlinable @inline(__always)
+  static func milliseconds(_ ts: timespec) -> UInt64 {
     let ms = Int64(ts.tv_sec) &* 1000 &+ Int64(ts.tv_nsec / 1_000_000) &+ clockOffsetMilliseconds
     return ms > 0 ? UInt64(ms) : 0
   }
 
   /// Added to every wall-clock reading: 0, except in a test process that plays a host
   /// whose clock is wrong (`TestClock`, set before any cache is opened).
-  nonisolated(unsafe) static var clockOffsetMilliseconds: Int64 = 0
+  @usableFromInline nonisolated(unsafe) static var clockOffsetMilliseconds: Int64 = 0
 
-  static let coarseSlackMilliseconds: UInt64 = {
+  package static let coarseSlackMilliseconds: UInt64 = {
     var res = timespec()
     guard clock_getres(CLOCK_REALTIME_COARSE, &res) == 0 else { return 11 }
     let ns = UInt64(res.tv_sec) &* 1_000_000_000 &+ UInt64(res.tv_nsec)
@@ -291,8 +305,8 @@ enum Sys {
   }()
 
   /// Monotonic nanoseconds, for timeouts. The corresponding C function is `clock_gettime`.
-  @inline(__always)
-  static func monotonicNanoseconds() -> UInt64 {
+  @inlinable @inline(__always)
+  package static func monotonicNanoseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)

@@ -17,7 +17,7 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
   public var code: Errno { Errno(rawValue: errno) }
 
   public var description: String {
-    "\(operation): \(String(cString: strerror(errno))) (\(code.name), errno \(errno))"
+    "\(operation): \(code.message) (\(code.name), errno \(errno))"
   }
 }
 
@@ -51,14 +51,26 @@ public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertib
   public static let noSuchFile = Errno(rawValue: ENOENT)
   /// `EIO`: the device reported an I/O error.
   public static let ioError = Errno(rawValue: EIO)
+  /// `EPERM`: the operation is not permitted (a signal to another user's process).
+  public static let notPermitted = Errno(rawValue: EPERM)
+  /// `ESRCH`: no such process.
+  public static let noSuchProcess = Errno(rawValue: ESRCH)
+  /// `EPIPE`: the other end of a pipe or socket is closed.
+  public static let brokenPipe = Errno(rawValue: EPIPE)
+  /// `EINPROGRESS`: a non-blocking connect has started and goes on.
+  public static let inProgress = Errno(rawValue: EINPROGRESS)
+  /// `EMFILE`: this process has no file descriptor left.
+  public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+  /// `ENFILE`: the system has no file descriptor left.
+  public static let tooManyOpenFilesInSystem = Errno(rawValue: ENFILE)
 
   /// The errno the calling thread's last failed C call set.
-  static var current: Errno { Errno(rawValue: Glibc.errno) }
+  package static var current: Errno { Errno(rawValue: Glibc.errno) }
 
   /// The file system has no room for the file (full, too large, or over quota).
   public var isOutOfSpace: Bool { self == .noSpace || self == .fileTooLarge || self == .diskQuotaExceeded }
   /// A non-blocking lock request refused because another description holds the lock.
-  var isLockConflict: Bool { self == .resourceTemporarilyUnavailable || self == .permissionDenied }
+  package var isLockConflict: Bool { self == .resourceTemporarilyUnavailable || self == .permissionDenied }
 
   /// The C name (`ENOSPC`, ...) where known, else `errno N`.
   public var name: String {
@@ -78,9 +90,21 @@ public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertib
     case EINVAL: "EINVAL"
     case ENOMEM: "ENOMEM"
     case EBADF: "EBADF"
+    case ESRCH: "ESRCH"
+    case EPIPE: "EPIPE"
+    case EINPROGRESS: "EINPROGRESS"
+    case EMFILE: "EMFILE"
+    case ENFILE: "ENFILE"
+    case ECONNREFUSED: "ECONNREFUSED"
+    case ECONNRESET: "ECONNRESET"
+    case ETIMEDOUT: "ETIMEDOUT"
     default: "errno \(rawValue)"
     }
   }
 
-  public var description: String { "\(name): \(String(cString: strerror(rawValue)))" }
+  /// The C library's sentence for it ("No such file or directory"). The corresponding
+  /// C function is `strerror`.
+  public var message: String { String(cString: strerror(rawValue)) }
+
+  public var description: String { "\(name): \(message)" }
 }

@@ -1,4 +1,3 @@
-import Glibc
 @_spi(Tiers) import MappedCache
 
 /// What a near cache keeps in its file: the tier words of the header and the frame around
@@ -151,39 +150,5 @@ enum NearLayout {
     guard try cache.tierWord(index) == value else {
       throw CacheError.typeMismatch(path: cache.path, expected: expected, found: other)
     }
-  }
-
-  /// The figures of a near-cache file (`isHolder`, `fetchMax` are the caller's).
-  static func statistics(
-    _ local: SharedCache<[UInt8]>, maxStalenessMs: UInt64, isHolder: Bool,
-    fetchMaxNs: UInt64
-  ) -> NearCacheStatistics {
-    func w(_ i: Int) -> UInt64 { (try? local.tierWord(i)) ?? 0 }
-    let pid = Int32(truncatingIfNeeded: w(holder))
-    let f = w(fence)
-    let now = Clock.milliseconds()
-    let n = w(fetches)
-    let s = w(sessions)
-    let h = w(holders)
-    // In front of a cluster: one age per primary (its last confirmed heartbeat).
-    let nodes = nodeFenceList(local)
-    let ages: [UInt64?] =
-      nodes.isEmpty
-      ? [f == 0 ? nil : now &- min(now, f)] : nodes.map { $0.ms == 0 ? nil : now &- min(now, $0.ms) }
-    return NearCacheStatistics(
-      holderPID: pid == 0 ? nil : pid, holderAlive: pid != 0 && (kill(pid, 0) == 0 || errno == EPERM),
-      isHolder: isHolder,
-      heartbeatAgeMilliseconds: ages, fenceFresh: nearFenceFresh(local, maxStalenessMs),
-      epoch: w(epoch) >> 32, invalidationsReceived: w(received), invalidationsApplied: w(applied),
-      flushes: w(flushes), reconnects: s &- min(s, h), holderChanges: h,
-      staleServes: w(staleServes), fenceMisses: w(fenceMisses), epochMisses: w(epochMisses),
-      remoteFetches: n,
-      remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(fetchNanoseconds)) / Double(n) / 1000,
-      remoteFetchMaxMicroseconds: Double(fetchMaxNs) / 1000,
-      local: local.statistics, heartbeatNodes: nodes.map { "port \($0.port)" },
-      movedRedirects: w(Cluster.moved), askRedirects: w(Cluster.ask), slotMapRefreshes: w(Cluster.slotMapRefreshes),
-      slotBucketsDropped: w(Cluster.bucketsDropped), leaseWins: w(Cluster.leaseWins), leaseWaits: w(Cluster.leaseWaits),
-      leaseTakeovers: w(Cluster.leaseTakeovers), leasesLost: w(Cluster.leaseLost),
-      leaseStaleServes: w(Cluster.leaseStaleServes))
   }
 }
