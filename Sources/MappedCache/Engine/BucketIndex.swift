@@ -282,59 +282,64 @@ struct BucketIndex {
     return displace(pl, held)
   }
 
-  /// Frees a slot in one of `pl`'s buckets, both full, by moving one of their entries to
-  /// its other place where that has room, or (one level deeper) by first moving an entry
-  /// of that other place on to its own other place: a breadth-first cuckoo search of
-  /// depth two. The records of the candidates are prefetched together, then their other
-  /// buckets, so the search waits for about two memory accesses, not twenty. Every move
-  /// writes the entry in its new place before clearing the old, inside the move
-  /// sequence's bracket (`moving`), so a reader that misses probes again.
+  /// Entries a displacement search looks at before it gives up (see `displace`).
+  static let searchLimit = 256
+
+  /// Frees a slot in one of `pl`'s buckets, both full, by moving entries to their other
+  /// places: a breadth-first cuckoo search. Its first level is the entries of the two
+  /// buckets; an entry whose other place has room is moved there; otherwise the entries
+  /// of that other place are the next level, each to be moved on first. At most
+  /// `searchLimit` entries are looked at (at the index's load, one level almost always
+  /// does). The first level's records are prefetched together, then their other
+  /// buckets, so it waits for about two memory accesses, not twenty. Moves are made
+  /// from the end of the chain back, each writing the entry in its new place before
+  /// clearing the old, inside the move sequence's bracket (`moving`), so a reader that
+  /// misses probes again.
   private func displace(_ pl: Placement, _ held: borrowing WriteLock.Held) -> Slot? {
-    let places = pl.second == pl.first ? 1 : 2
     let n = groups
-    return withUnsafeTemporaryAllocation(of: (Slot, Place).self, capacity: 2 * Format.slotsPerBucket) {
-      candidates -> Slot? in
-      // The records, then the other places' buckets, prefetched.
-      for i in 0..<places {
-        let place = i == 0 ? pl.first : pl.second
-        for slot in 0..<Format.slotsPerBucket {
-          part.prefetchRecord(at: Int(truncatingIfNeeded: part.entryWord(place, slot).load(.relaxed) & Format.offsetMask))
-        }
+    for i in 0..<(pl.second == pl.first ? 1 : 2) {
+      let place = i == 0 ? pl.first : pl.second
+      for slot in 0..<Format.slotsPerBucket {
+        part.prefetchRecord(at: Int(truncatingIfNeeded: part.entryWord(place, slot).load(.relaxed) & Format.offsetMask))
       }
+    }
+    // Search nodes: a slot whose entry would move, its other place, and the node whose
+    // slot it would free (-1 for the first level).
+    return withUnsafeTemporaryAllocation(of: (Slot, Place, Int).self, capacity: Self.searchLimit) { nodes -> Slot? in
       var count = 0
-      for i in 0..<places {
-        let place = i == 0 ? pl.first : pl.second
-        for slot in 0..<Format.slotsPerBucket {
+      func expand(_ place: Place, parent: Int) {
+        for slot in 0..<Format.slotsPerBucket where count < Self.searchLimit {
           let at = Slot(place: place, slot: slot)
           guard let other = otherPlace(of: at, groups: n) else { continue }
-          part.prefetchBucket(other, write: true)
-          candidates[count] = (at, other)
+          if parent < 0 { part.prefetchBucket(other, write: true) }
+          nodes[count] = (at, other, parent)
           count += 1
         }
       }
-      // Depth one: a candidate whose other place has room.
-      for c in 0..<count {
-        let (at, other) = candidates[c]
+      expand(pl.first, parent: -1)
+      if pl.second != pl.first { expand(pl.second, parent: -1) }
+      var next = 0
+      var expanded: Set<Int> = [pl.first.number, pl.second.number]
+      while next < count {
+        let (_, other, _) = nodes[next]
         let room = emptySlots(other)
         if room != 0 {
-          moving(held) { moveEntry(at, to: Slot(place: other, slot: room.trailingZeroBitCount), held) }
-          return at
-        }
-      }
-      // Depth two: make room in a candidate's other place first.
-      for c in 0..<count {
-        let (at, other) = candidates[c]
-        for slot in 0..<Format.slotsPerBucket {
-          let inner = Slot(place: other, slot: slot)
-          guard let further = otherPlace(of: inner, groups: n), further != at.place else { continue }
-          let room = emptySlots(further)
-          guard room != 0 else { continue }
+          // Move along the chain: this node's entry to the free slot, then each parent's
+          // entry into the slot its child freed.
+          var target = Slot(place: other, slot: room.trailingZeroBitCount)
+          var k = next
           moving(held) {
-            moveEntry(inner, to: Slot(place: further, slot: room.trailingZeroBitCount), held)
-            moveEntry(at, to: inner, held)
+            while k >= 0 {
+              let (at, _, parent) = nodes[k]
+              moveEntry(at, to: target, held)
+              target = at
+              k = parent
+            }
           }
-          return at
+          return target
         }
+        if expanded.insert(other.number).inserted && count < Self.searchLimit { expand(other, parent: next) }
+        next += 1
       }
       return nil
     }
@@ -361,11 +366,15 @@ struct BucketIndex {
   /// The move sequence's bracket: odd while `body` moves entries between buckets (the
   /// stored value with bit 0 set, relaxed, then a release fence), even after (release).
   /// A reader that missed while it was odd, or saw it change, probes again
-  /// (`Reader.confirmMiss`). Parity-safe, as a bucket's sequence is.
+  /// (read step R5). A sequence left odd by a dead writer is made even by repair
+  /// (`Checker`) before any other change.
+  /// Nested brackets are one (an inner one finds the sequence odd and leaves it so).
   @inline(__always)
   func moving<R>(_ held: borrowing WriteLock.Held, _ body: () throws -> R) rethrows -> R {
     let seq = part.word(.moves)
-    let odd = seq.load(.relaxed) | 1
+    let current = seq.load(.relaxed)
+    if current & 1 != 0 { return try body() }
+    let odd = current | 1
     seq.store(odd, .relaxed)
     atomicMemoryFence(ordering: .releasing)
     defer { seq.store(odd &+ 1, .releasing) }

@@ -15,7 +15,8 @@ import Synchronization
 ///  S3. copy into group `n` every entry of group `s` whose places under `n + 1` groups
 ///      no longer include its bucket;
 ///  S4. publish the geometry `(generation + 1, n + 1)` (release store, release fence);
-///  S5. clear the copied entries from group `s`.
+///  S5. clear the copied entries from group `s`; place anew (`BucketIndex.allocate`,
+///      inside the move sequence's bracket) any that found no room in group `n`.
 /// Merge (`merge`): M1 plan a place under `n − 1` groups for every entry of group
 /// `n − 1` (nothing changes if one has none); M2 copy them there; M3 publish
 /// `(generation + 1, n − 1)` (release store, release fence); M4 give the group's bytes
@@ -92,9 +93,9 @@ struct IndexResizer {
     // whose two places were both in s, to its other place there).
     let s = IndexGeometry.splitSource(groups: n)
     // Bits 0..39 name the slots of group s: copied to group n, or (no room there)
-    // dropped as an eviction.
+    // to be placed anew at S5.
     var moved: UInt64 = 0
-    var dropped: UInt64 = 0
+    var homeless: UInt64 = 0
     for b in 0..<Format.bucketsPerGroup {
       for slot in 0..<Format.slotsPerBucket {
         let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
@@ -103,7 +104,7 @@ struct IndexResizer {
         if pl.contains(at.place) { continue }
         let bit: UInt64 = 1 << UInt64(b * Format.slotsPerBucket + slot)
         guard let target = roomInNewGroup(pl, group: n) else {
-          dropped |= bit
+          homeless |= bit
           continue
         }
         index.publish(target, offset: e.offset, hits: e.hits, tag: pl.tag, held)
@@ -112,17 +113,26 @@ struct IndexResizer {
     }
     // S4.
     publish(geometry.with(groups: n + 1), held)
-    // S5.
-    for b in 0..<Format.bucketsPerGroup {
-      for slot in 0..<Format.slotsPerBucket {
-        let bit: UInt64 = 1 << UInt64(b * Format.slotsPerBucket + slot)
-        guard (moved | dropped) & bit != 0 else { continue }
-        let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
-        if dropped & bit != 0, let e = index.entry(at: at) {
-          counters.removeEntry(liveBytes: e.header.liveBytes, held)
-          counters.bump(.evictions, held)
+    // S5. An entry that found no room in group n is placed anew under n + 1 groups (a
+    // displacement may free a slot), inside the move sequence's bracket: a reader that
+    // misses it meanwhile probes again.
+    index.moving(held) {
+      for b in 0..<Format.bucketsPerGroup {
+        for slot in 0..<Format.slotsPerBucket {
+          let bit: UInt64 = 1 << UInt64(b * Format.slotsPerBucket + slot)
+          guard (moved | homeless) & bit != 0 else { continue }
+          let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
+          let e = homeless & bit != 0 ? index.entry(at: at) : nil
+          index.clear(at, held)
+          guard let e else { continue }
+          let pl = index.placement(of: e, groups: n + 1).placement
+          if let target = index.allocate(pl, held) {
+            index.publish(target, offset: e.offset, hits: e.hits, tag: pl.tag, held)
+          } else {
+            counters.removeEntry(liveBytes: e.header.liveBytes, held)
+            counters.bump(.evictions, held)
+          }
         }
-        index.clear(at, held)
       }
     }
     counters.bump(.splits, held)

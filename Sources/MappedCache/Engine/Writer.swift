@@ -126,14 +126,8 @@ struct Writer {
     let slot: BucketIndex.Slot
     if let e = found {
       slot = e.at
-    } else if let s = index.allocate(placement, held) {
-      slot = s
     } else {
-      part.policy.evictForSlot(placement, now: clock, held)
-      guard let s = index.allocate(placement, held) else {
-        throw PartitionDamage("no slot frees up for a new key")
-      }
-      slot = s
+      slot = try allocate(&placement, hash: w.hash, now: clock, part, held)
     }
     // W5.
     let version = keep ?? part.counters.nextVersion(held)
@@ -176,6 +170,28 @@ struct Writer {
   /// A slot's number in its partition, as the intent word names it.
   @inline(__always)
   static func slotNumber(_ at: BucketIndex.Slot) -> Int { at.place.number &* Format.slotsPerBucket &+ at.slot }
+
+  /// Splits the index tries, for a new key whose two buckets stay full, before it
+  /// evicts from them.
+  static let allocationSplits = 32
+
+  /// W4's slot for a new key: a free one or one a displacement frees
+  /// (`BucketIndex.allocate`); else, while the space below the index is free (the
+  /// cache is still filling), a few more groups first; else an eviction from the key's
+  /// two buckets (`EvictionPolicy.evictForSlot`). `placement` follows the group count.
+  private func allocate(
+    _ placement: inout Placement, hash: UInt64, now: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) throws -> BucketIndex.Slot {
+    if let s = part.index.allocate(placement, held) { return s }
+    for _ in 0..<Self.allocationSplits {
+      guard part.resizer.split(held) else { break }
+      placement = Placement(hash: hash, groups: part.index.groups)
+      if let s = part.index.allocate(placement, held) { return s }
+    }
+    part.policy.evictForSlot(placement, now: now, held)
+    guard let s = part.index.allocate(placement, held) else { throw PartitionDamage("no slot frees up for a new key") }
+    return s
+  }
 
   /// W4's choice of log: main for an entry already there, a record too large for the
   /// small log, or a new key the ghost remembers (and forgets); small otherwise.

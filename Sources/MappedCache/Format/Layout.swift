@@ -319,12 +319,19 @@ struct Layout: Equatable {
     let main = partitionBytes - Format.Part.dataStart - smallBytes
     let room = main / 10 - RecordFormat.maxHeaderBytes - o.maxKeySize
     maxValue = max(0, min(o.maxValueSize, room))
-    // The index starts sized for entries of the average size at 85 % load.
+    // The index starts small (a group splits in a few microseconds while the logs have
+    // free space): at most what entries of the average size would need at 85 % load, and
+    // at most `initialGroupsLimit`, so that an index sized for a guess does not spread
+    // the first entries over more memory (and cache) than they need.
     let perEntry = Double(RecordFormat.size(keyCount: 0, valueCount: o.averageEntrySize, expiry: false))
       + Double(Format.groupBytes) / (0.85 * Double(Format.slotsPerGroup))
     let entries = Double(main) / perEntry
-    initialGroups = min(maxGroups, max(1, Int((entries / (0.85 * Double(Format.slotsPerGroup))).rounded(.up))))
+    let guess = Int((entries / (0.85 * Double(Format.slotsPerGroup))).rounded(.up))
+    initialGroups = min(maxGroups, max(1, min(guess, Self.initialGroupsLimit)))
   }
+
+  /// Most groups a partition's index starts with (2,560 slots).
+  static let initialGroupsLimit = 64
 
   /// The partition count for `usable` bytes: `options.partitionCount`, or the automatic
   /// choice (see `CacheOptions.partitionCount`).
