@@ -14,74 +14,93 @@ enum WriteCondition {
 /// An open cache as the C ABI uses it: keys and values as bytes, whatever the file's
 /// value type. Every operation is one call of the public `SharedCache` API (and of its
 /// `Bindings` SPI for claims), so the ABI follows the engine and the file format with no
-/// knowledge of either.
-protocol ByteStore: AnyObject, Sendable {
-  var typeName: String { get }
-  var maxKey: Int { get }
-  var maxValue: Int { get }
-  var capacity: Int { get }
-  var isWritable: Bool { get }
-  var statistics: CacheStatistics { get }
+/// knowledge of either. A class rather than a protocol: a call through the class's table
+/// can be made on an unretained reference (`OpenCache.withCurrent`), where a call through
+/// an existential retained it, at a third of a read's time.
+class ByteStore: @unchecked Sendable {
+  /// The longest key and the largest value, checked by the ABI before it reads either.
+  let maxKey: Int
+  let maxValue: Int
 
-  func get(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int?
+  init(maxKey: Int, maxValue: Int) {
+    self.maxKey = maxKey
+    self.maxValue = maxValue
+  }
+
+  private func abstract() -> Never { preconditionFailure("ByteStore's operations are TypedStore's") }
+
+  var typeName: String { abstract() }
+  var capacity: Int { abstract() }
+  var isWritable: Bool { abstract() }
+  var statistics: CacheStatistics { abstract() }
+
+  func get(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? { abstract() }
   func getMany(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>,
     into buffers: UnsafeBufferPointer<UnsafeMutableRawBufferPointer>,
     lengths: UnsafeMutableBufferPointer<Int>
-  ) throws -> Int
+  ) throws -> Int { abstract() }
   /// Calls `body` with the value and version of a live entry; false when there is none.
-  func withVersionedValue(_ key: String, _ body: (UnsafeRawBufferPointer, UInt64) throws -> Void) throws -> Bool
+  func withVersionedValue(_ key: String, _ body: (UnsafeRawBufferPointer, UInt64) throws -> Void) throws -> Bool {
+    abstract()
+  }
   /// Calls `body` with the value of the entry even when it has expired; false when there is none.
-  func withValueAllowingExpired(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
-  func contains(_ key: String) throws -> Bool
-  func expiry(_ key: String) throws -> CacheExpiry?
+  func withValueAllowingExpired(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+    abstract()
+  }
+  func contains(_ key: String) throws -> Bool { abstract() }
+  func expiry(_ key: String) throws -> CacheExpiry? { abstract() }
 
-  func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expires: CacheExpiry) throws
+  func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expires: CacheExpiry) throws { abstract() }
   func set(_ key: String, _ value: UnsafeRawBufferPointer, expires: CacheExpiry, if condition: WriteCondition) throws
     -> Bool
+  { abstract() }
   func setMany(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
     expires: CacheExpiry
-  ) throws
-  func increment(_ key: String, by delta: Int64, initial: Int64, expires: CacheExpiry?) throws -> Int64
-  func delete(_ key: String) throws -> Bool
-  func deleteMany(_ keys: [String]) throws -> Int
-  func touch(_ key: String, expires: CacheExpiry) throws -> Bool
-  func clear() throws
-  func sweep() throws -> Int
-  func setLimits(count: Int?, cost: Int?) throws
-  func verify(repair: Bool) throws -> VerifyReport
+  ) throws { abstract() }
+  func increment(_ key: String, by delta: Int64, initial: Int64, expires: CacheExpiry?) throws -> Int64 { abstract() }
+  func delete(_ key: String) throws -> Bool { abstract() }
+  func deleteMany(_ keys: [String]) throws -> Int { abstract() }
+  func touch(_ key: String, expires: CacheExpiry) throws -> Bool { abstract() }
+  func clear() throws { abstract() }
+  func sweep() throws -> Int { abstract() }
+  func setLimits(count: Int?, cost: Int?) throws { abstract() }
+  func verify(repair: Bool) throws -> VerifyReport { abstract() }
   /// Visits live entries (values nil with `keysOnly`) until `body` returns false.
-  func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws
+  func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
+    abstract()
+  }
 
-  func claimLock(_ key: String) throws -> ComputeClaimLock
-  func throwIfComputeFailureCached(_ key: String) throws
-  func isComputing(_ key: String) throws -> Bool
+  func claimLock(_ key: String) throws -> ComputeClaimLock { abstract() }
+  func throwIfComputeFailureCached(_ key: String) throws { abstract() }
+  func isComputing(_ key: String) throws -> Bool { abstract() }
 }
 
 /// `ByteStore` over a `SharedCache` of one of the ABI's value types.
 final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
   let cache: SharedCache<Value>
-  let maxKey: Int
-  let maxValue: Int
 
   init(path: String, options: CacheOptions, policy: OpenPolicy, lockMode: LockMode) throws {
     cache = try SharedCache<Value>(
       path: path, capacity: options.capacity, options: options, policy: policy, lockMode: lockMode)
-    maxKey = cache.maxKeySize
-    maxValue = cache.maxValueSize
+    super.init(maxKey: cache.maxKeySize, maxValue: cache.maxValueSize)
   }
 
-  var typeName: String { Value.abiTypeName }
-  var capacity: Int { cache.capacity }
-  var isWritable: Bool { cache.isWritable }
-  var statistics: CacheStatistics { cache.statistics }
+  override var typeName: String { Value.abiTypeName }
+  override var capacity: Int { cache.capacity }
+  override var isWritable: Bool { cache.isWritable }
+  override var statistics: CacheStatistics { cache.statistics }
 
-  func get(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
+  @_specialize(where Value == [UInt8])
+  @_specialize(where Value == TaggedBytes<PythonFormat>)
+  @_specialize(where Value == TaggedBytes<StringFormat>)
+  @_specialize(where Value == Int)
+  override func get(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
     try cache.copyBytes(forKey: key, into: buffer)
   }
 
-  func getMany(
+  override func getMany(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>,
     into buffers: UnsafeBufferPointer<UnsafeMutableRawBufferPointer>,
     lengths: UnsafeMutableBufferPointer<Int>
@@ -89,41 +108,49 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
     try cache.copyBytes(forKeys: keys, into: buffers, lengths: lengths)
   }
 
-  func withVersionedValue(_ key: String, _ body: (UnsafeRawBufferPointer, UInt64) throws -> Void) throws -> Bool {
+  override func withVersionedValue(_ key: String, _ body: (UnsafeRawBufferPointer, UInt64) throws -> Void) throws
+    -> Bool
+  {
     guard let (value, version) = try cache.objectWithVersion(forKey: key) else { return false }
     try value.withStoredBytes { try body($0, version) }
     return true
   }
 
-  func withValueAllowingExpired(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+  override func withValueAllowingExpired(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
+  {
     guard let value = try cache.object(forKey: key, allowingExpired: true) else { return false }
     try value.withStoredBytes(body)
     return true
   }
 
-  func contains(_ key: String) throws -> Bool { try cache.containsObject(forKey: key) }
-  func expiry(_ key: String) throws -> CacheExpiry? { try cache.expiry(forKey: key) }
+  override func contains(_ key: String) throws -> Bool { try cache.containsObject(forKey: key) }
+  override func expiry(_ key: String) throws -> CacheExpiry? { try cache.expiry(forKey: key) }
 
-  func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expires: CacheExpiry) throws {
+  @_specialize(where Value == [UInt8])
+  @_specialize(where Value == TaggedBytes<PythonFormat>)
+  @_specialize(where Value == TaggedBytes<StringFormat>)
+  @_specialize(where Value == Int)
+  override func set(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expires: CacheExpiry) throws {
     if Value.self == [UInt8].self {
       // Bytes go from the caller's memory to the file with no Array in between.
-      return try unsafeBitCast(cache, to: SharedCache<[UInt8]>.self).setBytes(value, forKey: key, expires: expires)
+      return try unsafeDowncast(cache, to: SharedCache<[UInt8]>.self).setBytes(value, forKey: key, expires: expires)
     }
     try Value.withValue(storing: value) { try cache.setObject($0, forKey: key, expires: expires) }
   }
 
-  func set(_ key: String, _ value: UnsafeRawBufferPointer, expires: CacheExpiry, if condition: WriteCondition) throws
+  override func set(_ key: String, _ value: UnsafeRawBufferPointer, expires: CacheExpiry, if condition: WriteCondition)
+    throws
     -> Bool
   {
     try Value.withValue(storing: value) { try cache.set($0, forKey: key, expires: expires, if: condition) }
   }
 
-  func setMany(
+  override func setMany(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
     expires: CacheExpiry
   ) throws {
     if Value.self == [UInt8].self {
-      return try unsafeBitCast(cache, to: SharedCache<[UInt8]>.self).setBytes(values, forKeys: keys, expires: expires)
+      return try unsafeDowncast(cache, to: SharedCache<[UInt8]>.self).setBytes(values, forKeys: keys, expires: expires)
     }
     // Typed values are checked (and copied) first, so a bad one stores nothing.
     var items: [(key: String, value: Value)] = []
@@ -134,23 +161,23 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
     try cache.setObjects(items, expires: expires)
   }
 
-  func increment(_ key: String, by delta: Int64, initial: Int64, expires: CacheExpiry?) throws -> Int64 {
+  override func increment(_ key: String, by delta: Int64, initial: Int64, expires: CacheExpiry?) throws -> Int64 {
     if Value.self == Int.self {
-      let counters = unsafeBitCast(cache, to: SharedCache<Int>.self)
+      let counters = unsafeDowncast(cache, to: SharedCache<Int>.self)
       return Int64(try counters.increment(forKey: key, by: Int(delta), initial: Int(initial), expires: expires))
     }
     return try DecimalCounter<Value>(cache: cache, key: key).add(delta, initial: initial, expires: expires)
   }
 
-  func delete(_ key: String) throws -> Bool { try cache.removeObject(forKey: key) }
-  func deleteMany(_ keys: [String]) throws -> Int { try cache.removeObjects(forKeys: keys) }
-  func touch(_ key: String, expires: CacheExpiry) throws -> Bool { try cache.touch(key, expires: expires) }
-  func clear() throws { try cache.removeAllObjects() }
-  func sweep() throws -> Int { try cache.removeExpiredObjects() }
-  func setLimits(count: Int?, cost: Int?) throws { try cache.setLimits(count: count, cost: cost) }
-  func verify(repair: Bool) throws -> VerifyReport { try cache.verify(repair: repair) }
+  override func delete(_ key: String) throws -> Bool { try cache.removeObject(forKey: key) }
+  override func deleteMany(_ keys: [String]) throws -> Int { try cache.removeObjects(forKeys: keys) }
+  override func touch(_ key: String, expires: CacheExpiry) throws -> Bool { try cache.touch(key, expires: expires) }
+  override func clear() throws { try cache.removeAllObjects() }
+  override func sweep() throws -> Int { try cache.removeExpiredObjects() }
+  override func setLimits(count: Int?, cost: Int?) throws { try cache.setLimits(count: count, cost: cost) }
+  override func verify(repair: Bool) throws -> VerifyReport { try cache.verify(repair: repair) }
 
-  func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
+  override func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
     if keysOnly {
       for key in cache.allKeys {
         // A key removed or expired since the walk saw it is skipped.
@@ -162,9 +189,9 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
     try cache.forEachObject { key, value, expires in try value.withStoredBytes { try body(key, $0, expires) } }
   }
 
-  func claimLock(_ key: String) throws -> ComputeClaimLock { try cache.computeClaimLock(forKey: key) }
-  func throwIfComputeFailureCached(_ key: String) throws { try cache.throwIfComputeFailureCached(forKey: key) }
-  func isComputing(_ key: String) throws -> Bool { try cache.isComputing(forKey: key) }
+  override func claimLock(_ key: String) throws -> ComputeClaimLock { try cache.computeClaimLock(forKey: key) }
+  override func throwIfComputeFailureCached(_ key: String) throws { try cache.throwIfComputeFailureCached(forKey: key) }
+  override func isComputing(_ key: String) throws -> Bool { try cache.isComputing(forKey: key) }
 }
 
 extension SharedCache where Value: ABIValue {

@@ -17,7 +17,7 @@ struct OpenRequest {
 
   /// Opens the store; with no type asked for, the file's own (found by opening it as
   /// `createTypeName`, which also creates a missing file as that type).
-  func open() throws -> any ByteStore {
+  func open() throws -> ByteStore {
     if let typeName { return try open(as: typeName) }
     do {
       return try open(as: createTypeName)
@@ -26,7 +26,7 @@ struct OpenRequest {
     }
   }
 
-  private func open(as typeName: String) throws -> any ByteStore {
+  private func open(as typeName: String) throws -> ByteStore {
     do {
       switch typeName {
       case "bytes": return try TypedStore<[UInt8]>(path: path, options: options, policy: policy, lockMode: lockMode)
@@ -62,24 +62,38 @@ final class OpenCache: @unchecked Sendable {
   /// under the tables lock, in a child, where no thread can be using it: a thread of the
   /// child that reads it either sees a stale generation and takes the lock too, or
   /// reads it after the new generation was stored.
-  private var store: (any ByteStore)?
+  private var store: ByteStore? {
+    didSet { unretainedStore = store.map { Unmanaged.passUnretained($0) } }
+  }
+  /// `store`, used without retaining it (a retain and a release cost a read about a
+  /// third of its time): `store` keeps it alive until it is replaced, which happens only
+  /// where no thread uses it (above), or closed, which must not race with its use.
+  private var unretainedStore: Unmanaged<ByteStore>?
 
   init(_ request: OpenRequest) throws {
     self.request = request
     generation = mc_abi_fork_generation()
-    store = try request.open()
+    let opened = try request.open()
+    store = opened
+    unretainedStore = Unmanaged.passUnretained(opened)
   }
 
-  /// The store for this process: one load and one compare, unless this is the first use
-  /// in a child of fork.
+  /// Runs `body` with the store for this process: one load and one compare, unless this
+  /// is the first use in a child of fork.
   @inline(__always)
-  func current() throws -> any ByteStore {
+  func withCurrent<R>(_ body: (ByteStore) throws -> R) throws -> R {
+    if generation == mc_abi_fork_generation(), let s = unretainedStore { return try s._withUnsafeGuaranteedRef(body) }
+    return try body(reopenAfterFork())
+  }
+
+  /// The store for this process (retained: for calls that keep it).
+  func current() throws -> ByteStore {
     if generation == mc_abi_fork_generation(), let store { return store }
     return try reopenAfterFork()
   }
 
   @inline(never)
-  private func reopenAfterFork() throws -> any ByteStore {
+  private func reopenAfterFork() throws -> ByteStore {
     mc_abi_tables_lock()
     defer { mc_abi_tables_unlock() }
     if generation == mc_abi_fork_generation(), let store { return store }
@@ -107,9 +121,9 @@ enum Handles {
   /// Runs `body` with the store of an open cache handle; the error of a bad handle or of
   /// `body` becomes its status.
   @inline(__always)
-  static func withStore(_ handle: OpaquePointer?, _ body: (any ByteStore) throws -> Int32) -> Int32 {
+  static func withStore(_ handle: OpaquePointer?, _ body: (ByteStore) throws -> Int32) -> Int32 {
     guard let cache = caches.object(handle) else { return failure(badHandle(handle, "cache")) }
-    return guarded { try cache._withUnsafeGuaranteedRef { try body(try $0.current()) } }
+    return guarded { try cache._withUnsafeGuaranteedRef { try $0.withCurrent(body) } }
   }
 
   static func badHandle(_ handle: OpaquePointer?, _ kind: String) -> ABIError {

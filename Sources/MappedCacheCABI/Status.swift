@@ -94,17 +94,23 @@ func guarded(_ body: () throws -> Int32) -> Int32 {
 enum UTF8Check {
   @inline(__always)
   static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    // Every byte's high bit, ORed: keys are short, so a word, a half word and a few bytes.
     var i = 0
     let n = bytes.count
+    var high: UInt64 = 0
     while i + 8 <= n {
-      if bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return slow(bytes) }
+      high |= bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
       i += 8
     }
+    if i + 4 <= n {
+      high |= UInt64(bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self))
+      i += 4
+    }
     while i < n {
-      if bytes[i] >= 0x80 { return slow(bytes) }
+      high |= UInt64(bytes[i])
       i += 1
     }
-    return true
+    return high & 0x8080_8080_8080_8080 == 0 || slow(bytes)
   }
 
   @inline(never)
