@@ -6,6 +6,7 @@
 #include <string.h>
 
 uint64_t mc_abi_fork_generation_word = 1;
+void *mc_abi_cache_table_word;
 
 static pthread_mutex_t tables = PTHREAD_MUTEX_INITIALIZER;
 

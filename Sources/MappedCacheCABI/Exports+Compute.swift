@@ -42,7 +42,7 @@ public func mcGetOrClaim(
   _ claim: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
   claim?.pointee = nil
-  guard let opened = Handles.caches.object(cache)?.takeUnretainedValue() else {
+  guard let opened = Handles.openCache(cache)?.takeUnretainedValue() else {
     return failure(Handles.badHandle(cache, "cache"))
   }
   return guarded {

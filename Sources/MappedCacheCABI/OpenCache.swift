@@ -82,8 +82,11 @@ final class OpenCache: @unchecked Sendable {
   /// is the first use in a child of fork.
   @inline(__always)
   func withCurrent<R>(_ body: (ByteStore) throws -> R) throws -> R {
-    if generation == mc_abi_fork_generation(), let s = unretainedStore { return try s._withUnsafeGuaranteedRef(body) }
-    return try body(reopenAfterFork())
+    var current = unretainedStore
+    if generation != mc_abi_fork_generation() || current == nil {
+      current = Unmanaged.passUnretained(try reopenAfterFork())  // `store` holds it
+    }
+    return try current.unsafelyUnwrapped._withUnsafeGuaranteedRef(body)
   }
 
   /// The store for this process (retained: for calls that keep it).
@@ -115,15 +118,27 @@ final class OpenCache: @unchecked Sendable {
 
 /// Every open `mc_cache` and `mc_claim` handle of the process.
 enum Handles {
-  static let caches = HandleTable<OpenCache>(kind: 1, capacity: 4096)
+  static let caches: HandleTable<OpenCache> = {
+    let table = HandleTable<OpenCache>(kind: 1, capacity: 4096)
+    mc_abi_publish_cache_table(Unmanaged.passUnretained(table).toOpaque())
+    return table
+  }()
   static let claims = HandleTable<PendingClaim>(kind: 2, capacity: 16384)
 
   /// Runs `body` with the store of an open cache handle; the error of a bad handle or of
   /// `body` becomes its status.
   @inline(__always)
   static func withStore(_ handle: OpaquePointer?, _ body: (ByteStore) throws -> Int32) -> Int32 {
-    guard let cache = caches.object(handle) else { return failure(badHandle(handle, "cache")) }
+    guard let cache = openCache(handle) else { return failure(badHandle(handle, "cache")) }
     return guarded { try cache._withUnsafeGuaranteedRef { try $0.withCurrent(body) } }
+  }
+
+  /// The open cache a handle names, unretained; nil when it names none.
+  @inline(__always)
+  static func openCache(_ handle: OpaquePointer?) -> Unmanaged<OpenCache>? {
+    // No table yet: no cache was ever opened.
+    guard let table = mc_abi_cache_table() else { return nil }
+    return Unmanaged<HandleTable<OpenCache>>.fromOpaque(table)._withUnsafeGuaranteedRef { $0.object(handle) }
   }
 
   static func badHandle(_ handle: OpaquePointer?, _ kind: String) -> ABIError {

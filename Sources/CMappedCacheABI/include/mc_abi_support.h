@@ -20,6 +20,17 @@ static inline uint64_t mc_abi_fork_generation(void) {
   return __atomic_load_n(&mc_abi_fork_generation_word, __ATOMIC_RELAXED);
 }
 
+/// The table of open caches (a `HandleTable`), published once it exists so that a call
+/// finds it with one load (a Swift global would cost each call its lazy-initialization
+/// check). NULL until the first open.
+MC_ABI_INTERNAL extern void *mc_abi_cache_table_word;
+
+static inline void *mc_abi_cache_table(void) { return __atomic_load_n(&mc_abi_cache_table_word, __ATOMIC_ACQUIRE); }
+
+static inline void mc_abi_publish_cache_table(void *table) {
+  __atomic_store_n(&mc_abi_cache_table_word, table, __ATOMIC_RELEASE);
+}
+
 /// The lock that guards the handle tables: held across fork() by the atfork handlers, so
 /// that a child never inherits it locked by a thread that does not exist there.
 MC_ABI_INTERNAL void mc_abi_tables_lock(void);
