@@ -7,7 +7,8 @@
 #     interleaved passes, best and median);
 #  2. from C, mc_get (Tests/CABI/bench_get.c) against Swift's own copyBytes(forKey:into:)
 #     (mc-test-helper bench-copybytes) on the same file, keys and order, REPS interleaved
-#     runs of each, best and median.
+#     runs of each, best and median; and, where valgrind is installed, the instructions
+#     each makes a get (callgrind: the same on every machine and every run).
 #
 #   scripts/python-bench.sh                       # REPS=3 SECONDS_PER_RUN=1 KEYS=100000
 #   REPS=5 SECONDS_PER_RUN=2 scripts/python-bench.sh
@@ -78,3 +79,18 @@ print(f"C mc_get:                 best {min(c):6.1f} ns, median {statistics.medi
 print(f"Swift copyBytes(forKey:): best {min(s):6.1f} ns, median {statistics.median(s):6.1f} ns  ({len(s)} runs)")
 print(f"C / Swift: {min(c) / min(s):.3f} best over best, {statistics.median(c) / statistics.median(s):.3f} median over median")
 PY
+if command -v valgrind >/dev/null 2>&1; then
+  # Instructions a get: (total at 2N gets - total at N) / 3N (each run makes 3 passes).
+  strip --strip-debug -o "$work/libmappedcache.so" "$bin/libmappedcache.so"
+  strip --strip-debug -o "$work/mc-test-helper" "$bin/mc-test-helper"
+  cc -std=c11 -O2 -I Sources/CMappedCacheABI/include Tests/CABI/bench_get.c -L "$work" -lmappedcache \
+    -Wl,-rpath,"$work" -o "$work/bench_get_stripped"
+  count() {
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1.$2" "${@:3}" >/dev/null 2>&1
+    awk '/^totals:/ {print $2}' "$work/cg.$1.$2"
+  }
+  m=50000
+  c=$(( ($(count c 2 "$work/bench_get_stripped" "$file" "$KEYS" $((2 * m))) - $(count c 1 "$work/bench_get_stripped" "$file" "$KEYS" $m)) / (3 * m) ))
+  s=$(( ($(count s 2 "$work/mc-test-helper" bench-copybytes "$file" "$KEYS" $((2 * m))) - $(count s 1 "$work/mc-test-helper" bench-copybytes "$file" "$KEYS" $m)) / (3 * m) ))
+  echo "instructions a get (callgrind): C mc_get $c, Swift copyBytes(forKey:) $s"
+fi
