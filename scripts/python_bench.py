@@ -36,6 +36,15 @@ def make_backends(args, tmp):
 
     backends["mappedcache"] = mapped
 
+    def through_ctypes():
+        # The same library called through ctypes instead of the package's C extension:
+        # why the package is an extension.
+        c, connect, close = mapped()
+        client = CtypesClient(c.path)
+        return client, lambda: client, lambda: (client.close(), close())
+
+    backends["ctypes over libmappedcache"] = through_ctypes
+
     def plain():
         d = {}
         return d, lambda: d, lambda: None
@@ -81,6 +90,47 @@ def make_backends(args, tmp):
         backends["pymemcache (unix socket)"] = mem
 
     return backends
+
+
+class CtypesClient:
+    """get and set of bytes through ctypes calls of mc_get and mc_set."""
+
+    def __init__(self, path):
+        import ctypes
+        import mappedcache
+
+        self.ctypes = ctypes
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(mappedcache.__file__), "libmappedcache.so"))
+        self.handle = ctypes.c_void_p()
+        if lib.mc_open(path.encode(), None, ctypes.byref(self.handle)) != 0:
+            raise RuntimeError(lib.mc_last_error())
+        self.lib = lib
+        self.mc_get = lib.mc_get
+        self.mc_get.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                ctypes.POINTER(ctypes.c_size_t)]
+        self.mc_set = lib.mc_set
+        self.mc_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.c_double]
+        self.buffer = ctypes.create_string_buffer(1024)
+        self.length = ctypes.c_size_t()
+
+    def get(self, key):
+        k = key.encode()
+        if self.mc_get(self.handle, k, len(k), self.buffer, 1024, self.ctypes.byref(self.length)) == 0:
+            return self.buffer.raw[1 : self.length.value]  # after the python cache's tag byte
+        return None
+
+    def set(self, key, value):
+        k = key.encode()
+        v = b"B" + value
+        self.mc_set(self.handle, k, len(k), v, len(v), 0.0)
+
+    def set_many(self, mapping):
+        for k, v in mapping.items():
+            self.set(k, v)
+
+    def close(self):
+        self.lib.mc_close(self.handle)
 
 
 def prefill(client, keys):
