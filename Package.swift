@@ -9,6 +9,9 @@ let package = Package(
     .library(name: "MappedCacheRedis", targets: ["MappedCacheRedis"]),
     .executable(name: "mapped-cache", targets: ["mapped-cache"]),
     .executable(name: "cache-stress", targets: ["cache-stress"]),
+    // libmappedcache.so: the C ABI (Sources/CMappedCacheABI/include/mappedcache.h), for C
+    // and every language that calls C (bindings/python).
+    .library(name: "mappedcache", type: .dynamic, targets: ["MappedCacheCABI"]),
   ],
   targets: [
     // Futex and OFD-lock calls only: everything else is Swift.
@@ -17,6 +20,11 @@ let package = Package(
     // every other module calls the C library through it.
     .target(name: "SystemCalls", dependencies: ["CMappedCacheShim"], path: "Sources/SystemCalls"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim", "SystemCalls"], path: "Sources/MappedCache"),
+    // The C ABI: its header, and the little that must be C (the pthread_atfork handlers,
+    // the per-thread last error); the exported functions are Swift (`@_cdecl`).
+    .target(name: "CMappedCacheABI", path: "Sources/CMappedCacheABI"),
+    .target(
+      name: "MappedCacheCABI", dependencies: ["MappedCache", "CMappedCacheABI"], path: "Sources/MappedCacheCABI"),
     // What both tools share: the size and duration parsers, the --version line, stopping a process.
     .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.

@@ -15,6 +15,8 @@ let commands: [String: HelperCommand] =
   .merging(faultCommands) { a, _ in a }
   .merging(fleetCommands) { a, _ in a }
   .merging(batchCommands) { a, _ in a }
+  .merging(interopCommands) { a, _ in a }
+  .merging(cabiBenchCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let name = args.first, let command = commands[name] else {

@@ -1,0 +1,159 @@
+import CMappedCacheABI
+import Glibc
+@_spi(Bindings) import MappedCache
+
+// mappedcache.h: get-or-compute (mc_claim, mc_publish, mc_abandon, mc_is_computing).
+
+/// One `mc_claim` handle: the key a caller computes, and the lock that makes it the only
+/// one (nil when it is not: the wait ran out, or the handle is read-only).
+final class PendingClaim: @unchecked Sendable {
+  let cache: OpenCache
+  let key: [UInt8]
+  /// The fork generation the claim was taken in: a child of fork shares the lock's open
+  /// file description with its parent and must never release it.
+  let generation = mc_abi_fork_generation()
+  private var lock: ComputeClaimLock?
+
+  init(cache: OpenCache, key: [UInt8], lock: ComputeClaimLock?) {
+    self.cache = cache
+    self.key = key
+    self.lock = lock
+  }
+
+  var isInherited: Bool { generation != mc_abi_fork_generation() }
+
+  /// Ends the claim: released in the process that took it, only dropped (its
+  /// descriptor closed) in a child of fork.
+  func finish() {
+    if !isInherited { lock?.release() }
+    lock = nil
+  }
+
+  /// In a child of fork (tables lock held): closes the inherited descriptor.
+  func dropInherited() {
+    if isInherited { lock = nil }
+  }
+}
+
+@_cdecl("mc_get_or_claim")
+public func mcGetOrClaim(
+  _ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int, _ waitSeconds: Double, _ flags: UInt32,
+  _ buffer: UnsafeMutableRawPointer?, _ capacity: Int, _ length: UnsafeMutablePointer<Int>?,
+  _ claim: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+  claim?.pointee = nil
+  guard let opened = Handles.openCache(cache)?.takeUnretainedValue() else {
+    return failure(Handles.badHandle(cache, "cache"))
+  }
+  return guarded {
+    let store = try opened.current()
+    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
+    let b = try Arguments.buffer(buffer, capacity)
+    let outLength = try Arguments.output(length, "the length pointer")
+    let outClaim = try Arguments.output(claim, "the claim pointer")
+    guard waitSeconds >= 0 else {
+      throw ABIError.invalidArgument("a wait of \(waitSeconds) seconds; give 0 or more")
+    }
+    guard flags & ~MC_CLAIM_SERVE_STALE == 0 else {
+      throw ABIError.invalidArgument("unknown claim flags 0x\(String(flags & ~MC_CLAIM_SERVE_STALE, radix: 16))")
+    }
+    let name = String(decoding: k, as: UTF8.self)
+    func issue(_ lock: ComputeClaimLock?) throws -> Int32 {
+      guard let handle = Handles.claims.insert(PendingClaim(cache: opened, key: Array(k), lock: lock)) else {
+        lock?.release()
+        throw ABIError.noMemory("all 16384 claim handles of this process are pending; publish or abandon some")
+      }
+      outClaim.pointee = handle
+      return MC_CLAIMED
+    }
+    func copied(_ n: Int) -> Int32 {
+      outLength.pointee = n
+      return copiedStatus(n, capacity)
+    }
+
+    if let n = try store.get(k, into: b) { return copied(n) }
+    try store.throwIfComputeFailureCached(name)
+    // A read-only handle computes without claiming, as Swift's get-or-compute does.
+    guard store.isWritable else { return try issue(nil) }
+    let lock = try store.claimLock(name)
+    let deadline = ContinuousClock.now + .nanoseconds(Int64(min(waitSeconds, 1e9) * 1e9))
+    var pause = Duration.milliseconds(1)
+    while true {
+      if try lock.tryAcquire() {
+        do {
+          // The previous claimer may have stored the value just before releasing.
+          if try store.contains(name), let n = try store.get(k, into: b) {
+            lock.release()
+            return copied(n)
+          }
+          try store.throwIfComputeFailureCached(name)
+        } catch {
+          lock.release()
+          throw error
+        }
+        return try issue(lock)
+      }
+      if flags & MC_CLAIM_SERVE_STALE != 0 {
+        var stale: Int32?
+        _ = try store.withValueAllowingExpired(name) { bytes in
+          if bytes.count <= capacity, bytes.count > 0 {
+            b.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+          }
+          outLength.pointee = bytes.count
+          stale = bytes.count <= capacity ? MC_STALE : copiedStatus(bytes.count, capacity)
+        }
+        if let stale { return stale }
+      }
+      let now = ContinuousClock.now
+      if now >= deadline {
+        // Waited long enough: compute here as well (0 asked not to wait at all).
+        return waitSeconds == 0 ? MC_BUSY : try issue(nil)
+      }
+      let nap = min(pause, deadline - now)
+      usleep(UInt32(max(1, nap.components.attoseconds / 1_000_000_000_000)))
+      pause = min(pause * 2, .milliseconds(20))
+      if try store.contains(name), let n = try store.get(k, into: b) { return copied(n) }
+      try store.throwIfComputeFailureCached(name)
+    }
+  }
+}
+
+@_cdecl("mc_publish")
+public func mcPublish(_ claim: OpaquePointer?, _ value: UnsafeRawPointer?, _ valueLength: Int, _ ttl: Double)
+  -> Int32
+{
+  guard let pending = Handles.claims.remove(claim)?.takeRetainedValue() else {
+    return failure(Handles.badHandle(claim, "claim"))
+  }
+  return guarded {
+    defer { pending.finish() }
+    guard !pending.isInherited else { throw ABIError.forked(forkedMessage) }
+    let store = try pending.cache.current()
+    let v = try Arguments.value(value, valueLength, maxValue: store.maxValue)
+    let expires = try Arguments.expiry(ttl)
+    // A read-only handle stores nothing, as Swift's get-or-compute does.
+    guard store.isWritable else { return MC_OK }
+    try pending.key.withUnsafeBytes { try store.set($0, v, expires: expires) }
+    return MC_OK
+  }
+}
+
+@_cdecl("mc_abandon")
+public func mcAbandon(_ claim: OpaquePointer?) -> Int32 {
+  guard let pending = Handles.claims.remove(claim)?.takeRetainedValue() else {
+    return failure(Handles.badHandle(claim, "claim"))
+  }
+  defer { pending.finish() }
+  return pending.isInherited ? failure(ABIError.forked(forkedMessage)) : MC_OK
+}
+
+private let forkedMessage =
+  "this claim was taken by the parent process before fork(); the parent still holds it and the child cannot publish or abandon it: claim the key again in the child"
+
+@_cdecl("mc_is_computing")
+public func mcIsComputing(_ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int) -> Int32 {
+  Handles.withStore(cache) { store in
+    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
+    return try store.isComputing(String(decoding: k, as: UTF8.self)) ? MC_OK : MC_NOT_FOUND
+  }
+}

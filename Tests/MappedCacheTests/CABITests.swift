@@ -1,0 +1,53 @@
+import Foundation
+import Glibc
+import Testing
+
+/// libmappedcache.so's C ABI, used from C: Tests/CABI/abi_test.c, built here with cc
+/// against the library and mappedcache.h, calls every function of the header, with bad
+/// arguments (NULL pointers, impossible lengths, closed and forged handles) that must give
+/// error codes and never crash, threads, get-or-compute claims, and fork() (a child writes
+/// with its own lock token, is killed holding the lock, and never blocks the parent).
+@Suite struct CABITests {
+  static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+  /// The C compiler: `cc`, else the toolchain's clang.
+  static let compiler: String? = ["/usr/bin/cc", "/usr/local/bin/cc", "/usr/bin/clang", "/opt/swift/usr/bin/clang"]
+    .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+  @Test func cProgramCallsEveryFunctionWithGoodAndBadArguments() throws {
+    let library = Support.binDir + "/libmappedcache.so"
+    try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built (swift build builds it)")
+    let cc = try #require(Self.compiler, "no C compiler (cc or clang) on this machine")
+    let program = "/tmp/mc-abi-test-\(getpid())"
+    defer { unlink(program) }
+    let compile = try Support.run(
+      cc,
+      [
+        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread",
+        "-I", Self.repository + "/Sources/CMappedCacheABI/include", Self.repository + "/Tests/CABI/abi_test.c",
+        "-L", Support.binDir, "-lmappedcache", "-Wl,-rpath," + Support.binDir, "-lm", "-o", program,
+      ])
+    try #require(compile.status == 0, "cc failed: \(compile.stderr)")
+    let prefix = "/dev/shm/mctest-cabi-\(getpid())"
+    let r = try Support.run(program, [prefix], timeout: 180)
+    #expect(!r.signaled, "abi_test died by signal \(r.status): \(r.stderr)")
+    #expect(r.status == 0, "abi_test failed: \(r.stderr)\(r.stdout)")
+    let summary = try #require(r.stdout.split(separator: "\n").last.map(String.init))
+    #expect(summary.hasSuffix(", 0 failed"), "\(summary)")
+    let checks = Int(summary.split(separator: " ")[1]) ?? 0
+    #expect(checks > 250, "\(summary)")
+  }
+
+  /// The header compiles on its own, as C and (where a C++ compiler is installed) as C++.
+  @Test func headerStandsAlone() throws {
+    let cc = try #require(Self.compiler, "no C compiler (cc or clang) on this machine")
+    let header = Self.repository + "/Sources/CMappedCacheABI/include/mappedcache.h"
+    for language in ["c", "c++"] where language == "c" || FileManager.default.isExecutableFile(atPath: "/usr/bin/c++") {
+      let r = try Support.run(
+        language == "c" ? cc : "/usr/bin/c++",
+        ["-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-x", language == "c" ? "c" : "c++", header])
+      #expect(r.status == 0, "\(language): \(r.stderr)")
+    }
+  }
+}
