@@ -115,9 +115,10 @@ enum Fuzz {
   /// average entries, so slots have an inline area and small values live in them.
   static func buildBase(path: String, seed: UInt64, variant: Int) throws -> Int32 {
     unlink(path)
-    var options = CacheOptions(capacity: 1 << 20)
-    if variant == 1 { options.averageEntrySize = 64 }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options)
+    // Variant 0: one partition of 1 MiB; variant 1: two partitions of 1 MiB each.
+    var options = CacheOptions(capacity: variant == 1 ? 2 << 20 : 1 << 20)
+    options.partitionCount = variant == 1 ? 2 : 1
+    let c = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, options: options)
     var rng = SplitMix(seed)
     for step in 0..<8000 {
       let i = rng.below(keySpace)

@@ -56,16 +56,15 @@ import Testing
 
   static func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-  /// A small, crowded cache: live keys of every kind, some far from their home slot,
+  /// A small, crowded cache: live keys of every kind, some in their second bucket,
   /// expired and removed keys, and keys never stored.
-  static func populated(_ path: String, inline: Bool) throws -> (cache: SharedCache<[UInt8]>, keys: [[UInt8]]) {
+  static func populated(_ path: String, partitioned: Bool) throws -> (cache: SharedCache<[UInt8]>, keys: [[UInt8]]) {
     let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
     var keys: [[UInt8]] = []
     for i in 0..<3000 {
       let k = bytes("batch:\(i)")
-      // Mostly small (inline where the slots have room), some past any inline area and
-      // past the 256-byte stack buffer.
+      // Mostly small, some past the 256-byte stack buffer.
       let size = i % 7 == 0 ? 300 + i % 200 : i % 40
       let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }
       switch i % 10 {
@@ -81,29 +80,25 @@ import Testing
   }
 
   @Test(arguments: [true, false])
-  func aBatchReturnsWhatSingleReadsReturn(inline: Bool) throws {
+  func aBatchReturnsWhatSingleReadsReturn(partitioned: Bool) throws {
     let path = TestFiles.tempPath("batch-eq")
     defer { TestFiles.cleanup(path) }
-    let (c, keys) = try Self.populated(path, inline: inline)
+    let (c, keys) = try Self.populated(path, partitioned: partitioned)
     #expect(try c.verify().ok)
-    // The test covers what it claims: entries inline and in records, hits away from home.
-    // Past the three slots after home that a batch prefetches for a displaced key, the
-    // probe in step 3 finds the key unaided: some keys sit that far.
-    var displaced = 0
-    var beyondPrefetch = 0
-    var inRecords = 0
-    var inlineEntries = 0
+    // The test covers what it claims: keys in their second bucket (a batch prefetches it
+    // only when the first holds no equal tag), and, partitioned, in every partition.
+    var second = 0
+    var partitions = Set<Int>()
     for k in keys {
       guard let found = try k.withUnsafeBytes({ try c.engine._find($0) }) else { continue }
-      let distance = c.engine.index.distanceFromHome(found.slot, hash: k.withUnsafeBytes { KeyHash.key($0) })
-      if distance > 0 { displaced += 1 }
-      if distance > 3 { beyondPrefetch += 1 }
-      if found.entry.inline { inlineEntries += 1 } else { inRecords += 1 }
+      let groups = c.engine.partition(found.partition).index.groups
+      let pl = Placement(hash: k.withUnsafeBytes { KeyHash.key($0) }, groups: groups)
+      if pl.first != found.entry.at.place { second += 1 }
+      partitions.insert(found.partition)
     }
-    #expect(displaced > 100, "keys away from their home slot: \(displaced)")
-    #expect(beyondPrefetch > 0, "keys more than 3 slots from home: \(beyondPrefetch)")
-    #expect(inRecords > 100)
-    #expect(inline ? inlineEntries > 1000 : inlineEntries == 0)
+    #expect(second > 50, "keys in their second bucket: \(second)")
+    #expect(partitions.count == c.engine.layout.partitionCount)
+    #expect(partitioned ? partitions.count > 1 : partitions.count == 1)
 
     // Buffers of 64 bytes: some values do not fit (their length comes back, uncopied).
     for room in [64, 1024] {
@@ -137,28 +132,29 @@ import Testing
     #expect(SharedCache<[UInt8]>.missingLength == -1)
   }
 
-  /// A home slot holding another key under this key's hash (a 64-bit collision, made
-  /// here by rewriting the slot's hash): the batch's step 3, which reads a key's home
-  /// slot first where step 2 saw its hash there, finds the key further along, as the
-  /// single read's general path does; the other key, whose slot no longer carries its
-  /// hash, misses in both.
-  @Test(arguments: [true, false])
-  func aKeyBehindAnotherKeyOfTheSameHashIsFound(inline: Bool) throws {
+  /// A bucket holding another key under this key's tag (a 16-bit collision, made here by
+  /// rewriting the slot's tag): the batch's step B2, which prefetches the record of the
+  /// first equal tag, and the single read both compare the key in the record and find
+  /// the key in its own slot; the other key, whose slot no longer carries its tag,
+  /// misses in both.
+  @Test
+  func aKeyBehindAnotherKeyOfTheSameTagIsFound() throws {
     let path = TestFiles.tempPath("batch-collide")
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
+      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: false, capacity: 2 << 20))
     let e = c.engine
-    // Two keys with one home slot: the second stored sits right after the first.
-    let home = 100
-    let names = e.keys(home: home, count: 2, tag: "collide")
+    // Two keys with one first place: the first stored takes slot 0, the second slot 1.
+    let place = Place(group: 0, bucket: 1)
+    let names = e.keys(first: place, count: 2, tag: "collide")
     try c.setObject([1, 1, 1], forKey: names[0])
     try c.setObject([2, 2, 2, 2], forKey: names[1])
-    #expect(try names.map { try e.slot(of: $0) } == [home, e.index.next(home)])
+    #expect(try names.map { try e.slot(of: $0)?.slot } == [.init(place: place, slot: 0), .init(place: place, slot: 1)])
     let (a, b) = (Self.bytes(names[0]), Self.bytes(names[1]))
-    let hash = b.withUnsafeBytes { KeyHash.key($0) }
-    // The first key's slot now carries the second key's hash.
-    e.memory._byte(at: e._slotOffset(home) + Format.S.hash).storeBytes(of: hash, as: UInt64.self)
+    let tag = IndexGeometry.tag(b.withUnsafeBytes { KeyHash.key($0) })
+    // The first key's slot now carries the second key's tag.
+    let offsets = e._slotOffsets(partition: 0, .init(place: place, slot: 0))
+    e.memory._byte(at: offsets.tag).storeBytes(of: tag, as: UInt16.self)
     for room in [2, 64] {
       let singles = try [a, b].map { try Self.single(c, $0, room: room) }
       #expect(singles.map(\.length) == [-1, 4])
@@ -173,7 +169,7 @@ import Testing
   @Test func otherHandlesBatchAsTheyReadAlone() throws {
     let path = TestFiles.tempPath("batch-handles")
     defer { TestFiles.cleanup(path) }
-    let (c, keys) = try Self.populated(path, inline: true)
+    let (c, keys) = try Self.populated(path, partitioned: true)
     let plain = try keys.map { try Self.single(c, $0, room: 512) }
     for policy in [OpenPolicy(readOnly: true), OpenPolicy(verifyChecksumsOnRead: true)] {
       let h = try SharedCache<[UInt8]>(path: path, policy: policy)
@@ -189,12 +185,12 @@ import Testing
     let path = TestFiles.tempPath("batch-ref")
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: true, capacity: 1 << 20))
+      path: path, capacity: 1 << 20, options: CoreOptions.make(partitioned: true, capacity: 1 << 20))
     let keys = (0..<200).map { Self.bytes("ref:\($0)") }
     for i in 0..<200 { try c.setObject([UInt8](repeating: 1, count: i % 2 == 0 ? 10 : 400), forKey: "ref:\(i)") }
     func referenced(_ k: [UInt8]) throws -> Bool {
       let found = try #require(try k.withUnsafeBytes { try c.engine._find($0) })
-      return c.engine.index.meta(at: found.slot) & Format.referencedBit != 0
+      return found.entry.word & Format.referencedBit != 0
     }
     #expect(try keys.allSatisfy { try !referenced($0) }, "new entries start unreferenced")
     let read = keys.enumerated().filter { $0.offset % 3 == 0 }.map(\.element)

@@ -34,10 +34,10 @@ import Testing
     try withViews(keys) { k in try withViews(values) { v in try c.setBytes(v, forKeys: k, expires: expires) } }
   }
 
-  /// The file from the index to its end (slots, ghost tags, both logs): everything a set
-  /// changes apart from the header's counters and the process table.
+  /// The file's partitions (their counters, indexes, ghost lines and logs): everything a
+  /// set changes apart from the header and the process table.
   static func tables(_ c: SharedCache<[UInt8]>) throws -> Data {
-    try Data(contentsOf: URL(fileURLWithPath: c.path)).subdata(in: c.engine.layout.slotsOffset..<c.capacity)
+    try Data(contentsOf: URL(fileURLWithPath: c.path)).subdata(in: c.engine.layout.partitionsOffset..<c.capacity)
   }
 
   /// Two fresh caches get the same entries, one by single sets, one in batches of 1-40
@@ -46,16 +46,16 @@ import Testing
   /// eviction), until each has evicted thousands of entries: the two files end equal,
   /// byte for byte, with the same counters.
   @Test(arguments: [true, false])
-  func aBatchStoresWhatSingleSetsStore(inline: Bool) throws {
+  func aBatchStoresWhatSingleSetsStore(partitioned: Bool) throws {
     let (pa, pb) = (TestFiles.tempPath("mset-single"), TestFiles.tempPath("mset-batch"))
     defer {
       TestFiles.cleanup(pa)
       TestFiles.cleanup(pb)
     }
-    let options = CoreOptions.make(inline: inline, capacity: 1 << 20)
+    let options = CoreOptions.make(partitioned: partitioned, capacity: 1 << 20)
     let a = try SharedCache<[UInt8]>(path: pa, capacity: 1 << 20, options: options)
     let b = try SharedCache<[UInt8]>(path: pb, capacity: 1 << 20, options: options)
-    var rng = SplitMix(inline ? 19 : 20)
+    var rng = SplitMix(partitioned ? 19 : 20)
     var writes = [Int](repeating: 0, count: 3000)
     var batchesWithRepeats = 0
     for round in 0..<300 {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// libmappedcache.so's C ABI, used from C: Tests/CABI/abi_test.c, built here with cc
@@ -16,21 +17,21 @@ import Testing
     .first { FileManager.default.isExecutableFile(atPath: $0) }
 
   @Test func cProgramCallsEveryFunctionWithGoodAndBadArguments() throws {
-    let library = Support.binDir + "/libmappedcache.so"
+    let library = TestFiles.binDir + "/libmappedcache.so"
     try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built (swift build builds it)")
     let cc = try #require(Self.compiler, "no C compiler (cc or clang) on this machine")
     let program = "/tmp/mc-abi-test-\(getpid())"
     defer { unlink(program) }
-    let compile = try Support.run(
+    let compile = try ChildProcess.run(
       cc,
       [
         "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread",
         "-I", Self.repository + "/Sources/CMappedCacheABI/include", Self.repository + "/Tests/CABI/abi_test.c",
-        "-L", Support.binDir, "-lmappedcache", "-Wl,-rpath," + Support.binDir, "-lm", "-o", program,
+        "-L", TestFiles.binDir, "-lmappedcache", "-Wl,-rpath," + TestFiles.binDir, "-lm", "-o", program,
       ])
     try #require(compile.status == 0, "cc failed: \(compile.stderr)")
     let prefix = "/dev/shm/mctest-cabi-\(getpid())"
-    let r = try Support.run(program, [prefix], timeout: 180)
+    let r = try ChildProcess.run(program, [prefix], timeout: 180)
     #expect(!r.signaled, "abi_test died by signal \(r.status): \(r.stderr)")
     #expect(r.status == 0, "abi_test failed: \(r.stderr)\(r.stdout)")
     let summary = try #require(r.stdout.split(separator: "\n").last.map(String.init))
@@ -44,7 +45,7 @@ import Testing
     let cc = try #require(Self.compiler, "no C compiler (cc or clang) on this machine")
     let header = Self.repository + "/Sources/CMappedCacheABI/include/mappedcache.h"
     for language in ["c", "c++"] where language == "c" || FileManager.default.isExecutableFile(atPath: "/usr/bin/c++") {
-      let r = try Support.run(
+      let r = try ChildProcess.run(
         language == "c" ? cc : "/usr/bin/c++",
         ["-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-x", language == "c" ? "c" : "c++", header])
       #expect(r.status == 0, "\(language): \(r.stderr)")

@@ -394,18 +394,58 @@ import Testing
       try write(offset, (0..<8).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) })
     }
 
-    var slotsOffset: Int { get throws { Int(try u64(Format.H.slotsOffset)) } }
-    var slotCount: Int { get throws { Int(try u64(Format.H.slotCount)) } }
-    var slotBytes: Int { get throws { Int(try u32(Format.H.slotBytes)) } }
-    func slot(_ i: Int) throws -> Int { try slotsOffset + i * slotBytes }
-    /// Occupied slots; without `includingInline`, only those whose entry lives in a log
-    /// record (not inline in the slot).
-    func occupiedSlots(includingInline: Bool = false) throws -> [Int] {
-      try (0..<slotCount).filter {
-        let s = try slot($0)
-        return try u64(s + Format.S.hash) != 0
-          && (includingInline || (try u64(s + Format.S.meta)) & Format.inlineBit == 0)
+    // The layout, from the header (format 5).
+    var partitionsOffset: Int { get throws { Int(try u64(Format.H.partitionsOffset)) } }
+    var partitionBytes: Int { get throws { Int(try u64(Format.H.partitionBytes)) } }
+    var partitionCount: Int { get throws { Int(try u64(Format.H.partitionCount)) } }
+    func partition(_ p: Int) throws -> Int { try partitionsOffset + p * partitionBytes }
+    func groups(_ p: Int) throws -> Int { Int(try u32(try partition(p) + Format.Part.geometry)) }
+
+    /// One occupied slot: its partition and bucket number, and where its bytes are.
+    struct Slot {
+      var partition: Int
+      var bucket: Int
+      var slot: Int
+      var bucketOffset: Int
+      var tagOffset: Int { bucketOffset + Format.B.tags + 2 * slot }
+      var wordOffset: Int { bucketOffset + Format.B.words + 4 * slot }
+    }
+
+    /// Every occupied slot (its tag nonzero), partition by partition.
+    func occupiedSlots() throws -> [Slot] {
+      var out: [Slot] = []
+      for p in 0..<(try partitionCount) {
+        let base = try partition(p)
+        let end = base + (try partitionBytes)
+        for g in 0..<(try groups(p)) {
+          for b in 0..<Format.bucketsPerGroup {
+            let bucket = end - (g + 1) * Format.groupBytes + b * Format.bucketBytes
+            for s in 0..<Format.slotsPerBucket where try u16(bucket + Format.B.tags + 2 * s) != 0 {
+              out.append(Slot(partition: p, bucket: g * Format.bucketsPerGroup + b, slot: s, bucketOffset: bucket))
+            }
+          }
+        }
       }
+      return out
+    }
+
+    /// The file offset of the record a slot names.
+    func record(_ s: Slot) throws -> Int {
+      try partition(s.partition) + Int(try u32(s.wordOffset) & Format.offsetMask)
+    }
+
+    /// A record's header size, key and value offsets (`RecordFormat`).
+    func layout(ofRecord r: Int) throws -> (key: Int, klen: Int, value: Int) {
+      let flags = try read(r, 1)[0]
+      let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+      let header = RecordFormat.headerBytes(form: form, expiry: flags & RecordFormat.expiryFlag != 0)
+      let klen = form == 2 ? try u16(r + 1) + 1 : Int(try read(r + 1, 1)[0]) + 1
+      return (r + header, klen, r + header + klen)
+    }
+
+    func key(ofRecord r: Int) throws -> String {
+      let l = try layout(ofRecord: r)
+      return String(decoding: try read(l.key, l.klen), as: UTF8.self)
     }
   }
 
@@ -418,31 +458,31 @@ import Testing
     let raw = try RawFile(path)
     let occupied = try raw.occupiedSlots()
     try #require(occupied.count == 200)
+    try #require(try raw.partitionCount == 1)
     // 1. A flipped byte in a record's value: its checksum no longer matches.
-    let s0 = try raw.slot(occupied[0])
-    let loc0 = Int(try raw.u64(s0 + Format.S.loc))
-    let klen0 = try raw.u16(loc0 + Format.R.klen)
-    let key0 = String(decoding: try raw.read(loc0 + Format.recordHeaderBytes, klen0), as: UTF8.self)
-    let valueByte = loc0 + Format.recordHeaderBytes + klen0 + 3
+    let r0 = try raw.record(occupied[0])
+    let key0 = try raw.key(ofRecord: r0)
+    let valueByte = try raw.layout(ofRecord: r0).value + 3
     try raw.write(valueByte, [try raw.read(valueByte, 1)[0] ^ 0xFF])
     // 2. A slot pointing at no record at all.
-    let s1 = try raw.slot(occupied[1])
-    let loc1 = Int(try raw.u64(s1 + Format.S.loc))
-    let key1 = String(
-      decoding: try raw.read(loc1 + Format.recordHeaderBytes, try raw.u16(loc1 + Format.R.klen)), as: UTF8.self)
-    try raw.write64(s1 + Format.S.loc, 12_345)
-    // 3. A slot left mid-write (odd seqlock).
-    let s2 = try raw.slot(occupied[2])
-    try raw.write64(s2 + Format.S.seq, try raw.u64(s2 + Format.S.seq) | 1)
+    let key1 = try raw.key(ofRecord: try raw.record(occupied[1]))
+    try raw.write(occupied[1].wordOffset, [0x39, 0x30, 0, 0])  // offset 12345
+    // 3. A bucket left mid-write (odd seqlock): its entries are checked and kept.
+    let odd = try #require(occupied.first { $0.bucket != occupied[0].bucket && $0.bucket != occupied[1].bucket })
+    let seq = try raw.u32(odd.bucketOffset + Format.B.seq)
+    try raw.write(odd.bucketOffset + Format.B.seq, (0..<4).map { UInt8(truncatingIfNeeded: (seq | 1) >> (8 * $0)) })
     // 4. An entry count that disagrees with the slots.
-    try raw.write64(Format.H.entries, 100_000)
+    try raw.write64(try raw.partition(0) + Format.Part.entries, 100_000)
     try raw.handle.close()
 
     let v = try Self.cli(["verify", path])
     #expect(v.status == 2 && !v.signaled)
-    #expect(v.text.contains("problem: slot \(occupied[0]): value checksum mismatch"), "\(v.text)")
-    #expect(v.text.contains("problem: slot \(occupied[1]): record offset 12345 is not a valid entry"))
-    #expect(v.text.contains("problem: slot \(occupied[2]): left mid-write"))
+    #expect(
+      v.text.contains("problem: bucket \(occupied[0].bucket) slot \(occupied[0].slot): value checksum mismatch"),
+      "\(v.text)")
+    #expect(
+      v.text.contains("problem: bucket \(occupied[1].bucket) slot \(occupied[1].slot): record offset 12345 is not a valid entry"))
+    #expect(v.text.contains("problem: bucket \(odd.bucket): left mid-write"))
     #expect(v.text.contains("counts say 100000 entries"))
     #expect(v.text.contains("DAMAGED"))
     let vj = try #require(try Self.json(try Self.cli(["verify", path, "--json"])) as? [String: Any])
@@ -455,7 +495,7 @@ import Testing
     let r = try Self.cli(["verify", path, "--repair"])
     #expect(r.status == 0, "\(r.text) \(r.err)")
     #expect(r.text.contains("REPAIRED"))
-    #expect(r.text.contains("repaired: 4 fixes"))
+    #expect(r.text.contains("repaired: 4 fixes"), "\(r.text)")
     let after = try Self.cli(["verify", path])
     #expect(after.status == 0, "\(after.text)")
     #expect(after.text.contains("OK"))
@@ -463,7 +503,7 @@ import Testing
     #expect(try Self.cli(["get", path, key0]).status == 1)
     #expect(try Self.cli(["get", path, key1]).status == 1)
     let j = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
-    #expect(j["entries"] as? Int == 197)
+    #expect(j["entries"] as? Int == 198)
     var intact = 0
     for i in 0..<200 {
       let g = try cache.object(forKey: "key\(i)")
@@ -472,11 +512,11 @@ import Testing
         intact += 1
       }
     }
-    #expect(intact == 197)
+    #expect(intact == 198, "all but the two damaged entries")
     #expect(try Self.cli(["set", path, "new", "works"]).status == 0)
   }
 
-  @Test(arguments: [[], ["--avg-entry", "100"]])  // records in the logs; entries inline in slots
+  @Test(arguments: [[], ["--partitions", "2"]])  // one partition; two
   func hostileBytesNeverKillTheTool(createOptions: [String]) throws {
     let path = try Self.freshCache("hostile", createOptions)
     defer { TestFiles.cleanup(path) }
@@ -492,28 +532,28 @@ import Testing
       let cache = try SharedCache<[UInt8]>(path: path)
       for i in 0..<300 { try cache.setObject([UInt8](repeating: 1, count: rng.inRange(1...400)), forKey: "k\(i)") }
       let raw = try RawFile(path)
+      let part = try raw.partition(rng.below(try raw.partitionCount))
       let words = [
-        Format.H.smallHead, Format.H.smallTail, Format.H.mainHead, Format.H.mainTail, Format.H.entries,
-        Format.H.liveBytes, Format.H.sweepHand, Format.H.countLimit, Format.H.costLimit, Format.H.intent,
-        Format.H.sets, Format.H.retiredHits,
-      ]
+        Format.Part.geometry, Format.Part.smallHead, Format.Part.smallTail, Format.Part.mainHead, Format.Part.mainTail,
+        Format.Part.mainLastWrap, Format.Part.mainLimit, Format.Part.mainPendingLimit, Format.Part.entries,
+        Format.Part.liveBytes, Format.Part.sweepHand, Format.Part.intent, Format.Part.sets, Format.Part.moves,
+      ].map { part + $0 } + [Format.H.countLimit, Format.H.costLimit, Format.H.retiredHits]
       if round == 0 {
         // Counters at their extremes (a conversion to Int must not trap).
-        try raw.write64(Format.H.entries, UInt64.max)
-        try raw.write64(Format.H.liveBytes, UInt64.max)
+        try raw.write64(part + Format.Part.entries, UInt64.max)
+        try raw.write64(part + Format.Part.liveBytes, UInt64.max)
       } else {
         for _ in 0..<3 { try raw.write64(words[rng.below(words.count)], rng.next() >> UInt64(rng.below(64))) }
       }
-      let slots = try raw.occupiedSlots(includingInline: true)
-      let slotBytes = try raw.slotBytes
-      for _ in 0..<(round == 0 ? 0 : 20) {
-        let s = try raw.slot(slots[rng.below(slots.count)])
-        try raw.write64(s + 8 * rng.below(slotBytes / 8), round % 2 == 0 ? rng.next() : rng.next() & 0xFFFF_FFF8)
+      let slots = try raw.occupiedSlots()
+      for _ in 0..<(round == 0 || slots.isEmpty ? 0 : 20) {
+        let s = slots[rng.below(slots.count)]
+        try raw.write64(s.bucketOffset + 8 * rng.below(Format.bucketBytes / 8), rng.next())
       }
-      for _ in 0..<(round == 0 ? 0 : 20) {
-        let s = try raw.slot(slots[rng.below(slots.count)])
-        let loc = Int(truncatingIfNeeded: try raw.u64(s + Format.S.loc))
-        if loc > 0 && loc < (4 << 20) - 64 { try raw.write(loc + rng.below(40), [UInt8(rng.below(256))]) }
+      for _ in 0..<(round == 0 || slots.isEmpty ? 0 : 20) {
+        let s = slots[rng.below(slots.count)]
+        let r = try raw.record(s)
+        if r < (4 << 20) - 64 { try raw.write(r + rng.below(40), [UInt8(rng.below(256))]) }
       }
       try raw.handle.close()
       for args in commands {

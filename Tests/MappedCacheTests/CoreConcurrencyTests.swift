@@ -38,20 +38,22 @@ final class CoreFlag: Sendable {
     return (done, done ? box.error : nil)
   }
 
-  private func lockWord(_ c: SharedCache<[UInt8]>) -> UInt32 {
-    c.engine.memory.lockWord.load(.acquiring)
+  /// Every partition's lock word, or-ed together (0: every lock free).
+  private func lockWord(_ c: SharedCache<[UInt8]>) -> UInt32 { lockWordOf(c) }
+
+  /// Every partition's intent word, or-ed together (0: no change under way anywhere).
+  private func intent(_ c: SharedCache<[UInt8]>) -> UInt64 {
+    (0..<c.engine.layout.partitionCount).reduce(0) { $0 | c.engine.partition($1).counters.value(.intent) }
   }
 
-  private func intent(_ c: SharedCache<[UInt8]>) -> UInt64 { c.engine.counters.value(.intent) }
-
   @Test(arguments: [false, true])
-  func manyThreadsShareOneCache(inline: Bool) throws {
+  func manyThreadsShareOneCache(partitioned: Bool) throws {
     let path = TestFiles.tempPath("conc-threads")
     defer { TestFiles.cleanup(path) }
     // Small enough that eviction runs while threads read.
     let cache = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
-    let maxSize = inline ? 120 : 3000
+      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
+    let maxSize = partitioned ? 120 : 3000
     let threads = 8
     let opsPerThread = 4000
     let keys = 400
@@ -201,7 +203,9 @@ final class CoreFlag: Sendable {
     var planted = UInt32(slot + 1) | UInt32(truncatingIfNeeded: (generation + 1) & 0xFFFFF) << 10
     let fd = open(path, O_RDWR)
     #expect(fd >= 0)
-    #expect(pwrite(fd, &planted, 4, off_t(Format.H.lockWord)) == 4)
+    let word = Int(HeaderFields(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(256))).partitionsOffset)
+      + Format.Part.lockWord
+    #expect(pwrite(fd, &planted, 4, off_t(word)) == 4)
     close(fd)
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     #expect(cache.engine.registration?.slot == slot)
@@ -215,7 +219,7 @@ final class CoreFlag: Sendable {
   }
 
   private func lockWordOf<V>(_ c: SharedCache<V>) -> UInt32 {
-    c.engine.memory.lockWord.load(.acquiring)
+    (0..<c.engine.layout.partitionCount).reduce(0) { $0 | c.engine.memory.partition($1).lockWord.load(.acquiring) }
   }
 
   /// Conditional writes decide under the write lock: of many threads adding one key at
@@ -297,16 +301,16 @@ final class CoreFlag: Sendable {
   /// Two writer and two reader processes share a small cache (so eviction runs) for a few
   /// seconds; readers check every value they get; counters add up across processes.
   @Test(arguments: [false, true])
-  func readerAndWriterProcessesShareOneFile(inline: Bool) throws {
+  func readerAndWriterProcessesShareOneFile(partitioned: Bool) throws {
     let path = TestFiles.tempPath("conc-procs")
     defer {
       TestFiles.cleanup(path)
       unlink(path + ".stop")
     }
     let cache = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(inline: inline, capacity: 2 << 20))
-    // Inline layout: values on both sides of the inline limit, and enough keys to evict.
-    let (keys, maxSize) = inline ? ("30000", "200") : ("1500", "4000")
+      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
+    // Partitioned: many small entries, enough keys to evict; else fewer, larger ones.
+    let (keys, maxSize) = partitioned ? ("30000", "200") : ("1500", "4000")
     // The second writer uses the other lock mode: modes are per handle and must mix.
     let writers = try (0..<2).map {
       try CoreChild(["writer", path, "\($0 + 1)", "2.5", keys, "16", maxSize, $0 == 1 ? "flock" : "word"])
@@ -359,28 +363,28 @@ final class CoreFlag: Sendable {
   /// cache is writable at once, verify passes, every takeover and repair was counted, and
   /// entries the writers never touched are all still there.
   @Test func sigkillWritersInALoopWhileReadersVerify() throws {
-    try killLoop(capacity: 32 << 20, minRounds: Self.long ? 300 : 20, keepStable: true, inline: false)
+    try killLoop(capacity: 32 << 20, minRounds: Self.long ? 300 : 20, keepStable: true, partitioned: true)
   }
 
   /// The same in a small cache, where nearly every write evicts, promotes or shifts slots:
   /// kills land in those steps too. (No stable entries here: eviction may take them.)
   @Test(arguments: [false, true])
-  func sigkillWritersDuringEviction(inline: Bool) throws {
-    try killLoop(capacity: 2 << 20, minRounds: Self.long ? 300 : 15, keepStable: false, inline: inline)
+  func sigkillWritersDuringEviction(partitioned: Bool) throws {
+    try killLoop(capacity: 2 << 20, minRounds: Self.long ? 300 : 15, keepStable: false, partitioned: partitioned)
   }
 
   private static var long: Bool { ProcessInfo.processInfo.environment["MC_LONG"] == "1" }
 
-  private func killLoop(capacity: Int, minRounds: Int, keepStable: Bool, inline: Bool) throws {
+  private func killLoop(capacity: Int, minRounds: Int, keepStable: Bool, partitioned: Bool) throws {
     let path = TestFiles.tempPath("conc-kill")
     defer {
       TestFiles.cleanup(path)
       unlink(path + ".stop")
     }
     let cache = try SharedCache<[UInt8]>(
-      path: path, capacity: capacity, options: CoreOptions.make(inline: inline, capacity: capacity))
-    let keys = inline ? "20000" : "400"
-    let sizes = inline ? [100, 100, 2000] : [512, 4096, 40_000]
+      path: path, capacity: capacity, options: CoreOptions.make(partitioned: partitioned, capacity: capacity))
+    let keys = partitioned ? "20000" : "400"
+    let sizes = partitioned ? [100, 100, 2000] : [512, 4096, 40_000]
     let stable = keepStable ? (0..<100).map { "stable-\($0)" } : []
     for (i, k) in stable.enumerated() {
       try cache.setObject(CoreValue.make(key: k, writer: 0, seq: i, size: 200), forKey: k)
@@ -450,7 +454,7 @@ final class CoreFlag: Sendable {
 
     let s = cache.statistics
     print(
-      "[core] SIGKILL loop (\(capacity >> 20) MiB, inline \(inline)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); promotions +\(s.promotions - before.promotions), evictions +\(s.evictions - before.evictions), second chances +\(s.reinsertions - before.reinsertions); reader hits \(readers.map { $0.int("hits") })"
+      "[core] SIGKILL loop (\(capacity >> 20) MiB, partitioned \(partitioned)): \(rounds) rounds, lock held at kill \(heldRounds), intent set \(intentRounds); takeovers +\(s.lockTakeovers - before.lockTakeovers), recoveries +\(s.recoveries - before.recoveries); promotions +\(s.promotions - before.promotions), evictions +\(s.evictions - before.evictions), second chances +\(s.reinsertions - before.reinsertions); reader hits \(readers.map { $0.int("hits") })"
     )
     #expect(heldRounds >= 1, "no writer was ever killed holding the lock: the test did not test the crash path")
     #expect(s.lockTakeovers - before.lockTakeovers >= heldRounds)

@@ -116,16 +116,15 @@ import Testing
   }
 
   @Test(arguments: [false, true])
-  func valuesOfVeryDifferentSizesShareOneTable(inline: Bool) throws {
+  func valuesOfVeryDifferentSizesShareOneTable(partitioned: Bool) throws {
     let path = TestFiles.tempPath("ent-sizes")
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 16 << 20, options: CoreOptions.make(inline: inline, capacity: 16 << 20))
-    #expect((c.inlineCapacity > 0) == inline)
-    // Around the inline limit too (keys are 6 to 13 bytes).
+      path: path, capacity: 16 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 16 << 20))
+    // Around each record form's limits too (values of 255, 256, 65535 and 65536 bytes).
     let sizes = [
       0, 1, 2, 7, 8, 9, 31, 32, 33, 60, 66, 67, 68, 69, 70, 74, 75, 80, 255, 256, 257, 1000, 4095, 4096,
-      65_537, 300_000, c.maxValueSize,
+      65_535, 65_536, 65_537, 300_000, c.maxValueSize,
     ]
     var expected: [String: [UInt8]] = [:]
     for (i, n) in sizes.enumerated() {
@@ -151,7 +150,7 @@ import Testing
     for (k, v) in expected { #expect(try c.object(forKey: k) == v, "\(k)") }
     #expect(c.statistics.entries == sizes.count)
     #expect(c.statistics.liveBytes == expected.reduce(0) { $0 + $1.key.utf8.count + $1.value.count })
-    // touch keeps every value, inline or not; remove half and read the rest back.
+    // touch keeps every value, with an expiry field or without; remove half and read the rest back.
     for k in expected.keys { #expect(try c.touch(k, expires: .seconds(3600))) }
     for (k, v) in expected { #expect(try c.object(forKey: k) == v, "\(k) after touch") }
     for k in expected.keys.sorted().enumerated().filter({ $0.offset % 2 == 0 }).map(\.element) {

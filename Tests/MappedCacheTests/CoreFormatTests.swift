@@ -153,16 +153,17 @@ import Testing
       }
       return nil
     }
-    // Another format version (1: other header offsets; 2: another hash of short keys;
-    // 3: inline entries' records repeat the key; 5: not yet defined).
-    for version: UInt8 in [1, 2, 3, 5] {
-      if case .incompatibleFormat? = attempt({ $0[8] = version }) {
+    // Another format version (1-3: earlier single-index layouts; 4: the last of them,
+    // which `mapped-cache migrate` copies from; 6: not yet defined).
+    for version: UInt8 in [1, 2, 3, 4, 6] {
+      if case .incompatibleFormat(_, let reason)? = attempt({ $0[8] = version }) {
+        #expect(reason.contains("migrate") == (version == 4), "\(reason)")
       } else {
         Issue.record("version \(version) must be incompatible")
       }
     }
-    // A layout field changed (slot count) without its fingerprint.
-    if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {} else { Issue.record("changed slot count must be refused") }
+    // A layout field changed (the partition count) without its fingerprint.
+    if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {} else { Issue.record("changed partition count must be refused") }
     // Truncated file (the header's size no longer matches).
     let truncated = attempt { $0 = $0.prefix(512 << 10) }
     if case .corrupted? = truncated {
@@ -217,42 +218,40 @@ import Testing
     #expect(c2.maxValueSize == 1 << 20)
   }
 
-  /// An inline entry's log record is its 32-byte header alone (format 4), so small
-  /// entries leave most of the file to the index: 100,000 entries of a 12-byte key and
-  /// a 64-byte value (the benchmark's) fill a 32 MiB file's index to at most half, and
-  /// the logs still hold a record for every entry the index allows. The verifier judges
-  /// an inline key by its hash, since the record no longer repeats it.
-  @Test func inlineEntriesTakeAHeaderOnlyRecord() throws {
-    let path = TestFiles.tempPath("fmt-inline-rec")
+  /// A record is its key and value behind a 9-byte header (12-byte keys and 64-byte
+  /// values: 85 bytes, no padding), and the index costs about 8 bytes an entry, so that
+  /// 100,000 such entries fill 32 MiB to well under a third. The verifier judges a key by
+  /// its hash (it must fit the slot's tag and bucket): a damaged key is found, and repair
+  /// drops only its entry.
+  @Test func smallEntriesTakeANineByteHeader() throws {
+    let path = TestFiles.tempPath("fmt-small-rec")
     defer { TestFiles.cleanup(path) }
-    var o = CacheOptions()
-    o.averageEntrySize = 76
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20, options: o)
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 32 << 20)
     let e = c.engine
-    let l = e.layout
-    #expect(l.slotBytes == 128)
-    #expect(l.slotCount >= 200_000, "100,000 such entries load the index to at most 0.5")
-    #expect(l.maxEntries * Format.headerOnlyRecordBytes <= l.smallSize + l.mainSize - l.mainReserve)
-    for n in 0..<500 { try c.setObject(Array(repeating: UInt8(truncatingIfNeeded: n), count: 64), forKey: "key-\(n)") }
-    let key = Array("key-7".utf8)
-    let (slot, loc): (Int, Int) = try key.withUnsafeBytes { k in
-      guard let f = try e._find(k) else { throw CacheError.invalidArgument("not found") }
-      return (f.slot, f.entry.loc)
+    #expect(RecordFormat.size(keyCount: 12, valueCount: 64, expiry: false) == 85)
+    #expect(RecordFormat.size(keyCount: 12, valueCount: 64, expiry: true) == 91)
+    for n in 0..<100_000 {
+      try c.setObject(Array(repeating: UInt8(truncatingIfNeeded: n), count: 64), forKey: String(format: "key:%08d", n))
     }
-    #expect(e.index.meta(at: slot) & Format.inlineBit != 0)
-    let rh = try #require(e.memory.recordHeader(at: loc))
-    #expect(rh.kind == Format.kindHeaderOnly && rh.size == 32 && rh.klen == key.count && rh.vlen == 64)
+    let s = c.statistics
+    #expect(s.entries == 100_000 && s.evictions == 0)
+    #expect(s.logBytesUsed <= 100_000 * 85 + 4096 * e.layout.partitionCount, "records only, no padding")
+    #expect(s.indexBytes < 100_000 * 12, "the index: \(s.indexBytes) bytes")
+    #expect(s.indexBytes + s.logBytesUsed < (32 << 20) / 3)
+    let key = Array("key:00000007".utf8)
+    let found = try #require(try key.withUnsafeBytes { try e._find($0) })
+    #expect(found.entry.header.klen == 12 && found.entry.header.vlen == 64 && found.entry.header.headerBytes == 9)
     #expect(try c.verify().ok)
-    // Damage the inline key's last byte: the verifier finds it, and repair drops only it.
-    e.memory._byte(at: e._slotOffset(slot) + Format.S.bytes + key.count - 1).storeBytes(
-      of: UInt8(ascii: "x"), as: UInt8.self)
+    // Damage the key's last byte: the verifier finds it, and repair drops only it.
+    let keyEnd = e._fileOffset(partition: found.partition, found.entry.offset + 9 + key.count - 1)
+    e.memory._byte(at: keyEnd).storeBytes(of: UInt8(ascii: "x"), as: UInt8.self)
     let report = try c.verify()
-    #expect(!report.ok && report.problems.contains { $0.contains("inline key does not hash") })
+    #expect(!report.ok && report.problems.contains { $0.contains("does not belong in this slot") })
     #expect(try c.verify(repair: true).repaired >= 1)
     #expect(try c.verify().ok)
-    #expect(try c.object(forKey: "key-7") == nil)
-    #expect(try c.object(forKey: "key-8") == Array(repeating: 8, count: 64))
-    #expect(c.statistics.entries == 499)
+    #expect(try c.object(forKey: "key:00000007") == nil)
+    #expect(try c.object(forKey: "key:00000008") == Array(repeating: 8, count: 64))
+    #expect(c.statistics.entries == 99_999)
   }
 
   @Test func defaultLocationAndCapacity() throws {

@@ -6,136 +6,237 @@ import Testing
 @testable import MappedCache
 
 /// Deterministic crash states: the exact words a writer SIGKILLed at a chosen instant
-/// leaves in the file (an odd slot, a half-done backward shift, a half-written record,
-/// the intent record set), then the next write's repair. Every entry the dead writer was
-/// not changing must stay readable, and verify must pass. (The random SIGKILL loop is in
-/// CoreConcurrencyTests; these pin down the instants it rarely hits.)
+/// leaves in a partition (a bucket left odd, an entry in both its places, a record half
+/// rewritten in place, a split or a merge of the index stopped at each of its steps, a
+/// log's head half wrapped, garbage past a log's head), with the intent word set, then
+/// the next write's repair. Every entry the dead writer was not changing must stay
+/// readable, and verify must pass. (The random SIGKILL loops are in CoreConcurrencyTests
+/// and ReliabilityLockTests; these pin down the instants they rarely hit.)
 @Suite struct CoreRecoveryTests {
-  /// Leaves slot `i` as a writer killed between `seq` odd and `seq` even leaves it, with
-  /// the intent record set (the writer held the lock and was mid-change).
-  private func crashMidSlotWrite(_ e: CacheEngine, slot i: Int) {
-    e.memory.seq(i).add(1, .relaxed)
-    e.memory.header(.intent).store(1, .relaxed)
-  }
-
   private func value(_ k: String) -> [UInt8] { CoreValue.make(key: k, writer: 0, seq: 0, size: 40) }
 
-  /// A probe run that wraps from the last slot to slot 0; the writer dies mid-write of
-  /// the last slot. The entry in slot 0 (which it was not writing) must stay reachable.
-  @Test(arguments: [false, true])
-  func oddSlotAtTheTableEndKeepsTheWrappedRunReachable(inline: Bool) throws {
-    let path = TestFiles.tempPath("rec-wrap")
+  /// A one-partition cache of `capacity` bytes.
+  private func cache(_ name: String, capacity: Int = 1 << 20) throws -> (SharedCache<[UInt8]>, String) {
+    let path = TestFiles.tempPath(name)
+    return (try SharedCache<[UInt8]>(path: path, capacity: capacity, options: CoreOptions.make(partitioned: false, capacity: capacity)), path)
+  }
+
+  /// Every key of `keys` reads back its `value`, verify passes, and the counts match.
+  private func expectAllThere(_ c: SharedCache<[UInt8]>, _ keys: [String], _ comment: Comment? = nil) throws {
+    for k in keys { #expect(try c.object(forKey: k) == value(k), "\(k) lost \(comment.map { "\($0)" } ?? "")") }
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems) \(comment.map { "\($0)" } ?? "")")
+    #expect(c.statistics.entries == r.entries)
+  }
+
+  /// The writer died inside a bucket's seqlock write (the bucket odd, the intent word
+  /// set): repair checks the bucket's entries one by one and keeps every whole one.
+  @Test func anOddBucketKeepsItsEntries() throws {
+    let (c, path) = try cache("rec-odd")
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
-    let n = e.layout.slotCount
-    let ks = e.keys(home: n - 1, count: 3, tag: "wrap")
+    let place = Place(group: 0, bucket: 2)
+    let ks = e.keys(first: place, count: 6, tag: "odd")
     for k in ks { try c.setObject(value(k), forKey: k) }
-    #expect(try e.slot(of: ks[0]) == n - 1)
-    #expect(try e.slot(of: ks[1]) == 0)
-    #expect(try e.slot(of: ks[2]) == 1)
-    crashMidSlotWrite(e, slot: n - 1)  // dying while rewriting ks[0]
+    try e._crashDuring(partition: 0) { part, held in part.index._toggleSequence(place, held) }
+    // Readers meanwhile answer (a busy miss) rather than hang, and never a wrong value.
+    for k in ks {
+      let v = try c.object(forKey: k)
+      #expect(v == nil || v == value(k))
+    }
     try c.setObject([1], forKey: "next write")  // repairs first
     #expect(c.statistics.recoveries == 1)
-    #expect(try c.object(forKey: ks[1]) == value(ks[1]), "an entry the dead writer never touched was lost")
-    #expect(try c.object(forKey: ks[2]) == value(ks[2]), "an entry the dead writer never touched was lost")
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
-    // Writing a survivor again updates it in place rather than adding a second copy.
+    try expectAllThere(c, ks)
+  }
+
+  /// A set killed inside W6, its bucket odd and the slot's word already naming the new
+  /// record (written whole at W5): repair keeps the entry, with the new value; the other
+  /// entries of the bucket are untouched.
+  @Test func aSetKilledMidPublishKeepsAWholeValue() throws {
+    let (c, path) = try cache("rec-publish")
+    defer { TestFiles.cleanup(path) }
+    let e = c.engine
+    let place = Place(group: 0, bucket: 1)
+    let ks = e.keys(first: place, count: 4, tag: "pub")
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    let newValue = CoreValue.make(key: ks[0], writer: 1, seq: 1, size: 300)
+    try e._crashDuring(partition: 0) { part, held in
+      let key = Array(ks[0].utf8)
+      let pl = Placement(hash: key.withUnsafeBytes { KeyHash.key($0) }, groups: part.index.groups)
+      let found = try #require(key.withUnsafeBytes { part.index.find($0, placement: pl, held) })
+      // W5.
+      let size = RecordFormat.size(keyCount: key.count, valueCount: newValue.count, expiry: false)
+      let offset = part.logs.reserve(.small, size, held)
+      key.withUnsafeBytes { k in
+        newValue.withUnsafeBytes { v in
+          part.memory.writeRecord(
+            at: offset, key: k, value: v, version: part.counters.nextVersion(held),
+            sum: KeyHash.checksum(v, hash: KeyHash.key(k)), expiry: 0, held)
+        }
+      }
+      part.logs.commit(.small, size, held)
+      // W6, killed after the word's store, the bucket still odd.
+      part.index._toggleSequence(place, held)
+      part.memory.entryWord(place, found.at.slot).store(UInt32(offset), .relaxed)
+    }
+    try c.setObject([1], forKey: "next write")
+    #expect(try c.object(forKey: ks[0]) == newValue)
+    try expectAllThere(c, Array(ks.dropFirst()))
+  }
+
+  /// A counter's in-place rewrite (or a same-size set, W3) killed with the record half
+  /// rewritten: the intent word names the slot, and repair drops that entry alone.
+  @Test func aRewriteKilledMidwayDropsOnlyItsEntry() throws {
+    let (c, path) = try cache("rec-rewrite")
+    defer { TestFiles.cleanup(path) }
+    let e = c.engine
+    let place = Place(group: 0, bucket: 3)
+    let ks = e.keys(first: place, count: 5, tag: "rw")
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    try e._crashDuring(partition: 0) { part, held in
+      let f = try #require(try e.slot(of: ks[2]))
+      part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
+      part.index._toggleSequence(place, held)
+      // Half the value rewritten: the checksum no longer matches (nor would a reader's).
+      let entry = try #require(part.index.entry(at: f.slot))
+      let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
+      for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
+    }
+    try c.setObject([1], forKey: "next write")
+    #expect(try c.object(forKey: ks[2]) == nil, "the entry being rewritten is dropped")
+    try expectAllThere(c, ks.filter { $0 != ks[2] })
+  }
+
+  /// A displacement killed between its two steps: the entry stands in both its places,
+  /// the move sequence odd. Readers still find it; repair keeps one copy.
+  @Test func aDisplacementKilledHalfwayLeavesOneCopy() throws {
+    let (c, path) = try cache("rec-displace")
+    defer { TestFiles.cleanup(path) }
+    let e = c.engine
+    let place = Place(group: 0, bucket: 0)
+    let ks = e.keys(first: place, count: 3, tag: "mv")
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    try e._crashDuring(partition: 0) { part, held in
+      let f = try #require(try e.slot(of: ks[1]))
+      let entry = try #require(part.index.entry(at: f.slot))
+      let pl = part.index.placement(of: entry, groups: part.index.groups).placement
+      let other = pl.first == f.slot.place ? pl.second : pl.first
+      let room = part.index.emptySlots(other)
+      #expect(room != 0 && other != f.slot.place)
+      part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
+      part.index.publish(
+        .init(place: other, slot: room.trailingZeroBitCount), offset: entry.offset, hits: entry.hits, tag: pl.tag,
+        held)
+    }
+    // Both copies name one whole record: a read finds it.
+    #expect(try c.object(forKey: ks[1]) == value(ks[1]))
+    try c.setObject([1], forKey: "next write")
+    try expectAllThere(c, ks)
+    #expect(c.statistics.entries == 4)
+    // An overwrite then changes the one copy left.
     try c.setObject([2], forKey: ks[1])
     #expect(try c.object(forKey: ks[1]) == [2])
     #expect(try c.verify().ok)
   }
 
-  /// A run h: X(h) W(h) Y(h) Z(h+2). The writer dies mid-write of W's slot. Repair drops W;
-  /// Y is then behind a hole and is moved up; Z (whose home is Y's old slot) must not be
-  /// stranded behind the hole Y leaves.
-  @Test(arguments: [false, true])
-  func repairOfAStrandedEntryStrandsNoOther(inline: Bool) throws {
-    let path = TestFiles.tempPath("rec-cascade")
+  /// A split of the index killed at each of its steps (S1-S5): the next writer's repair
+  /// leaves every entry readable once, under whatever group count was published.
+  @Test(arguments: [
+    IndexResizer.Stop.afterRoom, .afterZeroing, .midCopy, .afterCopy, .afterPublish, .midClear,
+  ])
+  func aSplitKilledAtEachStepIsRepaired(_ stop: IndexResizer.Stop) throws {
+    let (c, path) = try cache("rec-split-\(stop)", capacity: 4 << 20)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
     let e = c.engine
-    let h = 100
-    let run = e.keys(home: h, count: 3, tag: "run")
-    let z = e.keys(home: h + 2, count: 1, tag: "z")[0]
-    for k in run + [z] { try c.setObject(value(k), forKey: k) }
-    #expect(try run.map { try e.slot(of: $0) } == [h, h + 1, h + 2])
-    #expect(try e.slot(of: z) == h + 3)
-    crashMidSlotWrite(e, slot: h + 1)  // dying while rewriting run[1]
-    try c.setObject([1], forKey: "next write")
-    for k in [run[0], run[2], z] {
-      #expect(try c.object(forKey: k) == value(k), "\(k) was lost by the repair")
-    }
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
-  }
-
-  /// A backward shift (removing the head of a run that wraps) interrupted after its first
-  /// move: the moved entry is in two slots. Repair must keep exactly one reachable copy of
-  /// each entry the writer was not removing.
-  @Test(arguments: [false, true])
-  func interruptedBackwardShiftAcrossTheTableEnd(inline: Bool) throws {
-    let path = TestFiles.tempPath("rec-shift")
-    defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 1 << 20, options: CoreOptions.make(inline: inline, capacity: 1 << 20))
-    let e = c.engine
-    let n = e.layout.slotCount
-    let ks = e.keys(home: n - 2, count: 3, tag: "shift")  // slots n-2, n-1, 0
+    let ks = (0..<1500).map { "split-\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
-    #expect(try ks.map { try e.slot(of: $0) } == [n - 2, n - 1, 0])
-    // SlotIndex.remove(n-2) as far as its first move: n-2 <- (ks[1]), then the writer dies.
-    e.memory.header(.shiftSeq).add(1, .relaxed)
-    try e.withWriteLock { held in e.index.copy(from: n - 1, to: n - 2, held) }
-    e.memory.header(.entries).store(2, .relaxed)
-    e.memory.header(.intent).store(1, .relaxed)
-    try c.setObject([1], forKey: "next write")
-    #expect(try c.object(forKey: ks[0]) == nil, "the entry being removed is gone")
-    #expect(try c.object(forKey: ks[1]) == value(ks[1]))
-    #expect(try c.object(forKey: ks[2]) == value(ks[2]), "an entry the dead writer never touched was lost")
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
-    #expect(c.statistics.entries == 3)
+    let groups = e.partition(0).index.groups
+    try e._crashDuring(partition: 0) { part, held in
+      let split = part.resizer.split(held, stopAt: stop)
+      #expect(split)
+      if stop == .midClear {
+        // Killed inside S5's bracket: the move sequence is left odd.
+        part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
+      }
+    }
+    let published = [.afterPublish, .midClear].contains(stop)
+    #expect(e.partition(0).index.groups == groups + (published ? 1 : 0))
+    try c.setObject(value("after"), forKey: "after")
+    try expectAllThere(c, ks + ["after"], "stopped \(stop)")
+    // The index goes on growing and shrinking from there.
+    for k in (0..<3000).map({ "more-\($0)" }) { try c.setObject(value(k), forKey: k) }
+    #expect(try c.verify().ok)
   }
 
-  /// The writer died while copying a record past the log's head (before publishing it):
+  /// A merge of the index's last group killed at each of its steps (M2, M3): the next
+  /// writer's repair leaves every entry readable once.
+  @Test(arguments: [IndexResizer.Stop.midCopy, .afterCopy, .afterPublish])
+  func aMergeKilledAtEachStepIsRepaired(_ stop: IndexResizer.Stop) throws {
+    let (c, path) = try cache("rec-merge-\(stop)", capacity: 4 << 20)
+    defer { TestFiles.cleanup(path) }
+    let e = c.engine
+    let ks = (0..<1500).map { "merge-\($0)" }
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    // A sparse index: most keys removed, then the merge.
+    for k in ks.dropFirst(300) { try c.removeObject(forKey: k) }
+    let kept = Array(ks.prefix(300))
+    let groups = e.partition(0).index.groups
+    try e._crashDuring(partition: 0) { part, held in
+      let merged = part.resizer.merge(held, stopAt: stop)
+      #expect(merged)
+    }
+    #expect(e.partition(0).index.groups == groups - (stop == .afterPublish ? 1 : 0))
+    try c.setObject(value("after"), forKey: "after")
+    try expectAllThere(c, kept + ["after"], "stopped \(stop)")
+  }
+
+  /// A log's head wrap killed between its stores: the wrap marker written (and, for
+  /// main, its place noted) but the head not moved. The log goes on as if nothing
+  /// happened: the marker lies past the head.
+  @Test func aWrapKilledBeforeTheHeadMovesChangesNothing() throws {
+    let (c, path) = try cache("rec-wrap")
+    defer { TestFiles.cleanup(path) }
+    let e = c.engine
+    let ks = (0..<50).map { "w\($0)" }
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    try e._crashDuring(partition: 0) { part, held in
+      let s = part.logs.state(.small)
+      part.memory.writeWrapMarker(at: s.head.offset, held)
+      part.memory.word(.mainLastWrap).store(UInt64(part.logs.state(.main).head.offset), .relaxed)
+    }
+    try c.setObject(value("new"), forKey: "new")
+    try expectAllThere(c, ks + ["new"])
+  }
+
+  /// The writer died while writing a record past the log's head (before publishing it):
   /// garbage after the head, intent set. Nothing stored is lost.
   @Test func halfWrittenRecordIsIgnored() throws {
-    let path = TestFiles.tempPath("rec-record")
+    let (c, path) = try cache("rec-record")
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let e = c.engine
     let ks = (0..<50).map { "r\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
-    let small = e.logs.state(.small)
-    let at = small.offset(small.head)
-    let junk = e.memory._byte(at: at)
-    for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
-    e.memory.header(.intent).store(1, .relaxed)
+    try e._crashDuring(partition: 0) { part, held in
+      let junk = part.memory._byte(at: part.logs.state(.small).head.offset)
+      for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
+    }
     try c.setObject(value("new"), forKey: "new")
-    for k in ks + ["new"] { #expect(try c.object(forKey: k) == value(k), "\(k)") }
-    #expect(try c.verify().ok)
+    try expectAllThere(c, ks + ["new"])
   }
 
-  /// Readers facing a slot left odd by a dead writer answer (a miss) within their retry
-  /// bound rather than spinning forever, and never return a wrong value.
-  @Test func readersFacingAnOddSlotDoNotHang() throws {
-    let path = TestFiles.tempPath("rec-oddread")
+  /// A repair killed midway (the intent word still set) is redone by the next writer.
+  @Test func aRepairKilledMidwayIsRepairedAgain() throws {
+    let (c, path) = try cache("rec-rerepair")
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let e = c.engine
-    let ks = e.keys(home: 300, count: 2, tag: "odd")
+    let place = Place(group: 0, bucket: 2)
+    let ks = e.keys(first: place, count: 4, tag: "rr")
     for k in ks { try c.setObject(value(k), forKey: k) }
-    crashMidSlotWrite(e, slot: 300)
-    for k in ks {
-      let v = try c.object(forKey: k)
-      #expect(v == nil || v == value(k))
-    }
-    try c.setObject([1], forKey: "repair")
-    #expect(try c.object(forKey: ks[1]) == value(ks[1]))
-    #expect(try c.verify().ok)
+    try e._crashDuring(partition: 0) { part, held in part.index._toggleSequence(place, held) }
+    // The first repair "dies" having done nothing but set the intent word (it is set).
+    try e._crashDuring(partition: 0) { _, _ in }
+    try c.setObject([1], forKey: "next")
+    try expectAllThere(c, ks)
+    #expect(c.statistics.recoveries == 2)
   }
 }

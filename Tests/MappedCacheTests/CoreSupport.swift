@@ -83,40 +83,52 @@ final class CoreChild: @unchecked Sendable {
 }
 
 extension SharedCache {
-  /// The underlying engine's full check, with probe-length figures.
-  func check() -> VerifyReport { engine.checker.inspect(checksums: true) }
+  /// The underlying engine's full check of every partition (lock-free), with its figures.
+  func check() -> VerifyReport {
+    var r = VerifyReport()
+    let e = engine
+    for p in 0..<e.layout.partitionCount {
+      r.merge(Checker(part: e.partition(p), layout: e.layout).inspect(checksums: true), partition: p, of: 1)
+    }
+    return r
+  }
 }
 
 enum CoreOptions {
-  /// Creation options for the two slot layouts: plain 32-byte slots (the default for
-  /// large averages), or slots with an inline area (chosen for small averages: entries of
-  /// up to `inlineCapacity` key+value bytes live in their slot).
-  static func make(inline: Bool, capacity: Int) -> CacheOptions {
+  /// Creation options for the two shapes the core tests run on: one partition (every
+  /// key in one index and one pair of logs), or several (four, or as many as leave each
+  /// at least 512 KiB), where keys spread over partitions, each with its own lock.
+  static func make(partitioned: Bool, capacity: Int) -> CacheOptions {
     var o = CacheOptions(capacity: capacity)
-    if inline { o.averageEntrySize = 64 } else { o.inlineEntrySize = 0 }
+    o.partitionCount = partitioned ? max(1, min(4, capacity / (512 << 10))) : 1
     return o
   }
 }
 
-extension SharedCache {
-  /// Key+value bytes an entry may have to be stored inline (0: no inline slots).
-  var inlineCapacity: Int { engine.layout.inlineCapacity }
-}
-
 extension CacheEngine {
-  /// `count` keys ("tag-0", "tag-1", ...: the first names that qualify) whose home slot
-  /// is `home`, for tests that build probe runs slot by slot.
-  func keys(home: Int, count: Int, tag: String = "k") -> [String] {
+  /// `count` keys ("tag-0", "tag-1", ...: the first names that qualify) of partition
+  /// `partition` whose first place is `place` (under the index's group count now), for
+  /// tests that fill a bucket slot by slot.
+  func keys(partition: Int = 0, first place: Place, count: Int, tag: String = "k") -> [String] {
+    let groups = self.partition(partition).index.groups
     var out: [String] = []
     var i = 0
     while out.count < count {
       let k = "\(tag)-\(i)"
       i += 1
-      if Array(k.utf8).withUnsafeBytes({ index.home(KeyHash.key($0)) }) == home { out.append(k) }
+      let h = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
+      if partitionNumber(h) == partition && Placement(hash: h, groups: groups).first == place { out.append(k) }
     }
     return out
   }
 
-  /// The slot that holds `key`, or nil.
-  func slot(of key: String) throws -> Int? { try Array(key.utf8).withUnsafeBytes { try _find($0)?.slot } }
+  /// Where `key`'s entry is (its partition and slot), or nil.
+  func slot(of key: String) throws -> (partition: Int, slot: BucketIndex.Slot)? {
+    try Array(key.utf8).withUnsafeBytes { try _find($0).map { ($0.partition, $0.entry.at) } }
+  }
+
+  /// `key`'s entry, or nil.
+  func entry(of key: String) throws -> BucketIndex.Entry? {
+    try Array(key.utf8).withUnsafeBytes { try _find($0)?.entry }
+  }
 }

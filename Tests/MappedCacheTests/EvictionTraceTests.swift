@@ -202,8 +202,10 @@ private struct ReferencePolicy {
 
   /// Where `key`'s record lives, or nil when absent.
   private func log(of key: String, in cache: SharedCache<[UInt8]>) throws -> LogID? {
-    guard let loc = try Array(key.utf8).withUnsafeBytes({ try cache.engine._find($0)?.entry.loc }) else { return nil }
-    return cache.engine.logs.id(containing: loc)
+    guard let offset = try Array(key.utf8).withUnsafeBytes({ try cache.engine._find($0)?.entry.offset }) else {
+      return nil
+    }
+    return offset < cache.engine.layout.mainBase ? .small : .main
   }
 
   /// An unread key evicted from the small log is remembered: set again, it goes straight

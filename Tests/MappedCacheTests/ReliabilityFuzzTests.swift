@@ -8,7 +8,8 @@ import Testing
 /// Fuzzing the file format: a valid, filled cache file is damaged in many ways (byte
 /// flips, zeroed and 0xFF ranges, hostile header values with and without a recomputed
 /// layout fingerprint, a valid header of another geometry over the old contents,
-/// hostile slot words, inline areas and record headers, truncation, extension), and a
+/// hostile partition words, bucket words and tags, record headers, truncation,
+/// extension), and a
 /// child process runs every public operation on each damaged copy (`mc-test-helper
 /// fuzz-case`: open read-only and read-write, get in all its forms, set, add, replace,
 /// compare-and-swap, touch, remove, bulk get/set, iteration, removeAll, removeExpired,
@@ -48,7 +49,7 @@ import Testing
     let dir = "/dev/shm/mcfuzz-\(getpid())-\(UUID().uuidString.prefix(6))"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { if !keep { try? FileManager.default.removeItem(atPath: dir) } }
-    // Two bases: 32-byte slots (values in the logs), and 128-byte slots (small values inline).
+    // Two bases: one partition, and two.
     var mutators: [FileMutator] = []
     var baseReports: [String] = []
     for variant in 0..<2 {
@@ -60,7 +61,7 @@ import Testing
       let m = try FileMutator(base: base)
       mutators.append(m)
       baseReports.append(
-        "slotBytes \(m.layout.slotBytes): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        "partitions \(m.layout.partitionCount): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     if env["MC_FUZZ_DRY"] == "1" {
@@ -135,7 +136,7 @@ import Testing
     for seed in batch {
       let mutator = mutators[Int((seed >> 7) % UInt64(mutators.count))]
       var bytes = mutator.base
-      let what = "slots\(mutator.layout.slotBytes) " + mutator.mutate(&bytes, seed: seed)
+      let what = "partitions\(mutator.layout.partitionCount) " + mutator.mutate(&bytes, seed: seed)
       let path = "\(dir)/case-\(String(seed, radix: 16)).mcache"
       guard RelSupport.tryWriteFile(path, bytes) else {
         tally.update { $0.failures.append("seed=0x\(String(seed, radix: 16)): cannot write case file") }
@@ -216,25 +217,32 @@ struct FileMutator: Sendable {
   let base: [UInt8]
   let layout: Layout
   let header: HeaderFields
-  /// Slots that hold entries in the base file, and their records' offsets.
-  let liveSlots: [Int]
-  let liveLocs: [Int]
+  /// Occupied slots in the base file (the file offsets of their buckets, and their
+  /// slot numbers), and their records' file offsets.
+  let liveSlots: [(bucket: Int, slot: Int)]
+  let liveRecords: [Int]
 
   init(base: [UInt8]) throws {
     self.base = base
     header = HeaderFields(bytes: Array(base[0..<256]))
     layout = try Layout(header: header, actualFileSize: base.count)
-    var slots: [Int] = []
-    var locs: [Int] = []
-    for i in 0..<layout.slotCount {
-      let o = layout.slotsOffset + i * layout.slotBytes
-      if Self.get64(base, o + Format.S.hash) != 0 {
-        slots.append(i)
-        locs.append(Int(Self.get64(base, o + Format.S.loc)))
+    var slots: [(Int, Int)] = []
+    var records: [Int] = []
+    for p in 0..<layout.partitionCount {
+      let part = layout.partitionsOffset + p * layout.partitionBytes
+      let groups = Int(Self.get64(base, part + Format.Part.geometry) & 0xFFFF_FFFF)
+      for g in 0..<groups {
+        for bucket in 0..<Format.bucketsPerGroup {
+          let b = part + layout.partitionBytes - (g + 1) * Format.groupBytes + bucket * Format.bucketBytes
+          for s in 0..<Format.slotsPerBucket where Self.get64(base, b + Format.B.tags + 2 * s) & 0xFFFF != 0 {
+            slots.append((b, s))
+            records.append(part + Int(Self.get64(base, b + Format.B.words + 4 * s) & UInt64(Format.offsetMask)))
+          }
+        }
       }
     }
     liveSlots = slots
-    liveLocs = locs
+    liveRecords = records
   }
 
   static func mix(_ x: UInt64) -> UInt64 {
@@ -265,15 +273,19 @@ struct FileMutator: Sendable {
     }
   }
 
-  /// Hostile 64-bit values: extremes, file-relative offsets, near-misses.
+  /// A partition's file offset.
+  func partition(_ p: Int) -> Int { layout.partitionsOffset + p * layout.partitionBytes }
+
+  /// Hostile 64-bit values: extremes, partition-relative offsets, near-misses.
   func hostile(_ r: inout Rng) -> UInt64 {
     let l = layout
     let choices: [UInt64] = [
       0, 1, 7, 8, 9, UInt64.max, UInt64.max - 7, 1 << 63, (1 << 63) - 8, 1 << 62, 1 << 32, 1 << 31, 0xFFFF_FFFF,
-      UInt64(l.fileSize), UInt64(l.fileSize - 8), UInt64(l.fileSize + 8), UInt64(l.smallBase), UInt64(l.mainBase),
-      UInt64(l.mainBase - 8), UInt64(l.logEnd - 8), UInt64(l.logEnd), UInt64(l.slotsOffset), UInt64(l.ghostOffset),
-      UInt64(l.smallSize), UInt64(l.mainSize), UInt64(l.slotCount), UInt64(l.slotCount * 2), UInt64(Int.max),
-      r.next(), r.next() & ~7, r.next() % UInt64(l.fileSize), (r.next() % UInt64(l.fileSize)) & ~7,
+      UInt64(l.fileSize), UInt64(l.partitionBytes), UInt64(l.partitionBytes - 1), UInt64(l.partitionBytes + 8),
+      UInt64(l.smallBase), UInt64(l.mainBase), UInt64(l.mainBase - 1), UInt64(l.maxGroups), UInt64(l.maxGroups + 1),
+      UInt64(Format.Part.dataStart - 1), 1 << 32 | UInt64(l.mainBase), UInt64(l.indexLow(groups: 1)),
+      UInt64(Int.max), r.next(), r.next() & 0xFFFF_FFFF, r.next() % UInt64(l.partitionBytes),
+      UInt64(r.below(4)) << 32 | (r.next() % UInt64(l.partitionBytes)),
     ]
     return r.pick(choices)
   }
@@ -290,13 +302,16 @@ struct FileMutator: Sendable {
     return min(max(r.pick(choices), 0), cap)
   }
 
-  /// A region-biased range: header, process table, slots, ghost, logs, or anywhere.
+  /// A region-biased range: the header, the process table, a partition's header lines,
+  /// its logs, its index, or anywhere.
   func range(_ r: inout Rng, maxLength: Int) -> Range<Int> {
     let l = layout
+    let p = partition(r.below(l.partitionCount))
+    let low = p + l.partitionBytes - Int(Self.get64(base, p) & 0xFFFF_FFFF) * Format.groupBytes
     let regions = [
       0..<256, 256..<Format.headerPage, Format.headerPage..<l.headerBytes,
-      l.slotsOffset..<l.ghostOffset, l.ghostOffset..<l.logOffset,
-      l.smallBase..<l.mainBase, l.mainBase..<l.logEnd, 0..<l.fileSize,
+      p..<(p + Format.Part.dataStart), (p + l.smallBase)..<(p + l.mainBase), (p + l.mainBase)..<max(p + l.mainBase + 1, low),
+      max(p, min(low, p + l.partitionBytes - 1))..<(p + l.partitionBytes), 0..<l.fileSize,
     ]
     let reg = r.pick(regions)
     let start = reg.lowerBound + r.below(reg.count)
@@ -319,201 +334,32 @@ struct FileMutator: Sendable {
   }
 
   private func apply(_ category: Int, _ b: inout [UInt8], _ r: inout Rng) -> String {
-    let l = layout
     switch category {
     case 0:
       let n = 1 + r.below(64)
       let meta = r.below(2) == 0
       for _ in 0..<n {
-        let o = meta ? r.below(l.logOffset) : r.below(b.count)
+        // With `meta`: in the header, a partition's header lines or its index.
+        let o = meta ? r.pick([r.below(layout.headerBytes), range(&r, maxLength: 1).lowerBound]) : r.below(b.count)
         guard o < b.count else { continue }
         b[o] ^= UInt8(1 + r.below(255))
       }
-      return "flips: \(n) bytes\(meta ? " in header/index" : "")"
+      return "flips: \(n) bytes\(meta ? " in headers/index" : "")"
     case 1, 2:
       let rg = range(&r, maxLength: r.below(4) == 0 ? 65536 : 512)
       let v: UInt8 = category == 1 ? 0 : 0xFF
       for o in rg where o < b.count { b[o] = v }
       return "\(category == 1 ? "zeros" : "0xFF"): [\(rg.lowerBound), \(rg.upperBound))"
-    case 3:
-      let fields: [(Int, Int)] = [
-        (Format.H.magic, 8), (Format.H.version, 4), (Format.H.headerBytes, 4), (Format.H.fileSize, 8),
-        (Format.H.slotCount, 8), (Format.H.slotsOffset, 8), (Format.H.logOffset, 8),
-        (Format.H.smallSize, 8), (Format.H.mainSize, 8), (Format.H.ghostOffset, 8),
-        (Format.H.ghostCount, 8), (Format.H.maxKey, 4), (Format.H.maxValue, 4),
-        (Format.H.typeFingerprint, 8), (Format.H.procOffset, 8), (Format.H.procCount, 4),
-        (Format.H.slotBytes, 4), (Format.H.layoutFingerprint, 8),
-      ]
-      let (o, n) = r.pick(fields)
-      let v = hostile(&r)
-      Self.put(&b, o, v, bytes: n)
-      return "header-raw: field@\(o) = \(v)"
-    case 4:
-      // Hostile values behind a valid fingerprint: only the layout checks stand in the way.
-      var h = HeaderFields(bytes: Array(b[0..<256]))
-      var what: [String] = []
-      for _ in 0..<(1 + r.below(2)) {
-        switch r.below(13) {
-        case 12:
-          h.slotBytes = r.pick([0, 8, 16, 32, 48, 64, 128, 256, 512, 1 << 20])
-          what.append("slotBytes=\(h.slotBytes)")
-        case 0:
-          h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32)
-          what.append("headerBytes=\(h.headerBytes)")
-        case 1:
-          h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64)
-          what.append("fileSize=\(h.fileSize)")
-        case 2:
-          h.slotCount = hostileInt(&r, current: h.slotCount, bits: 64)
-          what.append("slotCount=\(h.slotCount)")
-        case 3:
-          h.slotsOffset = hostileInt(&r, current: h.slotsOffset, bits: 64)
-          what.append("slotsOffset=\(h.slotsOffset)")
-        case 4:
-          h.logOffset = hostileInt(&r, current: h.logOffset, bits: 64)
-          what.append("logOffset=\(h.logOffset)")
-        case 5:
-          h.smallSize = hostileInt(&r, current: h.smallSize, bits: 64)
-          what.append("smallSize=\(h.smallSize)")
-        case 6:
-          h.mainSize = hostileInt(&r, current: h.mainSize, bits: 64)
-          what.append("mainSize=\(h.mainSize)")
-        case 7:
-          h.ghostOffset = hostileInt(&r, current: h.ghostOffset, bits: 64)
-          h.ghostCount = hostileInt(&r, current: h.ghostCount, bits: 64)
-          what.append("ghost=\(h.ghostOffset)/\(h.ghostCount)")
-        case 8:
-          h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32)
-          what.append("maxKey=\(h.maxKey)")
-        case 9:
-          h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32)
-          what.append("maxValue=\(h.maxValue)")
-        case 10:
-          h.procCount = hostileInt(&r, current: h.procCount, bits: 32)
-          what.append("procCount=\(h.procCount)")
-        default:
-          // Shrink the logs consistently (still a valid layout, over the old contents).
-          h.mainSize = max(8, (h.mainSize / (2 + r.below(6))) & ~7)
-          h.smallSize = max(8, (h.smallSize / (1 + r.below(8))) & ~7)
-          h.maxValue = min(h.maxValue, max(0, h.mainSize / 8 - 40 - h.maxKey))
-          what.append("logs=\(h.smallSize)/\(h.mainSize) maxValue=\(h.maxValue)")
-        }
-      }
-      writeHeader(&b, h)
-      return "header-fingerprinted: " + what.joined(separator: ", ")
-    case 5:
-      // A valid header of another geometry over the old contents.
-      var o = CacheOptions(capacity: l.fileSize)
-      o.averageEntrySize = r.pick([16, 40, 64, 100, 320, 1000, 5000])
-      o.maxKeySize = r.pick([1, 8, 250, 4096])
-      o.maxValueSize = r.pick([0, 100, 4096, 1 << 20])
-      o.maxProcesses = r.pick([1, 2, 100, 256, 1000])
-      guard let nl = try? Layout(options: o) else { return "reshape: options rejected" }
-      writeHeader(
-        &b,
-        HeaderFields(
-          layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName,
-          createdMs: header.createdMs))
-      return "reshape: avg \(o.averageEntrySize) key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses)"
-    case 6:
-      var what: [String] = []
-      for _ in 0..<(1 + r.below(4)) {
-        let o = 256 + 8 * r.below((704 - 256) / 8)
-        let v = hostile(&r)
-        Self.put(&b, o, v)
-        what.append("@\(o)=\(v)")
-      }
-      return "state-words: " + what.joined(separator: " ")
-    case 7:
-      var what: [String] = []
-      for _ in 0..<(1 + r.below(20)) {
-        let live = !liveSlots.isEmpty && r.below(10) < 7
-        let slot = live ? r.pick(liveSlots) : r.below(l.slotCount)
-        let so = l.slotsOffset + slot * l.slotBytes
-        switch r.below(l.slotBytes > Format.slotHeaderBytes ? 7 : 5) {
-        case 5:
-          // The inline area's lengths (slots with one).
-          let v = r.pick([0, 1, 8, 48, 79, 80, 81, 200, 255, 256, 4096, 0xFFFF] as [UInt64])
-          let field = r.pick([Format.S.klen, Format.S.vlen])
-          Self.put(&b, so + field, v, bytes: 2)
-          what.append("slot \(slot) inline@\(field)=\(v)")
-        case 6:
-          // Flip the inline flag (bit 62) of the meta word.
-          let v = Self.get64(b, so + Format.S.meta) ^ (1 << 62)
-          Self.put(&b, so + Format.S.meta, v)
-          what.append("slot \(slot) meta^inline")
-        case 0:
-          let loc = Self.get64(b, so + Format.S.loc)
-          let choices: [UInt64] = [
-            hostile(&r), loc &+ 8, loc &+ 16, loc &+ 32, loc &- 8, loc | 4,
-            liveLocs.isEmpty ? 0 : UInt64(r.pick(liveLocs)),
-          ]
-          let v = r.pick(choices)
-          Self.put(&b, so + Format.S.loc, v)
-          what.append("slot \(slot) loc=\(v)")
-        case 1:
-          let v = r.below(2) == 0 ? Self.get64(b, so) | 1 : r.next()
-          Self.put(&b, so + Format.S.seq, v)
-          what.append("slot \(slot) seq=\(v)")
-        case 2:
-          let other = liveSlots.isEmpty ? 0 : r.pick(liveSlots)
-          let v = r.below(2) == 0 ? Self.get64(b, l.slotsOffset + other * l.slotBytes + Format.S.hash) : r.next()
-          Self.put(&b, so + Format.S.hash, v)
-          what.append("slot \(slot) hash=\(v)")
-        case 3:
-          let v = r.next()
-          Self.put(&b, so + Format.S.meta, v)
-          what.append("slot \(slot) meta=\(v)")
-        default:
-          // Copy a whole slot over another (two slots, one record).
-          let from = liveSlots.isEmpty ? 0 : r.pick(liveSlots)
-          let fo = l.slotsOffset + from * l.slotBytes
-          for k in 0..<l.slotBytes { b[so + k] = b[fo + k] }
-          what.append("slot \(slot) = copy of \(from)")
-        }
-      }
-      return "slots: " + what.joined(separator: ", ")
-    case 8:
-      var what: [String] = []
-      for _ in 0..<(1 + r.below(8)) {
-        guard !liveLocs.isEmpty else { break }
-        let loc = r.pick(liveLocs)
-        guard loc >= 0, loc + 32 <= b.count else { continue }
-        switch r.below(6) {
-        case 0:
-          let v = r.pick([
-            0, 8, 16, 24, 32, 0xFFFF_FFF8, 0xFFFF_FFFF, UInt64(l.mainSize), Self.get64(b, loc) & 0xFFFF_FFFF &+ 8,
-            (Self.get64(b, loc) & 0xFFFF_FFFF) &- 8, r.next() & 0xFFFF_FFFF,
-          ])
-          Self.put(&b, loc + Format.R.size, v, bytes: 4)
-          what.append("record@\(loc) size=\(v)")
-        case 1:
-          let v = r.pick([0, 1, 250, 251, 4096, 65535, r.next() & 0xFFFF])
-          Self.put(&b, loc + Format.R.klen, v, bytes: 2)
-          what.append("record@\(loc) klen=\(v)")
-        case 2:
-          let v = r.pick([0, 1, 2, 3, 0xFFFF] as [UInt64])
-          Self.put(&b, loc + Format.R.kind, v, bytes: 2)
-          what.append("record@\(loc) kind=\(v)")
-        case 3:
-          let v = r.pick([
-            0, 1, UInt64(l.maxValue), UInt64(l.maxValue + 1), 0xFFFF_FFFF, 0x8000_0000, r.next() & 0xFFFF_FFFF,
-          ])
-          Self.put(&b, loc + Format.R.vlen, v, bytes: 4)
-          what.append("record@\(loc) vlen=\(v)")
-        case 4:
-          let v = r.next()
-          Self.put(&b, loc + Format.R.hash, v)
-          what.append("record@\(loc) hash=\(v)")
-        default:
-          Self.put(&b, loc + Format.R.sum, r.next(), bytes: 4)
-          what.append("record@\(loc) sum")
-        }
-      }
-      return "records: " + what.joined(separator: ", ")
+    case 3: return headerRaw(&b, &r)
+    case 4: return headerFingerprinted(&b, &r)
+    case 5: return reshape(&b, &r)
+    case 6: return stateWords(&b, &r)
+    case 7: return slots(&b, &r)
+    case 8: return records(&b, &r)
     case 9:
+      let l = layout
       let choices = [
-        0, 1, 8, 100, 255, 256, 4096, l.headerBytes, l.slotsOffset + 100, l.logOffset, l.mainBase,
+        0, 1, 8, 100, 255, 256, 4096, l.headerBytes, l.partitionsOffset + 100, partition(0) + l.mainBase,
         b.count - 4096, b.count - 8, b.count - 1, r.below(b.count),
       ]
       let n = max(0, min(r.pick(choices), b.count))
@@ -533,7 +379,7 @@ struct FileMutator: Sendable {
       }
       return what
     case 11:
-      let i = r.below(l.procCount)
+      let i = r.below(layout.procCount)
       var what: [String] = []
       for _ in 0..<(1 + r.below(3)) {
         let field = r.pick([Format.P.generation, Format.P.pid, Format.P.hits, Format.P.misses, Format.P.openedMs])
@@ -548,6 +394,170 @@ struct FileMutator: Sendable {
       for (k, o) in from.enumerated() where to + k < b.count { b[to + k] = b[o] }
       return "copy: [\(from.lowerBound), \(from.upperBound)) to \(to)"
     }
+  }
+
+  /// Hostile values in the header's identity fields, the fingerprint left stale.
+  private func headerRaw(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    let fields: [(Int, Int)] = [
+      (Format.H.magic, 8), (Format.H.version, 4), (Format.H.headerBytes, 4), (Format.H.fileSize, 8),
+      (Format.H.partitionCount, 8), (Format.H.partitionBytes, 8), (Format.H.partitionsOffset, 8),
+      (Format.H.smallBytes, 8), (Format.H.maxCapacity, 8), (Format.H.maxKey, 4), (Format.H.maxValue, 4),
+      (Format.H.typeFingerprint, 8), (Format.H.procOffset, 8), (Format.H.procCount, 4),
+      (Format.H.layoutFingerprint, 8),
+    ]
+    let (o, n) = r.pick(fields)
+    let v = hostile(&r)
+    Self.put(&b, o, v, bytes: n)
+    return "header-raw: field@\(o) = \(v)"
+  }
+
+  /// Hostile values behind a valid fingerprint: only the layout checks stand in the way.
+  private func headerFingerprinted(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    var h = HeaderFields(bytes: Array(b[0..<256]))
+    var what: [String] = []
+    for _ in 0..<(1 + r.below(2)) {
+      switch r.below(11) {
+      case 0:
+        h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32)
+        what.append("headerBytes=\(h.headerBytes)")
+      case 1:
+        h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64)
+        what.append("fileSize=\(h.fileSize)")
+      case 2:
+        h.partitionCount = hostileInt(&r, current: h.partitionCount, bits: 64)
+        what.append("partitionCount=\(h.partitionCount)")
+      case 3:
+        h.partitionBytes = hostileInt(&r, current: h.partitionBytes, bits: 64)
+        what.append("partitionBytes=\(h.partitionBytes)")
+      case 4:
+        h.partitionsOffset = hostileInt(&r, current: h.partitionsOffset, bits: 64)
+        what.append("partitionsOffset=\(h.partitionsOffset)")
+      case 5:
+        h.smallBytes = hostileInt(&r, current: h.smallBytes, bits: 64)
+        what.append("smallBytes=\(h.smallBytes)")
+      case 6:
+        h.maxCapacity = hostileInt(&r, current: h.maxCapacity, bits: 64)
+        what.append("maxCapacity=\(h.maxCapacity)")
+      case 7:
+        h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32)
+        what.append("maxKey=\(h.maxKey)")
+      case 8:
+        h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32)
+        what.append("maxValue=\(h.maxValue)")
+      case 9:
+        h.procCount = hostileInt(&r, current: h.procCount, bits: 32)
+        what.append("procCount=\(h.procCount)")
+      default:
+        // Fewer, smaller partitions (still a valid layout, over the old contents).
+        h.partitionBytes = max(256 << 10, (h.partitionBytes / (1 + r.below(4))) & ~4095)
+        h.partitionCount = max(1, h.partitionCount - r.below(2))
+        h.smallBytes = max(1024, min(h.smallBytes, (h.partitionBytes - Format.Part.dataStart) / 4))
+        h.maxValue = min(h.maxValue, max(0, (h.partitionBytes - Format.Part.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
+        what.append("partitions=\(h.partitionCount)×\(h.partitionBytes) small=\(h.smallBytes) maxValue=\(h.maxValue)")
+      }
+    }
+    writeHeader(&b, h)
+    return "header-fingerprinted: " + what.joined(separator: ", ")
+  }
+
+  /// A valid header of another geometry over the old contents.
+  private func reshape(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    var o = CacheOptions(capacity: layout.fileSize)
+    o.averageEntrySize = r.pick([16, 40, 64, 100, 320, 1000, 5000])
+    o.maxKeySize = r.pick([1, 8, 250, 4096])
+    o.maxValueSize = r.pick([0, 100, 4096, 1 << 20])
+    o.maxProcesses = r.pick([1, 2, 100, 256, 1000])
+    o.partitionCount = r.pick([1, 2, 3])
+    guard let nl = try? Layout(options: o) else { return "reshape: options rejected" }
+    writeHeader(
+      &b,
+      HeaderFields(
+        layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName, createdMs: header.createdMs))
+    return "reshape: key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses) partitions \(o.partitionCount!)"
+  }
+
+  /// Hostile values in a partition's header lines (geometry, lock, intent, counters, log
+  /// positions and limits, the move sequence) and the file header's live words.
+  private func stateWords(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    var what: [String] = []
+    for _ in 0..<(1 + r.below(4)) {
+      let o =
+        r.below(4) == 0
+        ? 256 + 8 * r.below((400 - 256) / 8) : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.Part.dataStart / 8)
+      let v = hostile(&r)
+      Self.put(&b, o, v)
+      what.append("@\(o)=\(v)")
+    }
+    return "state-words: " + what.joined(separator: " ")
+  }
+
+  /// Hostile bucket words: tags, entry words, sequences, and whole buckets copied.
+  private func slots(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    var what: [String] = []
+    for _ in 0..<(1 + r.below(20)) {
+      guard !liveSlots.isEmpty else { break }
+      let (bucket, slot) = r.pick(liveSlots)
+      switch r.below(5) {
+      case 0:
+        let word = Self.get64(b, bucket + Format.B.words + 4 * slot) & 0xFFFF_FFFF
+        let other = liveRecords.isEmpty ? 0 : UInt64(r.pick(liveRecords) - layout.partitionsOffset) % UInt64(layout.partitionBytes)
+        let v = r.pick([hostile(&r), word &+ 1, word &- 1, word | 0x1FFF_FFFF, other, r.next()])
+        Self.put(&b, bucket + Format.B.words + 4 * slot, v, bytes: 4)
+        what.append("bucket@\(bucket) word \(slot)=\(v & 0xFFFF_FFFF)")
+      case 1:
+        let v = r.below(2) == 0 ? Self.get64(b, bucket) | 1 : r.next()
+        Self.put(&b, bucket + Format.B.seq, v, bytes: 4)
+        what.append("bucket@\(bucket) seq=\(v & 0xFFFF_FFFF)")
+      case 2:
+        let v = r.pick([0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.B.tags + 2 * ((slot + 1) % 10)) & 0xFFFF])
+        Self.put(&b, bucket + Format.B.tags + 2 * slot, v, bytes: 2)
+        what.append("bucket@\(bucket) tag \(slot)=\(v)")
+      case 3:
+        // A slot's tag and word copied to another slot (two slots, one record).
+        let to = r.below(Format.slotsPerBucket)
+        let (from, fs) = r.pick(liveSlots)
+        Self.put(&b, bucket + Format.B.tags + 2 * to, Self.get64(b, from + Format.B.tags + 2 * fs), bytes: 2)
+        Self.put(&b, bucket + Format.B.words + 4 * to, Self.get64(b, from + Format.B.words + 4 * fs), bytes: 4)
+        what.append("bucket@\(bucket) slot \(to) = copy of \(from)/\(fs)")
+      default:
+        // A whole bucket copied over another.
+        let (from, _) = r.pick(liveSlots)
+        for k in 0..<Format.bucketBytes { b[bucket + k] = b[from + k] }
+        what.append("bucket@\(bucket) = copy of \(from)")
+      }
+    }
+    return "slots: " + what.joined(separator: ", ")
+  }
+
+  /// Hostile record headers: flags, lengths, version, checksum, expiry.
+  private func records(_ b: inout [UInt8], _ r: inout Rng) -> String {
+    var what: [String] = []
+    for _ in 0..<(1 + r.below(8)) {
+      guard !liveRecords.isEmpty else { break }
+      let at = r.pick(liveRecords)
+      guard at >= 0, at + 19 <= b.count else { continue }
+      switch r.below(5) {
+      case 0:
+        let v = r.pick([0, 1, 2, 3, 0x04, 0x08, 0x10, 0x20, 0x30, 0x40, 0x80, 0xFF, r.next() & 0xFF] as [UInt64])
+        Self.put(&b, at, v, bytes: 1)
+        what.append("record@\(at) flags=\(v)")
+      case 1:
+        let v = r.pick([0, 1, 249, 250, 255, r.next() & 0xFF] as [UInt64])
+        Self.put(&b, at + 1, v, bytes: 1)
+        what.append("record@\(at) klen=\(v)")
+      case 2:
+        let v = r.pick([0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, UInt64(layout.maxValue), UInt64(layout.maxValue + 1), r.next()])
+        Self.put(&b, at + 2, v, bytes: r.pick([1, 2, 4]))
+        what.append("record@\(at) vlen=\(v)")
+      case 3:
+        Self.put(&b, at + 3 + r.below(6), r.next(), bytes: 2)
+        what.append("record@\(at) version/sum")
+      default:
+        Self.put(&b, at + 9 + r.below(10), r.next(), bytes: 6)
+        what.append("record@\(at) expiry/key")
+      }
+    }
+    return "records: " + what.joined(separator: ", ")
   }
 
   private func writeHeader(_ b: inout [UInt8], _ h: HeaderFields) {

@@ -9,13 +9,11 @@ import Testing
 // Counters, compare-and-swap, bulk operations and iteration.
 
 @Suite struct TypedAtomicTests {
-  /// Both ways a counter can be stored: in its log record, and inline in its slot (a
-  /// small average entry size), where the update must read the value from the slot.
-  @Test(arguments: [false, true]) func incrementAndDecrement(inline: Bool) throws {
+  /// In one partition and in several.
+  @Test(arguments: [false, true]) func incrementAndDecrement(partitioned: Bool) throws {
     let p = TestFiles.tempPath("ta-incr")
     defer { TestFiles.cleanup(p) }
-    var o = CacheOptions()
-    o.inlineEntrySize = inline ? 64 : 0
+    let o = CoreOptions.make(partitioned: partitioned, capacity: 1 << 20)
     let c = try SharedCache<Int>(path: p, capacity: 1 << 20, options: o)
     #expect(try c.increment(forKey: "n") == 1)
     #expect(try c.increment(forKey: "n", by: 10) == 11)

@@ -12,11 +12,9 @@ import Testing
 // decodes process-wide, and only these tests decode that type.
 
 @Suite(.serialized) struct TypedDecodedTests {
-  /// Small entries, stored inline in their slots.
-  static var inline: CacheOptions {
-    var o = CacheOptions(capacity: 4 << 20)
-    o.inlineEntrySize = 96
-    return o
+  /// A 4 MiB file in one partition or several (`CoreOptions.make`).
+  static func options(partitioned: Bool) -> CacheOptions {
+    CoreOptions.make(partitioned: partitioned, capacity: 4 << 20)
   }
 
   static var decodes: Int { CountedRecord.decodes.load(ordering: .relaxed) }
@@ -42,13 +40,12 @@ import Testing
 
   /// One handle reads (keeping decoded values), another writes: each read of a key
   /// nobody wrote since decodes nothing, and every overwrite, removal, re-add (even of
-  /// identical bytes) and expiry is seen by the next read. Both layouts: inline entries
-  /// and entries in records.
-  @Test(arguments: [false, true]) func hotReadsDecodeOnceAndSeeEveryWrite(inline: Bool) throws {
+  /// identical bytes) and expiry is seen by the next read. In one partition and several.
+  @Test(arguments: [false, true]) func hotReadsDecodeOnceAndSeeEveryWrite(partitioned: Bool) throws {
     let p = TestFiles.tempPath("dv-hot")
     defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<CountedRecord>(
-      path: p, capacity: 4 << 20, options: inline ? Self.inline : CacheOptions(capacity: 4 << 20))
+      path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
     let r1 = CountedRecord(key: "k", counter: 1)
     let r2 = CountedRecord(key: "k", counter: 2)
@@ -93,11 +90,11 @@ import Testing
   /// single read does: a batch of keys nobody wrote since decodes nothing, and every
   /// overwrite, rewrite of identical bytes, removal and expiry by another handle is
   /// seen by the next batch, which decodes exactly the keys rewritten.
-  @Test(arguments: [false, true]) func batchReadsUseKeptValuesAndSeeEveryWrite(inline: Bool) throws {
+  @Test(arguments: [false, true]) func batchReadsUseKeptValuesAndSeeEveryWrite(partitioned: Bool) throws {
     let p = TestFiles.tempPath("dv-batch")
     defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<CountedRecord>(
-      path: p, capacity: 4 << 20, options: inline ? Self.inline : CacheOptions(capacity: 4 << 20))
+      path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
     let keys = (0..<40).map { "bk\($0)" }
     var want: [String: CountedRecord] = [:]
@@ -138,7 +135,7 @@ import Testing
     let p = TestFiles.tempPath("dv-incr")
     defer { TestFiles.cleanup(p) }
     let reader = try SharedCache<Int>(
-      path: p, capacity: 4 << 20, options: Self.inline, policy: OpenPolicy(decodedValues: .on()))
+      path: p, capacity: 4 << 20, options: Self.options(partitioned: true), policy: OpenPolicy(decodedValues: .on()))
     let writer = try SharedCache<Int>(path: p)
     try writer.setObject(5, forKey: "n")
     #expect(try reader.object(forKey: "n") == 5)
@@ -302,30 +299,22 @@ import Testing
 
   // MARK: In-place counters
 
-  /// Counters in both layouts: inline in their slots, and in records (no inline area).
-  static func options(inline: Bool) -> CacheOptions {
-    if inline { return Self.inline }
-    var o = CacheOptions(capacity: 4 << 20)
-    o.inlineEntrySize = 0
-    return o
-  }
 
   /// A counter changes where it stands: no record is appended and no slot moves, while
   /// every change takes a new version; overflow and bad bytes change nothing.
-  @Test(arguments: [true, false]) func incrementRewritesInPlace(inline: Bool) throws {
+  @Test(arguments: [true, false]) func incrementRewritesInPlace(partitioned: Bool) throws {
     let p = TestFiles.tempPath("dv-inplace")
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     #expect(try c.increment(forKey: "n") == 1)
     let k = Array("n".utf8)
     let first = try #require(try k.withUnsafeBytes { try c.engine._find($0) })
-    #expect(first.entry.inline == inline)
     let logBytes = c.statistics.logBytesUsed
     for i in 2...100 { #expect(try c.increment(forKey: "n") == i) }
     #expect(try c.decrement(forKey: "n", by: 50) == 50)
     let after = try #require(try k.withUnsafeBytes { try c.engine._find($0) })
-    #expect(after.slot == first.slot && after.entry.loc == first.entry.loc)
-    #expect(after.entry.cas == first.entry.cas + 100, "one new version per change")
+    #expect(after.entry.at == first.entry.at && after.entry.offset == first.entry.offset)
+    #expect(after.entry.header.version == first.entry.header.version + 100, "one new version per change")
     #expect(c.statistics.logBytesUsed == logBytes, "no record appended")
 
     // Expiry: kept without `expires`, set with it.
@@ -345,7 +334,9 @@ import Testing
     let big = try #require(try Array("big".utf8).withUnsafeBytes { try c.engine._find($0) })
     #expect(throws: CacheError.self) { try c.increment(forKey: "big") }
     #expect(try c.object(forKey: "big") == Int.max)
-    #expect(try Array("big".utf8).withUnsafeBytes { try c.engine._find($0) }?.entry.cas == big.entry.cas)
+    #expect(
+      try Array("big".utf8).withUnsafeBytes { try c.engine._find($0) }?.entry.header.version
+        == big.entry.header.version)
     // Bytes that are not an Int: `.notAnInteger`, nothing changed.
     let junk: [UInt8] = [1, 2, 3]
     _ = try junk.withUnsafeBytes { v in try Array("j".utf8).withUnsafeBytes { try c.engine.set($0, v, expiry: 0) } }
@@ -357,13 +348,13 @@ import Testing
     #expect(try c.verify().ok)
   }
 
-  @Test(arguments: [true, false]) func incrementsFromSeveralProcessesSumExactly(inline: Bool) throws {
+  @Test(arguments: [true, false]) func incrementsFromSeveralProcessesSumExactly(partitioned: Bool) throws {
     let p = TestFiles.tempPath("dv-incr-mp")
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     try c.setObject(0, forKey: "hits")
     let k = Array("hits".utf8)
-    let loc = try #require(try k.withUnsafeBytes { try c.engine._find($0) }).entry.loc
+    let offset = try #require(try k.withUnsafeBytes { try c.engine._find($0) }).entry.offset
     let procs = 3
     let each = 3000
     let children = try (0..<procs).map { _ in
@@ -375,7 +366,7 @@ import Testing
       #expect(child.terminationStatus == 0)
     }
     #expect(try c.object(forKey: "hits") == (procs + 1) * each)
-    #expect(try k.withUnsafeBytes { try c.engine._find($0) }?.entry.loc == loc, "rewritten in place throughout")
+    #expect(try k.withUnsafeBytes { try c.engine._find($0) }?.entry.offset == offset, "rewritten in place throughout")
     #expect(try c.verify().ok)
   }
 
@@ -383,10 +374,10 @@ import Testing
   /// the lock held) makes no reader see a torn or half-made counter; the next writer
   /// takes the lock over and repairs the slot as it repairs any half-written one (the
   /// counter being written is lost, as a set's entry is), and other entries are kept.
-  @Test(arguments: [true, false]) func killedMidIncrementIsRepaired(inline: Bool) throws {
+  @Test(arguments: [true, false]) func killedMidIncrementIsRepaired(partitioned: Bool) throws {
     let p = TestFiles.tempPath("dv-incr-kill")
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(inline: inline))
+    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     try c.setObject(41, forKey: "n")
     try c.setObject(7, forKey: "other")
     let before = c.statistics

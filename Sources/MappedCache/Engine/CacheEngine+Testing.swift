@@ -39,6 +39,21 @@ extension CacheEngine {
     }
   }
 
+  /// Leaves partition `p` as a writer killed inside `body` would: takes the lock as a
+  /// write does (repairing first if needed), sets the intent word, runs `body` (which
+  /// changes the partition part way, through the engine's own layers), and releases the
+  /// lock with the intent word as `body` left it (set: the next writer repairs). The
+  /// lock is released, not taken over: `ReliabilityLockTests` kill real holders.
+  func _crashDuring(partition p: Int, _ body: (Partition, borrowing WriteLock.Held) throws -> Void) throws {
+    guard let lock else { throw CacheError.readOnly(path: path) }
+    let held = try lock.acquire(p)
+    defer { lock.release(p) }
+    let part = partition(p)
+    if part.memory.word(.intent).load(.relaxed) != 0 || !part.logs.areSane { repair(part, held) }
+    part.memory.word(.intent).store(Format.intentChange, .relaxed)
+    try body(part, held)
+  }
+
   /// Where `key`'s entry is (looked up under its partition's lock), for tests: its
   /// partition, bucket, slot and record.
   func _find(_ key: UnsafeRawBufferPointer) throws -> (partition: Int, entry: BucketIndex.Entry)? {
@@ -52,6 +67,17 @@ extension CacheEngine {
 
   /// The file offset of a partition's byte `offset` (tests that damage the file).
   func _fileOffset(partition p: Int, _ offset: Int) -> Int { memory._partitionOffset(p) + offset }
+
+  /// The file offset of a bucket's first byte (its sequence word), in partition `p`.
+  func _bucketOffset(partition p: Int, _ place: Place) -> Int {
+    _fileOffset(partition: p, partition(p).memory.groupOffset(place.group) + place.bucket * Format.bucketBytes)
+  }
+
+  /// The file offsets of a slot's tag (2 bytes) and entry word (4 bytes), in partition `p`.
+  func _slotOffsets(partition p: Int, _ at: BucketIndex.Slot) -> (tag: Int, word: Int) {
+    let b = _bucketOffset(partition: p, at.place)
+    return (b + Format.B.tags + 2 * at.slot, b + Format.B.words + 4 * at.slot)
+  }
 }
 
 extension SharedCache {

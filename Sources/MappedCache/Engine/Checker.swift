@@ -4,7 +4,8 @@
 /// trusted (entries are a cache's to lose; the file must stay usable). Both run the same
 /// steps, in this order, each named for what it checks:
 ///
-///  0. `checkGeometry`: the group count in range, the main log's limit between its base
+///  0. `checkMoves`: the move sequence even (readers' misses wait while it is odd);
+///     `checkGeometry`: the group count in range, the main log's limit between its base
 ///     and the index (repair resets an index or a log it cannot trust);
 ///  1. `checkLogs`: each log's positions, and its chain of records and wrap markers from
 ///     tail to head (repair forgets a broken log: its slots then fail step 2);
@@ -32,6 +33,7 @@ struct Checker {
   /// Checks without changing anything.
   func inspect(checksums: Bool) -> VerifyReport {
     var r = VerifyReport()
+    checkMoves(&r)
     guard checkGeometry(&r) else { return r }
     let chains = checkLogs(&r)
     _ = checkBuckets(&r, chains: chains.starts, checksums: checksums)
@@ -65,6 +67,11 @@ struct Checker {
       index.finishSequence(place, held)
       r.repaired += 1
     }
+    // A move sequence left odd (a dead writer's displacement, now repaired) turns even.
+    if checkMoves(&r) {
+      memory.word(.moves).add(1, .releasing)
+      r.repaired += 1
+    }
     // 3.
     if checkCounts(&r) {
       counters.set(.entries, UInt64(r.entries), held)
@@ -81,6 +88,16 @@ struct Checker {
     } else if r.problems.count == Self.maxProblems {
       r.problems.append("…")
     }
+  }
+
+  /// Whether the move sequence is odd. Under the lock nobody is moving entries, so odd
+  /// means a dead writer's displacement (or damage): every reader's miss would wait on it.
+  /// Without the lock a displacement may be under way; `verify` then checks again under it.
+  @discardableResult
+  private func checkMoves(_ r: inout VerifyReport) -> Bool {
+    guard memory.word(.moves).load(.relaxed) & 1 != 0 else { return false }
+    problem(&r, "the move sequence is odd (a displacement left unfinished)")
+    return true
   }
 
   // MARK: 0. Geometry

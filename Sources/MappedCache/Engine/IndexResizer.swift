@@ -81,19 +81,55 @@ struct IndexResizer {
 
   // MARK: Split
 
+  /// Where a test stops a split or a merge, as a writer killed there would (a test hook:
+  /// nil in every real call).
+  enum Stop {
+    /// S1 done: the space below the index freed.
+    case afterRoom
+    /// S2 done: the new group zeroed.
+    case afterZeroing
+    /// S3 or M2 begun: one entry copied.
+    case midCopy
+    /// S3 or M2 done.
+    case afterCopy
+    /// S4 or M3 done: the geometry published.
+    case afterPublish
+    /// S5 begun: one copied entry cleared from its old group.
+    case midClear
+  }
+
   /// S1-S5: one more group. False when the index is at its largest, or its space is not
   /// yet free of records (the log's head is then asked to free it).
-  func split(_ held: borrowing WriteLock.Held) -> Bool {
+  func split(_ held: borrowing WriteLock.Held, stopAt stop: Stop? = nil) -> Bool {
     let geometry = index.geometryRelaxed()
     let n = geometry.groups
+    // S1.
     guard n < maxGroups, makeRoomBelowIndex(groups: n + 1, held) else { return false }
+    if stop == .afterRoom { return true }
     // S2.
     part.zeroGroup(n, held)
-    // S3: bucket b of group s sends its movers to bucket b of group n (or, for an entry
-    // whose two places were both in s, to its other place there).
+    if stop == .afterZeroing { return true }
+    // S3.
     let s = IndexGeometry.splitSource(groups: n)
-    // Bits 0..39 name the slots of group s: copied to group n, or (no room there)
-    // to be placed anew at S5.
+    let (moved, homeless) = copyMovers(from: s, to: n, held, stopAt: stop)
+    if stop == .midCopy || stop == .afterCopy { return true }
+    // S4.
+    publish(geometry.with(groups: n + 1), held)
+    if stop == .afterPublish { return true }
+    // S5.
+    clearMovers(from: s, groups: n + 1, moved: moved, homeless: homeless, held, stopAt: stop)
+    counters.bump(.splits, held)
+    return true
+  }
+
+  /// S3: copies into group `n` every entry of group `s` whose places under `n + 1`
+  /// groups no longer include its bucket. Bucket `b` of `s` sends its movers to bucket `b`
+  /// of `n` (or, for an entry whose two places were both in `s`, to its other place
+  /// there). Returns the slots of `s` (bits 0..39) copied, and those that found no room
+  /// in `n` (placed anew at S5).
+  private func copyMovers(
+    from s: Int, to n: Int, _ held: borrowing WriteLock.Held, stopAt stop: Stop?
+  ) -> (moved: UInt64, homeless: UInt64) {
     var moved: UInt64 = 0
     var homeless: UInt64 = 0
     for b in 0..<Format.bucketsPerGroup {
@@ -109,13 +145,19 @@ struct IndexResizer {
         }
         index.publish(target, offset: e.offset, hits: e.hits, tag: pl.tag, held)
         moved |= bit
+        if stop == .midCopy { return (moved, homeless) }
       }
     }
-    // S4.
-    publish(geometry.with(groups: n + 1), held)
-    // S5. An entry that found no room in group n is placed anew under n + 1 groups (a
-    // displacement may free a slot), inside the move sequence's bracket: a reader that
-    // misses it meanwhile probes again.
+    return (moved, homeless)
+  }
+
+  /// S5: clears the copied entries from group `s`, and places anew under `groups` groups
+  /// any that found no room in the new group (a displacement may free a slot), inside the
+  /// move sequence's bracket: a reader that misses one meanwhile probes again. One that
+  /// finds no room anywhere is dropped (an eviction).
+  private func clearMovers(
+    from s: Int, groups: Int, moved: UInt64, homeless: UInt64, _ held: borrowing WriteLock.Held, stopAt stop: Stop?
+  ) {
     index.moving(held) {
       for b in 0..<Format.bucketsPerGroup {
         for slot in 0..<Format.slotsPerBucket {
@@ -124,8 +166,9 @@ struct IndexResizer {
           let at = BucketIndex.Slot(place: Place(group: s, bucket: b), slot: slot)
           let e = homeless & bit != 0 ? index.entry(at: at) : nil
           index.clear(at, held)
+          if stop == .midClear { return }
           guard let e else { continue }
-          let pl = index.placement(of: e, groups: n + 1).placement
+          let pl = index.placement(of: e, groups: groups).placement
           if let target = index.allocate(pl, held) {
             index.publish(target, offset: e.offset, hits: e.hits, tag: pl.tag, held)
           } else {
@@ -135,8 +178,6 @@ struct IndexResizer {
         }
       }
     }
-    counters.bump(.splits, held)
-    return true
   }
 
   /// A free slot in whichever of `pl`'s places is in group `g`.
@@ -178,43 +219,23 @@ struct IndexResizer {
 
   /// M1-M4: one group fewer. False (nothing changed) when an entry of the last group has
   /// no room in its places under one group fewer.
-  func merge(_ held: borrowing WriteLock.Held) -> Bool {
+  func merge(_ held: borrowing WriteLock.Held, stopAt stop: Stop? = nil) -> Bool {
     let geometry = index.geometryRelaxed()
     let n = geometry.groups
     guard n > 1 else { return false }
-    let t = n - 1
-    // M1: a target for each entry, counting the room each bucket has left.
-    return withUnsafeTemporaryAllocation(of: (BucketIndex.Slot, BucketIndex.Slot, Int, UInt16).self, capacity: Format.slotsPerGroup) { plan in
-      var planned = 0
-      var taken: [Int: UInt32] = [:]
-      for b in 0..<Format.bucketsPerGroup {
-        for slot in 0..<Format.slotsPerBucket {
-          let at = BucketIndex.Slot(place: Place(group: t, bucket: b), slot: slot)
-          guard let e = index.entry(at: at) else { continue }
-          let pl = index.placement(of: e, groups: n - 1).placement
-          var target: BucketIndex.Slot? = nil
-          for place in [pl.first, pl.second] {
-            let free = index.emptySlots(place) & ~(taken[place.number] ?? 0)
-            if free != 0 {
-              let s = free.trailingZeroBitCount
-              taken[place.number, default: 0] |= 1 << UInt32(s)
-              target = BucketIndex.Slot(place: place, slot: s)
-              break
-            }
-          }
-          guard let target else { return false }
-          plan[planned] = (at, target, e.offset | Int(e.hits) << 32, pl.tag)
-          planned += 1
-        }
-      }
+    return withUnsafeTemporaryAllocation(of: MergeMove.self, capacity: Format.slotsPerGroup) { plan in
+      // M1.
+      guard let planned = planMerge(of: n - 1, into: plan) else { return false }
       // M2.
       for i in 0..<planned {
-        let (_, target, packed, tag) = plan[i]
-        index.publish(
-          target, offset: packed & 0xFFFF_FFFF, hits: UInt32(truncatingIfNeeded: packed >> 32), tag: tag, held)
+        let m = plan[i]
+        index.publish(m.to, offset: m.offset, hits: m.hits, tag: m.tag, held)
+        if stop == .midCopy { return true }
       }
+      if stop == .afterCopy { return true }
       // M3.
       publish(geometry.with(groups: n - 1), held)
+      if stop == .afterPublish { return true }
       // M4: the main log may use everything up to the index again (raising the limit
       // only moves where the head wraps next; a shrinking index needs nothing freed).
       logs.clearPendingLimit(held)
@@ -222,6 +243,41 @@ struct IndexResizer {
       counters.bump(.merges, held)
       return true
     }
+  }
+
+  /// One entry of a merged group and its slot under one group fewer.
+  struct MergeMove {
+    var to: BucketIndex.Slot
+    var offset: Int
+    var hits: UInt32
+    var tag: UInt16
+  }
+
+  /// M1: a slot for each entry of group `t` (the last) among its places under `t` groups,
+  /// counting the room each bucket has left, into `plan`; the entries planned, or nil
+  /// when one has no room.
+  private func planMerge(of t: Int, into plan: UnsafeMutableBufferPointer<MergeMove>) -> Int? {
+    var planned = 0
+    // Slots taken by the plan so far, by bucket number (at most 40 buckets receive).
+    var taken: [(bucket: Int, slots: UInt32)] = []
+    func room(_ place: Place) -> BucketIndex.Slot? {
+      let i = taken.firstIndex { $0.bucket == place.number }
+      let free = index.emptySlots(place) & ~(i.map { taken[$0].slots } ?? 0)
+      guard free != 0 else { return nil }
+      let s = free.trailingZeroBitCount
+      if let i { taken[i].slots |= 1 << UInt32(s) } else { taken.append((place.number, 1 << UInt32(s))) }
+      return BucketIndex.Slot(place: place, slot: s)
+    }
+    for b in 0..<Format.bucketsPerGroup {
+      for slot in 0..<Format.slotsPerBucket {
+        guard let e = index.entry(at: BucketIndex.Slot(place: Place(group: t, bucket: b), slot: slot)) else { continue }
+        let pl = index.placement(of: e, groups: t).placement
+        guard let to = room(pl.first) ?? room(pl.second) else { return nil }
+        plan[planned] = MergeMove(to: to, offset: e.offset, hits: e.hits, tag: pl.tag)
+        planned += 1
+      }
+    }
+    return planned
   }
 
   // MARK: Publication
