@@ -74,9 +74,10 @@ enum CommandTable {
           help: "Serve --prometheus at http://ADDRESS/metrics until interrupted (HOST:PORT, [IPV6]:PORT, :PORT)."),
       ],
       discussion: """
-        Counters are summed over every process that has used the file. Probe lengths are
-        read from the index without the lock. Tombstones are always 0: removals use
-        backward-shift deletion, which leaves none.
+        Counters are summed over every process that has used the file, and over every
+        partition. The index figures (load, second place, groups) are read without the
+        locks. Second place is the share of entries in their key's second bucket (a read
+        that misses the first looks there too).
 
         With --serve, each scrape of /metrics reads the figures afresh, lock-free; / shows
         a short page. Only GET and HEAD are served. :PORT means 127.0.0.1 (loopback);
@@ -169,6 +170,24 @@ enum CommandTable {
         user cannot write, there is no lock to take and the first pass is the report.
         """,
       run: MaintenanceCommands.verify),
+    CommandSpec(
+      name: "migrate", summary: "Copy every live entry into a new file (from format 4, or to change size or partitions).",
+      arguments: [
+        ArgumentSpec(name: "OLD", help: "The cache file to copy from (only read)."),
+        ArgumentSpec(name: "NEW", help: "The file to create (must not exist)."),
+      ],
+      options: CreationOptions.specs.filter { $0.name != "--type" } + [json],
+      discussion: """
+        NEW takes OLD's capacity, key and value limits, process count, permission bits
+        and value type, and the partitions this machine would choose; the creation
+        options change any of them. OLD is mapped read-only and never changed: stop its
+        writers first, or what they write meanwhile may be missed. Entries that have
+        expired, that are too large for NEW, or that fail their checks are left behind
+        and counted. When NEW is smaller than what OLD holds, copying evicts as sets do.
+        Then point the processes at NEW, or rename NEW over OLD once they have stopped
+        (a process that still has OLD open keeps using OLD).
+        """,
+      run: MigrateCommand.run),
     CommandSpec(
       name: "sweep", summary: "Remove expired entries now.",
       arguments: [path], run: MaintenanceCommands.sweep),

@@ -17,7 +17,10 @@ enum CreationOptions {
       help: "Largest value (lowered when the cache is too small to hold it)."),
     OptionSpec(
       name: "--avg-entry", value: "SIZE", defaultValue: "320",
-      help: "Expected key+value size, used to size the index."),
+      help: "Expected key+value size: a hint for the index's first size (it then follows the entries)."),
+    OptionSpec(
+      name: "--partitions", value: "N", defaultValue: "automatic",
+      help: "Partitions, each with its own write lock, index and logs (1 to 1048576); more let more writers run at once, fewer hold larger values."),
     OptionSpec(
       name: "--mode", value: "MODE", defaultValue: "0600",
       help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),
@@ -36,6 +39,7 @@ enum CreationOptions {
     if let k = try inv.integer("--max-key", in: 1...4096) { o.maxKeySize = k }
     if let v = try inv.size("--max-value") { o.maxValueSize = v }
     if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
+    if let p = try inv.integer("--partitions", in: 1...(1 << 20)) { o.partitionCount = p }
     if let m = try inv.mode("--mode") { o.mode = m }
     let typeName = inv.value("--type") ?? ""
     if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }

@@ -65,7 +65,7 @@ import Testing
       for _ in 0..<1 + rng.below(40) {
         let i = rng.below(3000)
         let roll = rng.below(20)
-        let size = roll == 0 ? 0 : roll < 14 ? 1 + rng.below(48) : 200 + rng.below(1500)
+        let size = roll == 0 ? 0 : roll < 14 ? 1 + rng.below(48) : 1000 + rng.below(6000)
         keys.append(Self.bytes("mset:\(i)"))
         values.append((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i &+ round) })
         writes[i] += 1

@@ -31,7 +31,7 @@ import Testing
   /// A fresh 4 MiB cache made by the tool.
   static func freshCache(_ tag: String, _ extra: [String] = []) throws -> String {
     let path = TestFiles.tempPath(tag)
-    let r = try cli(["create", path, "--capacity", "4M"] + extra)
+    let r = try cli(["create", path, "--capacity", "4M", "--partitions", "2"] + extra)
     #expect(r.status == 0, "create: \(r.err)")
     return path
   }
@@ -46,12 +46,12 @@ import Testing
       #expect(r.status == 0 && !r.signaled)
       #expect(r.text.contains("USAGE: mapped-cache COMMAND"))
       #expect(r.text.contains("EXIT CODES"))
-      for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "sweep", "clear"] {
+      for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear"] {
         #expect(r.text.contains("  \(c) "), "tool help lists \(c)")
       }
       #expect(r.err.isEmpty)
     }
-    for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "sweep", "clear"] {
+    for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear"] {
       for flag in ["-h", "--help"] {
         // Help wins even where the arguments are missing.
         let r = try Self.cli([c, flag])
@@ -265,8 +265,8 @@ import Testing
     #expect(human.status == 0)
     for expected in [
       "entries", "live bytes", "capacity", "fill", "hits", "misses", "hit ratio", "66.7 %", "sets",
-      "evictions", "expirations", "recoveries", "mean probe", "max probe", "tombstones",
-      "backward-shift", "clock hand", "sweeper hand", "4.0 MiB",
+      "evictions", "expirations", "recoveries", "table load", "second place", "index", "partitions",
+      "clock hand", "sweeper hand", "4.0 MiB",
     ] {
       #expect(human.text.contains(expected), "stats lacks \(expected)")
     }
@@ -276,7 +276,9 @@ import Testing
     #expect(j["sets"] as? Int == 10)
     #expect(j["hits"] as? Int == 10 && j["misses"] as? Int == 5)
     #expect(j["capacity_bytes"] as? Int == 4 << 20)
-    #expect((j["table"] as? [String: Any])?["tombstones"] as? Int == 0)
+    let table = try #require(j["table"] as? [String: Any])
+    #expect(table["occupied_slots"] as? Int == 10)
+    #expect(table["partitions"] as? Int == 2 && table["index_splits"] as? Int == 0)
     #expect((j["processes"] as? [Any])?.count == 1)  // this test process holds the file open
     #expect(try Self.cli(["stats", path, "--json"]).out == a.out)  // stable
 
@@ -450,7 +452,7 @@ import Testing
   }
 
   @Test func verifyReportsDamageAndRepairFixesIt() throws {
-    let path = try Self.freshCache("damage")
+    let path = try Self.freshCache("damage", ["--partitions", "1"])
     defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path)
     for i in 0..<200 { try cache.setObject([UInt8](repeating: UInt8(i), count: 100 + i), forKey: "key\(i)") }

@@ -30,7 +30,7 @@ import Testing
     #expect(Int(st.st_blocks) * 512 >= 3 << 20)
     let head = [UInt8](fileBytes(path).prefix(16))
     #expect(Array(head[0..<8]) == Array("MCACHE01".utf8))
-    #expect(UInt32(head[8]) == Format.version && Format.version == 4, "format version 4")
+    #expect(UInt32(head[8]) == Format.version && Format.version == 5, "format version 5")
     #expect(cache.maxKeySize == 250)
     #expect(cache.statistics.entries == 0)
     #expect(try cache.verify().ok)

@@ -114,7 +114,9 @@ final class CacheEngine: @unchecked Sendable {
     defer { lock.release(p) }
     let part = partition(p)
     let intent = part.memory.word(.intent)
-    if intent.load(.relaxed) != 0 || (checkingLogs && !part.logs.areSane) { repair(part, held) }
+    if intent.load(.relaxed) != 0 || !part.geometryIsSane || (checkingLogs && !part.logs.areSane) {
+      repair(part, held)
+    }
     intent.store(Format.intentChange, .relaxed)
     defer { intent.store(0, .relaxed) }
     do {
@@ -320,13 +322,20 @@ final class CacheEngine: @unchecked Sendable {
     let totals = partition(0).counters.fileTotals()
     for p in 0..<layout.partitionCount {
       try withWriteLock(partition: p) { part, held in
-        let entries = part.counters.count(.entries)
-        let bytes = part.counters.count(.liveBytes)
-        let countShare = countLimit > 0 && totals.entries > countLimit ? max(1, countLimit * entries / totals.entries) : 0
-        let costShare = costLimit > 0 && totals.liveBytes > costLimit ? max(1, costLimit * bytes / max(1, totals.liveBytes)) : 0
+        let countShare = Self.share(countLimit, of: totals.entries, held: part.counters.count(.entries))
+        let costShare = Self.share(costLimit, of: totals.liveBytes, held: part.counters.count(.liveBytes))
         try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), held)
       }
     }
+  }
+
+  /// A partition's share of a file-wide limit: `limit × held / total` (at least 1), or 0
+  /// (no limit) when the file is within it. Computed in floating point: the counters come
+  /// from the file and may be damaged, so the product must not trap.
+  private static func share(_ limit: Int, of total: Int, held: Int) -> Int {
+    guard limit > 0, total > limit else { return 0 }
+    let fraction = Double(max(0, held)) / Double(total)
+    return max(1, Int(min(Double(limit) * fraction, Double(limit))))
   }
 
   // MARK: Reads

@@ -23,4 +23,13 @@ struct Partition {
 
   /// The partition's number.
   @inline(__always) var number: Int { memory.index }
+
+  /// Whether the group count is in range and the index starts at or above the main
+  /// log's limit: what a writer needs before it computes a bucket's address from the
+  /// geometry (checked under the lock, W1; a damaged word sends the writer to repair).
+  var geometryIsSane: Bool {
+    let groups = index.groups
+    guard memory.isValidGroupCount(groups) else { return false }
+    return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
+  }
 }

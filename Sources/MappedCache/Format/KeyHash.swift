@@ -22,12 +22,18 @@ enum KeyHash {
   }
 
   /// Checksum of a value, bound to its key's hash and length: the 16 bits a record
-  /// stores (`RecordFormat`).
+  /// stores (`RecordFormat`), folded from `checksum32`.
   @inline(__always)
   static func checksum(_ v: UnsafeRawBufferPointer, hash: UInt64) -> UInt16 {
-    let h = fold(v, seed: hash ^ (UInt64(v.count) &* 0x9E37_79B9_7F4A_7C15))
-    let w = UInt32(truncatingIfNeeded: h ^ (h >> 32))
+    let w = checksum32(v, hash: hash)
     return UInt16(truncatingIfNeeded: w ^ (w >> 16))
+  }
+
+  /// The 32-bit checksum format 4 stored (`FormatFourReader` checks old entries by it).
+  @inline(__always)
+  static func checksum32(_ v: UnsafeRawBufferPointer, hash: UInt64) -> UInt32 {
+    let h = fold(v, seed: hash ^ (UInt64(v.count) &* 0x9E37_79B9_7F4A_7C15))
+    return UInt32(truncatingIfNeeded: h ^ (h >> 32))
   }
 
   static func bytes<C: Collection>(_ c: C) -> UInt64 where C.Element == UInt8 {

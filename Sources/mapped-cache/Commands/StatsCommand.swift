@@ -127,7 +127,7 @@ enum StatsCommand {
     }
     add(
       "entries", Units.count(st.entries),
-      "\(Units.percent(Double(st.entries) / Double(max(1, st.maxEntries)))) of \(Units.count(st.maxEntries)) max")
+      "the index holds \(Units.count(st.maxEntries)) before it grows")
     add("live bytes", Units.bytes(st.liveBytes), "keys and values")
     add("capacity", Units.bytes(st.capacity))
     add("fill", Units.percent(st.fill), "live bytes / capacity")
