@@ -87,6 +87,8 @@ struct StressOptions: Sendable {
   var plantStale = false
   /// `CacheOptions.averageEntrySize` for a new file (nil: key size + average value size).
   var averageEntrySize: Int? = nil
+  /// `CacheOptions.partitionCount` for a new file (nil: the library's choice).
+  var partitionCount: Int? = nil
   var workerID: Int? = nil
   var incarnation = 0
   var controlDir: String? = nil
@@ -106,6 +108,7 @@ struct StressOptions: Sendable {
   var cacheOptions: CacheOptions {
     var o = CacheOptions(capacity: capacity)
     o.averageEntrySize = averageEntrySize ?? min(max(16, keySize + averageValueSize), 1 << 24)
+    o.partitionCount = partitionCount
     return o
   }
 }
@@ -148,6 +151,12 @@ enum OptionTable {
           throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
         }
       }, passOn: { "\($0.capacity)" }),
+    OptionSpec(
+      flag: "--partitions", valueName: "N", defaultText: "the library's choice",
+      help: "partitions of a new file, 1 to 1048576 (each has its own write lock: more let more writers run at once)",
+      apply: { o, v throws(UsageError) in
+        o.partitionCount = try parseInt(v, flag: "--partitions", in: 1...(1 << 20))
+      }, passOn: { $0.partitionCount.map { "\($0)" } }),
     OptionSpec(
       flag: "--procs", valueName: "N", defaultText: "the number of cores",
       help: "worker processes, 1 to 128",

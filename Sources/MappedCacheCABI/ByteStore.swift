@@ -50,6 +50,7 @@ class ByteStore: @unchecked Sendable {
 
   var typeName: String { abstract() }
   var capacity: Int { abstract() }
+  var partitionCount: Int { abstract() }
   var isWritable: Bool { abstract() }
   var statistics: CacheStatistics { abstract() }
 
@@ -102,6 +103,7 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
 
   override var typeName: String { Value.abiTypeName }
   override var capacity: Int { cache.capacity }
+  override var partitionCount: Int { cache.partitionCount }
   override var isWritable: Bool { cache.isWritable }
   override var statistics: CacheStatistics { cache.statistics }
 

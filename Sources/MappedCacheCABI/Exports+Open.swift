@@ -59,6 +59,7 @@ public func mcInfoGet(_ cache: OpaquePointer?, _ info: UnsafeMutablePointer<mc_i
     i.max_key_size = UInt32(store.maxKey)
     i.max_value_size = UInt32(store.maxValue)
     i.writable = store.isWritable ? 1 : 0
+    i.partition_count = UInt32(truncatingIfNeeded: store.partitionCount)
     withUnsafeMutableBytes(of: &i.value_type) { dst in
       let name = Array(store.typeName.utf8.prefix(dst.count - 1)) + [0]
       dst.copyBytes(from: name)
@@ -96,6 +97,7 @@ enum OpenOptions {
     if o.average_entry_size != 0 { c.averageEntrySize = Int(o.average_entry_size) }
     if o.inline_entry_size >= 0 { c.inlineEntrySize = Int(o.inline_entry_size) }
     if o.max_processes != 0 { c.maxProcesses = Int(o.max_processes) }
+    if o.partition_count != 0 { c.partitionCount = Int(o.partition_count) }
     if o.mode != 0 { c.mode = o.mode }
     let policy = OpenPolicy(
       allowOtherOwner: o.flags & MC_OPEN_ALLOW_OTHER_OWNER != 0,

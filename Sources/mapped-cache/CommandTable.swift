@@ -171,7 +171,8 @@ enum CommandTable {
         """,
       run: MaintenanceCommands.verify),
     CommandSpec(
-      name: "migrate", summary: "Copy every live entry into a new file (from format 4, or to change size or partitions).",
+      name: "migrate",
+      summary: "Copy every live entry into a new file (from format 4, or to change size or partitions).",
       arguments: [
         ArgumentSpec(name: "OLD", help: "The cache file to copy from (only read)."),
         ArgumentSpec(name: "NEW", help: "The file to create (must not exist)."),

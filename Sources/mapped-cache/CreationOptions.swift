@@ -20,7 +20,9 @@ enum CreationOptions {
       help: "Expected key+value size: a hint for the index's first size (it then follows the entries)."),
     OptionSpec(
       name: "--partitions", value: "N", defaultValue: "automatic",
-      help: "Partitions, each with its own write lock, index and logs (1 to 1048576); more let more writers run at once, fewer hold larger values."),
+      help:
+        "Partitions, each with its own write lock, index and logs (1 to 1048576); more let more writers run at once, fewer hold larger values."
+    ),
     OptionSpec(
       name: "--mode", value: "MODE", defaultValue: "0600",
       help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),

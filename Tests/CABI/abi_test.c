@@ -455,6 +455,41 @@ static void test_batches_and_iteration(void) {
   CHECK_STATUS(mc_close(c), MC_OK);
 }
 
+// Partitions: chosen when the file is made, reported by info and stats; a later
+// open keeps the file's count whatever it asks for.
+static void test_partitions(void) {
+  const char *p = path_for("partitions");
+  mc_options o;
+  mc_options_init(&o);
+  o.capacity = 8 << 20;
+  o.partition_count = 4;
+  mc_cache *c = NULL;
+  CHECK_STATUS(mc_open(p, &o, &c), MC_OK);
+  char key[32];
+  for (int i = 0; i < 300; i++) {
+    snprintf(key, sizeof key, "p-%d", i);
+    CHECK_STATUS(set_str(c, key, key, 0), MC_OK);
+  }
+  mc_info info;
+  info.struct_size = sizeof info;
+  CHECK_STATUS(mc_info_get(c, &info), MC_OK);
+  CHECK(info.partition_count == 4);
+  mc_stats st;
+  st.struct_size = sizeof st;
+  CHECK_STATUS(mc_stats_get(c, &st), MC_OK);
+  CHECK(st.partition_count == 4 && st.entries == 300);
+  mc_options_init(&o);
+  o.partition_count = 2;
+  mc_cache *c2 = NULL;
+  CHECK_STATUS(mc_open(p, &o, &c2), MC_OK);
+  CHECK_STATUS(mc_info_get(c2, &info), MC_OK);
+  CHECK(info.partition_count == 4);
+  CHECK(value_is(c2, "p-299", "p-299"));
+  CHECK_STATUS(mc_close(c2), MC_OK);
+  CHECK_STATUS(mc_close(c), MC_OK);
+  unlink(p);
+}
+
 // Get-or-compute: one claimer at a time, across threads here (across processes in
 // test_fork and in the Python and Swift interop tests).
 static mc_cache *race_cache;
@@ -678,6 +713,7 @@ int main(int argc, char **argv) {
   test_bad_arguments();
   test_typed_caches();
   test_batches_and_iteration();
+  test_partitions();
   test_claims();
   test_threads();
   test_fork(0);

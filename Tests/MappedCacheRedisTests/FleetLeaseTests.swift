@@ -147,7 +147,7 @@ struct FleetLeaseTests {
     }
     // Opened and waiting (or not yet: either way they start together once GO exists).
     usleep(300_000)
-    FileManager.default.createFile(atPath: go, contents: nil)
+    _ = FileManager.default.createFile(atPath: go, contents: nil)
     defer {
       unlink(go)
       for f in files {

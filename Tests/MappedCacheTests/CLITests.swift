@@ -46,12 +46,15 @@ import Testing
       #expect(r.status == 0 && !r.signaled)
       #expect(r.text.contains("USAGE: mapped-cache COMMAND"))
       #expect(r.text.contains("EXIT CODES"))
-      for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear"] {
+      for c in [
+        "create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear",
+      ] {
         #expect(r.text.contains("  \(c) "), "tool help lists \(c)")
       }
       #expect(r.err.isEmpty)
     }
-    for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear"] {
+    for c in ["create", "info", "stats", "get", "set", "delete", "keys", "dump", "verify", "migrate", "sweep", "clear"]
+    {
       for flag in ["-h", "--help"] {
         // Help wins even where the arguments are missing.
         let r = try Self.cli([c, flag])
@@ -483,7 +486,8 @@ import Testing
       v.text.contains("problem: bucket \(occupied[0].bucket) slot \(occupied[0].slot): value checksum mismatch"),
       "\(v.text)")
     #expect(
-      v.text.contains("problem: bucket \(occupied[1].bucket) slot \(occupied[1].slot): record offset 12345 is not a valid entry"))
+      v.text.contains(
+        "problem: bucket \(occupied[1].bucket) slot \(occupied[1].slot): record offset 12345 is not a valid entry"))
     #expect(v.text.contains("problem: bucket \(odd.bucket): left mid-write"))
     #expect(v.text.contains("counts say 100000 entries"))
     #expect(v.text.contains("DAMAGED"))
@@ -535,11 +539,13 @@ import Testing
       for i in 0..<300 { try cache.setObject([UInt8](repeating: 1, count: rng.inRange(1...400)), forKey: "k\(i)") }
       let raw = try RawFile(path)
       let part = try raw.partition(rng.below(try raw.partitionCount))
-      let words = [
-        Format.Part.geometry, Format.Part.smallHead, Format.Part.smallTail, Format.Part.mainHead, Format.Part.mainTail,
-        Format.Part.mainLastWrap, Format.Part.mainLimit, Format.Part.mainPendingLimit, Format.Part.entries,
-        Format.Part.liveBytes, Format.Part.sweepHand, Format.Part.intent, Format.Part.sets, Format.Part.moves,
-      ].map { part + $0 } + [Format.H.countLimit, Format.H.costLimit, Format.H.retiredHits]
+      let words =
+        [
+          Format.Part.geometry, Format.Part.smallHead, Format.Part.smallTail, Format.Part.mainHead,
+          Format.Part.mainTail,
+          Format.Part.mainLastWrap, Format.Part.mainLimit, Format.Part.mainPendingLimit, Format.Part.entries,
+          Format.Part.liveBytes, Format.Part.sweepHand, Format.Part.intent, Format.Part.sets, Format.Part.moves,
+        ].map { part + $0 } + [Format.H.countLimit, Format.H.costLimit, Format.H.retiredHits]
       if round == 0 {
         // Counters at their extremes (a conversion to Int must not trap).
         try raw.write64(part + Format.Part.entries, UInt64.max)

@@ -203,7 +203,8 @@ final class CoreFlag: Sendable {
     var planted = UInt32(slot + 1) | UInt32(truncatingIfNeeded: (generation + 1) & 0xFFFFF) << 10
     let fd = open(path, O_RDWR)
     #expect(fd >= 0)
-    let word = Int(HeaderFields(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(256))).partitionsOffset)
+    let word =
+      Int(HeaderFields(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(256))).partitionsOffset)
       + Format.Part.lockWord
     #expect(pwrite(fd, &planted, 4, off_t(word)) == 4)
     close(fd)
@@ -409,7 +410,10 @@ final class CoreFlag: Sendable {
     var rng = SplitMix(UInt64(getpid()))
     var rounds = 0
     var heldRounds = 0
+    // Intents newly found set (a partition's word nonzero and not what the last round
+    // left): each one must be repaired, and counted, by the next writer of its partition.
     var intentRounds = 0
+    var lastIntents = [UInt64](repeating: 0, count: cache.engine.layout.partitionCount)
     // At least minRounds, and more (up to 4x) until writers were killed holding the lock 3 times.
     while rounds < minRounds || (heldRounds < 3 && rounds < 4 * minRounds) {
       rounds += 1
@@ -429,7 +433,11 @@ final class CoreFlag: Sendable {
       // Both writers are dead now: a lock word still naming an owner names a dead one.
       let word = lockWord(cache)
       if word & 0x3FF != 0 { heldRounds += 1 }
-      if intent(cache) != 0 { intentRounds += 1 }
+      for p in lastIntents.indices {
+        let v = cache.engine.partition(p).counters.value(.intent)
+        if v != 0 && v != lastIntents[p] { intentRounds += 1 }
+        lastIntents[p] = v
+      }
     }
 
     // Writable at once: the first write takes the lock over (if held) and repairs.
@@ -438,6 +446,13 @@ final class CoreFlag: Sendable {
     }
     #expect(write.done, "the cache stayed locked after the writers died")
     #expect(write.error == nil, "\(String(describing: write.error))")
+    // One write into every partition: each repairs its partition if a writer died in it.
+    for p in 0..<cache.engine.layout.partitionCount {
+      let k = (0...).lazy.map { "after-\($0)" }.first { k in
+        Array(k.utf8).withUnsafeBytes { cache.engine.partitionNumber(KeyHash.key($0)) == p }
+      }!
+      try cache.setObject(CoreValue.make(key: k, writer: 0, seq: 0, size: 100), forKey: k)
+    }
     #expect(lockWord(cache) & 0x3FF == 0)
     #expect(intent(cache) == 0)
     #expect(try cache.object(forKey: "after").map { CoreValue.check($0, key: "after") } == true)

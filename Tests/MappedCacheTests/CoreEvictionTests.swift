@@ -71,7 +71,8 @@ import Testing
     let path = TestFiles.tempPath("ev-tiny")
     defer { TestFiles.cleanup(path) }
     let cap = 1 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
     let perEntry = 36  // a ~10-byte key, 4 value bytes on average, 9 of header, ~9 of index
     var rng = SplitMix(5)
     for n in 0..<(10 * cap / perEntry) {
@@ -99,7 +100,8 @@ import Testing
     let path = TestFiles.tempPath("ev-shrink")
     defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
     for n in 0..<(3 * cap / 40) { try c.setObject([UInt8](repeating: 1, count: 8), forKey: "small-\(n)") }
     let small = c.statistics
     for n in 0..<(3 * cap / 1000) { try c.setObject([UInt8](repeating: 2, count: 1000), forKey: "large-\(n)") }
@@ -216,7 +218,8 @@ import Testing
     let path = TestFiles.tempPath("ev-run")
     defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
     let hot = (0..<200).map { "hot-\($0)" }
     for h in hot { try c.setObject([UInt8](repeating: 3, count: 200), forKey: h) }
     var n = 0

@@ -163,7 +163,10 @@ import Testing
       }
     }
     // A layout field changed (the partition count) without its fingerprint.
-    if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {} else { Issue.record("changed partition count must be refused") }
+    if case .corrupted? = attempt({ $0[24] ^= 0x10 }) {
+    } else {
+      Issue.record("changed partition count must be refused")
+    }
     // Truncated file (the header's size no longer matches).
     let truncated = attempt { $0 = $0.prefix(512 << 10) }
     if case .corrupted? = truncated {

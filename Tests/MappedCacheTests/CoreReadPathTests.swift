@@ -84,7 +84,7 @@ import Testing
     defer { TestFiles.cleanup(path) }
     let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 200_000, alignment: 16)
     defer { buf.deallocate() }
-    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
+    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 90_000] {
       let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ n) }
       try c.setObject(v, forKey: "v\(n)")
       #expect(try c.copyBytes(forKey: "v\(n)", into: buf) == n)
@@ -126,7 +126,7 @@ import Testing
   func setBytesStoresTheCallersBytes(partitioned: Bool) throws {
     let (c, path) = try Self.bytesCache("rd-setbytes", partitioned: partitioned, capacity: 4 << 20)
     defer { TestFiles.cleanup(path) }
-    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 100_000] {
+    for n in [0, 1, 15, 16, 17, 64, 150, 4096, 90_000] {
       let v = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ n) }
       try v.withUnsafeBytes { try c.setBytes($0, forKey: "s\(n)") }
       #expect(try c.object(forKey: "s\(n)") == v, "\(n) bytes")

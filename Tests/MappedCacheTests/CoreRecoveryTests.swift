@@ -18,7 +18,10 @@ import Testing
   /// A one-partition cache of `capacity` bytes.
   private func cache(_ name: String, capacity: Int = 1 << 20) throws -> (SharedCache<[UInt8]>, String) {
     let path = TestFiles.tempPath(name)
-    return (try SharedCache<[UInt8]>(path: path, capacity: capacity, options: CoreOptions.make(partitioned: false, capacity: capacity)), path)
+    return (
+      try SharedCache<[UInt8]>(
+        path: path, capacity: capacity, options: CoreOptions.make(partitioned: false, capacity: capacity)), path
+    )
   }
 
   /// Every key of `keys` reads back its `value`, verify passes, and the counts match.
@@ -93,8 +96,8 @@ import Testing
     let place = Place(group: 0, bucket: 3)
     let ks = e.keys(first: place, count: 5, tag: "rw")
     for k in ks { try c.setObject(value(k), forKey: k) }
+    let f = try #require(try e.slot(of: ks[2]))
     try e._crashDuring(partition: 0) { part, held in
-      let f = try #require(try e.slot(of: ks[2]))
       part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
       part.index._toggleSequence(place, held)
       // Half the value rewritten: the checksum no longer matches (nor would a reader's).
@@ -116,8 +119,8 @@ import Testing
     let place = Place(group: 0, bucket: 0)
     let ks = e.keys(first: place, count: 3, tag: "mv")
     for k in ks { try c.setObject(value(k), forKey: k) }
+    let f = try #require(try e.slot(of: ks[1]))
     try e._crashDuring(partition: 0) { part, held in
-      let f = try #require(try e.slot(of: ks[1]))
       let entry = try #require(part.index.entry(at: f.slot))
       let pl = part.index.placement(of: entry, groups: part.index.groups).placement
       let other = pl.first == f.slot.place ? pl.second : pl.first

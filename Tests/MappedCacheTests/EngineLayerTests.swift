@@ -105,7 +105,9 @@ private final class Scratch {
       #expect(RecordFormat.expiryWord(stored: RecordFormat.storedExpiry(word)) == word)
     }
     let far = Expiry.stamp(Format.expiryMask, now: now)
-    #expect(RecordFormat.expiryWord(stored: RecordFormat.storedExpiry(far)) & Format.expiryMask == RecordFormat.expiryMillisecondsMask)
+    #expect(
+      RecordFormat.expiryWord(stored: RecordFormat.storedExpiry(far)) & Format.expiryMask
+        == RecordFormat.expiryMillisecondsMask)
   }
 
   /// `record(at:)` refuses what is not a whole entry: another kind, unknown flags, a
@@ -289,7 +291,9 @@ private final class Scratch {
     #expect(!log.isSane, "two laps ahead")
     log.head = LogPosition(lap: 4, offset: 1600)
     #expect(!log.isSane, "the head past the tail")
-    log = LogState(base: base, limit: 2000, head: LogPosition(lap: 0, offset: 2000), tail: LogPosition(lap: 0, offset: 1000), lastWrap: 0)
+    log = LogState(
+      base: base, limit: 2000, head: LogPosition(lap: 0, offset: 2000), tail: LogPosition(lap: 0, offset: 1000),
+      lastWrap: 0)
     #expect(!log.isSane, "the head at the limit")
   }
 

@@ -10,44 +10,56 @@ import Testing
 
 /// S3-FIFO as the engine specifies it (`EvictionPolicy`, `GhostTable`), for a cache with
 /// a count limit whose logs never fill (so only the count limit evicts) and records of
-/// one size: a small FIFO and a main FIFO of keys, a hit count per key (0 to 3), the
-/// unearned marks, the last reuse, and a ghost of buckets of 16 tags, each a FIFO,
-/// ceil(0.85 × limit / 16) buckets. Written from the specification, not from the code: a
+/// one size in one partition whose index keeps its size: a small FIFO and a main FIFO of
+/// keys, a hit count per key (0 to 3), the unearned marks, the last reuse, and a ghost of
+/// one line per index group (the key's first place's group), each a FIFO of 32 ways of
+/// which ceil(0.85 × entries / groups) are used, where a recalled tag leaves a free way
+/// that the next shift stops at. Written from the specification, not from the code: a
 /// change to either shows here.
 private struct ReferencePolicy {
   let limit: Int
+  let groups: Int
   var small: [String] = []  // oldest first
   var main: [String] = []
   var hits: [String: Int] = [:]
   var unearned: Set<String> = []
-  var ghost: [[UInt32]]
+  var ghost: [[UInt16]]
   var evictions = 0
   var lastReuse: Int? = nil  // evictions at the last reuse; nil: never
 
-  init(limit: Int) {
+  init(limit: Int, groups: Int) {
     self.limit = limit
-    ghost = Array(repeating: [], count: Int((Double(limit) * 0.85 / 16).rounded(.up)))
+    self.groups = groups
+    ghost = Array(repeating: Array(repeating: 0, count: 32), count: groups)
   }
 
   static func hash(_ key: String) -> UInt64 { Array(key.utf8).withUnsafeBytes { KeyHash.key($0) } }
 
-  func place(_ key: String) -> (bucket: Int, tag: UInt32) {
+  func place(_ key: String) -> (line: Int, tag: UInt16) {
     let h = Self.hash(key)
-    let bucket = Int((((h >> 20) & 0xFFFF_FFFF) * UInt64(ghost.count)) >> 32)
-    return (bucket, UInt32(truncatingIfNeeded: h >> 1) | 1)
+    return (Placement(hash: h, groups: groups).first.group, IndexGeometry.ghostTag(h))
   }
 
-  mutating func remember(_ key: String) {
-    let p = place(key)
-    ghost[p.bucket].removeAll { $0 == p.tag }
-    ghost[p.bucket].insert(p.tag, at: 0)
-    if ghost[p.bucket].count > 16 { ghost[p.bucket].removeLast() }
+  /// The ways of each line in use with `entries` entries.
+  func ways(_ entries: Int) -> Int {
+    max(1, min(32, Int((Double(max(entries, 1)) * 0.85 / Double(groups)).rounded(.up))))
   }
 
-  mutating func recall(_ key: String) -> Bool {
+  mutating func remember(_ key: String, entries: Int) {
     let p = place(key)
-    guard let i = ghost[p.bucket].firstIndex(of: p.tag) else { return false }
-    ghost[p.bucket].remove(at: i)
+    var carry = p.tag
+    for way in 0..<ways(entries) {
+      let old = ghost[p.line][way]
+      ghost[p.line][way] = carry
+      if old == 0 || old == p.tag { return }
+      carry = old
+    }
+  }
+
+  mutating func recall(_ key: String, entries: Int) -> Bool {
+    let p = place(key)
+    guard let i = ghost[p.line].prefix(ways(entries)).firstIndex(of: p.tag) else { return false }
+    ghost[p.line][i] = 0
     return true
   }
 
@@ -59,7 +71,7 @@ private struct ReferencePolicy {
       hits[key] = min(3, h + 1)
       return true
     }
-    let toMain = recall(key)
+    let toMain = recall(key, entries: count)
     if toMain { lastReuse = evictions }
     if !toMain {
       // While filling, small keeps a twelfth of the limit: its tail moves on to main
@@ -94,7 +106,7 @@ private struct ReferencePolicy {
         main.append(k)  // promoted (read twice, or displacing), its count spent
         hits[k] = 0
       } else {
-        remember(k)
+        remember(k, entries: count)
         hits[k] = nil
         evictions += 1
       }
@@ -125,16 +137,21 @@ private struct ReferencePolicy {
   static let stress = TestFiles.binary("cache-stress")
 
   /// A skewed trace with one-hit keys: 60 % from 150 hot keys, 25 % from 1,500 warm ones,
-  /// 15 % keys seen once.
+  /// 15 % keys seen once. Every key has 7 bytes, so every record has one size and the
+  /// logs' byte shares are their entry shares, as the model counts them.
   static func trace(requests: Int, seed: UInt64) -> [String] {
     var rng = SplitMix(seed)
     var fresh = 0
+    func key(_ kind: String, _ n: Int) -> String {
+      let digits = String(n)
+      return kind + String(repeating: "0", count: 6 - digits.count) + digits
+    }
     return (0..<requests).map { _ in
       let r = rng.below(100)
-      if r < 60 { return "h\(rng.below(150))" }
-      if r < 85 { return "w\(rng.below(1500))" }
+      if r < 60 { return key("h", Int(rng.below(150))) }
+      if r < 85 { return key("w", Int(rng.below(1500))) }
       fresh += 1
-      return "o\(fresh)"
+      return key("o", fresh)
     }
   }
 
@@ -146,12 +163,20 @@ private struct ReferencePolicy {
     let file = TestFiles.tempPath("trace").replacingOccurrences(of: ".mcache", with: ".txt")
     defer { TestFiles.cleanup(file) }
     try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
-    var model = ReferencePolicy(limit: limit)
+    // The index's size, as cache-stress creates the file (sized for the trace's keys).
+    var options = CacheOptions(capacity: 8 << 20)
+    options.partitionCount = 1
+    options.averageEntrySize = max(16, keys.map(\.utf8.count).max()! + 8)
+    let groups = try Layout(options: options).initialGroups
+    var model = ReferencePolicy(limit: limit, groups: groups)
     let expected = keys.filter { model.request($0) }.count
 
     let r = try ChildProcess.run(
       Self.stress,
-      ["--trace", file, "--count-limit", "\(limit)", "--capacity", "8MiB", "--value-size", "8", "--json"])
+      [
+        "--trace", file, "--count-limit", "\(limit)", "--capacity", "8MiB", "--partitions", "1", "--value-size", "8",
+        "--json",
+      ])
     #expect(r.status == 0, "\(r.stderr)")
     let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
     func int(_ k: String) -> Int { (json[k] as? NSNumber)?.intValue ?? -1 }

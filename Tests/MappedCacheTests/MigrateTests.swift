@@ -28,7 +28,9 @@ struct FormatFourFixture {
   /// The file's bytes, holding `entries`.
   func bytes(_ entries: [Entry], now: UInt64) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: size)
-    func put(_ o: Int, _ v: UInt64, _ n: Int) { for i in 0..<n { b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i))) } }
+    func put(_ o: Int, _ v: UInt64, _ n: Int) {
+      for i in 0..<n { b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i))) }
+    }
     let headerBytes = Format.align(Format.headerPage + procCount * Format.procEntryBytes, 4096)
     let ghostOffset = headerBytes + slotCount * slotBytes
     let ghostCount = 1024

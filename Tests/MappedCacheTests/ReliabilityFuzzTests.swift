@@ -310,7 +310,8 @@ struct FileMutator: Sendable {
     let low = p + l.partitionBytes - Int(Self.get64(base, p) & 0xFFFF_FFFF) * Format.groupBytes
     let regions = [
       0..<256, 256..<Format.headerPage, Format.headerPage..<l.headerBytes,
-      p..<(p + Format.Part.dataStart), (p + l.smallBase)..<(p + l.mainBase), (p + l.mainBase)..<max(p + l.mainBase + 1, low),
+      p..<(p + Format.Part.dataStart), (p + l.smallBase)..<(p + l.mainBase),
+      (p + l.mainBase)..<max(p + l.mainBase + 1, low),
       max(p, min(low, p + l.partitionBytes - 1))..<(p + l.partitionBytes), 0..<l.fileSize,
     ]
     let reg = r.pick(regions)
@@ -452,7 +453,8 @@ struct FileMutator: Sendable {
         h.partitionBytes = max(256 << 10, (h.partitionBytes / (1 + r.below(4))) & ~4095)
         h.partitionCount = max(1, h.partitionCount - r.below(2))
         h.smallBytes = max(1024, min(h.smallBytes, (h.partitionBytes - Format.Part.dataStart) / 4))
-        h.maxValue = min(h.maxValue, max(0, (h.partitionBytes - Format.Part.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
+        h.maxValue = min(
+          h.maxValue, max(0, (h.partitionBytes - Format.Part.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
         what.append("partitions=\(h.partitionCount)×\(h.partitionBytes) small=\(h.smallBytes) maxValue=\(h.maxValue)")
       }
     }
@@ -473,7 +475,8 @@ struct FileMutator: Sendable {
       &b,
       HeaderFields(
         layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName, createdMs: header.createdMs))
-    return "reshape: key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses) partitions \(o.partitionCount!)"
+    return
+      "reshape: key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses) partitions \(o.partitionCount!)"
   }
 
   /// Hostile values in a partition's header lines (geometry, lock, intent, counters, log
@@ -483,7 +486,8 @@ struct FileMutator: Sendable {
     for _ in 0..<(1 + r.below(4)) {
       let o =
         r.below(4) == 0
-        ? 256 + 8 * r.below((400 - 256) / 8) : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.Part.dataStart / 8)
+        ? 256 + 8 * r.below((400 - 256) / 8)
+        : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.Part.dataStart / 8)
       let v = hostile(&r)
       Self.put(&b, o, v)
       what.append("@\(o)=\(v)")
@@ -500,7 +504,9 @@ struct FileMutator: Sendable {
       switch r.below(5) {
       case 0:
         let word = Self.get64(b, bucket + Format.B.words + 4 * slot) & 0xFFFF_FFFF
-        let other = liveRecords.isEmpty ? 0 : UInt64(r.pick(liveRecords) - layout.partitionsOffset) % UInt64(layout.partitionBytes)
+        let other =
+          liveRecords.isEmpty
+          ? 0 : UInt64(r.pick(liveRecords) - layout.partitionsOffset) % UInt64(layout.partitionBytes)
         let v = r.pick([hostile(&r), word &+ 1, word &- 1, word | 0x1FFF_FFFF, other, r.next()])
         Self.put(&b, bucket + Format.B.words + 4 * slot, v, bytes: 4)
         what.append("bucket@\(bucket) word \(slot)=\(v & 0xFFFF_FFFF)")
@@ -509,7 +515,9 @@ struct FileMutator: Sendable {
         Self.put(&b, bucket + Format.B.seq, v, bytes: 4)
         what.append("bucket@\(bucket) seq=\(v & 0xFFFF_FFFF)")
       case 2:
-        let v = r.pick([0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.B.tags + 2 * ((slot + 1) % 10)) & 0xFFFF])
+        let v = r.pick([
+          0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.B.tags + 2 * ((slot + 1) % 10)) & 0xFFFF,
+        ])
         Self.put(&b, bucket + Format.B.tags + 2 * slot, v, bytes: 2)
         what.append("bucket@\(bucket) tag \(slot)=\(v)")
       case 3:
@@ -546,7 +554,9 @@ struct FileMutator: Sendable {
         Self.put(&b, at + 1, v, bytes: 1)
         what.append("record@\(at) klen=\(v)")
       case 2:
-        let v = r.pick([0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, UInt64(layout.maxValue), UInt64(layout.maxValue + 1), r.next()])
+        let v = r.pick([
+          0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, UInt64(layout.maxValue), UInt64(layout.maxValue + 1), r.next(),
+        ])
         Self.put(&b, at + 2, v, bytes: r.pick([1, 2, 4]))
         what.append("record@\(at) vlen=\(v)")
       case 3:

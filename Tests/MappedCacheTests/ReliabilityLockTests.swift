@@ -213,7 +213,9 @@ import Testing
       let s = c.statistics
       #expect(s.lockTakeovers - before.lockTakeovers == 1)
       #expect(s.recoveries - before.recoveries == 1, "the intent record of the dead holder was not repaired")
-      #expect(try c.object(forKey: "k-odd") == Array("odd-value".utf8), "partitioned \(partitioned): the moved entry was lost")
+      #expect(
+        try c.object(forKey: "k-odd") == Array("odd-value".utf8), "partitioned \(partitioned): the moved entry was lost"
+      )
       #expect(try c.object(forKey: "k-other") == Array("other-value".utf8))
       #expect(try c.object(forKey: "k-after") == Array("written".utf8))
       #expect(s.entries == 3)

@@ -299,7 +299,6 @@ import Testing
 
   // MARK: In-place counters
 
-
   /// A counter changes where it stands: no record is appended and no slot moves, while
   /// every change takes a new version; overflow and bad bytes change nothing.
   @Test(arguments: [true, false]) func incrementRewritesInPlace(partitioned: Bool) throws {

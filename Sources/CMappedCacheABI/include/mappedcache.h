@@ -191,10 +191,11 @@ typedef struct mc_options {
   uint32_t max_key_size;
   /** Largest value in bytes (0: 1 MiB, lowered for small caches). */
   uint32_t max_value_size;
-  /** Expected average key+value size, which sizes the index (0: 320). At most 208
-   *  stores entries inline in their index slot (one memory access per read). */
+  /** Expected average key+value size: a hint for the index's first size, which then
+   *  follows the entries (0: 320). */
   uint32_t average_entry_size;
-  /** Largest key+value stored inline in its slot (-1: chosen from the average; 0: off). */
+  /** Ignored since format 5, where every entry is a record in a log (kept so that code
+   *  written for earlier versions still compiles); -1, or 0 to 208. */
   int32_t inline_entry_size;
   /** Most processes that can have the file open at once (0: 256). */
   uint32_t max_processes;
@@ -212,6 +213,10 @@ typedef struct mc_options {
   /** A group to share the file with (see README, "Sharing a cache between users"), or
    *  NULL. */
   const char *shared_group;
+  /** Partitions of a new file, each with its own write lock, index and logs (1 to
+   *  1048576; 0: chosen from the capacity, the largest value and the machine's cores).
+   *  More let more writers run at once; fewer, larger ones hold larger values. */
+  uint32_t partition_count;
 } mc_options;
 
 /** Sets *options to the defaults (every number 0, inline_entry_size -1, no flags). */
@@ -240,6 +245,8 @@ typedef struct mc_info {
   int32_t writable;
   /** The value type the handle reads and writes ("bytes", "string", "int64", "python"). */
   char value_type[32];
+  /** Partitions of the file (each with its own write lock, index and logs). */
+  uint32_t partition_count;
 } mc_info;
 
 /** The cache's fixed parameters. */
@@ -386,17 +393,20 @@ typedef struct mc_stats {
   int64_t capacity;       /**< the file's size */
   int64_t hits;           /**< reads that found a live entry */
   int64_t misses;         /**< reads that found none */
-  int64_t busy_misses;    /**< misses only because a slot stayed mid-write past the wait */
+  int64_t busy_misses;    /**< misses only because a bucket stayed mid-write past the wait */
   int64_t sets;           /**< entries stored */
   int64_t evictions;      /**< entries removed to make room */
   int64_t expirations;    /**< expired entries reclaimed */
   int64_t recoveries;     /**< repairs after a writer died mid-change */
   int64_t removals;       /**< entries removed by request */
   int64_t lock_takeovers; /**< times a writer took the lock over from a dead holder */
-  int64_t slot_count;     /**< slots of the hash index */
-  int64_t max_entries;    /**< entries allowed before inserts evict */
+  int64_t slot_count;     /**< slots of the index now, every partition's (it grows and shrinks) */
+  int64_t max_entries;    /**< entries the index holds now before it grows */
   int64_t count_limit;    /**< the entry count limit stored in the file (0: none) */
   int64_t cost_limit;     /**< the key+value byte limit stored in the file (0: none) */
+  int64_t partition_count; /**< partitions of the file */
+  int64_t index_splits;   /**< groups added to the indexes as entries grew */
+  int64_t index_merges;   /**< groups removed as entries shrank */
 } mc_stats;
 
 /** Fills *stats (set stats->struct_size first). Lock-free. */

@@ -70,7 +70,7 @@ extension CacheFile {
     (o.maxKeySize, o.maxValueSize, o.maxProcesses, o.mode) = (i.maxKeySize, i.maxValueSize, i.processSlots, mode)
     configure(&o)
     let new = try CacheFile(creating: destination, options: o, typeName: i.valueTypeName)
-      try refuseExisting(new, destination)
+    try refuseExisting(new, destination)
     var report = MigrationReport(
       sourceFormat: i.formatVersion, copied: 0, expired: 0, damaged: 0, tooLarge: 0, entries: 0)
     try rethrowing {

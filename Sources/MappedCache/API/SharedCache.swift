@@ -35,6 +35,9 @@ public final class SharedCache<Value>: @unchecked Sendable {
   public var maxValueSize: Int { engine.layout.maxValue }
   /// The file's size in bytes.
   public var capacity: Int { engine.layout.fileSize }
+  /// Partitions of the file: each has its own write lock, index, logs and eviction, so
+  /// writers of different partitions run at once.
+  public var partitionCount: Int { engine.layout.partitionCount }
 
   /// The expiry `setObject` uses when it is given none. Per handle, not stored in the file.
   public var defaultExpiry: CacheExpiry {

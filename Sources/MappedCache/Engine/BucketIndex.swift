@@ -237,7 +237,8 @@ struct BucketIndex {
   /// may be lost (an order change only).
   @inline(__always)
   func setHits(_ e: Entry, _ hits: UInt32, _ held: borrowing WriteLock.Held) {
-    part.entryWord(e.at.place, e.at.slot).store(UInt32(truncatingIfNeeded: e.offset) | (hits & Format.hitBits), .relaxed)
+    part.entryWord(e.at.place, e.at.slot).store(
+      UInt32(truncatingIfNeeded: e.offset) | (hits & Format.hitBits), .relaxed)
   }
 
   /// Empties slot `at` in one seqlock write.

@@ -151,7 +151,10 @@ struct Checker {
     for id in LogID.allCases {
       let s = logs.state(id)
       guard s.isSane else {
-        problem(&r, "\(id) log: head \(s.head.offset) (lap \(s.head.lap)) / tail \(s.tail.offset) (lap \(s.tail.lap)) out of range")
+        problem(
+          &r,
+          "\(id) log: head \(s.head.offset) (lap \(s.head.lap)) / tail \(s.tail.offset) (lap \(s.tail.lap)) out of range"
+        )
         broken.append(id)
         continue
       }
@@ -203,7 +206,8 @@ struct Checker {
     var second = 0
     let groups = index.groups
     let intent = counters.value(.intent)
-    let rewriting = intent >= Format.intentRewriteBase ? Int(truncatingIfNeeded: intent &- Format.intentRewriteBase) : -1
+    let rewriting =
+      intent >= Format.intentRewriteBase ? Int(truncatingIfNeeded: intent &- Format.intentRewriteBase) : -1
     for g in 0..<groups {
       for b in 0..<Format.bucketsPerGroup {
         let place = Place(group: g, bucket: b)
@@ -215,8 +219,10 @@ struct Checker {
           let at = BucketIndex.Slot(place: place, slot: slot)
           r.slotsChecked += 1
           guard memory.tag(place, slot) != 0 else { continue }
-          switch check(at, groups: groups, chains: chains, rewriting: rewriting, seenOffsets: seenOffsets,
-            seenKeys: seenKeys, checksums: checksums) {
+          switch check(
+            at, groups: groups, chains: chains, rewriting: rewriting, seenOffsets: seenOffsets,
+            seenKeys: seenKeys, checksums: checksums)
+          {
           case .success(let (e, hash, inSecond)):
             seenOffsets.insert(e.offset)
             seenKeys[hash] = e.offset

@@ -330,7 +330,10 @@ struct EvictionPolicy {
       budget.spend(h.size)
       moveToMainHead(e, hits: e.hits, unearned: h.unearned, held)
       counters.bump(.reinsertions, held)
-    } else if e.word & Format.referencedBit != 0 && budget.allowsCopy && main.fits(h.size) {
+    } else if e.word & Format.referencedBit != 0
+      && budget.allowsCopy(ofHot: e.word & (Format.frequentBit | Format.hotBit) != 0)
+      && main.fits(h.size)
+    {
       budget.spend(h.size)
       noteReuse(held)
       // One pass per hit, up to 3 (S3-FIFO's counter): the count goes down by one.
@@ -446,14 +449,28 @@ struct EvictionPolicy {
 struct EvictionBudget {
   static let copies = 64
   static let bytes = 256 << 10
+  /// What entries read twice or more since the hand last passed may still be copied
+  /// with once the rest is spent. The first time a full cache evicts, every
+  /// entry in main may still carry the hits it had while the cache filled, and the hand
+  /// may lap main more than once in one call: without this reserve, an entry read on
+  /// every lap could be evicted only because the budget ran out just before it. Each
+  /// such copy takes one hit off, so an entry draws on it at most once per call.
+  static let hotBytes = 1 << 20
   var copiesLeft = Self.copies
   var bytesLeft = Self.bytes
+  var hotBytesLeft = Self.hotBytes
 
   /// No second chances at all (evicting down to new limits).
-  static let noSecondChances = EvictionBudget(copiesLeft: 0, bytesLeft: 0)
+  static let noSecondChances = EvictionBudget(copiesLeft: 0, bytesLeft: 0, hotBytesLeft: 0)
 
   var allowsCopy: Bool { copiesLeft > 0 || bytesLeft > 0 }
+
+  /// Whether a referenced entry may be copied (`hot`: it has two hits or more).
+  @inline(__always)
+  func allowsCopy(ofHot hot: Bool) -> Bool { allowsCopy || (hot && hotBytesLeft > 0) }
+
   mutating func spend(_ size: Int) {
+    if !allowsCopy { hotBytesLeft -= size }
     copiesLeft -= 1
     bytesLeft -= size
   }
@@ -565,4 +582,3 @@ enum Expiry {
     return k != 0 && e &- now > (1 << k) &+ aheadToleranceMilliseconds
   }
 }
-

@@ -72,11 +72,15 @@ final class FormatFourReader {
     slotCount = u64(24)
     slotsOffset = u64(32)
     slotBytes = u32(116)
-    let logOffset = u64(40), small = u64(48), main = u64(56)
-    let ghostOffset = u64(64), ghostCount = u64(72)
+    let logOffset = u64(40)
+    let small = u64(48)
+    let main = u64(56)
+    let ghostOffset = u64(64)
+    let ghostCount = u64(72)
     maxKey = u32(80)
     maxValue = u32(84)
-    let procCount = u32(112), headerBytes = u32(12)
+    let procCount = u32(112)
+    let headerBytes = u32(12)
     logStart = logOffset
     logEnd = logOffset + small + main
     // Format 4's own checks of its geometry (`Layout.init(header:)` of that version).
@@ -135,14 +139,17 @@ final class FormatFourReader {
   }
 
   private func inlineEntry(_ slot: Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32)? {
-    guard let klen = load(slot + 32, as: UInt16.self).map(Int.init), let vlen = load(slot + 34, as: UInt16.self).map(Int.init),
+    guard let klen = load(slot + 32, as: UInt16.self).map(Int.init),
+      let vlen = load(slot + 34, as: UInt16.self).map(Int.init),
       klen >= 1, klen + Int(vlen) <= slotBytes - 48, let sum = load(slot + 36, as: UInt32.self),
       let key = bytes(slot + 48, klen), let value = bytes(slot + 48 + klen, vlen)
     else { return nil }
     return (key, value, sum)
   }
 
-  private func recordEntry(_ slot: Int, hash: UInt64) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32)? {
+  private func recordEntry(_ slot: Int, hash: UInt64) -> (
+    key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sum: UInt32
+  )? {
     guard let loc = load(slot + 16, as: UInt64.self).map({ Int(min($0, 1 << 56)) }), loc & 7 == 0, loc >= logStart,
       loc <= logEnd - 32, let size = load(loc, as: UInt32.self).map(Int.init), loc + size <= logEnd,
       load(loc + 6, as: UInt16.self) == 1, let klen = load(loc + 4, as: UInt16.self).map(Int.init),

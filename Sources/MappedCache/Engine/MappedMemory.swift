@@ -455,7 +455,8 @@ struct PartitionMemory {
 
   /// The checksum of a checked record's value, as a set computes it.
   func valueChecksum(record offset: Int, _ h: RecordFormat.Header, hash: UInt64) -> UInt16 {
-    KeyHash.checksum(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen), hash: hash)
+    KeyHash.checksum(
+      UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen), hash: hash)
   }
 
   /// Copies of a checked record's key and (with `value`) value bytes: for scans, which
@@ -561,7 +562,8 @@ struct PartitionMemory {
     assert(held.partition == index)
     precondition(h.hasExpiry && offset <= limits.bytes - h.size, "no expiry field")
     let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
-    storeTrailer(base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
+    storeTrailer(
+      base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
   }
 
   /// Copies a checked record of `size` bytes to `to` (room in a log, unreferenced), with

@@ -36,4 +36,3 @@ struct EntryStamp: Equatable, Sendable {
     self.init(version: UInt64(h.version), count: UInt32(truncatingIfNeeded: h.vlen), sum: UInt32(h.sum))
   }
 }
-

@@ -323,7 +323,8 @@ struct Layout: Equatable {
     // free space): at most what entries of the average size would need at 85 % load, and
     // at most `initialGroupsLimit`, so that an index sized for a guess does not spread
     // the first entries over more memory (and cache) than they need.
-    let perEntry = Double(RecordFormat.size(keyCount: 0, valueCount: o.averageEntrySize, expiry: false))
+    let perEntry =
+      Double(RecordFormat.size(keyCount: 0, valueCount: o.averageEntrySize, expiry: false))
       + Double(Format.groupBytes) / (0.85 * Double(Format.slotsPerGroup))
     let entries = Double(main) / perEntry
     let guess = Int((entries / (0.85 * Double(Format.slotsPerGroup))).rounded(.up))
@@ -391,7 +392,9 @@ struct Layout: Equatable {
   }
 }
 
-@inline(__always) func nextPowerOfTwo(_ n: Int) -> Int { n <= 1 ? 1 : 1 << (Int.bitWidth - (n - 1).leadingZeroBitCount) }
+@inline(__always) func nextPowerOfTwo(_ n: Int) -> Int {
+  n <= 1 ? 1 : 1 << (Int.bitWidth - (n - 1).leadingZeroBitCount)
+}
 @inline(__always) func prevPowerOfTwo(_ n: Int) -> Int { n <= 1 ? 1 : 1 << (Int.bitWidth - 1 - n.leadingZeroBitCount) }
 
 extension Format {

@@ -143,7 +143,9 @@ enum StatsCommand {
     }
     add("table load", Units.percent(t.load), "\(Units.count(t.occupiedSlots)) of \(Units.count(t.slotCount)) slots")
     add("second place", Units.percent(t.meanProbe), "entries in their key's second bucket")
-    add("index", "\(Units.count(t.groups)) groups", "\(Units.bytes(st.indexBytes)), \(st.indexSplits) splits, \(st.indexMerges) merges")
+    add(
+      "index", "\(Units.count(t.groups)) groups",
+      "\(Units.bytes(st.indexBytes)), \(st.indexSplits) splits, \(st.indexMerges) merges")
     add("partitions", Units.count(st.partitionCount), "a write lock, an index and two logs each")
     add("clock hand", Units.bytes(st.sweepHand), "main log tail position (eviction)")
     add("sweeper hand", Units.count(s.sweeperSlot), "next slot of the expiry sweeper")

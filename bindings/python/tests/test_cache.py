@@ -171,6 +171,25 @@ class EntryTests(CacheTest):
         with self.assertRaises(ValueError):
             c.set_limits(count=-1)
 
+    def test_partitions_are_chosen_at_creation_and_shown(self):
+        c = mappedcache.Cache(self.path, capacity=8 << 20, partitions=4)
+        self.assertEqual(c.partition_count, 4)
+        c.set_many({f"k{i}": i for i in range(400)})
+        self.assertEqual(c.get_many([f"k{i}" for i in range(400)]), {f"k{i}": i for i in range(400)})
+        s = c.stats()
+        self.assertEqual(s["partition_count"], 4)
+        self.assertEqual(s["entries"], 400)
+        self.assertGreaterEqual(s["index_splits"], 0)
+        self.assertGreaterEqual(s["index_merges"], 0)
+        # A second handle on the file finds the file's count, whatever it asks for.
+        other = mappedcache.Cache(self.path, partitions=2)
+        self.assertEqual(other.partition_count, 4)
+        self.assertEqual(other["k7"], 7)
+        other.close()
+        c.close()
+        remove(self.path)
+        self.assertEqual(mappedcache.Cache(self.path, capacity=1 << 20, partitions=1).partition_count, 1)
+
 
 class TypedFileTests(CacheTest):
     def test_a_cache_of_strings_bytes_or_ints_takes_only_its_type(self):

@@ -81,7 +81,7 @@ os.register_at_fork(after_in_child=_mappedcache._after_fork_child)
 
 
 def versions() -> dict:
-    """The versions of the loaded library: ``{"abi": 1, "library": "0.8.0", "file_format": 4}``."""
+    """The versions of the loaded library: ``{"abi": 1, "library": "0.8.0", "file_format": 5}``."""
     return _mappedcache.versions()
 
 
@@ -91,7 +91,10 @@ class Cache(_mappedcache.CacheBase):
     ``Cache(path, capacity=64 << 20)`` opens the cache at ``path``, creating it with
     ``capacity`` bytes when it does not exist (an existing file keeps its own capacity
     and limits). Use a path under ``/dev/shm`` (memory); one handle per process,
-    shared by its threads.
+    shared by its threads. ``partitions`` sets how many parts a new file has, each
+    with its own write lock, index and logs (default: chosen from the capacity and the
+    machine's cores); more let more writers run at once, and ``partition_count`` says
+    what a file has.
 
     Values, by the file's value type (``value_type``; by default the file's own, and
     ``create_value_type`` for a new file, "python" unless told otherwise):
@@ -138,6 +141,7 @@ class Cache(_mappedcache.CacheBase):
         shared_group: Optional[str] = None,
         verify_checksums: bool = False,
         use_flock: bool = False,
+        partitions: Optional[int] = None,
     ) -> None:
         numbers = {
             "capacity": capacity,
@@ -146,6 +150,7 @@ class Cache(_mappedcache.CacheBase):
             "average_entry_size": average_entry_size,
             "max_processes": max_processes,
             "mode": mode,
+            "partitions": partitions,
         }
         for name, n in numbers.items():
             if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
@@ -168,6 +173,7 @@ class Cache(_mappedcache.CacheBase):
             shared_group=shared_group,
             verify_checksums=verify_checksums,
             use_flock=use_flock,
+            partitions=partitions or 0,
         )
 
     def __repr__(self) -> str:

@@ -170,7 +170,7 @@ typedef struct {
   int pickle;
   PyObject *path;
   uint64_t capacity;
-  uint32_t max_key_size, max_value_size;
+  uint32_t max_key_size, max_value_size, partition_count;
   int writable;
 } CacheObject;
 
@@ -416,16 +416,16 @@ static PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int
 static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"path", "capacity", "value_type", "create_value_type", "pickle", "read_only", "create",
                            "max_key_size", "max_value_size", "average_entry_size", "max_processes", "mode",
-                           "shared_group", "verify_checksums", "use_flock", NULL};
+                           "shared_group", "verify_checksums", "use_flock", "partitions", NULL};
   PyObject *path = NULL;
   unsigned long long capacity = 0;
   const char *value_type = NULL, *create_value_type = "python", *shared_group = NULL;
   int pickle = 0, read_only = 0, create = 1, verify = 0, flock = 0;
-  unsigned int max_key = 0, max_value = 0, average = 0, max_processes = 0, mode = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|K$zzpppIIIIIzpp", kwlist, PyUnicode_FSConverter, &path,
+  unsigned int max_key = 0, max_value = 0, average = 0, max_processes = 0, mode = 0, partitions = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|K$zzpppIIIIIzppI", kwlist, PyUnicode_FSConverter, &path,
                                    &capacity, &value_type, &create_value_type, &pickle, &read_only, &create,
                                    &max_key, &max_value, &average, &max_processes, &mode, &shared_group, &verify,
-                                   &flock))
+                                   &flock, &partitions))
     return -1;
   if (self->cache != NULL) {
     Py_DECREF(path);
@@ -441,6 +441,7 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   o.max_value_size = max_value;
   o.average_entry_size = average;
   o.max_processes = max_processes;
+  o.partition_count = partitions;
   o.mode = mode;
   o.value_type = value_type;
   o.create_value_type = create_value_type;
@@ -471,6 +472,7 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   self->capacity = info.capacity;
   self->max_key_size = info.max_key_size;
   self->max_value_size = info.max_value_size;
+  self->partition_count = info.partition_count;
   self->writable = info.writable;
   Py_XSETREF(self->path, PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path)));
   Py_DECREF(path);
@@ -947,13 +949,14 @@ static PyObject *Cache_stats(CacheObject *self, PyObject *unused) {
   if (read_stats(self, &st) < 0) return NULL;
   double ratio = st.hits + st.misses == 0 ? 0 : (double)st.hits / (double)(st.hits + st.misses);
   return Py_BuildValue(
-      "{sLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsd}", "entries", (long long)st.entries, "live_bytes",
+      "{sLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsLsd}", "entries", (long long)st.entries, "live_bytes",
       (long long)st.live_bytes, "capacity", (long long)st.capacity, "hits", (long long)st.hits, "misses",
       (long long)st.misses, "busy_misses", (long long)st.busy_misses, "sets", (long long)st.sets, "evictions",
       (long long)st.evictions, "expirations", (long long)st.expirations, "recoveries", (long long)st.recoveries,
       "removals", (long long)st.removals, "lock_takeovers", (long long)st.lock_takeovers, "slot_count",
       (long long)st.slot_count, "max_entries", (long long)st.max_entries, "count_limit", (long long)st.count_limit,
-      "cost_limit", (long long)st.cost_limit, "hit_ratio", ratio);
+      "cost_limit", (long long)st.cost_limit, "partition_count", (long long)st.partition_count, "index_splits",
+      (long long)st.index_splits, "index_merges", (long long)st.index_merges, "hit_ratio", ratio);
 }
 
 static PyObject *Cache_verify(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -1133,6 +1136,10 @@ static PyObject *Cache_get_max_value_size(CacheObject *self, void *unused) {
   (void)unused;
   return PyLong_FromUnsignedLong(self->max_value_size);
 }
+static PyObject *Cache_get_partition_count(CacheObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLong(self->partition_count);
+}
 static PyObject *Cache_get_writable(CacheObject *self, void *unused) {
   (void)unused;
   return PyBool_FromLong(self->writable);
@@ -1152,6 +1159,8 @@ static PyGetSetDef Cache_getset[] = {
     {"capacity", (getter)Cache_get_capacity, NULL, "The file's size in bytes.", NULL},
     {"max_key_size", (getter)Cache_get_max_key_size, NULL, "The longest key, in bytes (UTF-8).", NULL},
     {"max_value_size", (getter)Cache_get_max_value_size, NULL, "The largest stored value, in bytes.", NULL},
+    {"partition_count", (getter)Cache_get_partition_count, NULL,
+     "Partitions of the file (each with its own write lock, index and logs).", NULL},
     {"writable", (getter)Cache_get_writable, NULL, "Whether this handle can write.", NULL},
     {"closed", (getter)Cache_get_closed, NULL, "Whether close() was called.", NULL},
     {"pickle", (getter)Cache_get_pickle, NULL, "Whether any picklable value may be stored and read.", NULL},

@@ -36,6 +36,7 @@ class CacheBase:
     capacity: int
     max_key_size: int
     max_value_size: int
+    partition_count: int
     writable: bool
     closed: bool
     pickle: bool
