@@ -2,10 +2,10 @@
 // scripts/fuzz-guided.sh (compiled against the library built with `-enable-testing`, so
 // the layout is read from the engine); see docs/fuzzing.md.
 //
-// Once per process, two valid 1 MiB caches are made and filled (one untyped with 32-byte
-// slots, one typed `[UInt8]` with 128-byte inline slots, both with 1,024 slots; entries in both logs, some expired, some
-// removed, the small log wrapped so that main holds promoted survivors and the ghost
-// table tags). Their images are kept in memory. Each input then says:
+// Once per process, two valid 1 MiB caches are made and filled (one untyped in one
+// partition, one typed `[UInt8]` in two; entries in both logs, some expired, some removed,
+// the small log wrapped so that main holds promoted survivors and the ghost lines tags).
+// Their images are kept in memory. Each input then says:
 //
 //     byte 0        flags: bit 0 template, bit 1 recompute the header's layout
 //                   fingerprint after patching (so damage past the identity bytes is
@@ -14,9 +14,11 @@
 //                   bit 6 live: the patches are written into the file while it is open,
 //                   one every 4 operations (as another process could), not before
 //     byte 1        patch count (low 4 bits)
-//     patches       region u8 (low 3 bits: header, process table, index, ghost, small log,
-//                   main log, whole file, file size; bit 3: XOR instead of overwrite),
-//                   offset u24 (modulo the region's size), length u8 (mod 64), bytes
+//     patches       region u8 (low 3 bits: header, process table, a partition's words, a
+//                   partition's index (buckets and ghost lines), small log, main log,
+//                   whole file, file size; bit 3: XOR instead of overwrite), offset u24
+//                   (its partition: offset mod the count; then modulo the region's
+//                   size), length u8 (mod 64), bytes
 //     the rest      up to 32 operations per handle, 2 bytes each: opcode, argument (key, value size)
 //
 // The image (with its patches, unless live) is written to a fresh file, then opened with `CacheFile`
@@ -78,11 +80,11 @@ final class FuzzWorld: @unchecked Sendable {
     o.maxKeySize = 64
     o.maxValueSize = 16 << 10
     o.maxProcesses = 8
-    // 1,024 slots (the minimum): loops over the index (verify, scans, sweeps) stay cheap
-    // under the fuzzer's instrumentation. The typed cache has 128-byte slots whose inline
-    // area holds entries up to 80 bytes.
+    // Indexes of a few groups: loops over them (verify, scans, sweeps) stay cheap under
+    // the fuzzer's instrumentation. Two partitions in the typed file: damage to one must
+    // leave the other's entries readable.
     o.averageEntrySize = 2000
-    o.inlineEntrySize = typed ? 80 : 0
+    o.partitionCount = typed ? 2 : 1
     do {
       if typed {
         let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20, options: o)
@@ -171,13 +173,19 @@ enum CacheFileFuzz {
       let length = r.u8() & 63
       let data = r.take(length)
       let (start, span): (Int, Int)
+      let part = l.partitionsOffset + offset % l.partitionCount * l.partitionBytes
+      let local = offset / l.partitionCount
       switch region & 7 {
       case 0: (start, span) = (0, Format.headerPage)
       case 1: (start, span) = (Format.headerPage, l.headerBytes - Format.headerPage)
-      case 2: (start, span) = (l.slotsOffset, l.slotCount * l.slotBytes)
-      case 3: (start, span) = (l.ghostOffset, l.ghostCount * 4)
-      case 4: (start, span) = (l.smallBase, l.smallSize)
-      case 5: (start, span) = (l.mainBase, l.mainSize)
+      case 2: (start, span) = (part, Format.Part.dataStart)
+      case 3:
+        // The index's groups as the image has them (the geometry word's low half),
+        // within what the partition can hold.
+        let groups = min(max(1, Int(readU32(image, part + Format.Part.geometry))), l.maxGroups)
+        (start, span) = (part + l.indexLow(groups: groups), groups * Format.groupBytes)
+      case 4: (start, span) = (part + l.smallBase, l.smallBytes)
+      case 5: (start, span) = (part + l.mainBase, l.indexLow(groups: 1) - l.mainBase)
       case 6: (start, span) = (0, image.count)
       default:
         // The file's size: shorter, longer, or (offset 0) empty. Not while it is mapped:
@@ -187,18 +195,26 @@ enum CacheFileFuzz {
         continue
       }
       guard span > 0 else { continue }
-      var at = start + offset % span
-      if live && at < Format.H.lockWord + 4 {
-        // Live, the identity line (checked once, at open) and the lock word are left
-        // alone: a process that can write the file can always hold the lock forever or
-        // change what `verify` cannot repair; the words after them are fair game.
-        at = Format.H.lockWord + 4 + at
+      var at = start + (region & 7 >= 2 && region & 7 <= 5 ? local : offset) % span
+      if live {
+        // Live, the identity lines (checked once, at open) and the partitions' lock words
+        // are left alone: a process that can write the file can always hold a lock
+        // forever or change what `verify` cannot repair; the words after them are fair game.
+        if at < Format.H.lockTakeovers { at = Format.H.lockTakeovers + at }
+        let p = (at - l.partitionsOffset) / l.partitionBytes
+        let lock = l.partitionsOffset + p * l.partitionBytes + Format.Part.lockWord
+        if p >= 0 && p < l.partitionCount && at < lock + 4 && at + data.count > lock { at = lock + 4 }
       }
       let e = Edit(at: at, data: data, xor: region & 8 != 0)
       edits.append(e)
       if !live { apply(e, to: &image) }
     }
     return (size, edits)
+  }
+
+  static func readU32(_ image: [UInt8], _ at: Int) -> UInt32 {
+    guard at >= 0, at + 4 <= image.count else { return 0 }
+    return (0..<4).reduce(0) { $0 | UInt32(image[at + $1]) << (8 * UInt32($1)) }
   }
 
   static func apply(_ e: Edit, to image: inout [UInt8]) {

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cores.sh - how MappedCache and limit_c (../shared/peers: the C baseline of the design,
+# one flock for every writer) scale with processes: 1..N worker processes at 100, 90, 50
+# and 0 % gets, uniform keys (and Zipf with DISTS="uniform zipf"), 12-byte keys and
+# 64-byte values, interleaved reps through scripts/bench.sh. Prints bench.sh's table,
+# then the scaling table: ops/s per cell (best of the reps, median in parentheses),
+# each side's speed-up over its own 1-process run, and MappedCache / limit_c.
+#
+#   scripts/cores.sh                       # 1..$(nproc) processes, REPS=3, DURATION=3
+#   PROCS="1 2 4 8 16" REPS=3 scripts/cores.sh      # a many-core machine
+#   READS="100 0" DISTS="uniform zipf" scripts/cores.sh
+#
+# env: PROCS (default 1..nproc; more than 16 steps: powers of two and nproc), READS
+#      (default "100 90 50 0"), DISTS (default uniform), REPS (3), DURATION (3), KEYS
+#      (100000), and bench.sh's PEERS_DIR, NO_INSTALL, CAPACITY, OUT.
+# The same command runs unchanged on a 2-core VM and a 192-core host: MappedCache's file
+# has the default partition count for the machine it is created on (`mapped-cache info`
+# shows it), limit_c its one lock.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+n=$(nproc)
+if [ -z "${PROCS:-}" ]; then
+  if [ "$n" -le 16 ]; then
+    PROCS=$(seq -s ' ' 1 "$n")
+  else
+    PROCS=""
+    p=1
+    while [ "$p" -lt "$n" ]; do PROCS="$PROCS $p"; p=$((p * 2)); done
+    PROCS="$PROCS $n"
+  fi
+fi
+READS="${READS:-100 90 50 0}"
+DISTS="${DISTS:-uniform}"
+KEYS="${KEYS:-100000}"
+export REPS="${REPS:-3}" DURATION="${DURATION:-3}"
+export OUT="${OUT:-/tmp/mc-cores-$(date +%Y-%m-%d-%H%M%S).txt}"
+cells=""
+for dist in $DISTS; do
+  for read in $READS; do
+    for p in $PROCS; do cells="$cells $p:$read:$dist:$KEYS"; done
+  done
+done
+CELLS="$cells" PEERS=limit_c LOCKS=word "$HERE/scripts/bench.sh"
+echo
+python3 - "$OUT" <<'PY'
+import re, statistics, sys
+from collections import defaultdict
+runs = defaultdict(list)  # (side, read, dist, procs) -> [ops/s]
+for line in open(sys.argv[1]):
+    if not line.startswith("peer=") or " FAILED" in line:
+        continue
+    f = dict(re.findall(r"(\w+)=(\S+)", line.split(" json=")[0]))
+    side = {"mappedcache_word": "mc", "limit_c": "c"}.get(f["peer"])
+    if side is None:
+        continue
+    if " json=" in line:
+        ops = float(re.search(r'"ops_per_s"\s*:\s*([0-9.e+]+)', line.split(" json=", 1)[1]).group(1))
+    else:
+        ops = float(f["ops_per_s"])
+    runs[(side, int(f["read_pct"]), f["dist"], int(f["procs"]))].append(ops)
+def fmt(x):
+    return f"{x/1e6:.2f}M" if x >= 1e6 else f"{x/1e3:.0f}k"
+print("Scaling: ops/s best (median); speed-up = best / best of 1 process; MC/limit_c best/best (median/median)")
+print("| read% | dist | procs | MappedCache | speed-up | limit_c | speed-up | MC/limit_c |")
+print("|---|---|---|---|---|---|---|---|")
+for read, dist in sorted({(k[1], k[2]) for k in runs}, key=lambda c: (-c[0], c[1])):
+    procs = sorted({k[3] for k in runs if k[1:3] == (read, dist)})
+    for p in procs:
+        mc, c = runs.get(("mc", read, dist, p), []), runs.get(("c", read, dist, p), [])
+        mc1, c1 = runs.get(("mc", read, dist, procs[0]), []), runs.get(("c", read, dist, procs[0]), [])
+        def cell(r):
+            return f"{fmt(max(r))} ({fmt(statistics.median(r))})" if r else "–"
+        def up(r, r1):
+            return f"{max(r) / max(r1):.2f}×" if r and r1 else "–"
+        ratio = f"{max(mc) / max(c):.2f} ({statistics.median(mc) / statistics.median(c):.2f})" if mc and c else "–"
+        print(f"| {read} | {dist} | {p} | {cell(mc)} | {up(mc, mc1)} | {cell(c)} | {up(c, c1)} | {ratio} |")
+PY
+echo "raw lines: $OUT" >&2
