@@ -273,30 +273,36 @@ struct BucketIndex {
   // MARK: Finding room
 
   /// A free slot for a new key of placement `pl`: an empty one in its first place, else
-  /// in its second, else one freed by moving entries to their other places (`displace`).
-  /// Nil when none frees up.
-  func allocate(_ pl: Placement, _ held: borrowing WriteLock.Held) -> Slot? {
+  /// in its second, else one freed by moving entries to their other places (`displace`,
+  /// looking at up to `searchLimit` entries). Nil when none frees up.
+  func allocate(_ pl: Placement, searchLimit: Int = BucketIndex.deepSearch, _ held: borrowing WriteLock.Held) -> Slot? {
     let first = emptySlots(pl.first)
     if first != 0 { return Slot(place: pl.first, slot: first.trailingZeroBitCount) }
     let second = emptySlots(pl.second)
     if second != 0 { return Slot(place: pl.second, slot: second.trailingZeroBitCount) }
-    return displace(pl, held)
+    return displace(pl, limit: searchLimit, held)
   }
 
-  /// Entries a displacement search looks at before it gives up (see `displace`).
-  static let searchLimit = 256
+  /// Entries a displacement search looks at before it gives up. Each costs a record read
+  /// (its key's other place is computed from its hash), most of them cache misses.
+  ///
+  /// Shallow: the two buckets' own entries, moved one step. A writer tries this first and,
+  /// while the index can still grow, splits a group rather than search deeper: at a fill
+  /// rate of a million keys a second, a deep search on every insert into a full bucket
+  /// made filling ten times slower. Deep: the last resort before an eviction.
+  static let shallowSearch = 2 * Format.slotsPerBucket
+  static let deepSearch = 256
 
   /// Frees a slot in one of `pl`'s buckets, both full, by moving entries to their other
   /// places: a breadth-first cuckoo search. Its first level is the entries of the two
   /// buckets; an entry whose other place has room is moved there; otherwise the entries
   /// of that other place are the next level, each to be moved on first. At most
-  /// `searchLimit` entries are looked at (at the index's load, one level almost always
-  /// does). The first level's records are prefetched together, then their other
+  /// `limit` entries are looked at (at the index's load, one level usually does). The first level's records are prefetched together, then their other
   /// buckets, so it waits for about two memory accesses, not twenty. Moves are made
   /// from the end of the chain back, each writing the entry in its new place before
   /// clearing the old, inside the move sequence's bracket (`moving`), so a reader that
   /// misses probes again.
-  private func displace(_ pl: Placement, _ held: borrowing WriteLock.Held) -> Slot? {
+  private func displace(_ pl: Placement, limit: Int, _ held: borrowing WriteLock.Held) -> Slot? {
     let n = groups
     for i in 0..<(pl.second == pl.first ? 1 : 2) {
       let place = i == 0 ? pl.first : pl.second
@@ -306,10 +312,10 @@ struct BucketIndex {
     }
     // Search nodes: a slot whose entry would move, its other place, and the node whose
     // slot it would free (-1 for the first level).
-    return withUnsafeTemporaryAllocation(of: (Slot, Place, Int).self, capacity: Self.searchLimit) { nodes -> Slot? in
+    return withUnsafeTemporaryAllocation(of: (Slot, Place, Int).self, capacity: limit) { nodes -> Slot? in
       var count = 0
       func expand(_ place: Place, parent: Int) {
-        for slot in 0..<Format.slotsPerBucket where count < Self.searchLimit {
+        for slot in 0..<Format.slotsPerBucket where count < limit {
           let at = Slot(place: place, slot: slot)
           guard let other = otherPlace(of: at, groups: n) else { continue }
           if parent < 0 { part.prefetchBucket(other, write: true) }
@@ -339,7 +345,7 @@ struct BucketIndex {
           }
           return target
         }
-        if expanded.insert(other.number).inserted && count < Self.searchLimit { expand(other, parent: next) }
+        if expanded.insert(other.number).inserted && count < limit { expand(other, parent: next) }
         next += 1
       }
       return nil

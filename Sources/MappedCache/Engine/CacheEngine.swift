@@ -413,6 +413,16 @@ final class CacheEngine: @unchecked Sendable {
   /// the batch read's step B3 (`copyValues`) is this single read.
   @inline(__always)
   func copyValue(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    switch reader.quickCopy(key, hash: hash, into: buffer) {
+    case .hit(let n):
+      reader.countHit()
+      return n
+    case .miss:
+      reader.countMiss()
+      return -1
+    case .slow:
+      break
+    }
     switch reader.probe(key, hash: hash, into: buffer) {
     case .hit(let info):
       reader.countHit()

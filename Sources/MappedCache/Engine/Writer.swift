@@ -175,19 +175,21 @@ struct Writer {
   /// evicts from them.
   static let allocationSplits = 32
 
-  /// W4's slot for a new key: a free one or one a displacement frees
+  /// W4's slot for a new key: a free one or one a shallow displacement frees
   /// (`BucketIndex.allocate`); else, while the space below the index is free (the
-  /// cache is still filling), a few more groups first; else an eviction from the key's
-  /// two buckets (`EvictionPolicy.evictForSlot`). `placement` follows the group count.
+  /// cache is still filling), a few more groups first; else a deep displacement; else an
+  /// eviction from the key's two buckets (`EvictionPolicy.evictForSlot`). `placement`
+  /// follows the group count.
   private func allocate(
     _ placement: inout Placement, hash: UInt64, now: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> BucketIndex.Slot {
-    if let s = part.index.allocate(placement, held) { return s }
+    if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, held) { return s }
     for _ in 0..<Self.allocationSplits {
       guard part.resizer.split(held) else { break }
       placement = Placement(hash: hash, groups: part.index.groups)
-      if let s = part.index.allocate(placement, held) { return s }
+      if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, held) { return s }
     }
+    if let s = part.index.allocate(placement, searchLimit: BucketIndex.deepSearch, held) { return s }
     part.policy.evictForSlot(placement, now: now, held)
     guard let s = part.index.allocate(placement, held) else { throw PartitionDamage("no slot frees up for a new key") }
     return s
