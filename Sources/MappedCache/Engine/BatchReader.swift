@@ -74,30 +74,36 @@ extension CacheEngine {
     // reorder buffer behind it fills: interleaved with the hashing, only the first few
     // prefetches of a group were issued before the first retired.
     for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
-    for j in 0..<count {
-      if let (part, pl) = hint(hashes[j]) { part.prefetchBucket(pl.first, write: false) }
-    }
-    // B2: the loads wait for the first buckets' misses, in flight for every key.
-    for j in 0..<count {
-      guard let (part, pl) = hint(hashes[j]) else { continue }
-      let index = BucketIndex(part: part)
-      let m = BucketIndex.matching(part.tagWords(pl.first), pl.tag)
-      if m != 0 {
-        let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
-        part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-      } else if pl.second != pl.first {
-        index.part.prefetchBucket(pl.second, write: false)
+    // Each key's partition and places, computed once for B1 and B2 (a group's fit in
+    // under 1 KiB, so the buffer stays on the stack; -1: the geometry word was out of
+    // range).
+    withUnsafeTemporaryAllocation(of: (Int, Placement).self, capacity: count) { hints in
+      for j in 0..<count {
+        let p = partitionNumber(hashes[j])
+        let part = memory.partition(p)
+        let groups = BucketIndex(part: part).geometryRelaxed().groups
+        guard part.isValidGroupCount(groups) else {
+          hints.initializeElement(at: j, to: (-1, Placement(hash: 0, groups: 1)))
+          continue
+        }
+        let pl = Placement(hash: hashes[j], groups: groups)
+        hints.initializeElement(at: j, to: (p, pl))
+        part.prefetchBucket(pl.first, write: false)
       }
+      // B2: the loads wait for the first buckets' misses, in flight for every key.
+      for j in 0..<count {
+        let (p, pl) = hints[j]
+        guard p >= 0 else { continue }
+        let part = memory.partition(p)
+        let m = BucketIndex.matching(part.tagWords(pl.first), pl.tag)
+        if m != 0 {
+          let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
+          part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+        } else if pl.second != pl.first {
+          part.prefetchBucket(pl.second, write: false)
+        }
+      }
+      _ = hints.deinitialize()
     }
-  }
-
-  /// A key's partition and places by a racy read of the geometry (a hint: nil when the
-  /// word is out of range).
-  @inline(__always)
-  private func hint(_ hash: UInt64) -> (PartitionMemory, Placement)? {
-    let part = memory.partition(partitionNumber(hash))
-    let groups = BucketIndex(part: part).geometryRelaxed().groups
-    guard part.isValidGroupCount(groups) else { return nil }
-    return (part, Placement(hash: hash, groups: groups))
   }
 }

@@ -38,13 +38,13 @@ struct IndexResizer {
   let partitionBytes: Int
   let mainFloorEnd: Int
 
-  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters, layout: Layout) {
+  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters, shape: PartitionShape) {
     self.index = index
     self.logs = logs
     self.counters = counters
-    maxGroups = layout.maxGroups
-    partitionBytes = layout.partitionBytes
-    mainFloorEnd = layout.mainBase + layout.mainFloor
+    maxGroups = shape.maxGroups
+    partitionBytes = shape.partitionBytes
+    mainFloorEnd = shape.mainFloorEnd
   }
 
   /// The index grows when a new entry would pass this share of its slots.

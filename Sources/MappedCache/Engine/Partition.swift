@@ -1,24 +1,33 @@
 /// One partition's layers, wired together for one operation: its memory, index, logs,
 /// counters, index resizer and eviction. A value of a few words, made where it is needed
 /// (`CacheEngine.partition(_:)`), holding nothing that outlives the mapping.
+///
+/// The layers are made on each use, not stored: each holds its own copy of the
+/// partition's memory view, and a `Partition` storing all six was a kilobyte of copies
+/// that every write built before it took the lock. Made on use and inlined, only the
+/// words a write touches are ever formed.
 struct Partition {
   let memory: PartitionMemory
-  let index: BucketIndex
-  let logs: RecordLogs
-  let counters: PartitionCounters
-  let resizer: IndexResizer
-  let policy: EvictionPolicy
+  private let file: MappedMemory
+  private let shape: PartitionShape
 
   @inline(__always)
-  init(_ p: Int, file: MappedMemory, layout: Layout) {
+  init(_ p: Int, file: MappedMemory, shape: PartitionShape) {
     memory = file.partition(p)
-    index = BucketIndex(part: memory)
-    logs = RecordLogs(part: memory, layout: layout)
-    counters = PartitionCounters(part: memory, memory: file)
-    resizer = IndexResizer(index: index, logs: logs, counters: counters, layout: layout)
-    policy = EvictionPolicy(
+    self.file = file
+    self.shape = shape
+  }
+
+  @inline(__always) var index: BucketIndex { BucketIndex(part: memory) }
+  @inline(__always) var logs: RecordLogs { RecordLogs(part: memory, shape: shape) }
+  @inline(__always) var counters: PartitionCounters { PartitionCounters(part: memory, memory: file) }
+  @inline(__always) var resizer: IndexResizer {
+    IndexResizer(index: index, logs: logs, counters: counters, shape: shape)
+  }
+  @inline(__always) var policy: EvictionPolicy {
+    EvictionPolicy(
       index: index, logs: logs, counters: counters, ghost: GhostTable(index: index), resizer: resizer,
-      smallBytes: layout.smallBytes, maxRecord: layout.maxRecord, partitionCount: layout.partitionCount)
+      smallBytes: shape.smallBytes, maxRecord: shape.maxRecord, partitionCount: shape.partitionCount)
   }
 
   /// The partition's number.
@@ -31,5 +40,31 @@ struct Partition {
     let groups = index.groups
     guard memory.isValidGroupCount(groups) else { return false }
     return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
+  }
+}
+
+/// What every partition of a file shares, derived from its layout once per handle: a
+/// write makes a `Partition` per call, and deriving these from `Layout` each time (its
+/// computed floor and group limit) cost a write dozens of instructions.
+struct PartitionShape {
+  let partitionBytes: Int
+  let partitionCount: Int
+  let smallBase: Int
+  let smallBytes: Int
+  let mainBase: Int
+  let maxRecord: Int
+  let maxGroups: Int
+  /// Where the main log's floor ends: the index never grows below it.
+  let mainFloorEnd: Int
+
+  init(_ l: Layout) {
+    partitionBytes = l.partitionBytes
+    partitionCount = l.partitionCount
+    smallBase = l.smallBase
+    smallBytes = l.smallBytes
+    mainBase = l.mainBase
+    maxRecord = l.maxRecord
+    maxGroups = l.maxGroups
+    mainFloorEnd = l.mainBase + l.mainFloor
   }
 }

@@ -83,12 +83,12 @@ struct RecordLogs {
   /// The largest record (`Layout.maxRecord`).
   let maxRecord: Int
 
-  init(part: PartitionMemory, layout: Layout) {
+  init(part: PartitionMemory, shape: PartitionShape) {
     self.part = part
-    smallBase = layout.smallBase
-    smallEnd = layout.mainBase
-    mainBase = layout.mainBase
-    maxRecord = layout.maxRecord
+    smallBase = shape.smallBase
+    smallEnd = shape.mainBase
+    mainBase = shape.mainBase
+    maxRecord = shape.maxRecord
   }
 
   private func words(_ id: LogID) -> (head: PartitionWord, tail: PartitionWord) {
