@@ -52,6 +52,31 @@ import Testing
     try expectAllThere(c, ks)
   }
 
+  /// A pending limit damaged below the main log's base (a stray store, no writer died):
+  /// the next write that grows the index must not lower the main log's limit to it (a
+  /// trap, found by `scripts/fuzz-long.sh`, seed 0x6e884283be371d0b), but see the damage
+  /// (`RecordLogs.areSane`) and repair first.
+  @Test func aDamagedPendingLimitIsRepairedNotFollowed() throws {
+    let (c, path) = try cache("rec-pending")
+    defer { TestFiles.cleanup(path) }
+    let before = (0..<200).map { "p\($0)" }
+    for k in before { try c.setObject(value(k), forKey: k) }
+    c.engine.memory.partition(0).word(.mainPendingLimit).store(319, .relaxed)
+    // New keys until the index has grown: each set goes through W4's growth.
+    let groups = c.engine.partition(0).index.groups
+    var after: [String] = []
+    for i in 0..<4000 where c.engine.partition(0).index.groups == groups || i < 10 {
+      let k = "q\(i)"
+      try c.setObject(value(k), forKey: k)
+      after.append(k)
+    }
+    #expect(c.statistics.recoveries >= 1)
+    #expect(c.engine.partition(0).logs.pendingLimit != 319)
+    for k in after.suffix(100) { #expect(try c.object(forKey: k) == value(k), "\(k) lost after repair") }
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
   /// A set killed inside W6, its bucket odd and the slot's word already naming the new
   /// record (written whole at W5): repair keeps the entry, with the new value; the other
   /// entries of the bucket are untouched.

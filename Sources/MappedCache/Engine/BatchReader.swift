@@ -12,7 +12,7 @@
 ///     only a hint). Where one equals the key's tag, prefetch the record its slot names
 ///     (`PartitionMemory.prefetchRecord`, which checks the offset like any offset read
 ///     from the file); where none does, prefetch the second bucket. These misses
-///     overlap too;
+///     overlap too. Then the same for those keys' second buckets: their records;
 /// B3. for each key, the single read with the hash of B1 (`copyValue(_:hash:into:)`):
 ///     the read protocol R1-R6, the handle's hit and miss counters.
 ///
@@ -73,6 +73,7 @@ extension CacheEngine {
     // prefetch that misses (and walks the page tables) holds up retirement, and the
     // reorder buffer behind it fills: interleaved with the hashing, only the first few
     // prefetches of a group were issued before the first retired.
+    assert(count <= UInt32.bitWidth, "a group's second places are a 32-bit mask")
     for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
     // Each key's partition and places, computed once for B1 and B2 (a group's fit in
     // under 1 KiB, so the buffer stays on the stack; -1: the geometry word was out of
@@ -91,6 +92,7 @@ extension CacheEngine {
         part.prefetchBucket(pl.first, write: false)
       }
       // B2: the loads wait for the first buckets' misses, in flight for every key.
+      var second: UInt32 = 0
       for j in 0..<count {
         let (p, pl) = hints[j]
         guard p >= 0 else { continue }
@@ -101,6 +103,21 @@ extension CacheEngine {
           part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
         } else if pl.second != pl.first {
           part.prefetchBucket(pl.second, write: false)
+          second |= 1 << UInt32(j)
+        }
+      }
+      // B2, second places: the keys not in their first bucket (a fifth of them at the
+      // index's load) have their record prefetched from the second, whose misses
+      // overlapped too; else B3 would wait for each such record in turn.
+      while second != 0 {
+        let j = second.trailingZeroBitCount
+        second &= second &- 1
+        let (p, pl) = hints[j]
+        let part = memory.partition(p)
+        let m = BucketIndex.matching(part.tagWords(pl.second), pl.tag)
+        if m != 0 {
+          let word = part.entryWord(pl.second, m.trailingZeroBitCount).load(.relaxed)
+          part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
         }
       }
       _ = hints.deinitialize()

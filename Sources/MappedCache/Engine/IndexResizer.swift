@@ -200,7 +200,10 @@ struct IndexResizer {
     guard low >= mainFloorEnd else { return false }
     if logs.mainLimit <= low { return true }
     let pending = logs.pendingLimit
-    if pending > 0 && pending <= low && logs.mainIsFreeFrom(pending) {
+    // A pending limit is one this code set (at or above the floor's end); repair clears
+    // any other before a writer gets here, and this check keeps a damaged word from
+    // lowering the limit into the floor all the same.
+    if pending >= mainFloorEnd && pending <= low && logs.mainIsFreeFrom(pending) {
       logs.lowerMainLimit(to: pending, held)
       return true
     }

@@ -112,10 +112,13 @@ struct RecordLogs {
     return LogState(base: mainBase, limit: mainLimit, head: head, tail: tail, lastWrap: lastWrap)
   }
 
-  /// Whether both logs' positions satisfy the first two invariant lines.
+  /// Whether both logs' positions satisfy the first two invariant lines, and the pending
+  /// limit is 0 or inside the main log (a damaged one sends the writer to repair).
   var areSane: Bool {
     let limit = mainLimit
+    let pending = pendingLimit
     return state(.small).isSane && state(.main).isSane && limit > mainBase && limit <= part.limits.bytes
+      && (pending == 0 || (pending > mainBase && pending < limit))
   }
 
   /// The log holding partition offset `offset` (an offset in the data space).
