@@ -25,8 +25,6 @@ import SystemCalls
 final class CacheEngine: @unchecked Sendable {
   let file: MappedFile
   let layout: Layout
-  /// What the partitions share, derived from `layout` once.
-  let shape: PartitionShape
   /// `layout.maxKey`, visible to inlined callers so they check key sizes without a call.
   @usableFromInline let maxKey: Int
   let memory: MappedMemory
@@ -57,7 +55,6 @@ final class CacheEngine: @unchecked Sendable {
       typeFingerprint: typeFingerprint, typeName: typeName)
     file = opened.file
     layout = opened.layout
-    shape = PartitionShape(opened.layout)
     maxKey = opened.layout.maxKey
     header = opened.header
     created = opened.created
@@ -93,7 +90,7 @@ final class CacheEngine: @unchecked Sendable {
 
   /// Partition `p`'s layers (a value of a few words, made per operation).
   @inline(__always)
-  func partition(_ p: Int) -> Partition { Partition(p, file: memory, shape: shape) }
+  func partition(_ p: Int) -> Partition { Partition(p, file: memory) }
 
   /// The partition of a key's hash.
   @inline(__always)

@@ -38,13 +38,13 @@ struct IndexResizer {
   let partitionBytes: Int
   let mainFloorEnd: Int
 
-  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters, shape: PartitionShape) {
+  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters) {
     self.index = index
     self.logs = logs
     self.counters = counters
-    maxGroups = shape.maxGroups
-    partitionBytes = shape.partitionBytes
-    mainFloorEnd = shape.mainFloorEnd
+    maxGroups = index.part.limits.maxGroups
+    partitionBytes = index.part.limits.bytes
+    mainFloorEnd = index.part.limits.mainFloorEnd
   }
 
   /// The index grows when a new entry would pass this share of its slots.

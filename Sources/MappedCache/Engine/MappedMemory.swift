@@ -237,7 +237,13 @@ struct PartitionMemory {
     var maxGroups: Int
     var smallBase: Int
     var mainBase: Int
+    /// The largest record (key and value at their limits, with an expiry).
+    var maxRecord: Int
+    /// Where the main log's floor ends: the index never grows below it.
+    var mainFloorEnd: Int
 
+    /// Derived from the layout once per handle: a write wires a `Partition` per call, and
+    /// deriving these from `Layout` each time cost it dozens of instructions.
     init(layout l: Layout) {
       bytes = l.partitionBytes
       maxKey = l.maxKey
@@ -245,6 +251,8 @@ struct PartitionMemory {
       maxGroups = l.maxGroups
       smallBase = l.smallBase
       mainBase = l.mainBase
+      maxRecord = l.maxRecord
+      mainFloorEnd = l.mainBase + l.mainFloor
     }
   }
 

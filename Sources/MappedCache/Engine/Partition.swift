@@ -9,25 +9,24 @@
 struct Partition {
   let memory: PartitionMemory
   private let file: MappedMemory
-  private let shape: PartitionShape
 
   @inline(__always)
-  init(_ p: Int, file: MappedMemory, shape: PartitionShape) {
+  init(_ p: Int, file: MappedMemory) {
     memory = file.partition(p)
     self.file = file
-    self.shape = shape
   }
 
   @inline(__always) var index: BucketIndex { BucketIndex(part: memory) }
-  @inline(__always) var logs: RecordLogs { RecordLogs(part: memory, shape: shape) }
+  @inline(__always) var logs: RecordLogs { RecordLogs(part: memory) }
   @inline(__always) var counters: PartitionCounters { PartitionCounters(part: memory, memory: file) }
   @inline(__always) var resizer: IndexResizer {
-    IndexResizer(index: index, logs: logs, counters: counters, shape: shape)
+    IndexResizer(index: index, logs: logs, counters: counters)
   }
   @inline(__always) var policy: EvictionPolicy {
     EvictionPolicy(
       index: index, logs: logs, counters: counters, ghost: GhostTable(index: index), resizer: resizer,
-      smallBytes: shape.smallBytes, maxRecord: shape.maxRecord, partitionCount: shape.partitionCount)
+      smallBytes: memory.limits.mainBase - memory.limits.smallBase, maxRecord: memory.limits.maxRecord,
+      partitionCount: file.partitionCount)
   }
 
   /// The partition's number.
@@ -40,31 +39,5 @@ struct Partition {
     let groups = index.groups
     guard memory.isValidGroupCount(groups) else { return false }
     return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
-  }
-}
-
-/// What every partition of a file shares, derived from its layout once per handle: a
-/// write makes a `Partition` per call, and deriving these from `Layout` each time (its
-/// computed floor and group limit) cost a write dozens of instructions.
-struct PartitionShape {
-  let partitionBytes: Int
-  let partitionCount: Int
-  let smallBase: Int
-  let smallBytes: Int
-  let mainBase: Int
-  let maxRecord: Int
-  let maxGroups: Int
-  /// Where the main log's floor ends: the index never grows below it.
-  let mainFloorEnd: Int
-
-  init(_ l: Layout) {
-    partitionBytes = l.partitionBytes
-    partitionCount = l.partitionCount
-    smallBase = l.smallBase
-    smallBytes = l.smallBytes
-    mainBase = l.mainBase
-    maxRecord = l.maxRecord
-    maxGroups = l.maxGroups
-    mainFloorEnd = l.mainBase + l.mainFloor
   }
 }

@@ -191,7 +191,7 @@ final class Reader {
   /// misses the CPU overlaps with this one's.
   @inline(__always)
   func quickCopy(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Quick {
-    guard isPlain, let out = buffer.baseAddress else { return .slow }
+    guard isPlain, buffer.baseAddress != nil else { return .slow }
     let p = IndexGeometry.partition(hash, count: memory.partitionCount)
     let index = BucketIndex(part: memory.partition(p))
     // R1.
@@ -203,10 +203,8 @@ final class Reader {
     if two { index.part.prefetchBucket(pl.second, write: false) }
     let moves = index.moveSequence()
     // R3, R4.
-    var found = quickBucket(index, pl.first, tag: pl.tag, key, room: buffer.count, into: out)
-    if found.isAbsent && two {
-      found = quickBucket(index, pl.second, tag: pl.tag, key, room: buffer.count, into: out)
-    }
+    var found = quickBucket(index, pl.first, tag: pl.tag, key, into: buffer)
+    if found.isAbsent && two { found = quickBucket(index, pl.second, tag: pl.tag, key, into: buffer) }
     // R5.
     guard index.geometryRelaxed() == geometry else { return .slow }
     if found.isAbsent {
@@ -232,36 +230,24 @@ final class Reader {
     }
   }
 
-  /// R3 for `quickCopy`: one seqlock read of a bucket (`BucketIndex.seqlockRead`'s steps,
-  /// without its wait), the value copied only for an entry without an expiry that fits.
+  /// R3 for `quickCopy`: the one seqlock read of a bucket (`BucketIndex.seqlockRead`
+  /// around `lookup`, as every read), without the wait: a busy or changed bucket is
+  /// `probe`'s.
   @inline(__always)
   private func quickBucket(
-    _ index: BucketIndex, _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer, room: Int,
-    into out: UnsafeMutableRawPointer
+    _ index: BucketIndex, _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer,
+    into buffer: UnsafeMutableRawBufferPointer
   ) -> QuickFind {
-    let part = index.part
-    let seq = part.seq(place)
-    let s1 = seq.load(.acquiring)
-    if s1 & 1 != 0 { return .other(place) }
-    var result = QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
-    var m = BucketIndex.matching(part.tagWords(place), tag)
-    while m != 0 {
-      let slot = m.trailingZeroBitCount
-      m &= m &- 1
-      let word = part.entryWord(place, slot).load(.relaxed)
-      let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-      guard let h = part.record(at: offset), h.klen == key.count, part.keyEquals(record: offset, h, key) else {
-        continue
-      }
-      result = QuickFind(state: 2, slot: .init(place: place, slot: slot), word: word, count: h.vlen)
-      if h.expiry == 0 && h.vlen <= room {
-        part.copyValue(record: offset, h, to: out)
-        result.state = 1
-      }
-      break
+    switch index.seqlockRead(place, { index.lookup(place, tag: tag, key: key, copyInto: buffer) }) {
+    case .stable(nil):
+      return QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
+    case .stable(let e?):
+      // Copied (by `lookup`) when it fit; an entry with an expiry is `probe`'s to judge.
+      let copied = e.header.expiry == 0 && e.header.vlen <= buffer.count
+      return QuickFind(state: copied ? 1 : 2, slot: e.at, word: e.word, count: e.header.vlen)
+    case .changed, .busy:
+      return .other(place)
     }
-    atomicMemoryFence(ordering: .acquiring)
-    return seq.load(.relaxed) == s1 ? result : .other(place)
   }
 
   /// The read protocol, R1-R6, for any entry (fitting the buffer or not, expired or

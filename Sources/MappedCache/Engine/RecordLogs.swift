@@ -83,12 +83,12 @@ struct RecordLogs {
   /// The largest record (`Layout.maxRecord`).
   let maxRecord: Int
 
-  init(part: PartitionMemory, shape: PartitionShape) {
+  init(part: PartitionMemory) {
     self.part = part
-    smallBase = shape.smallBase
-    smallEnd = shape.mainBase
-    mainBase = shape.mainBase
-    maxRecord = shape.maxRecord
+    smallBase = part.limits.smallBase
+    smallEnd = part.limits.mainBase
+    mainBase = part.limits.mainBase
+    maxRecord = part.limits.maxRecord
   }
 
   private func words(_ id: LogID) -> (head: PartitionWord, tail: PartitionWord) {
