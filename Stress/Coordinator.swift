@@ -17,6 +17,8 @@ final class Coordinator: @unchecked Sendable {
   private var killEvents: [KillEvent] = []
   /// CLOCK_MONOTONIC nanoseconds at the measured run's start.
   private var runStart: UInt64 = 0
+  /// `--grow-every`: the thread that grows the cache.
+  private var grower: GrowthRunner?
 
   init(options: StressOptions) throws {
     o = options
@@ -81,9 +83,11 @@ final class Coordinator: @unchecked Sendable {
     let start = Clock.nanoseconds() + 20_000_000
     runStart = start
     let end = start + UInt64(o.duration * 1e9)
+    if let to = o.growTo { grower = try GrowthRunner(path: o.path!, target: to, runStart: start) }
     try fleet.dir.writeGo(start: start, end: end)
     try watch(fleet, start: start, end: end)
     try fleet.waitForAll(deadline: end + 30_000_000_000)
+    let growths = grower?.finish() ?? []
     var merged = merge(fleet)
     fleet.noteMissingResults { fleet.dir.readResult($0, $1)?.final == true }
     if kills > 0 { settle(cache, fleet) }
@@ -95,7 +99,7 @@ final class Coordinator: @unchecked Sendable {
       killedWorkers: Set((0..<o.procs).filter { fleet.incarnations[$0] > 0 }),
       before: before, after: after, verifyOK: verifyOK, verifyProblems: problems,
       prefillSeconds: prefillSeconds, path: ownsFile ? nil : o.path, killEvents: killEvents,
-      incarnations: fleet.incarnations)
+      incarnations: fleet.incarnations, growthEvents: growths)
   }
 
   // MARK: Steps
@@ -127,6 +131,8 @@ final class Coordinator: @unchecked Sendable {
     var killTimes = (0..<o.chaosKills).map { _ in
       start + durationNs / 10 + UInt64(rng.nextDouble() * Double(durationNs) * 0.8)
     }.sorted()
+    let growEveryNs = o.growEvery.map { UInt64($0 * 1e9) }
+    var nextGrowth = growEveryNs.map { start + $0 } ?? UInt64.max
     var nextProgress = start + 1_000_000_000
     var lastOps: UInt64 = 0
     var lastProgressAt = start
@@ -139,6 +145,10 @@ final class Coordinator: @unchecked Sendable {
         try killAndRestart(fleet)
       }
       fleet.noteUnexpectedExits(end: end)
+      if now >= nextGrowth, let every = growEveryNs {
+        grower?.startNext()
+        nextGrowth += every
+      }
       if now >= nextProgress {
         let merged = merge(fleet)
         let ops = merged.getOps + merged.setOps
@@ -153,7 +163,7 @@ final class Coordinator: @unchecked Sendable {
             Fmt.ns(merged.getHist.percentile(0.99)), kills, o.chaosKills))
         nextProgress += 1_000_000_000
       }
-      let wake = min(end, nextProgress, killTimes.first ?? end)
+      let wake = min(end, nextProgress, killTimes.first ?? end, nextGrowth)
       let nap = wake > now ? min(wake - now, 50_000_000) : 0
       if nap > 0 { Sys.sleep(microseconds: UInt32(max(nap / 1000, 1))) }
     }
@@ -236,6 +246,83 @@ final class Coordinator: @unchecked Sendable {
     fleet?.stopAll()
     fleet?.dir.remove()
     if ownsFile, let path = o.path { try? Sys.unlink(path) }
+  }
+}
+
+/// A growth of the cache during the run (`--grow-every`), for the report.
+struct GrowthEvent {
+  /// When it started, in seconds after the run's start, and how long it took.
+  var seconds: Double
+  var took: Double
+  var fromCapacity: Int
+  var toCapacity: Int
+  var movedEntries: Int
+  /// The longest step: the most a writer of the run waited for this growth.
+  var longestStep: Double = 0
+  var error: String?
+}
+
+/// Grows the cache on a thread of its own (`--grow-every`), one growth at a time, each
+/// doubling it up to the target, through a handle of its own.
+final class GrowthRunner: @unchecked Sendable {
+  private let lock = NSLock()
+  private let idle = NSCondition()
+  private var events: [GrowthEvent] = []
+  private var busy = false
+  private var reached = false
+  private let file: CacheFile
+  private let target: Int
+  private let runStart: UInt64
+
+  init(path: String, target: Int, runStart: UInt64) throws {
+    file = try CacheFile(path: path, policy: OpenPolicy())
+    self.target = target
+    self.runStart = runStart
+  }
+
+  /// Starts the next growth, unless one is running or the target is reached.
+  func startNext() {
+    idle.lock()
+    defer { idle.unlock() }
+    guard !busy, !reached, file.statistics.capacity < target else { return }
+    busy = true
+    Thread.detachNewThread { [self] in
+      let from = file.statistics.capacity
+      let t0 = Clock.nanoseconds()
+      var e = GrowthEvent(
+        seconds: Double(Int64(bitPattern: t0 &- runStart)) / 1e9, took: 0, fromCapacity: from, toCapacity: from,
+        movedEntries: 0)
+      do {
+        let g = try file.grow(toCapacity: min(target, from * 2))
+        e.toCapacity = g.capacity
+        e.movedEntries = g.movedEntries
+        e.longestStep = g.longestStepSeconds
+      } catch {
+        e.error = "\(error)"
+      }
+      e.took = Double(Clock.nanoseconds() - t0) / 1e9
+      idle.lock()
+      // A growth that added no whole partition (the target is reached) is not one.
+      if e.toCapacity > e.fromCapacity || e.error != nil { events.append(e) } else { reached = true }
+      busy = false
+      idle.broadcast()
+      idle.unlock()
+      guard e.toCapacity > e.fromCapacity || e.error != nil else { return }
+      FileHandle.standardError.write(
+        Data(
+          String(
+            format: "grew the cache from %@ to %@ in %.3f s (%d entries moved)%@\n", Fmt.bytes(e.fromCapacity),
+            Fmt.bytes(e.toCapacity), e.took, e.movedEntries, e.error.map { ": \($0)" } ?? ""
+          ).utf8))
+    }
+  }
+
+  /// Waits for a growth under way; returns every growth of the run.
+  func finish() -> [GrowthEvent] {
+    idle.lock()
+    defer { idle.unlock() }
+    while busy { idle.wait() }
+    return events
   }
 }
 

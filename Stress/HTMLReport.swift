@@ -222,11 +222,22 @@ struct HTMLReport {
       Series(name: "gets", cssClass: "s-get", points: gets),
       Series(name: "sets", cssClass: "s-set", points: sets),
     ]
-    chart.markers = killMarkers
+    chart.markers = killMarkers + growthMarkers
     var note =
       "Operations done in each \(tl.bucketSeconds == 1 ? "second" : "\(tl.bucketSeconds) s"), summed over every process (counted when a worker flushes its results, every \(WorkerTiming.flushInterval) s)."
     if !report.killEvents.isEmpty { note += " Red dashed lines: chaos kills (SIGKILL of a worker, restarted at once)." }
+    if !report.growthEvents.isEmpty { note += " Lines marked \"grow\": growths of the cache (--grow-every)." }
     return section("throughput", "Throughput over the run", chart.svg() + "<p class=\"note\">\(esc(note))</p>\n")
+  }
+
+  private var growthMarkers: [Marker] {
+    report.growthEvents.enumerated().map { i, g in
+      Marker(
+        x: g.seconds, label: "grow \(i + 1)",
+        title: String(
+          format: "growth %d at %.2f s: %@ to %@ in %.3f s, %d entries moved", i + 1, g.seconds,
+          Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.movedEntries))
+    }
   }
 
   private var killMarkers: [Marker] {

@@ -37,6 +37,13 @@ struct LatencyHistogram: Equatable {
     for i in 0..<Self.bucketCount { counts[i] &+= other.counts[i] }
   }
 
+  /// The samples of this histogram not in `earlier`, an earlier state of it.
+  func minus(_ earlier: LatencyHistogram) -> LatencyHistogram {
+    var d = LatencyHistogram()
+    for i in 0..<Self.bucketCount { d.counts[i] = counts[i] &- min(counts[i], earlier.counts[i]) }
+    return d
+  }
+
   /// The value below which `fraction` of the samples fall (the lower bound of the bucket
   /// holding that sample, as the peers report it); 0 without samples.
   func percentile(_ fraction: Double) -> UInt64 {

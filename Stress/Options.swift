@@ -34,6 +34,15 @@ struct StressOptions: Sendable {
   var countLimit: Int? = nil
   /// With `--trace`: size a fresh file to hold about this many entries by bytes alone.
   var capacityEntries: Int? = nil
+  /// `--grow-every`: seconds between growths of the cache during the run (each doubles
+  /// it, up to `growTo`).
+  var growEvery: Double? = nil
+  /// `--grow-to`: the capacity growth stops at.
+  var growTo: Int? = nil
+  /// `--max-capacity`: the most a new file may grow to.
+  var maxCapacity: Int? = nil
+  /// `--growth-policy`: a new file's growth policy.
+  var growthPolicy: GrowthPolicy? = nil
   var lock = LockChoice.word
   /// Freshness (`wrong_values`) is tracked for keys whose index is a multiple of this
   /// (a power of two; 1 = every key). Wholeness (`corrupt_reads`) is checked on every read.
@@ -109,6 +118,8 @@ struct StressOptions: Sendable {
     var o = CacheOptions(capacity: capacity)
     o.averageEntrySize = averageEntrySize ?? min(max(16, keySize + averageValueSize), 1 << 24)
     o.partitionCount = partitionCount
+    o.maxCapacity = maxCapacity
+    o.growthPolicy = growthPolicy
     return o
   }
 }
@@ -268,6 +279,42 @@ enum OptionTable {
       apply: { o, v throws(UsageError) in
         o.capacityEntries = try parseInt(v, flag: "--capacity-entries", in: 1...100_000_000)
       }, passOn: { $0.capacityEntries.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--grow-every", valueName: "TIME", defaultText: "never",
+      help: "grow the cache (SharedCache.grow) every TIME while the workers run, doubling it each time up to --grow-to",
+      apply: { o, v throws(UsageError) in
+        o.growEvery = try parseDuration(v, flag: "--grow-every", min: 0.05, max: 86_400)
+      }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--grow-to", valueName: "SIZE", defaultText: "none",
+      help: "with --grow-every: the capacity to stop growing at (at most the file's most capacity)",
+      apply: { o, v throws(UsageError) in
+        o.growTo = try parseSize(v, flag: "--grow-to")
+      }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--max-capacity", valueName: "SIZE", defaultText: "64 × --capacity, at most 1TiB",
+      help: "the most a new file may grow to (address space every process reserves)",
+      apply: { o, v throws(UsageError) in
+        o.maxCapacity = try parseSize(v, flag: "--max-capacity")
+      }, passOn: { $0.maxCapacity.map { "\($0)" } }),
+    OptionSpec(
+      flag: "--growth-policy", valueName: "RATE[:FACTOR[:SECONDS[:INSERTS]]]", defaultText: "none",
+      help:
+        "a new file grows by FACTOR (2) when ghost hits reach RATE of new keys, at most every SECONDS (60), after INSERTS (10000) new keys",
+      apply: { o, v throws(UsageError) in
+        let f = v.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard (1...4).contains(f.count), let rate = Double(f[0]) else {
+          throw UsageError("--growth-policy wants RATE[:FACTOR[:SECONDS[:INSERTS]]], not \(v)")
+        }
+        var p = GrowthPolicy(ghostHitRate: rate)
+        if f.count > 1 { p.factor = Double(f[1]) ?? -1 }
+        if f.count > 2 { p.minimumInterval = Double(f[2]) ?? -1 }
+        if f.count > 3 { p.minimumInserts = Int(f[3]) ?? -1 }
+        o.growthPolicy = p
+      },
+      passOn: { o in
+        o.growthPolicy.map { "\($0.ghostHitRate):\($0.factor):\($0.minimumInterval):\($0.minimumInserts)" }
+      }),
     OptionSpec(
       flag: "--chaos-kills", valueName: "N", defaultText: "0",
       help: "SIGKILL N random workers during the run (0 to 10000) and restart them",
@@ -635,6 +682,11 @@ enum OptionTable {
   static func validate(_ o: StressOptions) throws(UsageError) {
     try validateRedis(o)
     if o.capacityEntries != nil && o.tracePath == nil { throw UsageError("--capacity-entries needs --trace") }
+    if (o.growEvery == nil) != (o.growTo == nil) { throw UsageError("--grow-every and --grow-to go together") }
+    if let to = o.growTo, to <= o.capacity {
+      throw UsageError("--grow-to \(to) must be larger than --capacity \(o.capacity)")
+    }
+    if o.growEvery != nil && o.tracePath != nil { throw UsageError("--grow-every is not used with --trace") }
     if o.tracePath != nil && o.mget > 1 {
       throw UsageError("--mget is not used with --trace (a replay reads key by key)")
     }

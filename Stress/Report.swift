@@ -21,6 +21,28 @@ struct RunReport {
   var killEvents: [KillEvent] = []
   /// Per worker, its last incarnation (0: never killed).
   var incarnations: [Int] = []
+  /// `--grow-every`: each growth of the cache.
+  var growthEvents: [GrowthEvent] = []
+
+  /// Per growth: the worst [get p99, get max, set p99, set max] (ns) of the seconds it
+  /// covered; and the same over the seconds no growth touched (the baseline).
+  var growthLatency: (perGrowth: [[UInt64]], baseline: [UInt64]) {
+    let tl = merged.timeline
+    var touched = Set<Int>()
+    var per: [[UInt64]] = []
+    for g in growthEvents {
+      let first = tl.bucket(atSeconds: g.seconds)
+      let last = tl.bucket(atSeconds: g.seconds + g.took)
+      per.append(tl.worstLatency(buckets: first..<(last + 1)))
+      for b in first...last { touched.insert(b) }
+    }
+    var base: [UInt64] = [0, 0, 0, 0]
+    for b in tl.buckets.indices where !touched.contains(b) {
+      let w = tl.worstLatency(buckets: b..<(b + 1))
+      for j in 0..<4 { base[j] = max(base[j], w[j]) }
+    }
+    return (per, base)
+  }
 
   var ops: UInt64 { merged.getOps + merged.setOps }
   var opsPerSecond: Double { Double(ops) / options.duration }
@@ -55,6 +77,7 @@ struct RunReport {
     if merged.wrongValues > 0 { r.append("wrong_values=\(merged.wrongValues)") }
     if errors > 0 { r.append("errors=\(errors)") }
     if !verifyOK { r.append("verify failed (\(verifyProblems.prefix(3).joined(separator: "; ")))") }
+    for g in growthEvents { if let e = g.error { r.append("growth failed: \(e)") } }
     return r
   }
 
@@ -65,7 +88,31 @@ struct RunReport {
     jsonOperations(into: &j)
     jsonOutcome(into: &j)
     jsonParameters(into: &j)
+    if !growthEvents.isEmpty { jsonGrowths(into: &j) }
     return j.rendered
+  }
+
+  /// `--grow-every`: each growth, with the latency of the seconds it covered.
+  private func jsonGrowths(into j: inout JSONObject) {
+    let (per, base) = growthLatency
+    let names = ["get_p99_ns", "get_max_ns", "set_p99_ns", "set_max_ns"]
+    j["growths"] = .raw(
+      "["
+        + zip(growthEvents, per).map { g, l in
+          var o = JSONObject()
+          o["at_s"] = .double(g.seconds)
+          o["took_s"] = .double(g.took)
+          o["from_bytes"] = .int(g.fromCapacity)
+          o["to_bytes"] = .int(g.toCapacity)
+          o["moved_entries"] = .int(g.movedEntries)
+          o["longest_step_s"] = .double(g.longestStep)
+          if let e = g.error { o["error"] = .string(e) }
+          for (k, n) in zip(names, l) { o[k] = .int(Int(n)) }
+          return o.rendered
+        }.joined(separator: ",") + "]")
+    var b = JSONObject()
+    for (k, n) in zip(names, base) { b[k] = .int(Int(n)) }
+    j["growth_baseline"] = .raw(b.rendered)
   }
 
   /// The operations, their latencies and the cache's own counts.
@@ -144,6 +191,26 @@ struct RunReport {
     j["passed"] = .bool(failureReasons.isEmpty)
   }
 
+  /// `--grow-every`: a row per growth, then the seconds no growth touched.
+  private func growthRows() -> [(String, String)] {
+    guard !growthEvents.isEmpty else { return [] }
+    let (per, base) = growthLatency
+    func lat(_ l: [UInt64]) -> String {
+      "get p99 \(Fmt.ns(l[0])) max \(Fmt.ns(l[1])), set p99 \(Fmt.ns(l[2])) max \(Fmt.ns(l[3]))"
+    }
+    var rows = zip(growthEvents, per).map { g, l in
+      (
+        "growth",
+        String(
+          format: "at %.1f s: %@ → %@ in %.3f s (longest step %.1f ms), %d entries moved; its seconds: %@",
+          g.seconds, Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.longestStep * 1000,
+          g.movedEntries, lat(l))
+      )
+    }
+    rows.append(("", "seconds without growth: \(lat(base))"))
+    return rows
+  }
+
   func table() -> String {
     let o = options
     let dist = o.dist == .zipf ? "zipf(\(o.zipfTheta))" : "uniform"
@@ -181,6 +248,7 @@ struct RunReport {
       "evictions \(delta(after.evictions, before.evictions)), expirations \(delta(after.expirations, before.expirations)), recoveries \(delta(after.recoveries, before.recoveries)), lock takeovers \(delta(after.lockTakeovers, before.lockTakeovers))"
     )
     if o.chaosKills > 0 { row("chaos", "\(kills) of \(o.chaosKills) kills done, workers restarted") }
+    for (label, text) in growthRows() { row(label, text) }
     row(
       "progress",
       "every thread: at least \(minThreadOps) ops" + (threadsWithoutOps > 0 ? " (\(threadsWithoutOps) made none)" : ""))
@@ -209,6 +277,8 @@ struct JSONObject {
     case bool(Bool)
     case string(String)
     case strings([String])
+    /// Already rendered JSON (a nested object or array).
+    case raw(String)
     case null
   }
   private var items: [(String, Value)] = []
@@ -232,6 +302,7 @@ struct JSONObject {
     case .bool(let b): return b ? "true" : "false"
     case .string(let s): return quote(s)
     case .strings(let a): return "[" + a.map(quote).joined(separator: ", ") + "]"
+    case .raw(let r): return r
     case .null: return "null"
     }
   }

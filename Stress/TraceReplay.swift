@@ -30,6 +30,9 @@ struct TraceReplay {
     var errors = 0
     var firstError: String? = nil
     var hitRatio: Double { requests == 0 ? 0 : Double(hits) / Double(requests) }
+    /// Per tenth of the trace: its hit ratio, and the cache's capacity at its end (a
+    /// growth policy's effect over time).
+    var tenths: [(hitRatio: Double, capacity: Int)] = []
   }
 
   /// One request of a trace: where its key lies in the trace's bytes, and its value size
@@ -105,7 +108,15 @@ struct TraceReplay {
     bytes.withUnsafeBytes { all in
       value.withUnsafeBytes { v in
         scratch.withUnsafeMutableBytes { out in
+          let tenth = max(1, requests.count / 10)
+          var tenthHits = 0
+          var boundary = 0
           for (n, q) in requests.enumerated() {
+            if n > 0 && n % tenth == 0 && r.tenths.count < 9 {
+              r.tenths.append((Double(r.hits - tenthHits) / Double(n - boundary), cache.capacity))
+              tenthHits = r.hits
+              boundary = n
+            }
             let key = UnsafeRawBufferPointer(rebasing: all[q.keyStart..<(q.keyStart + q.keyCount)])
             let id = firstSight[bytes[q.keyStart..<(q.keyStart + q.keyCount)], default: n]
             if id == n { firstSight[bytes[q.keyStart..<(q.keyStart + q.keyCount)]] = n }
@@ -126,6 +137,9 @@ struct TraceReplay {
               r.errors += 1
               if r.firstError == nil { r.firstError = "request \(n + 1): \(error)" }
             }
+          }
+          if requests.count > boundary {
+            r.tenths.append((Double(r.hits - tenthHits) / Double(requests.count - boundary), cache.capacity))
           }
         }
       }
@@ -275,6 +289,9 @@ struct TraceReplay {
       j["wrong_lengths"] = .int(r.wrongLengths)
       j["errors"] = .int(r.errors)
       j["seconds"] = .double(seconds)
+      j["hit_ratio_by_tenth"] = .strings(r.tenths.map { String(format: "%.4f", $0.hitRatio) })
+      j["capacity_by_tenth"] = .strings(r.tenths.map { String($0.capacity) })
+      j["growths"] = .int(after.growths - before.growths)
       return j.rendered + "\n"
     }
     var s = "cache-stress --trace \(trace)\n"
@@ -290,6 +307,11 @@ struct TraceReplay {
       "eviction",
       "evictions \(after.evictions - before.evictions), promotions \(after.promotions - before.promotions), reinsertions \(after.reinsertions - before.reinsertions)"
     )
+    row("by tenth", "hit ratio " + r.tenths.map { String(format: "%.3f", $0.hitRatio) }.joined(separator: " "))
+    if after.growths > before.growths {
+      row("", "capacity " + r.tenths.map { Fmt.bytes($0.capacity) }.joined(separator: " "))
+      row("growths", "\(after.growths - before.growths)")
+    }
     row("time", String(format: "%.2f s", seconds))
     row("checks", "wrong lengths \(r.wrongLengths), errors \(r.errors)")
     return s

@@ -601,6 +601,9 @@ enum Worker {
 struct ResultFlusher {
   var timeline: Timeline
   var flushed = Counters()
+  /// The histograms as of the last flush (the next interval's are the difference).
+  var flushedGet = LatencyHistogram()
+  var flushedSet = LatencyHistogram()
   let start: UInt64
 
   init(duration: Double, start: UInt64) {
@@ -610,9 +613,14 @@ struct ResultFlusher {
 
   mutating func result(_ board: StatsBoard, worker: Int, incarnation: Int, final: Bool) -> WorkerResult {
     var r = board.snapshot(worker: worker, incarnation: incarnation, final: final)
-    timeline.add(
-      r.counters.since(flushed), atNanosecondsSinceStart: Int64(bitPattern: Clock.nanoseconds() &- start))
+    let at = Int64(bitPattern: Clock.nanoseconds() &- start)
+    timeline.add(r.counters.since(flushed), atNanosecondsSinceStart: at)
     flushed = r.counters
+    let get = LatencyHistogram(sparse: r.getHist)
+    let set = LatencyHistogram(sparse: r.setHist)
+    timeline.addLatency(get: get.minus(flushedGet), set: set.minus(flushedSet), atNanosecondsSinceStart: at)
+    flushedGet = get
+    flushedSet = set
     r.timeline = timeline
     return r
   }

@@ -81,6 +81,8 @@ class ByteStore: @unchecked Sendable {
   func sweep() throws -> Int { abstract() }
   func setLimits(count: Int?, cost: Int?) throws { abstract() }
   func verify(repair: Bool) throws -> VerifyReport { abstract() }
+  /// `SharedCache.grow(toCapacity:)`: the capacity after.
+  func grow(toCapacity capacity: Int) throws -> Int { abstract() }
   /// Visits live entries (values nil with `keysOnly`) until `body` returns false.
   func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
     abstract()
@@ -175,6 +177,7 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
   override func sweep() throws -> Int { try cache.removeExpiredObjects() }
   override func setLimits(count: Int?, cost: Int?) throws { try cache.setLimits(count: count, cost: cost) }
   override func verify(repair: Bool) throws -> VerifyReport { try cache.verify(repair: repair) }
+  override func grow(toCapacity capacity: Int) throws -> Int { try cache.grow(toCapacity: capacity) }
 
   override func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
     if keysOnly {

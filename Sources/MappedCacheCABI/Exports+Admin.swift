@@ -1,7 +1,7 @@
 import CMappedCacheABI
 import MappedCache
 
-// mappedcache.h: mc_stats_get, mc_verify, mc_foreach.
+// mappedcache.h: mc_stats_get, mc_verify, mc_grow, mc_foreach.
 
 @_cdecl("mc_stats_get")
 public func mcStatsGet(_ cache: OpaquePointer?, _ stats: UnsafeMutablePointer<mc_stats>?) -> Int32 {
@@ -45,6 +45,16 @@ public func mcVerify(_ cache: OpaquePointer?, _ repair: Int32, _ problems: Unsaf
       let first = left.problems.prefix(3).joined(separator: "; ")
       throw CacheError.corrupted(path: "the cache", reason: "\(left.problems.count) problems: \(first)")
     }
+    return MC_OK
+  }
+}
+
+@_cdecl("mc_grow")
+public func mcGrow(_ cache: OpaquePointer?, _ capacity: Int64, _ grown: UnsafeMutablePointer<Int64>?) -> Int32 {
+  Handles.withStore(cache) { store in
+    guard capacity > 0 else { throw CacheError.invalidArgument("capacity \(capacity) must be positive") }
+    let now = try store.grow(toCapacity: Int(capacity))
+    grown?.pointee = Int64(now)
     return MC_OK
   }
 }

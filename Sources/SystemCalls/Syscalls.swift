@@ -257,6 +257,15 @@ package enum Sys {
     if retrying({ fchmod(fd, mode) }) != 0 { throw SystemError(errno: Glibc.errno, operation: "fchmod") }
   }
 
+  /// Bytes an unprivileged user may still allocate on the file system holding `fd`, or
+  /// nil when it cannot be asked. The corresponding C function is `fstatvfs`.
+  package static func freeBytes(_ fd: Int32) -> Int? {
+    var st = statvfs()
+    guard retrying({ fstatvfs(fd, &st) }) == 0 else { return nil }
+    let (n, overflow) = Int(clamping: st.f_bavail).multipliedReportingOverflow(by: Int(clamping: st.f_frsize))
+    return overflow ? Int.max : n
+  }
+
   /// The environment variable `name`, or nil. The corresponding C function is `getenv`.
   package static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 

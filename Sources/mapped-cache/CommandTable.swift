@@ -195,6 +195,21 @@ enum CommandTable {
     CommandSpec(
       name: "clear", summary: "Remove every entry.",
       arguments: [path], run: MaintenanceCommands.clear),
+    CommandSpec(
+      name: "grow", summary: "Grow the file while other processes keep using it.",
+      arguments: [path],
+      options: [
+        OptionSpec(
+          name: "--capacity", value: "SIZE", help: "The new size (e.g. 256MiB), at most the file's most capacity."),
+        json,
+      ],
+      discussion: """
+        Adds whole partitions at the end of the file, each filled from the partition it
+        splits, while every process goes on reading and writing through its open handle.
+        Nothing stored is lost, and no process has to reopen. The most a file may grow to
+        is fixed when it is created (create --max-capacity, shown by info).
+        """,
+      run: MaintenanceCommands.grow),
   ]
 
   static func command(named name: String) -> CommandSpec? { commands.first { $0.name == name } }

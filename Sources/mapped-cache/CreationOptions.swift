@@ -24,6 +24,9 @@ enum CreationOptions {
         "Partitions, each with its own write lock, index and logs (1 to 1048576); more let more writers run at once, fewer hold larger values."
     ),
     OptionSpec(
+      name: "--max-capacity", value: "SIZE", defaultValue: "64 × capacity, at most 1TiB",
+      help: "The most the file may grow to (mapped-cache grow): address space every process reserves, not memory."),
+    OptionSpec(
       name: "--mode", value: "MODE", defaultValue: "0600",
       help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),
     OptionSpec(
@@ -42,6 +45,7 @@ enum CreationOptions {
     if let v = try inv.size("--max-value") { o.maxValueSize = v }
     if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
     if let p = try inv.integer("--partitions", in: 1...(1 << 20)) { o.partitionCount = p }
+    if let m = try inv.size("--max-capacity") { o.maxCapacity = m }
     if let m = try inv.mode("--mode") { o.mode = m }
     let typeName = inv.value("--type") ?? ""
     if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }

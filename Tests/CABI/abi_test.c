@@ -441,6 +441,16 @@ static void test_batches_and_iteration(void) {
   size_t problems = 99;
   CHECK_STATUS(mc_verify(c, 0, &problems), MC_OK);
   CHECK(problems == 0);
+  // Growth: whole partitions, nothing lost; bad capacities are errors.
+  int64_t grown = 0;
+  CHECK_STATUS(mc_grow(NULL, 8 << 20, &grown), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_grow(c, -1, &grown), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_grow(c, 1 << 20, &grown), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_grow(c, 8 << 20, &grown), MC_OK);
+  CHECK(grown > 4 << 20 && grown <= 8 << 20);
+  CHECK_STATUS(mc_stats_get(c, &st), MC_OK);
+  CHECK(st.capacity == grown && st.entries == count - 10);
+  CHECK_STATUS(mc_verify(c, 0, &problems), MC_OK);
   CHECK_STATUS(set_str(c, "soon", "x", 0.05), MC_OK);
   usleep(100 * 1000);
   CHECK_STATUS(mc_sweep(c, &removed), MC_OK);

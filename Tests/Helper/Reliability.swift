@@ -26,6 +26,9 @@ let reliabilityCommands: [String: HelperCommand] = [
   "fill": { a in try ReliabilityOps.fill(path: a[0], seconds: Double(a[1]) ?? 1) },
   "open-only": { a in ReliabilityOps.openOnly(path: a[0], readOnlyPolicy: a[1] == "1") },
   "group-probe": { a in ReliabilityOps.groupProbe(path: a[0], group: a[1], key: a[2]) },
+  "grow-worker": { a in
+    try ReliabilityOps.growWorker(path: a[0], seconds: Double(a[1]) ?? 3, id: Int(a[2]) ?? 0, workers: Int(a[3]) ?? 1)
+  },
 ]
 
 /// Self-describing values: a reader can tell, from the bytes alone, whether a value
@@ -53,6 +56,13 @@ enum Pattern {
     }
     for p in 8..<count { v[p] = byte(index, version, p) }
     return v
+  }
+
+  /// The version a value of 8 bytes or more was written with.
+  static func version(_ v: [UInt8]) -> UInt32 {
+    var version: UInt32 = 0
+    for b in 0..<4 { version |= UInt32(v[4 + b]) << (8 * UInt32(b)) }
+    return version
   }
 
   /// Whether `v` is a whole value that some set wrote for key index `i`.
@@ -451,6 +461,56 @@ enum ReliabilityOps {
     }
     emit("gets=\(gets) sets=\(sets) hits=\(hits) wrong=\(wrong)")
     return wrong == 0 ? 0 : 2
+  }
+
+  /// A worker of the growth test, for `seconds`: worker `id` owns keys `id * 100_000 +
+  /// 0..<800`, sets them with rising versions and reads each back expecting exactly the
+  /// version it last wrote (an older one is `stale`, none `missing`); it also reads the
+  /// other workers' keys, checking every value whole. The cache is large enough that
+  /// nothing is evicted. Prints counts; exits 2 on any wrong, stale or missing read.
+  static func growWorker(path: String, seconds: Double, id: Int, workers: Int) throws -> Int32 {
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
+    var rng = SplitMix(UInt64(id) &+ 77)
+    let keys = 800
+    var versions = [UInt32](repeating: 0, count: keys)
+    var gets = 0
+    var sets = 0
+    var wrong = 0
+    var stale = 0
+    var missing = 0
+    let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
+    func index(_ w: Int, _ k: Int) -> Int { w * 100_000 + k }
+    while monotonicNanoseconds() < end {
+      for _ in 0..<64 {
+        let k = rng.below(keys)
+        let r = rng.below(10)
+        if r < 3 || versions[k] == 0 {
+          versions[k] &+= 1
+          let i = index(id, k)
+          try c.setObject(
+            Pattern.value(index: i, version: versions[k], count: 16 + rng.below(200)), forKey: Pattern.key(i))
+          sets += 1
+        } else if r < 7 {
+          gets += 1
+          let i = index(id, k)
+          guard let v = try c.object(forKey: Pattern.key(i)) else {
+            missing += 1
+            continue
+          }
+          if !Pattern.isValid(v, index: i) {
+            wrong += 1
+          } else if v.count >= 8, Pattern.version(v) != versions[k] {
+            stale += 1
+          }
+        } else {
+          gets += 1
+          let i = index(rng.below(workers), k)
+          if let v = try c.object(forKey: Pattern.key(i)), !Pattern.isValid(v, index: i) { wrong += 1 }
+        }
+      }
+    }
+    emit("gets=\(gets) sets=\(sets) wrong=\(wrong) stale=\(stale) missing=\(missing)")
+    return wrong + stale + missing == 0 ? 0 : 2
   }
 
   static func fdCount() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }

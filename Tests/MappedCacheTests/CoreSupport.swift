@@ -88,7 +88,9 @@ extension SharedCache {
     var r = VerifyReport()
     let e = engine
     for p in 0..<e.layout.partitionCount {
-      r.merge(Checker(part: e.partition(p), layout: e.layout).inspect(checksums: true), partition: p, of: 1)
+      r.merge(
+        Checker(part: e.partition(p), layout: e.layout, routing: e.routing(of: p)).inspect(checksums: true),
+        partition: p, of: 1)
     }
     return r
   }

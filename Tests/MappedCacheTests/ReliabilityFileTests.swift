@@ -47,6 +47,9 @@ import Testing
 
   // MARK: Truncated, extended and replaced files
 
+  /// A truncated file is refused; an extended one opens with everything in it (what a
+  /// grower killed after extending the file leaves: the extra bytes are unused until the
+  /// next growth lays them out).
   @Test func truncatedOrExtendedFileIsRefusedAtOpen() throws {
     for newSize in [0, 100, 4096, 512 << 10, (1 << 20) - 8, (1 << 20) + 4096] {
       let path = TestFiles.tempPath("trunc")
@@ -60,6 +63,11 @@ import Testing
       do {
         let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
         // Only an empty file is (re)created: it holds nothing to lose.
+        if newSize > 1 << 20 {
+          #expect(try c.object(forKey: "k") == [1, 2, 3], "the extended file lost its entry")
+          #expect(try c.verify().ok)
+          continue
+        }
         #expect(newSize == 0, "a \(newSize)-byte file opened")
         #expect(try c.object(forKey: "k") == nil)
         continue

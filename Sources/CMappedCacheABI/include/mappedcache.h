@@ -418,6 +418,14 @@ int mc_stats_get(mc_cache *cache, mc_stats *stats);
  *  when problems remain (the message lists the first ones). */
 int mc_verify(mc_cache *cache, int repair, size_t *problems);
 
+/** Grows the file to `capacity` bytes (rounded down to whole partitions) while every
+ *  other process keeps using it, and sets *grown (may be NULL) to the capacity after.
+ *  Nothing stored is lost; no process has to reopen. MC_E_DISK_FULL when the file
+ *  system has no room (the file is left as it was); MC_E_INVALID_ARGUMENT for a
+ *  capacity below the current one or past the most the file may grow to (fixed at
+ *  creation); MC_E_READ_ONLY. */
+int mc_grow(mc_cache *cache, int64_t capacity, int64_t *grown);
+
 /* ------------------------------------------------------------------------------------ */
 /* Get-or-compute, once across every process                                            */
 

@@ -63,6 +63,8 @@ public final class CacheFile: @unchecked Sendable {
     public var formatVersion: Int
     /// The file's size in bytes.
     public var capacity: Int
+    /// The most the file may grow to (`CacheOptions.maxCapacity`).
+    public var maxCapacity: Int = 0
     /// Header page plus process table.
     public var headerBytes: Int
     /// Entries of the process table: the most handles that can have the file open for
@@ -98,14 +100,17 @@ public final class CacheFile: @unchecked Sendable {
     let l = engine.layout
     let h = engine.header
     let st = engine.statistics()
-    return Info(
-      path: engine.path, formatVersion: Int(h.version), capacity: l.fileSize,
-      headerBytes: l.headerBytes, processSlots: l.procCount, partitionCount: l.partitionCount,
-      partitionBytes: l.partitionBytes, smallLogBytes: l.smallBytes * l.partitionCount, slotCount: st.slotCount,
-      mainLogBytes: st.logBytes - l.smallBytes * l.partitionCount, maxKeySize: l.maxKey,
+    let count = engine.currentPartitionCount
+    var i = Info(
+      path: engine.path, formatVersion: Int(h.version), capacity: engine.currentFileSize,
+      headerBytes: l.headerBytes, processSlots: l.procCount, partitionCount: count,
+      partitionBytes: l.partitionBytes, smallLogBytes: l.smallBytes * count, slotCount: st.slotCount,
+      mainLogBytes: st.logBytes - l.smallBytes * count, maxKeySize: l.maxKey,
       maxValueSize: l.maxValue, valueTypeName: h.typeName,
       created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
       writable: engine.writable)
+    i.maxCapacity = l.maxCapacity
+    return i
   }
 
   /// The path the file was opened at.
@@ -151,7 +156,7 @@ public final class CacheFile: @unchecked Sendable {
   /// Each partition's counters now (read without the locks), with the process holding
   /// its write lock when another live one does.
   public var partitionStatistics: [PartitionStatistics] {
-    (0..<engine.layout.partitionCount).map { p in
+    (0..<engine.currentPartitionCount).map { p in
       var s = engine.partitionStatistics(p)
       s.writeLockHolderPid = engine.writeLockHolder(partition: p)?.pid
       return s
@@ -288,6 +293,18 @@ public final class CacheFile: @unchecked Sendable {
   /// Returns how many it removed.
   @discardableResult
   public func sweep() throws -> Int { try engine.removeExpired() }
+
+  /// Grows the file to `capacity` bytes while other processes keep using it
+  /// (`SharedCache.grow(toCapacity:)`). Returns the capacity after growth, the entries
+  /// moved into the new partitions, and the longest step (one partition's split: the
+  /// most any writer waited for it).
+  @discardableResult
+  public func grow(toCapacity capacity: Int) throws -> (
+    capacity: Int, partitions: Int, movedEntries: Int, longestStepSeconds: Double
+  ) {
+    let g = try engine.grow(toCapacity: capacity)
+    return (g.toCapacity, g.toPartitions, g.movedEntries, g.longestStepSeconds)
+  }
 
   /// Removes every entry.
   public func clear() throws { try engine.removeAll() }

@@ -55,6 +55,17 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
   public var indexSplits: Int = 0
   /// Times an index gave a group back to its logs.
   public var indexMerges: Int = 0
+  /// New keys stored (not overwrites).
+  public var inserts: Int = 0
+  /// New keys whose ghost was remembered: evicted recently and stored again, misses a
+  /// larger cache would have served (`GrowthPolicy`'s signal).
+  public var ghostHits: Int = 0
+  /// Growths of the file since it was created (by hand or by `GrowthPolicy`).
+  public var growths: Int = 0
+  /// The last few growths, oldest first.
+  public var growthHistory: [GrowthRecord] = []
+  /// The growth policy stored in the file, nil for none.
+  public var growthPolicy: GrowthPolicy? = nil
 
   /// hits / (hits + misses), or 0 before any read.
   public var hitRatio: Double { hits + misses == 0 ? 0 : Double(hits) / Double(hits + misses) }
@@ -88,6 +99,9 @@ public struct PartitionStatistics: Sendable, Equatable, Codable {
   public var splits: Int
   /// Times the index gave a group back.
   public var merges: Int
+  /// New keys stored, and those whose ghost the partition remembered.
+  public var inserts: Int = 0
+  public var ghostHits: Int = 0
   /// Slots of the index now.
   public var slots: Int
   /// Bytes of the index now.

@@ -34,10 +34,43 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Largest encoded value, in bytes.
   public var maxValueSize: Int { engine.layout.maxValue }
   /// The file's size in bytes.
-  public var capacity: Int { engine.layout.fileSize }
+  public var capacity: Int { engine.currentFileSize }
   /// Partitions of the file: each has its own write lock, index, logs and eviction, so
   /// writers of different partitions run at once.
-  public var partitionCount: Int { engine.layout.partitionCount }
+  public var partitionCount: Int { engine.currentPartitionCount }
+  /// The most the file may grow to (`CacheOptions.maxCapacity`, fixed at creation).
+  public var maxCapacity: Int { engine.layout.maxCapacity }
+
+  /// Grows the file to `capacity` bytes (rounded down to whole partitions), while every
+  /// other process goes on reading and writing through its open handle: nothing is lost,
+  /// no reader waits for a lock, and no process has to reopen. The new partitions are
+  /// filled one at a time from the partitions they split; only the writers of the two
+  /// partitions of a step wait for it. Growth can be repeated, up to `maxCapacity`. A
+  /// grower killed midway leaves a working cache, whose next writer finishes the step.
+  /// - Returns: the capacity after growth (unchanged when `capacity` adds no whole
+  ///   partition, whose size `mapped-cache info` shows).
+  /// - Throws: ``CacheError/diskFull(path:bytes:)`` when the file system has no room
+  ///   (the file is left as it was); ``CacheError/invalidArgument(_:)`` for a capacity
+  ///   below the current one or past `maxCapacity`;
+  ///   ``CacheError/readOnly(path:)``; ``CacheError/timedOut(operation:)`` when another
+  ///   process keeps growing the file.
+  @discardableResult
+  public func grow(toCapacity capacity: Int) throws -> Int {
+    try engine.grow(toCapacity: capacity).toCapacity
+  }
+
+  /// The growth policy stored in the file (`GrowthPolicy`), nil for none.
+  public var growthPolicy: GrowthPolicy? { engine.growthPolicy }
+
+  /// Stores a growth policy in the file (nil: none): every process's writes apply it.
+  /// - Throws: ``CacheError/invalidArgument(_:)`` for a policy out of range;
+  ///   ``CacheError/readOnly(path:)``.
+  public func setGrowthPolicy(_ policy: GrowthPolicy?) throws { try engine.setGrowthPolicy(policy) }
+
+  /// Grows the file now if its growth policy calls for it (as a writer's ghost hit
+  /// checks on a thread of its own); returns the capacity after, nil when it did not grow.
+  @discardableResult
+  public func growIfPolicyCalls() -> Int? { engine.considerGrowth()?.toCapacity }
 
   /// The expiry `setObject` uses when it is given none. Per handle, not stored in the file.
   public var defaultExpiry: CacheExpiry {

@@ -36,17 +36,35 @@ extension CacheEngine {
     let n = keys.count
     guard n > 0 else { return }
     guard lock != nil else { throw CacheError.readOnly(path: path) }
-    let parts = layout.partitionCount
+    // Routed again from the start when the file grows meanwhile: the partitions stored
+    // already are stored again, to the same values.
+    while true {
+      let parts = currentPartitionCount
+      do {
+        try set(keys, values, partitions: parts, expiry: expiry)
+        return
+      } catch is Rerouted {
+        continue
+      }
+    }
+  }
+
+  /// Steps 1-2, keys routed by `parts` partitions.
+  private func set(
+    _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+    partitions parts: Int, expiry: UInt64
+  ) throws {
+    let n = keys.count
     // 1.
     try withUnsafeTemporaryAllocation(of: Int.self, capacity: n) { order in
       try withUnsafeTemporaryAllocation(of: Int.self, capacity: parts + 1) { starts in
         starts.initialize(repeating: 0)
-        for j in 0..<n { starts[partitionNumber(KeyHash.key(keys[j])) &+ 1] &+= 1 }
+        for j in 0..<n { starts[IndexGeometry.partition(KeyHash.key(keys[j]), count: parts) &+ 1] &+= 1 }
         for p in 0..<parts { starts[p &+ 1] &+= starts[p] }
         withUnsafeTemporaryAllocation(of: Int.self, capacity: parts) { next in
           for p in 0..<parts { next[p] = starts[p] }
           for j in 0..<n {
-            let p = partitionNumber(KeyHash.key(keys[j]))
+            let p = IndexGeometry.partition(KeyHash.key(keys[j]), count: parts)
             order[next[p]] = j
             next[p] &+= 1
           }
@@ -54,7 +72,7 @@ extension CacheEngine {
         // 2.
         for p in 0..<parts where starts[p &+ 1] > starts[p] {
           let slice = UnsafeBufferPointer(rebasing: order[starts[p]..<starts[p &+ 1]])
-          try set(keys, values, order: slice, partition: p, expiry: expiry)
+          try set(keys, values, order: slice, partition: p, routedWith: parts, expiry: expiry)
         }
       }
     }
@@ -63,7 +81,7 @@ extension CacheEngine {
   /// Step 2 for partition `p`: the entries `order` names, in order, under one hold of its lock.
   private func set(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ values: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-    order: UnsafeBufferPointer<Int>, partition p: Int, expiry: UInt64
+    order: UnsafeBufferPointer<Int>, partition p: Int, routedWith parts: Int, expiry: UInt64
   ) throws {
     let group = Self.batchGroup
     let n = order.count
@@ -71,7 +89,7 @@ extension CacheEngine {
       try withUnsafeTemporaryAllocation(of: PreparedWrite.self, capacity: group) { second in
         try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first)
         var retried = false
-        try withWriteLock(partition: p) { part, held in
+        try withWriteLock(partition: p, routedWith: parts) { part, held in
           // A body run again after a repair (`withWriteLock`) starts from the first group.
           if retried { try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first) }
           retried = true
@@ -85,7 +103,7 @@ extension CacheEngine {
             if after < n { try prepareGroup(keys, values, order, from: after, expiry: expiry, into: next) }
             for j in 0..<count {
               let k = order[start &+ j]
-              _ = try store(keys[k], values[k], current[j], condition: .always, now: now, part, held)
+              _ = try store(keys[k], values[k], current[j].routed(to: p), condition: .always, now: now, part, held)
             }
             swap(&current, &next)
             start = after

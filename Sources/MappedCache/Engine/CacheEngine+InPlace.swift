@@ -24,7 +24,7 @@ extension CacheEngine {
     // As a set does: the bucket's cache miss overlaps the lock's acquisition.
     writer.prefetchFirstBucket(hash, partition: p)
     // The rewrite touches only the record in place, never a log's positions.
-    return try withWriteLock(partition: p, checkingLogs: false) { part, held in
+    return try withKeyLock(hash: hash, checkingLogs: false) { part, held in
       try writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, held, body)
     }
   }

@@ -10,7 +10,7 @@ extension CacheEngine {
   func _holdWriteLock(oddKey: UnsafeRawBufferPointer?, _ whileHeld: () -> Void) throws {
     guard let oddKey else { return try holdEveryLock(from: 0, whileHeld) }
     let hash = KeyHash.key(oddKey)
-    try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    try withKeyLock(hash: hash) { part, held in
       let found = part.index.find(oddKey, placement: Placement(hash: hash, groups: part.index.groups), held)
       if let e = found { part.index._toggleSequence(e.at.place, held) }
       whileHeld()
@@ -19,7 +19,7 @@ extension CacheEngine {
   }
 
   private func holdEveryLock(from p: Int, _ whileHeld: () -> Void) throws {
-    guard p < layout.partitionCount else { return whileHeld() }
+    guard p < currentPartitionCount else { return whileHeld() }
     try withWriteLock(partition: p) { _, _ in try holdEveryLock(from: p + 1, whileHeld) }
   }
 
@@ -29,7 +29,7 @@ extension CacheEngine {
   /// Returns false, without running `whileHeld`, if the key is absent or main is full.
   func _holdWriteLockMidMove(key: UnsafeRawBufferPointer, _ whileHeld: () -> Void) throws -> Bool {
     let hash = KeyHash.key(key)
-    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    return try withKeyLock(hash: hash) { part, held in
       guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held),
         part.logs.fits(.main, e.header.size + part.policy.mainReserve)
       else { return false }
@@ -60,7 +60,7 @@ extension CacheEngine {
   /// partition, bucket, slot and record.
   func _find(_ key: UnsafeRawBufferPointer) throws -> (partition: Int, entry: BucketIndex.Entry)? {
     let hash = KeyHash.key(key)
-    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    return try withKeyLock(hash: hash) { part, held in
       part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held).map {
         (part.number, $0)
       }

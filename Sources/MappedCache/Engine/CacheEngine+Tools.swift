@@ -16,7 +16,7 @@ extension CacheEngine {
 
   func tableShape() -> TableShape {
     var t = TableShape()
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       let part = partition(p)
       let groups = part.index.geometryRelaxed().groups
       guard part.memory.isValidGroupCount(groups) else { continue }
@@ -66,7 +66,7 @@ extension CacheEngine {
   /// taken over while alive). Nil when every word is free, names this handle (its own
   /// threads), or names a holder that is gone, which the next writer takes over.
   func writeLockHolder() -> AttachedProcess? {
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       if let holder = writeLockHolder(partition: p) { return holder }
     }
     return nil

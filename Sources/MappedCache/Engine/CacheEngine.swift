@@ -41,6 +41,8 @@ final class CacheEngine: @unchecked Sendable {
 
   let reader: Reader
   let writer: Writer
+  /// Owned here for `writer`, which holds it unowned.
+  let growthTrigger: GrowthTrigger
 
   var path: String { file.path }
   /// Copied from `file` so the read path touches no reference (and no reference count).
@@ -58,7 +60,7 @@ final class CacheEngine: @unchecked Sendable {
     maxKey = opened.layout.maxKey
     header = opened.header
     created = opened.created
-    let memory = MappedMemory(base: opened.file.base, layout: opened.layout)
+    let memory = MappedMemory(file: opened.file, layout: opened.layout)
     self.memory = memory
     writable = opened.file.writable
     var asker = WriteLock.Asker.none
@@ -81,7 +83,13 @@ final class CacheEngine: @unchecked Sendable {
       memory: memory, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
       writable: opened.file.writable,
       liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
-    writer = Writer(memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path)
+    let trigger = GrowthTrigger()
+    growthTrigger = trigger
+    writer = Writer(
+      memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path,
+      growthTrigger: trigger)
+    trigger.engine = self
+    if opened.created, let policy = options.growthPolicy { try? setGrowthPolicy(policy) }
   }
 
   deinit {
@@ -92,9 +100,23 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always)
   func partition(_ p: Int) -> Partition { Partition(p, file: memory) }
 
+  /// The file's partitions now: the handle's routing count, after adopting any growth
+  /// the header shows (for loops over every partition; the read and write paths route
+  /// by `memory.partitionCount` and catch up on a miss or under the lock).
+  var currentPartitionCount: Int {
+    memory.refreshRouting()
+    return memory.partitionCount
+  }
+
+  /// The file's size now (as `currentPartitionCount` sees it).
+  var currentFileSize: Int {
+    memory.refreshRouting()
+    return memory.fileSize
+  }
+
   /// The partition of a key's hash.
   @inline(__always)
-  func partitionNumber(_ hash: UInt64) -> Int { IndexGeometry.partition(hash, count: layout.partitionCount) }
+  func partitionNumber(_ hash: UInt64) -> Int { IndexGeometry.partition(hash, count: memory.partitionCount) }
 
   // MARK: The write locks
 
@@ -105,13 +127,21 @@ final class CacheEngine: @unchecked Sendable {
   /// touch a log before `Writer.store` checks them (a set's in-place rewrite, W3, touches
   /// none). A change that finds the partition breaking an invariant (`PartitionDamage`)
   /// is repaired and run once more; a second failure is `CacheError.corrupted`.
+  ///
+  /// `routedWith`: the partition count `p` was routed by, for a change to keys routed
+  /// there. Under the lock the routing is checked against the file's count (growth
+  /// changes it for `p`'s keys only while it holds `p`'s lock): a handle behind the file
+  /// adopts the new count and `Rerouted` is thrown, for the caller to route again
+  /// (`withKeyLock`).
   @inline(__always)
   func withWriteLock<R>(
-    partition p: Int, checkingLogs: Bool = true, _ body: (Partition, borrowing WriteLock.Held) throws -> R
+    partition p: Int, routedWith count: Int? = nil, checkingLogs: Bool = true,
+    _ body: (Partition, borrowing WriteLock.Held) throws -> R
   ) throws -> R {
     guard let lock else { throw CacheError.readOnly(path: path) }
-    let held = try lock.acquire(p)
+    let held = try acquireSettled(p, lock)
     defer { lock.release(p) }
+    if let count, memory.liveRouting() > count { throw try rerouted() }
     let part = partition(p)
     let intent = part.memory.word(.intent)
     if intent.load(.relaxed) != 0 || !part.geometryIsSane || (checkingLogs && !part.logs.areSane) {
@@ -133,6 +163,59 @@ final class CacheEngine: @unchecked Sendable {
     }
   }
 
+  /// Takes partition `p`'s lock; when the last holder left its intent word set, first
+  /// finishes any step of growth it was in (`finishInterruptedSplit`), letting go and
+  /// trying again while that needs a lock someone else holds.
+  @inline(__always)
+  func acquireSettled(_ p: Int, _ lock: WriteLock) throws -> WriteLock.Held {
+    while true {
+      let held = try lock.acquire(p)
+      if partition(p).memory.word(.intent).load(.relaxed) == 0 { return held }
+      let retry: Bool
+      do { retry = try finishInterruptedSplit(of: p, held) } catch {
+        lock.release(p)
+        throw error
+      }
+      if !retry { return held }
+      lock.release(p)
+      Sys.yield()
+    }
+  }
+
+  /// Runs `body` under the lock of the partition `hash` routes to (`withWriteLock`),
+  /// routing again when the file grew meanwhile.
+  @inline(__always)
+  func withKeyLock<R>(
+    hash: UInt64, checkingLogs: Bool = true, _ body: (Partition, borrowing WriteLock.Held) throws -> R
+  ) throws -> R {
+    while true {
+      let count = memory.partitionCount
+      do {
+        return try withWriteLock(
+          partition: IndexGeometry.partition(hash, count: count), routedWith: count, checkingLogs: checkingLogs, body)
+      } catch is Rerouted {
+        continue
+      }
+    }
+  }
+
+  /// Thrown under a partition's lock (and caught by whoever routed the keys) when the
+  /// keys must be routed again: the handle has adopted the file's grown partition count.
+  struct Rerouted: Error {}
+
+  /// The handle is behind the file's partition count: adopts it, and returns `Rerouted`
+  /// to throw; throws instead when the handle cannot follow (`MappedMemory.cannotFollow`).
+  @inline(never)
+  func rerouted() throws -> Rerouted {
+    if !memory.refreshRouting(), memory.cannotFollow() {
+      throw CacheError.system(
+        SystemError(
+          errno: ENOMEM,
+          operation: "follow the growth of \(path) past this handle's mapping of \(file.mapped) bytes; open it again"))
+    }
+    return Rerouted()
+  }
+
   /// Repairs a partition under its lock (`Checker.repair`) and counts it. The intent word
   /// is set for the repair's whole time (it already is after a dead writer, naming any
   /// slot it was rewriting): a repairer killed midway leaves it set, so the next holder
@@ -140,8 +223,18 @@ final class CacheEngine: @unchecked Sendable {
   @inline(never)
   func repair(_ part: Partition, _ held: borrowing WriteLock.Held) {
     markIntent(part)
-    _ = Checker(part: part, layout: layout).repair(checksums: false, held)
+    _ = Checker(part: part, layout: layout, routing: routing(of: part.number)).repair(checksums: false, held)
     part.counters.bump(.recoveries, held)
+  }
+
+  /// Where partition `p`'s keys may route, for `Checker`: the file's partition count as
+  /// this handle can follow it, and the last partition while growth fills it from `p`.
+  func routing(of p: Int) -> Checker.Routing {
+    memory.refreshRouting()
+    let count = memory.partitionCount
+    let last = count - 1
+    let marked = last > p && partition(last).memory.word(.splitSource).load(.acquiring) == UInt64(p + 1)
+    return Checker.Routing(count: count, alsoTo: marked ? last : -1)
   }
 
   /// Sets the intent word if it is clear (a repair of damage, not of a dead writer).
@@ -190,8 +283,8 @@ final class CacheEngine: @unchecked Sendable {
     condition: SetCondition = .always
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
-    return try withWriteLock(partition: w.partition, checkingLogs: false) { part, held in
-      try store(key, value, w, condition: condition, part, held)
+    return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
+      try store(key, value, w.routed(to: part.number), condition: condition, part, held)
     }
   }
 
@@ -208,7 +301,7 @@ final class CacheEngine: @unchecked Sendable {
   func remove(_ key: UnsafeRawBufferPointer) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    return try withKeyLock(hash: hash) { part, held in
       writer.remove(key, hash: hash, part, held)
     }
   }
@@ -219,26 +312,35 @@ final class CacheEngine: @unchecked Sendable {
   func remove(keys: [[UInt8]]) throws -> Int {
     for k in keys { try k.withUnsafeBytes { try checkKey($0) } }
     let hashes = keys.map { $0.withUnsafeBytes { KeyHash.key($0) } }
-    var byPartition: [Int: [Int]] = [:]
-    for (i, h) in hashes.enumerated() { byPartition[partitionNumber(h), default: []].append(i) }
     var removed = 0
-    for p in byPartition.keys.sorted() {
-      removed += try withWriteLock(partition: p) { part, held in
-        var n = 0
-        for i in byPartition[p]! where keys[i].withUnsafeBytes({ writer.remove($0, hash: hashes[i], part, held) }) {
-          n += 1
+    // Routed again from the start when the file grows meanwhile (keys removed already
+    // are simply not found again).
+    route: while true {
+      let count = memory.partitionCount
+      var byPartition: [Int: [Int]] = [:]
+      for (i, h) in hashes.enumerated() { byPartition[IndexGeometry.partition(h, count: count), default: []].append(i) }
+      for p in byPartition.keys.sorted() {
+        do {
+          removed += try withWriteLock(partition: p, routedWith: count) { part, held in
+            var n = 0
+            for i in byPartition[p]! where keys[i].withUnsafeBytes({ writer.remove($0, hash: hashes[i], part, held) }) {
+              n += 1
+            }
+            return n
+          }
+        } catch is Rerouted {
+          continue route
         }
-        return n
       }
+      return removed
     }
-    return removed
   }
 
   /// Changes the expiry of a live entry, keeping its value; false when absent.
   func touch(_ key: UnsafeRawBufferPointer, expiry: UInt64) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    return try withKeyLock(hash: hash) { part, held in
       try writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), part, held)
     }
   }
@@ -250,14 +352,14 @@ final class CacheEngine: @unchecked Sendable {
   ) throws -> Writer.UpdateOutcome {
     try checkKey(key)
     let hash = KeyHash.key(key)
-    return try withWriteLock(partition: partitionNumber(hash)) { part, held in
+    return try withKeyLock(hash: hash) { part, held in
       try writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body)
     }
   }
 
   /// Removes every entry, partition by partition (each under its own lock).
   func removeAll() throws {
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       try withWriteLock(partition: p) { part, held in writer.removeAll(part, held) }
     }
   }
@@ -270,9 +372,9 @@ final class CacheEngine: @unchecked Sendable {
   /// the partitions, each from its own sweep hand, which it advances. Returns how many
   /// entries it removed.
   func removeExpired(maxSlots: Int) throws -> Int {
-    let share = max(64, max(1, maxSlots) / layout.partitionCount)
+    let share = max(64, max(1, maxSlots) / currentPartitionCount)
     var removed = 0
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       removed += try withWriteLock(partition: p) { part, held in
         let r = writer.expireSlots(
           part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
@@ -290,7 +392,7 @@ final class CacheEngine: @unchecked Sendable {
   /// it removed.
   func removeExpired() throws -> Int {
     var removed = 0
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       var start = 0
       while true {
         let (n, done) = try withWriteLock(partition: p) { part, held -> (Int, Bool) in
@@ -320,7 +422,7 @@ final class CacheEngine: @unchecked Sendable {
     let (countLimit, costLimit) = (self.countLimit, self.costLimit)
     guard countLimit > 0 || costLimit > 0 else { return }
     let totals = partition(0).counters.fileTotals()
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       try withWriteLock(partition: p) { part, held in
         let countShare = Self.share(countLimit, of: totals.entries, held: part.counters.count(.entries))
         let costShare = Self.share(costLimit, of: totals.liveBytes, held: part.counters.count(.liveBytes))
@@ -469,19 +571,21 @@ final class CacheEngine: @unchecked Sendable {
     // A repair is a write: a read-only handle refuses it rather than skip it silently.
     if repair && lock == nil { throw CacheError.readOnly(path: path) }
     var total = VerifyReport()
-    for p in 0..<layout.partitionCount {
+    for p in 0..<currentPartitionCount {
       let part = partition(p)
-      var r = Checker(part: part, layout: layout).inspect(checksums: true)
+      var r = Checker(part: part, layout: layout, routing: routing(of: part.number)).inspect(checksums: true)
       if !r.ok, let lock {
         r = try lock.withLock(p) { held in
-          guard repair else { return Checker(part: part, layout: layout).inspect(checksums: true) }
+          guard repair else {
+            return Checker(part: part, layout: layout, routing: routing(of: part.number)).inspect(checksums: true)
+          }
           markIntent(part)
-          let r = Checker(part: part, layout: layout).repair(checksums: true, held)
+          let r = Checker(part: part, layout: layout, routing: routing(of: part.number)).repair(checksums: true, held)
           part.memory.word(.intent).store(0, .relaxed)
           return r
         }
       }
-      total.merge(r, partition: p, of: layout.partitionCount)
+      total.merge(r, partition: p, of: currentPartitionCount)
     }
     return total
   }
@@ -503,11 +607,11 @@ final class CacheEngine: @unchecked Sendable {
       misses &+= handleCounters.misses.load(.relaxed)
       busy &+= handleCounters.busy.load(.relaxed)
     }
-    let parts = (0..<layout.partitionCount).map { partitionStatistics($0) }
+    let parts = (0..<currentPartitionCount).map { partitionStatistics($0) }
     func sum(_ f: (PartitionStatistics) -> Int) -> Int { parts.reduce(0) { $0 &+ f($1) } }
     return CacheStatistics(
       entries: sum(\.entries), liveBytes: sum(\.liveBytes),
-      capacity: layout.fileSize, hits: PartitionCounters.clamp(hits), misses: PartitionCounters.clamp(misses),
+      capacity: currentFileSize, hits: PartitionCounters.clamp(hits), misses: PartitionCounters.clamp(misses),
       busyMisses: PartitionCounters.clamp(busy), sets: sum(\.sets),
       evictions: sum(\.evictions), expirations: sum(\.expirations),
       recoveries: sum(\.recoveries), removals: sum(\.removals),
@@ -516,8 +620,10 @@ final class CacheEngine: @unchecked Sendable {
       slotCount: sum(\.slots), maxEntries: sum(\.slots) * 95 / 100,
       logBytes: sum(\.logBytes), logBytesUsed: sum(\.logBytesUsed),
       sweepHand: parts.first?.clockHand ?? 0, countLimit: countLimit, costLimit: costLimit,
-      partitionCount: layout.partitionCount, indexBytes: sum(\.indexBytes),
-      indexSplits: sum(\.splits), indexMerges: sum(\.merges))
+      partitionCount: currentPartitionCount, indexBytes: sum(\.indexBytes),
+      indexSplits: sum(\.splits), indexMerges: sum(\.merges),
+      inserts: sum(\.inserts), ghostHits: sum(\.ghostHits), growths: growthHistory().count,
+      growthHistory: growthHistory().records, growthPolicy: growthPolicy)
   }
 
   /// One partition's figures, read without its lock (a consistent-enough snapshot).
@@ -532,7 +638,8 @@ final class CacheEngine: @unchecked Sendable {
       partition: p, entries: c.count(.entries), liveBytes: c.count(.liveBytes), sets: c.count(.sets),
       evictions: c.count(.evictions), expirations: c.count(.expirations), recoveries: c.count(.recoveries),
       removals: c.count(.removals), promotions: c.count(.promotions), reinsertions: c.count(.reinsertions),
-      splits: c.count(.splits), merges: c.count(.merges), slots: groups * Format.slotsPerGroup,
+      splits: c.count(.splits), merges: c.count(.merges), inserts: c.count(.inserts), ghostHits: c.count(.ghostHits),
+      slots: groups * Format.slotsPerGroup,
       indexBytes: groups * Format.groupBytes, logBytes: (small.limit - small.base) + (main.limit - main.base),
       logBytesUsed: (small.isSane ? small.used : 0) + (main.isSane ? main.used : 0),
       clockHand: main.tail.offset, writeLockHolderPid: nil)

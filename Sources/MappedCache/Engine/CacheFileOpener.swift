@@ -60,7 +60,9 @@ enum CacheFileOpener {
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
     if writable && !created { try reserveHoles(fd, path: path, st: st, size: layout.fileSize) }
-    let file = try MappedFile(path: path, fd: fd, size: layout.fileSize, writable: writable, stat: st)
+    let file = try MappedFile(
+      path: path, fd: fd, size: layout.fileSize, reserve: layout.maxCapacity, partitionCount: layout.partitionCount,
+      writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
   }
@@ -184,9 +186,10 @@ enum CacheFileOpener {
     _ fd: Int32, path: String, fileSize: Int, typeFingerprint: UInt64,
     typeName: String
   ) throws(CacheError) -> (HeaderFields, Layout) {
-    let bytes = try system { () throws(SystemError) in try Sys.pread(fd, count: 256, at: 0) }
+    // Line 6 too: the grown size and partition count.
+    let bytes = try system { () throws(SystemError) in try Sys.pread(fd, count: 512, at: 0) }
     let h = HeaderFields(bytes: bytes)
-    guard bytes.count == 256, h.magic == Format.magic else { throw .notACacheFile(path: path) }
+    guard bytes.count == 512, h.magic == Format.magic else { throw .notACacheFile(path: path) }
     guard h.version == Format.version else {
       if h.version == Format.previousVersion {
         throw .incompatibleFormat(
@@ -303,7 +306,7 @@ enum CacheFileOpener {
   /// A failure to reserve space: `diskFull` when the file system (or the file size
   /// limit, or a quota) is what said no; otherwise (EIO, say) the system error, naming
   /// the file, since the call alone ("pwrite") does not say which.
-  private static func spaceError(_ e: SystemError, path: String, bytes: Int) -> CacheError {
+  static func spaceError(_ e: SystemError, path: String, bytes: Int) -> CacheError {
     if e.code.isOutOfSpace { return .diskFull(path: path, bytes: bytes) }
     return .system(SystemError(errno: e.errno, operation: "\(e.operation) (reserving \(path))"))
   }

@@ -12,15 +12,25 @@
 ///  2. `checkBuckets`: each bucket's sequence (an odd one, left by a dead writer, has its
 ///     entries checked and is made even), each slot's entry (its record a link of its
 ///     log's chain, its key hashing to the slot's tag with this bucket among its
-///     places, its value matching its checksum with `checksums`, no other slot naming
-///     the record or the key, not the slot a dead writer was rewriting), dropping those
-///     that fail;
+///     places and this partition its route (or, while growth fills the last partition
+///     from this one, that partition's), its value matching its checksum with
+///     `checksums`, no other slot naming the record or the key, not the slot a dead
+///     writer was rewriting), dropping those that fail;
 ///  3. `checkCounts`: the partition's entry and byte counts against the slots (repair
 ///     stores the true ones).
 /// A repair then advances the geometry's generation: readers of the partition read again.
 struct Checker {
   let part: Partition
   let layout: Layout
+  /// Where this partition's keys may route (`CacheEngine.routing(of:)`).
+  let routing: Routing
+
+  /// The partitions an entry of this one may route to: itself, and during a step of
+  /// growth from it, the new partition (`alsoTo`, else -1), under `count` partitions.
+  struct Routing {
+    var count: Int
+    var alsoTo: Int
+  }
 
   /// Problems kept in a report: a damaged file could otherwise list millions.
   static let maxProblems = 100
@@ -261,6 +271,10 @@ struct Checker {
     let pl = Placement(hash: hash, groups: groups)
     guard memory.tag(at.place, at.slot) == pl.tag, pl.contains(at.place) else {
       return .failure(LayoutProblem("key does not belong in this slot"))
+    }
+    let route = IndexGeometry.partition(hash, count: routing.count)
+    guard route == part.number || route == routing.alsoTo else {
+      return .failure(LayoutProblem("key routes to partition \(route), not here"))
     }
     if seenOffsets.contains(offset) { return .failure(LayoutProblem("record shared with an earlier slot")) }
     if let other = seenKeys[hash], let oh = memory.record(at: other), memory.sameKey(offset, h, other, oh) {

@@ -120,25 +120,85 @@ struct HandleCounters {
 /// the header, the process table and each partition (see the file comment for how each
 /// is bounds-checked).
 ///
-/// Invariant: `base` maps at least `layout.fileSize` bytes for the life of the value
-/// (the owning `MappedFile` outlives every `MappedMemory` made from it).
+/// Invariant: `base` maps at least `mapped` bytes for the life of the value (the owning
+/// `MappedFile` outlives every `MappedMemory` made from it), and no byte at or past the
+/// end of partition `partitionCount - 1` is ever touched: the file may end there.
 struct MappedMemory {
   private let base: UnsafeMutableRawPointer
   private let partitionsBase: UnsafeMutableRawPointer
-  let partitionCount: Int
   let partitionBytes: Int
   let procCount: Int
   let limits: PartitionMemory.Limits
-  private let fileSize: Int
+  private let partitionsOffset: Int
+  private let createdSize: Int
+  /// The partition count the file was created with (line 6 holds 0 until it grows).
+  private let createdCount: Int
+  /// Bytes mapped (`MappedFile.mapped`): no partition count that would end past them is
+  /// ever adopted.
+  private let mapped: Int
+  private let fd: Int32
+  /// The handle's routing count (`MappedFile.routing`).
+  private let routing: UnsafeMutablePointer<Atomic<Int>>
 
-  init(base: UnsafeMutableRawPointer, layout: Layout) {
-    self.base = base
-    partitionsBase = base + layout.partitionsOffset
-    partitionCount = layout.partitionCount
+  init(file: MappedFile, layout: Layout) {
+    base = file.base
+    partitionsBase = file.base + layout.partitionsOffset
+    partitionsOffset = layout.partitionsOffset
+    createdSize = layout.createdSize
+    createdCount = layout.createdCount
     partitionBytes = layout.partitionBytes
     procCount = layout.procCount
     limits = PartitionMemory.Limits(layout: layout)
-    fileSize = layout.fileSize
+    mapped = file.mapped
+    fd = file.fd
+    routing = file.routing
+  }
+
+  /// The partitions this handle routes keys by: the file's count when the handle opened
+  /// or last saw it grow (`refreshRouting`). Acquire: a count adopted by another thread
+  /// of the handle comes with its view of the new partitions.
+  @inline(__always)
+  var partitionCount: Int { routing.pointee.load(ordering: .acquiring) }
+
+  /// The file's bytes as far as this handle has seen them.
+  var fileSize: Int { max(createdSize, partitionsOffset + partitionCount * partitionBytes) }
+
+  /// The file's partition count as its header says now (0 in line 6: as created).
+  /// Acquire: pairs with the grower's release store, so a handle that sees a count sees
+  /// the partitions it names laid out.
+  @inline(__always)
+  func liveRouting() -> Int {
+    let n = Int(truncatingIfNeeded: header(.grownCount).load(.acquiring))
+    return n == 0 ? createdCount : n
+  }
+
+  /// Adopts the header's partition count when the file has grown past this handle's
+  /// (read from the shared, possibly hostile, file: adopted only when the partitions it
+  /// names lie inside both the mapping and the file as `fstat` sees it, so that no
+  /// byte past the end is ever touched). Returns whether the count changed. A system
+  /// call, but only when the count did change: once per growth per handle.
+  @discardableResult
+  func refreshRouting() -> Bool {
+    let mine = partitionCount
+    let live = liveRouting()
+    guard live > mine, live <= Format.maxPartitions else { return false }
+    let end = partitionsOffset + live * partitionBytes
+    guard end <= mapped, let st = try? Sys.fstat(fd), Int(st.st_size) >= end else { return false }
+    var cur = mine
+    while cur < live {
+      let (done, seen) = routing.pointee.compareExchange(
+        expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
+      if done { return true }
+      cur = seen
+    }
+    return false
+  }
+
+  /// Whether this handle cannot follow the file's growth: its count is behind the
+  /// header's, and the new partitions lie past its mapping (an address-space limit at
+  /// open) or past the file's end.
+  func cannotFollow() -> Bool {
+    liveRouting() > partitionCount && !refreshRouting()
   }
 
   // MARK: Header
@@ -169,18 +229,29 @@ struct MappedMemory {
   /// mapping, before the magic is published): its header lines zeroed, then its
   /// geometry, log positions and limit; its index zeroed. The logs' bytes are left as
   /// they are: they are reached only through index slots and log positions.
-  static func formatPartition(_ base: UnsafeMutableRawPointer, layout l: Layout, partition p: Int) {
+  static func formatPartition(
+    _ base: UnsafeMutableRawPointer, layout l: Layout, partition p: Int, groups: Int? = nil
+  ) {
+    let groups = groups ?? l.initialGroups
     let part = base + l.partitionsOffset + p * l.partitionBytes
     memset(part, 0, Format.Part.dataStart)
-    let low = l.indexLow(groups: l.initialGroups)
+    let low = l.indexLow(groups: groups)
     memset(part + low, 0, l.partitionBytes - low)
     func put(_ offset: Int, _ v: UInt64) { part.storeBytes(of: v, toByteOffset: offset, as: UInt64.self) }
-    put(Format.Part.geometry, Geometry(generation: 0, groups: l.initialGroups).raw)
+    put(Format.Part.geometry, Geometry(generation: 0, groups: groups).raw)
     put(Format.Part.smallHead, LogPosition(lap: 0, offset: l.smallBase).raw)
     put(Format.Part.smallTail, LogPosition(lap: 0, offset: l.smallBase).raw)
     put(Format.Part.mainHead, LogPosition(lap: 0, offset: l.mainBase).raw)
     put(Format.Part.mainTail, LogPosition(lap: 0, offset: l.mainBase).raw)
     put(Format.Part.mainLimit, UInt64(low))
+  }
+
+  /// Lays out partition `p`, which growth adds past this handle's partitions (under the
+  /// growth lock, before any count names it), with an index of `groups` groups.
+  /// Precondition: the file extends past the partition's end.
+  func formatGrownPartition(_ p: Int, layout l: Layout, groups: Int) {
+    precondition(l.partitionsOffset + (p + 1) * l.partitionBytes <= mapped, "partition past the mapping")
+    Self.formatPartition(base, layout: l, partition: p, groups: groups)
   }
 
   /// Writes the final magic number in a new file's first word last, with release
@@ -202,10 +273,12 @@ struct MappedMemory {
 
   // MARK: Partitions
 
-  /// Partition `p`. Precondition: `0 <= p < partitionCount` (from the routing, never the file).
+  /// Partition `p`. Precondition: `0 <= p < partitionCount` (from the routing, never the
+  /// file), or a partition the caller (growth, under the growth lock) has laid out
+  /// inside the file and the mapping.
   @inline(__always)
   func partition(_ p: Int) -> PartitionMemory {
-    assert(p >= 0 && p < partitionCount, "partition out of range")
+    assert(p >= 0 && partitionsOffset + (p + 1) * partitionBytes <= mapped, "partition out of range")
     return PartitionMemory(base: partitionsBase + p &* partitionBytes, index: p, limits: limits)
   }
 

@@ -139,11 +139,38 @@ final class Reader {
   }
 
   /// R1-R5: where `key` (of hash `hash`) is, its value copied into `buffer` when it fits.
+  /// R5's miss stands only where the key cannot be elsewhere:
+  /// - not in the partition growth is filling this one from (`splitSource`): that one
+  ///   is read, then this one again (growth copies an entry here before it clears it
+  ///   there, so a key that left the source between the two reads is found here);
+  /// - not in a partition this handle has not seen yet: when the file's partition count
+  ///   has grown past the handle's, the handle adopts it and routes the key again.
   @inline(__always)
   func locate(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Located {
-    let p = IndexGeometry.partition(hash, count: memory.partitionCount)
-    let index = BucketIndex(part: memory.partition(p))
     var waits = 0
+    for _ in 0..<Self.restartLimit {
+      let p = IndexGeometry.partition(hash, count: memory.partitionCount)
+      let found = locate(key, hash: hash, in: p, into: buffer, waits: &waits)
+      guard case .absent = found else { return found }
+      let source = memory.partition(p).word(.splitSource).load(.acquiring)
+      if source != 0, let s = Int(exactly: source - 1), s != p, s < memory.partitionCount {
+        let there = locate(key, hash: hash, in: s, into: buffer, waits: &waits)
+        guard case .absent = there else { return there }
+        let again = locate(key, hash: hash, in: p, into: buffer, waits: &waits)
+        guard case .absent = again else { return again }
+      }
+      if !memory.refreshRouting() { return .absent }
+    }
+    return .busy
+  }
+
+  /// R1-R5 in partition `p`.
+  @inline(__always)
+  private func locate(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, in p: Int, into buffer: UnsafeMutableRawBufferPointer,
+    waits: inout Int
+  ) -> Located {
+    let index = BucketIndex(part: memory.partition(p))
     for _ in 0..<Self.restartLimit {
       // R1.
       let geometry = index.geometry()
@@ -192,7 +219,8 @@ final class Reader {
   @inline(__always)
   func quickCopy(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Quick {
     guard isPlain, buffer.baseAddress != nil else { return .slow }
-    let p = IndexGeometry.partition(hash, count: memory.partitionCount)
+    let count = memory.partitionCount
+    let p = IndexGeometry.partition(hash, count: count)
     let index = BucketIndex(part: memory.partition(p))
     // R1.
     let geometry = index.geometry()
@@ -208,7 +236,12 @@ final class Reader {
     // R5.
     guard index.geometryRelaxed() == geometry else { return .slow }
     if found.isAbsent {
-      return moves & 1 == 0 && index.part.word(.moves).load(.relaxed) == moves ? .miss : .slow
+      // A miss stands as `locate`'s does: nothing moved, no growth under way here, and
+      // no growth this handle has not seen (else `probe` looks further).
+      let settled =
+        moves & 1 == 0 && index.part.word(.moves).load(.relaxed) == moves
+        && index.part.word(.splitSource).load(.relaxed) == 0 && memory.liveRouting() == count
+      return settled ? .miss : .slow
     }
     // R6: an entry with an expiry, or too large for the buffer, is `probe`'s to judge.
     guard found.isCopied else { return .slow }
@@ -323,6 +356,7 @@ final class Reader {
   /// twice; writers are never blocked. Return false from `body` to stop.
   func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
     let now = Sys.expiryClockMilliseconds()
+    memory.refreshRouting()
     for p in 0..<memory.partitionCount {
       let index = BucketIndex(part: memory.partition(p))
       var g = 0

@@ -138,6 +138,39 @@ struct WriteLock: @unchecked Sendable {
   @inline(never)
   private func wakeOne(_ word: SharedWord32) { word.futexWake(1) }
 
+  // MARK: Two partitions at once (growth)
+
+  /// Takes partition `partition`'s word alone (no flock, in either mode: the word
+  /// excludes every writer), for growth, which holds a split's source and new partition
+  /// together, always the lower-numbered first. Released by `releaseWord`.
+  func acquireWord(_ partition: Int) -> Held {
+    _ = acquireWord(memory.partition(partition).lockWord)
+    return Held(partition: partition)
+  }
+
+  /// Takes partition `partition`'s word if it is free now (or its holder is dead), for
+  /// a writer that holds a higher-numbered partition and must not wait for a lower one.
+  func tryAcquireWord(_ partition: Int) -> Held? {
+    let word = memory.partition(partition).lockWord
+    if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return Held(partition: partition) }
+    let cur = word.load(.relaxed)
+    if cur & Format.Lock.ownerMask != 0,
+      Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
+      word.compareExchange(expected: cur, desired: myToken | (cur & Format.Lock.waitersBit), .acquiring)
+    {
+      context.memory.header(.lockTakeovers).add(1, .relaxed)
+      return Held(partition: partition)
+    }
+    return nil
+  }
+
+  /// Releases a word `acquireWord` or `tryAcquireWord` took.
+  func releaseWord(_ partition: Int) {
+    let word = memory.partition(partition).lockWord
+    let prev = word.exchange(0, .releasing)
+    if prev & Format.Lock.waitersBit != 0 { wakeOne(word) }
+  }
+
   @inline(never)
   private func acquireWithFlock(_ word: SharedWord32) throws -> Bool {
     context.threads.lock()

@@ -25,6 +25,8 @@ struct Writer {
   let maxKey: Int
   let maxValue: Int
   let path: String
+  /// Told of ghost hits (the growth policy's signal). Owned by the engine.
+  unowned(unsafe) let growthTrigger: GrowthTrigger
 
   typealias SetCondition = CacheEngine.SetCondition
   typealias SetOutcome = CacheEngine.SetOutcome
@@ -39,6 +41,14 @@ struct Writer {
     var expiry: UInt64
     /// The key's partition.
     var partition: Int
+
+    /// The same write, routed to partition `p` (the file grew after `prepare`).
+    @inline(__always)
+    func routed(to p: Int) -> PreparedWrite {
+      var w = self
+      w.partition = p
+      return w
+    }
   }
 
   @inline(__always)
@@ -87,7 +97,7 @@ struct Writer {
   @inline(__always)
   func store(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    condition: SetCondition, now: UInt64 = 0, version keep: UInt32? = nil,
+    condition: SetCondition, now: UInt64 = 0, version keep: UInt32? = nil, intoMain: Bool = false,
     _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
     assert(held.partition == part.number && w.partition == part.number)
@@ -112,7 +122,7 @@ struct Writer {
     // W4. (The log positions are checked first: `set` takes the lock without.)
     guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
     let oldBytes = found?.header.liveBytes ?? 0
-    let dest = destination(of: found, w, part, held)
+    let dest = intoMain ? .main : destination(of: found, w, part, held)
     if clock == 0 { clock = Sys.expiryClockMilliseconds() }
     if found == nil, part.resizer.growIfFull(entries: part.counters.count(.entries), held) {
       placement = Placement(hash: w.hash, groups: index.groups)
@@ -139,7 +149,10 @@ struct Writer {
     index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
     // W7. (A writer killed before them leaves counts that repair recounts.)
     part.counters.changeLiveBytes(adding: key.count &+ value.count, removing: found?.header.liveBytes ?? 0, held)
-    if found == nil { part.counters.bump(.entries, held) }
+    if found == nil {
+      part.counters.bump(.entries, held)
+      part.counters.bump(.inserts, held)
+    }
     part.counters.bump(.sets, held)
     return .stored(version: UInt64(version))
   }
@@ -204,6 +217,8 @@ struct Writer {
     if w.size > part.policy.smallBytes / 4 { return .main }
     if found == nil, part.policy.ghost.recall(w.hash, entries: part.counters.count(.entries), held) {
       part.policy.noteReuse(held)
+      part.counters.bump(.ghostHits, held)
+      growthTrigger.ghostHit(memory)
       return .main
     }
     return .small
@@ -230,6 +245,27 @@ struct Writer {
     }
     part.policy.remove(e, counting: .removals, held)
     return true
+  }
+
+  /// Copies the entry `e` of partition `from` into partition `to` (growth's move: the
+  /// same key, value, expiry and version, into the main log, where an entry that has
+  /// lived in the cache belongs), unless `to` holds the key already (a move finished
+  /// before a crash). Returns whether it copied.
+  func copyEntry(
+    _ e: BucketIndex.Entry, hash: UInt64, from: Partition, _ fromHeld: borrowing WriteLock.Held,
+    to: Partition, _ toHeld: borrowing WriteLock.Held
+  ) throws -> Bool {
+    let key = from.memory.copyBytes(record: e.offset, e.header, value: false).key
+    let outcome = try from.memory.withValue(record: e.offset, e.header, fromHeld) { v in
+      try key.withUnsafeBytes { k in
+        let w = PreparedWrite(
+          hash: hash, sum: e.header.sum,
+          size: RecordFormat.size(keyCount: k.count, valueCount: v.count, expiry: e.header.hasExpiry),
+          expiry: e.header.expiry, partition: to.number)
+        return try store(k, v, w, condition: .ifAbsent, version: e.header.version, intoMain: true, to, toHeld)
+      }
+    }
+    return outcome != .exists
   }
 
   /// Changes the expiry of a live entry, keeping its value and version; false when absent

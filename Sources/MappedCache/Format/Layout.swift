@@ -7,15 +7,19 @@ import SystemCalls
 ///     0 ┌──────────────────────────────────────────────────────────────┐
 ///       │ header line 0: identity and layout (written once, at create) │
 ///       │   magic, version, sizes, partition count and size, limits,   │
-///       │   type fingerprint, layout fingerprint = hash of the bytes   │
+///       │   most capacity (growth's ceiling), type fingerprint,        │
+///       │   layout fingerprint = hash of the bytes                     │
 ///   256 │ line 4: lock takeovers, retired hits, misses, busy misses    │
 ///   320 │ line 5: limits (count, cost)                                 │
+///   384 │ line 6: grown size and partition count (0: as created)       │
 ///   768 │ tier words                                                   │
 ///  4096 ├──────────────────────────────────────────────────────────────┤
 ///       │ process table: procCount × 64 B (generation, pid, hits, ...) │
 ///   H   ├──────────────────────────────────────────────────────────────┤
 ///       │ partitionCount × partitionBytes                              │
-///  size └──────────────────────────────────────────────────────────────┘
+///  size ├──────────────────────────────────────────────────────────────┤
+///       │ room to grow: not in the file, but mapped by every handle    │
+///   max └──────────────────────────────────────────────────────────────┘
 ///
 /// A partition (`PartitionWord` names its words):
 ///
@@ -24,7 +28,8 @@ import SystemCalls
 ///       sets, last reuse
 ///   128 line 2: log positions, main log's last wrap, limit, pending limit, sweep hand
 ///   192 line 3: event counters
-///   256 line 4: move sequence (odd while a displacement moves entries; misses check it)
+///   256 line 4: move sequence (odd while a displacement moves entries; misses check it),
+///       split source (nonzero while the partition is filled from another by growth)
 ///   320 small log | main log ... limit | (free) | index groups, group 0 last
 ///
 /// Bucket (64 B, four to a group, then the group's ghost line):
@@ -64,6 +69,18 @@ enum Format {
     static let lockTakeovers = 256, retiredHits = 264, retiredMisses = 272, retiredBusy = 280
     // Line 5: the file's limits (read by writers of every partition, rarely written).
     static let countLimit = 320, costLimit = 328
+    /// Line 6: the file as grown (`CacheEngine.grow`), 0 until it first grows: its size
+    /// and partition count, each stored once per step of growth, with release ordering,
+    /// and read by a handle's misses and writes (`MappedMemory.liveRouting`).
+    static let grownSize = 384, grownCount = 392
+    /// Line 7: the growth policy (`GrowthPolicy`; rate 0 = off) and its state: the last
+    /// growth's time and the file's ghost hits and inserts then, the growths so far.
+    static let policyRate = 448, policyFactor = 456, policyInterval = 464, policyMinInserts = 472
+    static let lastGrowthMs = 480, ghostHitsAtGrowth = 488, insertsAtGrowth = 496, growths = 504
+    /// Lines 8-9: the last `growthHistoryCount` growths, oldest first, 3 words each: when
+    /// (ms), the capacity after, the ghost-hit rate (per million) that drove it (0: by
+    /// hand).
+    static let growthHistory = 512, growthHistoryCount = 4
 
     /// Words reserved for tiers layered on the cache (the near cache's heartbeats,
     /// fences and per-slot epochs): `tierWordCount` words from here to 3968, inside the
@@ -97,6 +114,14 @@ enum Format {
     /// Line 4, read by misses only: the move sequence, odd while entries move between
     /// buckets (a displacement), so that a reader that missed probes again.
     static let moves = 256
+    /// Line 4: `source + 1` while growth fills this partition from `source` (its keys
+    /// whose address moved here, `CacheEngine.grow`), else 0. Read by misses.
+    static let splitSource = 264
+    /// Line 4: entries growth moved out of this partition into a new one; new keys whose
+    /// ghost the partition remembered (a miss a larger cache would have served).
+    static let grownOut = 272, ghostHits = 280
+    /// Line 1: new keys stored (the growth policy's denominator).
+    static let inserts = 120
     /// Where the small log starts.
     static let dataStart = 320
   }
@@ -170,6 +195,21 @@ struct HeaderWord {
   static let retiredBusy = HeaderWord(offset: Format.H.retiredBusy)
   static let countLimit = HeaderWord(offset: Format.H.countLimit)
   static let costLimit = HeaderWord(offset: Format.H.costLimit)
+  static let grownSize = HeaderWord(offset: Format.H.grownSize)
+  static let grownCount = HeaderWord(offset: Format.H.grownCount)
+  static let policyRate = HeaderWord(offset: Format.H.policyRate)
+  static let policyFactor = HeaderWord(offset: Format.H.policyFactor)
+  static let policyInterval = HeaderWord(offset: Format.H.policyInterval)
+  static let policyMinInserts = HeaderWord(offset: Format.H.policyMinInserts)
+  static let lastGrowthMs = HeaderWord(offset: Format.H.lastGrowthMs)
+  static let ghostHitsAtGrowth = HeaderWord(offset: Format.H.ghostHitsAtGrowth)
+  static let insertsAtGrowth = HeaderWord(offset: Format.H.insertsAtGrowth)
+  static let growths = HeaderWord(offset: Format.H.growths)
+  /// Word `field` (0-2) of growth-history entry `i`.
+  static func growthHistory(_ i: Int, _ field: Int) -> HeaderWord {
+    precondition(i >= 0 && i < Format.H.growthHistoryCount && field >= 0 && field < 3, "history word out of range")
+    return HeaderWord(offset: Format.H.growthHistory + 24 * i + 8 * field)
+  }
 
   /// Tier word `i`. Precondition: `0 <= i < Format.H.tierWordCount` (checked by the API).
   static func tier(_ i: Int) -> HeaderWord {
@@ -207,6 +247,10 @@ struct PartitionWord: Hashable {
   static let splits = PartitionWord(offset: Format.Part.splits)
   static let merges = PartitionWord(offset: Format.Part.merges)
   static let moves = PartitionWord(offset: Format.Part.moves)
+  static let splitSource = PartitionWord(offset: Format.Part.splitSource)
+  static let grownOut = PartitionWord(offset: Format.Part.grownOut)
+  static let ghostHits = PartitionWord(offset: Format.Part.ghostHits)
+  static let inserts = PartitionWord(offset: Format.Part.inserts)
 }
 
 /// Creation parameters. Sizes in bytes.
@@ -229,12 +273,20 @@ public struct CacheOptions: Sendable, Equatable {
   /// Ignored since format 5, which stores every entry in a record (kept so that code
   /// written for earlier versions still compiles). Must be nil or 0 to 208.
   public var inlineEntrySize: Int? = nil
+  /// Growth by policy (`GrowthPolicy`), nil (the default) for none: stored in the file,
+  /// so every process's writes apply it; `SharedCache.setGrowthPolicy` changes it.
+  public var growthPolicy: GrowthPolicy? = nil
   /// Partitions (each with its own write lock, index, logs and eviction), 1 to 2^20, or
   /// nil (the default) to choose from the capacity, the largest value and the machine:
   /// `min(nextPow2(4 × cores), prevPow2(capacity / minPartition), 256)`, where a
   /// partition holds at least 4 MiB and twelve of the largest records. More partitions
   /// let more writers run at once; a larger one holds larger values.
   public var partitionCount: Int? = nil
+  /// The most this file may grow to (`SharedCache.grow(toCapacity:)`), at least
+  /// `capacity` and at most 64 TiB, or nil (the default) for 64 × `capacity`, at most 1 TiB
+  /// (and never less than `capacity`). Every handle reserves this much address space
+  /// (not memory) at open, so that growth never moves a mapping.
+  public var maxCapacity: Int? = nil
 
   /// The defaults: 64 MiB, keys up to 250 bytes, values up to 1 MiB, an average entry of
   /// 320 bytes, mode 0600, 256 processes, partitions chosen from the machine.
@@ -260,6 +312,12 @@ struct Layout: Equatable {
   var smallBytes: Int
   var maxKey: Int
   var maxValue: Int
+  /// The most the file may grow to: the address space each handle maps.
+  var maxCapacity: Int
+  /// The partition count and size the file was created with (fingerprinted in the
+  /// header; `partitionCount` and `fileSize` are these until the file grows).
+  var createdCount: Int
+  var createdSize: Int
   /// Groups each partition's index starts with (creation only; 0 when read from a header).
   var initialGroups = 0
 
@@ -293,6 +351,7 @@ struct Layout: Equatable {
     guard (1...1000).contains(o.maxProcesses) else {
       throw .invalidArgument("maxProcesses \(o.maxProcesses) must be between 1 and 1000")
     }
+    if let policy = o.growthPolicy { try policy.validate() }
     if let inline = o.inlineEntrySize, !(0...208).contains(inline) {
       throw .invalidArgument("inlineEntrySize \(inline) must be between 0 and 208")
     }
@@ -311,6 +370,13 @@ struct Layout: Equatable {
     }
     partitionsOffset = headerBytes
     fileSize = size
+    createdCount = count
+    createdSize = size
+    let most = o.maxCapacity ?? max(size, min(size.multipliedReportingOverflow(by: 64).partialValue, 1 << 40))
+    guard most >= o.capacity, most <= Format.maxCapacity else {
+      throw .invalidArgument("maxCapacity \(most) must be between capacity (\(o.capacity)) and 64 TiB")
+    }
+    maxCapacity = most & ~4095
     maxKey = o.maxKeySize
     // Small: a tenth of the data space (S3-FIFO's small queue).
     smallBytes = (partitionBytes - Format.Part.dataStart) / 10
@@ -358,8 +424,17 @@ struct Layout: Equatable {
   /// Geometry read from a header, checked against the file's real size.
   init(header h: HeaderFields, actualFileSize: Int) throws(LayoutProblem) {
     func need(_ ok: Bool, _ why: String) throws(LayoutProblem) { if !ok { throw LayoutProblem(why) } }
-    try need(h.fileSize == actualFileSize, "header says \(h.fileSize) bytes, file has \(actualFileSize)")
     try need(h.fileSize >= Format.minCapacity && h.fileSize <= Format.maxCapacity, "file size out of range")
+    try need(
+      h.maxCapacity >= h.fileSize && h.maxCapacity <= Format.maxCapacity && h.maxCapacity % 4096 == 0,
+      "most capacity \(h.maxCapacity)")
+    // Grown (0: as created). A file larger than its size is one whose growth stopped
+    // before it published the new size: the extra bytes are unused.
+    let size = h.grownSize == 0 ? h.fileSize : h.grownSize
+    let count = h.grownCount == 0 ? h.partitionCount : h.grownCount
+    try need(size >= h.fileSize && size <= h.maxCapacity, "grown size \(size)")
+    try need(count >= h.partitionCount && count <= Format.maxPartitions, "grown partition count \(count)")
+    try need(actualFileSize >= size, "header says \(size) bytes, file has \(actualFileSize)")
     try need((1...1000).contains(h.procCount), "process table size \(h.procCount)")
     try need(
       h.headerBytes == Format.align(Format.headerPage + h.procCount * Format.procEntryBytes, 4096),
@@ -372,7 +447,7 @@ struct Layout: Equatable {
     try need(h.partitionsOffset == h.headerBytes, "partitions offset \(h.partitionsOffset)")
     try need(
       h.partitionsOffset + h.partitionCount * h.partitionBytes <= h.fileSize, "partitions end past the file")
-    try need(h.maxCapacity == 0 || h.maxCapacity == h.fileSize, "reserved capacity \(h.maxCapacity)")
+    try need(h.partitionsOffset + count * h.partitionBytes <= size, "grown partitions end past the file")
     let data = h.partitionBytes - Format.Part.dataStart
     try need(h.smallBytes >= 1024 && h.smallBytes <= data / 4, "small log size \(h.smallBytes)")
     try need((1...Format.maxKeyLimit).contains(h.maxKey), "key limit \(h.maxKey)")
@@ -380,10 +455,13 @@ struct Layout: Equatable {
     try need(
       h.maxValue >= 0 && RecordFormat.size(keyCount: h.maxKey, valueCount: h.maxValue, expiry: true) * 10 <= main,
       "value limit \(h.maxValue)")
-    fileSize = h.fileSize
+    fileSize = size
+    createdSize = h.fileSize
+    createdCount = h.partitionCount
+    maxCapacity = h.maxCapacity
     headerBytes = h.headerBytes
     procCount = h.procCount
-    partitionCount = h.partitionCount
+    partitionCount = count
     partitionBytes = h.partitionBytes
     partitionsOffset = h.partitionsOffset
     smallBytes = h.smallBytes
@@ -425,6 +503,9 @@ struct HeaderFields {
   var procCount = 0
   var layoutFingerprint: UInt64 = 0
   var typeName = ""
+  /// Line 6 (not fingerprinted: growth changes them): 0 until the file grows.
+  var grownSize = 0
+  var grownCount = 0
 
   init() {}
 
@@ -437,7 +518,7 @@ struct HeaderFields {
     partitionBytes = l.partitionBytes
     partitionsOffset = l.partitionsOffset
     smallBytes = l.smallBytes
-    maxCapacity = l.fileSize
+    maxCapacity = l.maxCapacity
     maxKey = l.maxKey
     maxValue = l.maxValue
     self.typeFingerprint = typeFingerprint
@@ -447,7 +528,8 @@ struct HeaderFields {
     self.typeName = typeName
   }
 
-  /// Parses the first 256 bytes of a file. Never traps, whatever the bytes.
+  /// Parses the first 256 bytes of a file (and line 6, when `b` holds 400 or more).
+  /// Never traps, whatever the bytes.
   init(bytes b: [UInt8]) {
     func u64(_ o: Int) -> UInt64 {
       guard o + 8 <= b.count else { return 0 }
@@ -478,6 +560,8 @@ struct HeaderFields {
       let raw = b[Format.H.typeName..<(Format.H.typeName + Format.H.typeNameBytes)].prefix { $0 != 0 }
       typeName = String(decoding: raw, as: UTF8.self)
     }
+    grownSize = int(u64(Format.H.grownSize))
+    grownCount = int(u64(Format.H.grownCount))
   }
 
   /// The 256-byte image of these fields, with the layout fingerprint filled in.

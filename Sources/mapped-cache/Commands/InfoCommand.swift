@@ -18,6 +18,7 @@ enum InfoCommand {
     t.add(["path", i.path])
     t.add(["format version", "\(i.formatVersion)"])
     t.add(["capacity", "\(Units.bytes(i.capacity)) (\(Units.count(i.capacity)) B)"])
+    t.add(["most capacity", "\(Units.bytes(i.maxCapacity)) (mapped-cache grow; address space each process reserves)"])
     t.add(["header", "\(Units.bytes(i.headerBytes)) (process table: \(i.processSlots) entries)"])
     t.add(["partitions", "\(i.partitionCount) × \(Units.bytes(i.partitionBytes)) (a write lock, index and logs each)"])
     t.add(["index", "\(Units.count(i.slotCount)) slots now (grows and shrinks with the entries)"])
@@ -35,6 +36,7 @@ enum InfoCommand {
   static func json(_ i: CacheFile.Info) -> [String: Any] {
     [
       "path": i.path, "format_version": i.formatVersion, "capacity_bytes": i.capacity,
+      "max_capacity_bytes": i.maxCapacity,
       "header_bytes": i.headerBytes, "process_slots": i.processSlots, "partition_count": i.partitionCount,
       "partition_bytes": i.partitionBytes, "slot_count": i.slotCount,
       "small_log_bytes": i.smallLogBytes, "main_log_bytes": i.mainLogBytes,

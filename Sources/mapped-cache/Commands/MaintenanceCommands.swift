@@ -66,6 +66,28 @@ enum MaintenanceCommands {
     ]
   }
 
+  /// `mapped-cache grow PATH --capacity SIZE [--json]`
+  static func grow(_ inv: Invocation) throws -> Int32 {
+    guard let capacity = try inv.size("--capacity") else { throw inv.usageError("grow needs --capacity SIZE") }
+    let file = try writable(inv)
+    let before = file.statistics
+    let g = try file.grow(toCapacity: capacity)
+    if inv.flag("--json") {
+      Output.line(
+        JSON.string([
+          "capacity_before": before.capacity, "capacity": g.capacity, "partitions_before": before.partitionCount,
+          "partitions": g.partitions, "moved_entries": g.movedEntries,
+          "longest_step_s": JSON.number(g.longestStepSeconds),
+        ]))
+    } else {
+      Output.line(
+        "grew \(file.path) from \(Units.bytes(before.capacity)) to \(Units.bytes(g.capacity)) "
+          + "(\(before.partitionCount) to \(g.partitions) partitions, \(Units.count(g.movedEntries)) entries moved; "
+          + String(format: "writers of a partition waited at most %.1f ms)", g.longestStepSeconds * 1000))
+    }
+    return ExitCode.ok
+  }
+
   /// `mapped-cache sweep PATH`
   static func sweep(_ inv: Invocation) throws -> Int32 {
     let file = try writable(inv)

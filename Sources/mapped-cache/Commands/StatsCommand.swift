@@ -38,7 +38,8 @@ enum StatsCommand {
       ("removals", "removals", s.removals), ("evictions", "evictions", s.evictions),
       ("expirations", "expirations", s.expirations), ("promotions", "promotions", s.promotions),
       ("reinsertions", "reinsertions", s.reinsertions), ("recoveries", "recoveries", s.recoveries),
-      ("lock takeovers", "lock_takeovers", s.lockTakeovers),
+      ("lock takeovers", "lock_takeovers", s.lockTakeovers), ("inserts", "inserts", s.inserts),
+      ("ghost hits", "ghost_hits", s.ghostHits),
     ]
   }
 
@@ -111,6 +112,27 @@ enum StatsCommand {
   }
 
   /// The file's figures (with the rate of each counter since `previous`, when given).
+  /// The growth rows of the table: the growths so far and the policy.
+  private static func growthRows(_ st: CacheStatistics) -> [(String, String, String)] {
+    let history = st.growthHistory.map { g in
+      "\(Units.date(g.date)) to \(Units.bytes(g.capacity))"
+        + (g.ghostHitRate.map { " (ghost hits \(Units.percent($0)) of new keys)" } ?? " (by hand)")
+    }
+    guard let p = st.growthPolicy else {
+      return [
+        ("growths", Units.count(st.growths), history.joined(separator: "; ")),
+        ("growth policy", "none", "mapped-cache grow grows it by hand"),
+      ]
+    }
+    return [
+      ("growths", Units.count(st.growths), history.joined(separator: "; ")),
+      (
+        "growth policy", "grow ×\(p.factor) when ghost hits reach \(Units.percent(p.ghostHitRate)) of new keys",
+        "at most every \(Int(p.minimumInterval)) s, after \(Units.count(p.minimumInserts)) new keys"
+      ),
+    ]
+  }
+
   private static func fileTable(_ s: Snapshot, previous: Snapshot?) -> TextTable {
     let st = s.stats
     let t = s.table
@@ -147,6 +169,7 @@ enum StatsCommand {
       "index", "\(Units.count(t.groups)) groups",
       "\(Units.bytes(st.indexBytes)), \(st.indexSplits) splits, \(st.indexMerges) merges")
     add("partitions", Units.count(st.partitionCount), "a write lock, an index and two logs each")
+    for row in growthRows(st) { add(row.0, row.1, row.2) }
     add("clock hand", Units.bytes(st.sweepHand), "main log tail position (eviction)")
     add("sweeper hand", Units.count(s.sweeperSlot), "next slot of the expiry sweeper")
     add("count limit", st.countLimit == 0 ? "none" : Units.count(st.countLimit))
@@ -230,6 +253,19 @@ enum StatsCommand {
         "index_bytes": st.indexBytes, "index_splits": st.indexSplits, "index_merges": st.indexMerges,
         "partitions": st.partitionCount,
       ] as [String: Any],
+      "growths": st.growths,
+      "growth_history": st.growthHistory.map { g in
+        [
+          "date": Units.date(g.date), "capacity_bytes": g.capacity,
+          "ghost_hit_rate": g.ghostHitRate.map { JSON.number($0) as Any } ?? NSNull(),
+        ] as [String: Any]
+      },
+      "growth_policy": st.growthPolicy.map { p in
+        [
+          "ghost_hit_rate": JSON.number(p.ghostHitRate), "factor": JSON.number(p.factor),
+          "minimum_interval_s": JSON.number(p.minimumInterval), "minimum_inserts": p.minimumInserts,
+        ] as [String: Any]
+      } ?? NSNull(),
       "processes": s.processes.map { ["pid": $0.pid, "opened": Units.date($0.opened)] as [String: Any] },
       "write_lock_holder_pid": s.lockHolder.map { $0.pid as Any } ?? NSNull(),
     ]

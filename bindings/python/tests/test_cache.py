@@ -171,6 +171,25 @@ class EntryTests(CacheTest):
         with self.assertRaises(ValueError):
             c.set_limits(count=-1)
 
+    def test_grow_keeps_every_entry(self):
+        c = mappedcache.Cache(self.path, capacity=4 << 20, partitions=2)
+        c.set_many({f"g{i}": f"value-{i}" for i in range(2000)})
+        other = mappedcache.Cache(self.path)
+        grown = c.grow(16 << 20)
+        self.assertGreater(grown, 12 << 20)
+        self.assertLessEqual(grown, 16 << 20)
+        self.assertEqual(c.capacity, grown)
+        self.assertEqual(c.stats()["partition_count"], 8)
+        for i in range(2000):
+            self.assertEqual(other.get(f"g{i}"), f"value-{i}")
+        other.set("after", "grown")
+        self.assertEqual(c.get("after"), "grown")
+        self.assertEqual(c.verify(), 0)
+        with self.assertRaises(ValueError):
+            c.grow(1 << 20)
+        with self.assertRaises(TypeError):
+            c.grow("big")
+
     def test_partitions_are_chosen_at_creation_and_shown(self):
         c = mappedcache.Cache(self.path, capacity=8 << 20, partitions=4)
         self.assertEqual(c.partition_count, 4)

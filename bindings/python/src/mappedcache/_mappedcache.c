@@ -970,6 +970,20 @@ static PyObject *Cache_verify(CacheObject *self, PyObject *const *args, Py_ssize
   return s < 0 ? raise_status(s) : PyLong_FromSize_t(problems);
 }
 
+static PyObject *Cache_grow(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char *const names[] = {"capacity"};
+  PyObject *a[1] = {NULL};
+  if (parse_args("grow", args, nargs, kwnames, names, 1, 1, a) < 0 || check_open(self) < 0) return NULL;
+  long long capacity = PyLong_AsLongLong(a[0]);
+  if (capacity == -1 && PyErr_Occurred()) return NULL;
+  int64_t grown = 0;
+  int s;
+  Py_BEGIN_ALLOW_THREADS
+  s = mc_grow(self->cache, (int64_t)capacity, &grown);
+  Py_END_ALLOW_THREADS
+  return s < 0 ? raise_status(s) : PyLong_FromLongLong((long long)grown);
+}
+
 static PyObject *Cache_clear(CacheObject *self, PyObject *unused) {
   (void)unused;
   if (check_open(self) < 0) return NULL;
@@ -1126,6 +1140,10 @@ static PyObject *Cache_get_value_type(CacheObject *self, void *unused) {
 }
 static PyObject *Cache_get_capacity(CacheObject *self, void *unused) {
   (void)unused;
+  /* The size now: another process may have grown the file since this one opened it. */
+  mc_stats st;
+  if (self->cache != NULL && read_stats(self, &st) == 0) return PyLong_FromLongLong((long long)st.capacity);
+  PyErr_Clear();
   return PyLong_FromUnsignedLongLong(self->capacity);
 }
 static PyObject *Cache_get_max_key_size(CacheObject *self, void *unused) {
@@ -1156,7 +1174,7 @@ static PyObject *Cache_get_pickle(CacheObject *self, void *unused) {
 static PyGetSetDef Cache_getset[] = {
     {"path", (getter)Cache_get_path, NULL, "The file's path.", NULL},
     {"value_type", (getter)Cache_get_value_type, NULL, "bytes, string, int64 or python.", NULL},
-    {"capacity", (getter)Cache_get_capacity, NULL, "The file's size in bytes.", NULL},
+    {"capacity", (getter)Cache_get_capacity, NULL, "The file's size in bytes now (it grows with grow()).", NULL},
     {"max_key_size", (getter)Cache_get_max_key_size, NULL, "The longest key, in bytes (UTF-8).", NULL},
     {"max_value_size", (getter)Cache_get_max_value_size, NULL, "The largest stored value, in bytes.", NULL},
     {"partition_count", (getter)Cache_get_partition_count, NULL,
@@ -1189,6 +1207,7 @@ static PyMethodDef Cache_methods[] = {
     {"items", (PyCFunction)Cache_items, METH_NOARGS, "items() -> list: (key, value) pairs of the live entries."},
     {"stats", (PyCFunction)Cache_stats, METH_NOARGS, "stats() -> dict: the cache's counters, summed over every process (hits, misses, entries, ...)."},
     {"verify", FN(Cache_verify), FAST, "verify(repair=False) -> int: checks every invariant of the file; returns the problems found; raises CorruptedError when some remain."},
+    {"grow", FN(Cache_grow), FAST, "grow(capacity) -> int: grows the file to capacity bytes (whole partitions) while every process keeps using it; returns the capacity after."},
     {"clear", (PyCFunction)Cache_clear, METH_NOARGS, "clear(): removes every entry, for every process."},
     {"sweep", (PyCFunction)Cache_sweep, METH_NOARGS, "sweep() -> int: removes expired entries now; returns how many."},
     {"set_limits", FN(Cache_set_limits), FAST, "set_limits(count=None, cost=None): entry count and key+value byte limits stored in the file (0: none; None: unchanged)."},

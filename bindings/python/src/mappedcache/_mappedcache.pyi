@@ -76,6 +76,9 @@ class CacheBase:
         """The cache's counters, summed over every process."""
     def verify(self, repair: bool = False) -> int:
         """Checks every invariant of the file; the problems found (CorruptedError if some remain)."""
+    def grow(self, capacity: int) -> int:
+        """Grows the file to `capacity` bytes (whole partitions) while every process keeps
+        using it; the capacity after (DiskFullError when the file system has no room)."""
     def clear(self) -> None: ...
     def sweep(self) -> int: ...
     def set_limits(self, count: Optional[int] = None, cost: Optional[int] = None) -> None: ...

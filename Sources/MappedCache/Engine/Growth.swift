@@ -1,0 +1,377 @@
+import Foundation
+import Glibc
+import Synchronization
+import SystemCalls
+
+/// Growing a live cache (DESIGN.md, section 8): the file gains whole partitions at its
+/// end, each filled from the one linear hashing splits (`IndexGeometry.address`: going
+/// from `n` to `n + 1` partitions moves keys only from partition `n - 2^L` to `n`), while
+/// every other process goes on reading and writing through the mapping it already has
+/// (each handle maps the file's most capacity from the start, `MappedFile`).
+///
+/// The growth protocol, under the growth lock (an OFD lock on one byte: one grower per
+/// file):
+///  G1. extend the file to the new size, its blocks reserved (a full file system:
+///      `diskFull`, the file cut back to its old size, nothing else changed);
+///  G2. lay out the new partitions (no count names them yet: nobody else touches them);
+///  G3. store the new size in the header (line 6);
+///  G4. for each new partition `q`, from its source `s`: take `s`'s lock, then `q`'s;
+///      mark `q` as filled from `s` (`splitSource`); publish the partition count `q + 1`
+///      (release: a handle that sees it sees `q` laid out); copy each entry of `s` whose
+///      key now routes to `q` into `q`, then clear it from `s`; clear the mark; release.
+/// Writers of `s` and `q` wait for their step (the bound: one partition's entries moved);
+/// writers of other partitions never wait. Readers never wait: a key of `q` that misses
+/// there while `q` is marked is looked for in `s`, then in `q` again (`Reader.locate`).
+/// A handle whose count is behind routes a key to its old partition; a hit there is
+/// current (no writer stores a moved key there again: writers check their routing under
+/// the lock), and a miss makes it adopt the new count and route again.
+///
+/// A grower killed at any step leaves a cache that works: before G4, unused bytes at the
+/// end (the next growth reuses them); in G4, a marked partition whose locks a dead
+/// process holds, with intent words set: the next writer of either partition takes the
+/// lock over and finishes the step (`finishInterruptedSplit`) before its own change.
+/// A copy that finished before the crash is found in `q` and not copied twice.
+extension CacheEngine {
+  /// The byte whose OFD lock is the growth lock (beside the witnesses' bytes).
+  static let growthLockByte: Int64 = WriteLock.witnessBase - 1
+
+  /// What one call of `grow` did.
+  struct Growth {
+    var fromCapacity: Int
+    var toCapacity: Int
+    var fromPartitions: Int
+    var toPartitions: Int
+    var movedEntries: Int
+    /// The longest step (one partition split, both its locks held): the most any writer
+    /// waited for this growth.
+    var longestStepSeconds: Double = 0
+  }
+
+  /// Grows the file to `capacity` bytes (rounded down to whole partitions): G1-G4.
+  /// `drivenBy`: the ghost-hit rate when `GrowthPolicy` asked for it (for the history).
+  func grow(toCapacity capacity: Int, drivenBy rate: Double? = nil) throws -> Growth {
+    guard lock != nil else { throw CacheError.readOnly(path: path) }
+    try takeGrowthLock()
+    defer { Sys.unlockByte(file.fd, at: Self.growthLockByte) }
+    memory.refreshRouting()
+    try finishPendingSplit()
+    let count = memory.partitionCount
+    let bytes = layout.partitionBytes
+    let oldSize = memory.fileSize
+    guard capacity <= layout.maxCapacity else {
+      throw CacheError.invalidArgument(
+        "capacity \(capacity) is past the most this file may grow to, \(layout.maxCapacity) bytes "
+          + "(CacheOptions.maxCapacity, fixed when the file was created)")
+    }
+    guard capacity <= file.mapped else {
+      throw CacheError.system(
+        SystemError(errno: ENOMEM, operation: "grow \(path): this handle maps only \(file.mapped) bytes"))
+    }
+    guard capacity >= oldSize else {
+      throw CacheError.invalidArgument(
+        "capacity \(capacity) is smaller than the cache's \(oldSize) bytes: caches only grow")
+    }
+    let target = min((capacity - layout.partitionsOffset) / bytes, Format.maxPartitions)
+    // Rounded down to whole partitions: a capacity that adds none changes nothing.
+    guard target > count else {
+      return Growth(
+        fromCapacity: oldSize, toCapacity: oldSize, fromPartitions: count, toPartitions: count, movedEntries: 0)
+    }
+    let newSize = max(oldSize, layout.partitionsOffset + target * bytes)
+    // G1.
+    try extendFile(to: newSize)
+    pauseForTest(at: "extended")
+    // G2. Each new index starts at half its source's groups: about what it receives.
+    for q in count..<target {
+      let source = partition(IndexGeometry.splitSource(groups: q)).index.groups
+      let groups = max(1, min(source / 2, layout.maxGroups))
+      memory.formatGrownPartition(q, layout: layout, groups: groups)
+    }
+    pauseForTest(at: "formatted")
+    // G3.
+    memory.header(.grownSize).store(UInt64(newSize), .releasing)
+    // G4.
+    var moved = 0
+    var longest: UInt64 = 0
+    for q in count..<target {
+      let s = IndexGeometry.splitSource(groups: q)
+      let heldS = lock!.acquireWord(s)
+      defer { lock!.releaseWord(s) }
+      let heldQ = lock!.acquireWord(q)
+      defer { lock!.releaseWord(q) }
+      let t0 = Sys.monotonicNanoseconds()
+      moved += try split(source: s, into: q, heldS, heldQ)
+      longest = max(longest, Sys.monotonicNanoseconds() &- t0)
+    }
+    recordGrowth(capacity: newSize, rate: rate)
+    return Growth(
+      fromCapacity: oldSize, toCapacity: newSize, fromPartitions: count, toPartitions: target, movedEntries: moved,
+      longestStepSeconds: Double(longest) / 1e9)
+  }
+
+  /// Takes the growth lock, waiting up to ten seconds for another grower.
+  private func takeGrowthLock() throws {
+    for _ in 0..<10_000 {
+      if try (try? Sys.lockByteExclusive(file.fd, at: Self.growthLockByte)) ?? false { return }
+      Sys.sleep(microseconds: 1000)
+    }
+    throw CacheError.timedOut(operation: "grow \(path): another process has been growing it for ten seconds")
+  }
+
+  /// G1: the file extended to `size` bytes, its blocks reserved; on failure it is cut
+  /// back to its size before (no process touches bytes past the partitions it has seen,
+  /// and no count names the new ones yet).
+  private func extendFile(to size: Int) throws {
+    let before: Int
+    do { before = Int(try Sys.fstat(file.fd).st_size) } catch { throw CacheError.system(error) }
+    guard before < size else { return }
+    do {
+      try Sys.fallocate(file.fd, size: size)
+      if Int(try Sys.fstat(file.fd).st_size) != size { try Sys.ftruncate(file.fd, size: size) }
+    } catch {
+      try? Sys.ftruncate(file.fd, size: before)
+      throw CacheFileOpener.spaceError(error, path: path, bytes: size - before)
+    }
+  }
+
+  /// G4 for one new partition, `q`, from `s`, both locks held (also how a writer
+  /// finishes a step a dead grower left, so every step here may find part of it done).
+  /// Returns how many entries it moved.
+  func split(
+    source s: Int, into q: Int, _ heldS: borrowing WriteLock.Held, _ heldQ: borrowing WriteLock.Held
+  ) throws -> Int {
+    let ps = partition(s)
+    let pq = partition(q)
+    // Whatever a dead writer (or grower) left mid-change is repaired first.
+    settle(ps, heldS)
+    settle(pq, heldQ)
+    // Versions of moved keys stay ahead of every version `q` hands out.
+    let version = max(ps.counters.value(.versionCounter), pq.counters.value(.versionCounter))
+    pq.counters.set(.versionCounter, version, heldQ)
+    if pq.memory.word(.splitSource).load(.relaxed) == 0 {
+      pq.memory.word(.splitSource).store(UInt64(s + 1), .releasing)
+      memory.header(.grownCount).store(UInt64(q + 1), .releasing)
+    }
+    memory.refreshRouting()
+    pauseForTest(at: "published")
+    let moved = try moveEntries(from: ps, heldS, to: pq, heldQ, count: q + 1)
+    pq.memory.word(.splitSource).store(0, .releasing)
+    ps.memory.word(.intent).store(0, .relaxed)
+    pq.memory.word(.intent).store(0, .relaxed)
+    return moved
+  }
+
+  /// Repairs `part` if a writer died changing it or its words are out of range, then
+  /// sets its intent word (as `withWriteLock` does).
+  private func settle(_ part: Partition, _ held: borrowing WriteLock.Held) {
+    let intent = part.memory.word(.intent)
+    if intent.load(.relaxed) != 0 || !part.geometryIsSane || !part.logs.areSane { repair(part, held) }
+    intent.store(Format.intentChange, .relaxed)
+  }
+
+  /// Copies each entry of `from` whose key routes to `to` under `count` partitions into
+  /// `to` (`Writer.copyEntry`), then clears it from `from`: in that order, so that a
+  /// reader that misses in `from` finds the key in `to`.
+  private func moveEntries(
+    from: Partition, _ fromHeld: borrowing WriteLock.Held, to: Partition, _ toHeld: borrowing WriteLock.Held,
+    count: Int
+  ) throws -> Int {
+    var moved = 0
+    let groups = from.index.groups
+    for g in 0..<groups {
+      for b in 0..<Format.bucketsPerGroup {
+        for slot in 0..<Format.slotsPerBucket {
+          let at = BucketIndex.Slot(place: Place(group: g, bucket: b), slot: slot)
+          guard let e = from.index.entry(at: at) else { continue }
+          let hash = from.memory.keyHash(record: e.offset, e.header)
+          guard IndexGeometry.partition(hash, count: count) == to.number else { continue }
+          _ = try writer.copyEntry(e, hash: hash, from: from, fromHeld, to: to, toHeld)
+          from.policy.remove(e, counting: .grownOut, fromHeld)
+          moved += 1
+          if moved == 1 { pauseForTest(at: "moving") }
+        }
+      }
+    }
+    return moved
+  }
+
+  /// Finishes a step of growth that a dead grower left (the last partition still marked),
+  /// under the growth lock.
+  private func finishPendingSplit() throws {
+    let q = memory.partitionCount - 1
+    let source = partition(q).memory.word(.splitSource).load(.acquiring)
+    guard q > 0, source != 0, let s = Int(exactly: source - 1), s < q else { return }
+    let heldS = lock!.acquireWord(s)
+    defer { lock!.releaseWord(s) }
+    let heldQ = lock!.acquireWord(q)
+    defer { lock!.releaseWord(q) }
+    _ = try split(source: s, into: q, heldS, heldQ)
+  }
+
+  /// Called by a writer that holds partition `p`'s lock and found its intent word set:
+  /// if a dead grower left `p` in a step of growth (as its new partition, or as the
+  /// source of the last one), finishes that step. The source's lock comes first, so a
+  /// writer holding the new partition only tries it: true means it could not, and the
+  /// writer lets go of `p` and tries again.
+  func finishInterruptedSplit(of p: Int, _ held: borrowing WriteLock.Held) throws -> Bool {
+    guard let lock else { return false }
+    let part = partition(p)
+    let source = part.memory.word(.splitSource).load(.acquiring)
+    if source != 0 {
+      guard let s = Int(exactly: source - 1), s < p else {
+        part.memory.word(.splitSource).store(0, .relaxed)  // damage: nothing to finish
+        return false
+      }
+      guard let heldS = lock.tryAcquireWord(s) else { return true }
+      defer { lock.releaseWord(s) }
+      _ = try split(source: s, into: p, heldS, held)
+      return false
+    }
+    memory.refreshRouting()
+    let last = memory.partitionCount - 1
+    guard last > p, partition(last).memory.word(.splitSource).load(.acquiring) == UInt64(p + 1) else { return false }
+    let heldQ = lock.acquireWord(last)
+    defer { lock.releaseWord(last) }
+    _ = try split(source: p, into: last, held, heldQ)
+    return false
+  }
+
+  /// Test hook: a process whose environment has `MC_TEST_GROW_PAUSE=STEP` stops itself
+  /// (SIGSTOP) when its growth reaches STEP, so that a test can SIGKILL it there:
+  /// `extended` (G1 done), `formatted` (G2), `published` (G4: the count names the new
+  /// partition, nothing moved), `moving` (one entry moved).
+  private func pauseForTest(at step: String) {
+    guard Sys.environment("MC_TEST_GROW_PAUSE") == step else { return }
+    Sys.stopSelf()
+  }
+}
+
+// MARK: Growth by policy
+
+/// Called by a writer (under a partition's lock) on each ghost hit: checks, at most
+/// every `checkNanoseconds` per handle, whether the file's growth policy calls for
+/// growth, off the lock and off the writer's thread (`CacheEngine.considerGrowth`).
+final class GrowthTrigger: @unchecked Sendable {
+  weak var engine: CacheEngine?
+  private let lastCheck = Atomic<UInt64>(0)
+  static let checkNanoseconds: UInt64 = 250_000_000
+
+  @inline(never)
+  func ghostHit(_ memory: MappedMemory) {
+    guard memory.header(.policyRate).load(.relaxed) != 0 else { return }
+    let now = Sys.monotonicNanoseconds()
+    let last = lastCheck.load(ordering: .relaxed)
+    guard now &- last >= Self.checkNanoseconds,
+      lastCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+    else { return }
+    DispatchQueue.global(qos: .utility).async { [weak engine] in engine?.considerGrowth() }
+  }
+}
+
+extension CacheEngine {
+  /// The growth policy stored in the file, nil for none.
+  var growthPolicy: GrowthPolicy? {
+    let rate = memory.header(.policyRate).load(.relaxed)
+    guard rate != 0 else { return nil }
+    return GrowthPolicy(
+      ghostHitRate: Double(rate) / 1e6, factor: Double(memory.header(.policyFactor).load(.relaxed)) / 1000,
+      minimumInterval: Double(memory.header(.policyInterval).load(.relaxed)) / 1000,
+      minimumInserts: PartitionCounters.clamp(memory.header(.policyMinInserts).load(.relaxed)))
+  }
+
+  /// Stores `policy` in the file (nil: none). The rate is stored last: a reader that
+  /// sees it nonzero sees the rest.
+  func setGrowthPolicy(_ policy: GrowthPolicy?) throws {
+    guard lock != nil else { throw CacheError.readOnly(path: path) }
+    guard let p = policy else {
+      memory.header(.policyRate).store(0, .releasing)
+      return
+    }
+    try p.validate()
+    memory.header(.policyFactor).store(UInt64(p.factor * 1000), .relaxed)
+    memory.header(.policyInterval).store(UInt64(p.minimumInterval * 1000), .relaxed)
+    memory.header(.policyMinInserts).store(UInt64(p.minimumInserts), .relaxed)
+    memory.header(.policyRate).store(max(1, UInt64(p.ghostHitRate * 1e6)), .releasing)
+  }
+
+  /// The file's ghost hits and inserts, summed over its partitions (relaxed).
+  func ghostHitsAndInserts() -> (ghostHits: UInt64, inserts: UInt64) {
+    var g: UInt64 = 0
+    var n: UInt64 = 0
+    for p in 0..<currentPartitionCount {
+      let c = partition(p).counters
+      g &+= c.value(.ghostHits)
+      n &+= c.value(.inserts)
+    }
+    return (g, n)
+  }
+
+  /// The ghost-hit rate since the last growth, and the inserts it is over.
+  func ghostHitRateSinceGrowth() -> (rate: Double, inserts: UInt64) {
+    let (g, n) = ghostHitsAndInserts()
+    let dg = g &- min(g, memory.header(.ghostHitsAtGrowth).load(.relaxed))
+    let dn = n &- min(n, memory.header(.insertsAtGrowth).load(.relaxed))
+    return (dn == 0 ? 0 : Double(dg) / Double(dn), dn)
+  }
+
+  /// Grows the file if its policy calls for it now (see `GrowthPolicy`): on a thread
+  /// of its own, never under a lock. Returns the growth, or nil.
+  @discardableResult
+  func considerGrowth() -> Growth? {
+    guard let policy = growthPolicy, lock != nil else { return nil }
+    let now = Sys.wallClockMilliseconds()
+    let last = memory.header(.lastGrowthMs).load(.relaxed)
+    guard now &- min(now, last) >= UInt64(policy.minimumInterval * 1000) else { return nil }
+    let (rate, inserts) = ghostHitRateSinceGrowth()
+    guard inserts >= UInt64(policy.minimumInserts), rate >= policy.ghostHitRate else { return nil }
+    let capacity = currentFileSize
+    let target = min(layout.maxCapacity, Int(Double(capacity) * policy.factor))
+    guard target >= capacity + layout.partitionBytes else { return nil }
+    // Never past the file system's free space.
+    guard let free = Sys.freeBytes(file.fd), free >= target - capacity else { return nil }
+    // One process claims this growth.
+    guard memory.header(.lastGrowthMs).compareExchange(expected: last, desired: now, .relaxed) else { return nil }
+    return try? grow(toCapacity: target, drivenBy: rate)
+  }
+
+  /// Records a finished growth (under the growth lock): the count, the history, and the
+  /// ghost hits and inserts the policy's next rate starts from.
+  func recordGrowth(capacity: Int, rate: Double?) {
+    let (g, n) = ghostHitsAndInserts()
+    memory.header(.ghostHitsAtGrowth).store(g, .relaxed)
+    memory.header(.insertsAtGrowth).store(n, .relaxed)
+    memory.header(.lastGrowthMs).store(Sys.wallClockMilliseconds(), .relaxed)
+    let count = memory.header(.growths).load(.relaxed)
+    let slots = Format.H.growthHistoryCount
+    // Oldest first: shift once the history is full.
+    let i: Int
+    if count >= UInt64(slots) {
+      for j in 1..<slots {
+        for f in 0..<3 {
+          memory.header(.growthHistory(j - 1, f)).store(memory.header(.growthHistory(j, f)).load(.relaxed), .relaxed)
+        }
+      }
+      i = slots - 1
+    } else {
+      i = Int(count)
+    }
+    memory.header(.growthHistory(i, 0)).store(Sys.wallClockMilliseconds(), .relaxed)
+    memory.header(.growthHistory(i, 1)).store(UInt64(capacity), .relaxed)
+    memory.header(.growthHistory(i, 2)).store(rate.map { max(1, UInt64($0 * 1e6)) } ?? 0, .relaxed)
+    memory.header(.growths).store(count &+ 1, .relaxed)
+  }
+
+  /// The growth history stored in the file (racy reads: for statistics).
+  func growthHistory() -> (count: Int, records: [GrowthRecord]) {
+    let count = PartitionCounters.clamp(memory.header(.growths).load(.relaxed))
+    let n = min(count, Format.H.growthHistoryCount)
+    let records = (0..<n).map { i -> GrowthRecord in
+      let rate = memory.header(.growthHistory(i, 2)).load(.relaxed)
+      return GrowthRecord(
+        date: Date(timeIntervalSince1970: Double(memory.header(.growthHistory(i, 0)).load(.relaxed)) / 1000),
+        capacity: PartitionCounters.clamp(memory.header(.growthHistory(i, 1)).load(.relaxed)),
+        ghostHitRate: rate == 0 ? nil : Double(rate) / 1e6)
+    }
+    return (count, records)
+  }
+}

@@ -1,0 +1,252 @@
+import Foundation
+import Glibc
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import MappedCache
+
+/// Growing a live cache (`SharedCache.grow(toCapacity:)`, DESIGN.md section 8): nothing
+/// stored is lost, handles opened before growth follow it, several processes keep
+/// reading and writing checked values through it, and a grower killed at every step
+/// leaves a cache the next writer completes.
+@Suite(.serialized) struct GrowthTests {
+  static func options(_ capacity: Int, partitions: Int = 2) -> CacheOptions {
+    var o = CacheOptions(capacity: capacity)
+    o.partitionCount = partitions
+    return o
+  }
+
+  static func key(_ i: Int) -> String { "grow-key-\(i)" }
+  static func value(_ i: Int, _ round: Int = 0) -> String {
+    "value-\(i)-\(round)-" + String(repeating: "v", count: i % 90)
+  }
+
+  @Test func growingKeepsEveryEntryAndAddsPartitions() throws {
+    let path = TestFiles.tempPath("grow")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    #expect(c.partitionCount == 2)
+    #expect(c.maxCapacity == 256 << 20, "the default most capacity is 64 × the capacity")
+    let n = 6000
+    for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    let before = c.statistics.entries
+    #expect(before == n)
+    var capacity = c.capacity
+    for step in 1...4 {
+      let want = capacity + step * (2 << 20)
+      let got = try c.grow(toCapacity: want)
+      #expect(got > capacity && got <= want)
+      capacity = got
+      #expect(c.capacity == capacity)
+      for i in 0..<n { #expect(try c.object(forKey: Self.key(i)) == Self.value(i), "key \(i) after growth \(step)") }
+      #expect(c.statistics.entries == n)
+      #expect(try c.verify().ok)
+    }
+    #expect(c.partitionCount > 2)
+    // The new space holds new entries.
+    for i in n..<(4 * n) { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    #expect(c.statistics.entries == 4 * n, "the grown cache holds four times the entries without evicting")
+    for i in 0..<(4 * n) { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+    // A file reopened sees the grown layout.
+    let again = try SharedCache<String>(path: path, options: Self.options(1 << 20))
+    #expect(again.capacity == capacity && again.partitionCount == c.partitionCount)
+    #expect(try again.object(forKey: Self.key(4 * n - 1)) == Self.value(4 * n - 1))
+  }
+
+  /// A handle opened before growth reads entries written after it into the new
+  /// partitions, and its own writes land where every other handle finds them.
+  @Test func aHandleOpenedBeforeGrowthFollowsIt() throws {
+    let path = TestFiles.tempPath("grow-old")
+    defer { TestFiles.cleanup(path) }
+    let old = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    for i in 0..<2000 { try old.setObject(Self.value(i), forKey: Self.key(i)) }
+    let grower = try SharedCache<String>(path: path)
+    try grower.grow(toCapacity: 16 << 20)
+    for i in 0..<4000 { try grower.setObject(Self.value(i, 1), forKey: Self.key(i)) }
+    // The old handle has not looked at the header since it opened.
+    for i in 0..<4000 { #expect(try old.object(forKey: Self.key(i)) == Self.value(i, 1), "key \(i)") }
+    for i in 0..<4000 { try old.setObject(Self.value(i, 2), forKey: Self.key(i)) }
+    for i in 0..<4000 { #expect(try grower.object(forKey: Self.key(i)) == Self.value(i, 2), "key \(i)") }
+    #expect(old.partitionCount == grower.partitionCount)
+    #expect(try grower.verify().ok)
+  }
+
+  @Test func growthRefusesWhatItCannotDo() throws {
+    let path = TestFiles.tempPath("grow-bad")
+    defer { TestFiles.cleanup(path) }
+    var o = Self.options(4 << 20)
+    o.maxCapacity = 8 << 20
+    let c = try SharedCache<String>(path: path, options: o)
+    try c.setObject("kept", forKey: "k")
+    #expect(throws: CacheError.self) { try c.grow(toCapacity: 16 << 20) }
+    #expect(throws: CacheError.self) { try c.grow(toCapacity: 2 << 20) }
+    #expect(try c.grow(toCapacity: c.capacity + 4096) == c.capacity, "less than a partition adds nothing")
+    #expect(try c.grow(toCapacity: c.capacity) == c.capacity)
+    #expect(try c.grow(toCapacity: 8 << 20) <= 8 << 20)
+    #expect(try c.object(forKey: "k") == "kept")
+    let ro = try SharedCache<String>(path: path, policy: OpenPolicy(readOnly: true))
+    #expect(throws: CacheError.readOnly(path: path)) { try ro.grow(toCapacity: 8 << 20) }
+  }
+
+  /// Eight processes set and read checked values (each also checks that it reads back
+  /// exactly the version it last wrote) while this process grows the file four times.
+  @Test func processesReadAndWriteThroughFourGrowths() throws {
+    let path = TestFiles.tempPath("grow-live")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<[UInt8]>(path: path, options: Self.options(8 << 20))
+    let workers = 8
+    let results = Mutex<[ChildProcess.Result]>([])
+    let group = DispatchGroup()
+    for w in 0..<workers {
+      group.enter()
+      DispatchQueue.global().async {
+        defer { group.leave() }
+        if let r = try? ChildProcess.run(
+          RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"], timeout: 120)
+        {
+          results.withLock { $0.append(r) }
+        }
+      }
+    }
+    usleep(600_000)
+    var capacities = [c.capacity]
+    for _ in 0..<4 {
+      capacities.append(try c.grow(toCapacity: capacities.last! + (8 << 20)))
+      usleep(500_000)
+    }
+    group.wait()
+    let all = results.withLock { $0 }
+    #expect(all.count == workers)
+    for r in all {
+      let f = RelSupport.fields(r.stdout)
+      #expect(!r.signaled && r.status == 0, "worker: \(r.stdout) \(r.stderr)")
+      #expect(f["wrong"] == "0" && f["stale"] == "0" && f["missing"] == "0", "\(r.stdout)")
+      #expect(Int(f["sets"] ?? "") ?? 0 > 0)
+    }
+    #expect(capacities == capacities.sorted() && Set(capacities).count == 5, "\(capacities)")
+    #expect(c.statistics.evictions == 0)
+    #expect(try c.verify().ok)
+    print(
+      "growth under load: capacities \(capacities), workers: \(all.map { $0.stdout.trimmingCharacters(in: .newlines) })"
+    )
+  }
+
+  /// The steps `MC_TEST_GROW_PAUSE` stops at (see `CacheEngine.pauseForTest`).
+  static let steps = ["extended", "formatted", "published", "moving"]
+
+  /// `mapped-cache grow` SIGKILLed at each step: every entry is still there, the next
+  /// write finishes an interrupted split, verify is clean, and growing again works.
+  @Test(arguments: steps) func aGrowerKilledAtEachStepLosesNothing(step: String) throws {
+    let path = TestFiles.tempPath("grow-kill")
+    defer { TestFiles.cleanup(path) }
+    let n = 3000
+    do {
+      let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+      for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
+    p.arguments = ["grow", path, "--capacity", "8MiB"]
+    var env = ProcessInfo.processInfo.environment
+    env["MC_TEST_GROW_PAUSE"] = step
+    p.environment = env
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    let deadline = Date().addingTimeInterval(30)
+    while !ReliabilityCreationTests.StoppedCreator.isStopped(p.processIdentifier) {
+      guard p.isRunning, Date() < deadline else {
+        Glibc.kill(p.processIdentifier, SIGKILL)
+        Issue.record("the grower never stopped at \(step)")
+        return
+      }
+      usleep(2_000)
+    }
+    Glibc.kill(p.processIdentifier, SIGKILL)
+    p.waitUntilExit()
+
+    let c = try SharedCache<String>(path: path)
+    // Reads first: lock-free, they find every entry wherever the dead grower left it.
+    for i in 0..<n { #expect(try c.object(forKey: Self.key(i)) == Self.value(i), "\(step): key \(i) before any write") }
+    // Writes take the dead grower's locks over and finish its step.
+    for i in 0..<n { try c.setObject(Self.value(i, 1), forKey: Self.key(i)) }
+    for i in 0..<n { #expect(try c.object(forKey: Self.key(i)) == Self.value(i, 1), "\(step): key \(i)") }
+    let report = try c.verify()
+    #expect(report.ok, "\(step): \(report.problems)")
+    #expect(c.statistics.entries == n)
+    let grown = try c.grow(toCapacity: 12 << 20)
+    #expect(grown > 4 << 20 && c.capacity == grown)
+    for i in 0..<n { #expect(try c.object(forKey: Self.key(i)) == Self.value(i, 1)) }
+    #expect(try c.verify().ok)
+  }
+
+  /// On a tmpfs with no room for growth: `diskFull`, and the cache exactly as it was.
+  @Test func aFullFileSystemRefusesGrowthAndChangesNothing() throws {
+    guard let mnt = RelSupport.TmpMount(sizeKiB: 6144) else {
+      print("grow-full-fs: mounting a tmpfs is not permitted here; the test cannot run")
+      return
+    }
+    let path = mnt.dir + "/grow.mcache"
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    for i in 0..<1000 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    let before = (c.capacity, c.partitionCount)
+    var st = stat()
+    #expect(stat(path, &st) == 0)
+    let size = st.st_size
+    do {
+      try c.grow(toCapacity: 8 << 20)
+      Issue.record("growth past the free space did not throw")
+    } catch CacheError.diskFull(let p, let bytes) {
+      #expect(p == path && bytes > 0)
+    }
+    #expect(stat(path, &st) == 0 && st.st_size == size, "the file was cut back to its size")
+    #expect(c.capacity == before.0 && c.partitionCount == before.1)
+    for i in 0..<1000 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+    try c.setObject("after", forKey: "after")
+    #expect(try c.verify().ok)
+  }
+
+  /// Growth by policy: reads through a working set three times the cache, drawn at
+  /// random, evict keys that come back (ghost hits), and the cache grows, by its
+  /// factor, never past its most capacity; the history records the rate that drove
+  /// each growth.
+  @Test func thePolicyGrowsACacheWhoseEvictedKeysComeBack() throws {
+    let path = TestFiles.tempPath("grow-policy")
+    defer { TestFiles.cleanup(path) }
+    var o = Self.options(4 << 20)
+    o.maxCapacity = 16 << 20
+    o.growthPolicy = GrowthPolicy(ghostHitRate: 0.05, factor: 2, minimumInterval: 0.1, minimumInserts: 500)
+    let c = try SharedCache<[UInt8]>(path: path, options: o)
+    #expect(c.growthPolicy == o.growthPolicy)
+    let value = [UInt8](repeating: 7, count: 400)
+    let keys = 3 * (4 << 20) / 420
+    let deadline = Date().addingTimeInterval(20)
+    var rounds = 0
+    var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+    while c.statistics.growths < 2 && Date() < deadline {
+      for _ in 0..<keys {
+        x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        let i = Int((x >> 33) % UInt64(keys))
+        if try c.object(forKey: "p-\(i)") == nil { try c.setObject(value, forKey: "p-\(i)") }
+      }
+      rounds += 1
+      usleep(150_000)  // past the policy's interval
+    }
+    let st = c.statistics
+    #expect(
+      c.capacity > 12 << 20 && c.capacity <= 16 << 20,
+      "after \(rounds) rounds: \(c.capacity) bytes, \(st.ghostHits) ghost hits, \(st.inserts) inserts, \(st.evictions) evictions, \(st.promotions) promotions, \(st.hits) hits, \(st.entries) entries"
+    )
+    #expect(st.growths == 2 && st.growthHistory.count == 2)
+    #expect(st.growthHistory.allSatisfy { ($0.ghostHitRate ?? 0) >= 0.05 })
+    #expect(st.growthHistory.last?.capacity == c.capacity)
+    #expect(st.ghostHits > 0 && st.inserts >= keys)
+    // At its most capacity it stays there.
+    #expect(c.growIfPolicyCalls() == nil)
+    #expect(try c.verify().ok)
+    try c.setGrowthPolicy(nil)
+    #expect(c.growthPolicy == nil)
+    #expect(throws: CacheError.self) { try c.setGrowthPolicy(GrowthPolicy(ghostHitRate: 2)) }
+  }
+}
