@@ -83,12 +83,11 @@ final class CacheEngine: @unchecked Sendable {
       memory: memory, counters: handleCounters, checksumOnRead: openPolicy.verifyChecksumsOnRead,
       writable: opened.file.writable,
       liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
-    let trigger = GrowthTrigger()
+    let trigger = GrowthTrigger(file: opened.file, layout: opened.layout)
     growthTrigger = trigger
     writer = Writer(
       memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path,
       growthTrigger: trigger)
-    trigger.engine = self
     if opened.created, let policy = options.growthPolicy { try? setGrowthPolicy(policy) }
   }
 
@@ -283,8 +282,15 @@ final class CacheEngine: @unchecked Sendable {
     condition: SetCondition = .always
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
-    return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
-      try store(key, value, w.routed(to: part.number), condition: condition, part, held)
+    do {
+      return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
+        try store(key, value, w, condition: condition, part, held)
+      }
+    } catch is Rerouted {
+      // The file grew since `prepare` routed the key.
+      return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
+        try store(key, value, w.routed(to: part.number), condition: condition, part, held)
+      }
     }
   }
 

@@ -61,7 +61,7 @@ enum CacheFileOpener {
       typeFingerprint: typeFingerprint, typeName: typeName)
     if writable && !created { try reserveHoles(fd, path: path, st: st, size: layout.fileSize) }
     let file = try MappedFile(
-      path: path, fd: fd, size: layout.fileSize, reserve: layout.maxCapacity, partitionCount: layout.partitionCount,
+      path: path, fd: fd, size: layout.fileSize, reserve: layout.maxCapacity, layout: layout,
       writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)

@@ -250,11 +250,23 @@ extension CacheEngine {
 
 /// Called by a writer (under a partition's lock) on each ghost hit: checks, at most
 /// every `checkNanoseconds` per handle, whether the file's growth policy calls for
-/// growth, off the lock and off the writer's thread (`CacheEngine.considerGrowth`).
+/// growth now (`GrowthDue`: a few loads per partition), and if it does, grows the file
+/// on a thread of its own through a handle of its own, so that no write waits for it and
+/// no handle's life depends on it (the writer's handle may close meanwhile).
 final class GrowthTrigger: @unchecked Sendable {
-  weak var engine: CacheEngine?
+  private let path: String
+  private let device: UInt64
+  private let inode: UInt64
+  private let limits: GrowthDue.Limits
   private let lastCheck = Atomic<UInt64>(0)
   static let checkNanoseconds: UInt64 = 250_000_000
+
+  init(file: MappedFile, layout: Layout) {
+    path = file.path
+    device = file.device
+    inode = file.inode
+    limits = GrowthDue.Limits(layout: layout, mapped: file.mapped)
+  }
 
   @inline(never)
   func ghostHit(_ memory: MappedMemory) {
@@ -262,22 +274,90 @@ final class GrowthTrigger: @unchecked Sendable {
     let now = Sys.monotonicNanoseconds()
     let last = lastCheck.load(ordering: .relaxed)
     guard now &- last >= Self.checkNanoseconds,
-      lastCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+      lastCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged,
+      GrowthDue.check(memory, limits) != nil
     else { return }
-    DispatchQueue.global(qos: .utility).async { [weak engine] in engine?.considerGrowth() }
+    let (path, device, inode) = (path, device, inode)
+    DispatchQueue.global(qos: .utility).async {
+      guard let file = try? CacheFile(path: path, policy: OpenPolicy()),
+        file.engine.file.device == device && file.engine.file.inode == inode
+      else { return }
+      file.engine.considerGrowth()
+    }
+  }
+}
+
+/// Whether a file's growth policy calls for growth now, from its words alone.
+enum GrowthDue {
+  /// What the check needs of the layout.
+  struct Limits {
+    var maxCapacity: Int
+    var partitionBytes: Int
+    var mapped: Int
+
+    init(layout: Layout, mapped: Int) {
+      maxCapacity = layout.maxCapacity
+      partitionBytes = layout.partitionBytes
+      self.mapped = mapped
+    }
+  }
+
+  /// The policy, the capacity to grow to and the ghost-hit rate driving it, when the
+  /// policy is on, its interval has passed, enough new keys were stored since the last
+  /// growth, their ghost-hit rate reaches the policy's, and a partition's worth of room
+  /// is left below the most capacity; else nil. Racy loads: a hint, checked again by the
+  /// grower under its claim.
+  static func check(_ memory: MappedMemory, _ l: Limits) -> (target: Int, rate: Double, last: UInt64)? {
+    guard let policy = memory.growthPolicy else { return nil }
+    let now = Sys.wallClockMilliseconds()
+    let last = memory.header(.lastGrowthMs).load(.relaxed)
+    guard now &- min(now, last) >= UInt64(policy.minimumInterval * 1000) else { return nil }
+    let (rate, inserts) = memory.ghostHitRateSinceGrowth()
+    guard inserts >= UInt64(policy.minimumInserts), rate >= policy.ghostHitRate else { return nil }
+    memory.refreshRouting()
+    let capacity = memory.fileSize
+    let target = min(l.maxCapacity, l.mapped, Int(Double(capacity) * policy.factor))
+    guard target >= capacity + l.partitionBytes else { return nil }
+    return (target, rate, last)
+  }
+}
+
+extension MappedMemory {
+  /// The growth policy stored in the file, nil for none.
+  var growthPolicy: GrowthPolicy? {
+    let rate = header(.policyRate).load(.acquiring)
+    guard rate != 0 else { return nil }
+    return GrowthPolicy(
+      ghostHitRate: Double(rate) / 1e6, factor: Double(header(.policyFactor).load(.relaxed)) / 1000,
+      minimumInterval: Double(header(.policyInterval).load(.relaxed)) / 1000,
+      minimumInserts: PartitionCounters.clamp(header(.policyMinInserts).load(.relaxed)))
+  }
+
+  /// The file's ghost hits and inserts, summed over the partitions this handle routes
+  /// by (relaxed).
+  func ghostHitsAndInserts() -> (ghostHits: UInt64, inserts: UInt64) {
+    var g: UInt64 = 0
+    var n: UInt64 = 0
+    for p in 0..<partitionCount {
+      let part = partition(p)
+      g &+= part.word(.ghostHits).load(.relaxed)
+      n &+= part.word(.inserts).load(.relaxed)
+    }
+    return (g, n)
+  }
+
+  /// The ghost-hit rate since the last growth, and the inserts it is over.
+  func ghostHitRateSinceGrowth() -> (rate: Double, inserts: UInt64) {
+    let (g, n) = ghostHitsAndInserts()
+    let dg = g &- min(g, header(.ghostHitsAtGrowth).load(.relaxed))
+    let dn = n &- min(n, header(.insertsAtGrowth).load(.relaxed))
+    return (dn == 0 ? 0 : Double(dg) / Double(dn), dn)
   }
 }
 
 extension CacheEngine {
   /// The growth policy stored in the file, nil for none.
-  var growthPolicy: GrowthPolicy? {
-    let rate = memory.header(.policyRate).load(.relaxed)
-    guard rate != 0 else { return nil }
-    return GrowthPolicy(
-      ghostHitRate: Double(rate) / 1e6, factor: Double(memory.header(.policyFactor).load(.relaxed)) / 1000,
-      minimumInterval: Double(memory.header(.policyInterval).load(.relaxed)) / 1000,
-      minimumInserts: PartitionCounters.clamp(memory.header(.policyMinInserts).load(.relaxed)))
-  }
+  var growthPolicy: GrowthPolicy? { memory.growthPolicy }
 
   /// Stores `policy` in the file (nil: none). The rate is stored last: a reader that
   /// sees it nonzero sees the rest.
@@ -294,50 +374,26 @@ extension CacheEngine {
     memory.header(.policyRate).store(max(1, UInt64(p.ghostHitRate * 1e6)), .releasing)
   }
 
-  /// The file's ghost hits and inserts, summed over its partitions (relaxed).
-  func ghostHitsAndInserts() -> (ghostHits: UInt64, inserts: UInt64) {
-    var g: UInt64 = 0
-    var n: UInt64 = 0
-    for p in 0..<currentPartitionCount {
-      let c = partition(p).counters
-      g &+= c.value(.ghostHits)
-      n &+= c.value(.inserts)
-    }
-    return (g, n)
-  }
-
-  /// The ghost-hit rate since the last growth, and the inserts it is over.
-  func ghostHitRateSinceGrowth() -> (rate: Double, inserts: UInt64) {
-    let (g, n) = ghostHitsAndInserts()
-    let dg = g &- min(g, memory.header(.ghostHitsAtGrowth).load(.relaxed))
-    let dn = n &- min(n, memory.header(.insertsAtGrowth).load(.relaxed))
-    return (dn == 0 ? 0 : Double(dg) / Double(dn), dn)
-  }
-
   /// Grows the file if its policy calls for it now (see `GrowthPolicy`): on a thread
   /// of its own, never under a lock. Returns the growth, or nil.
   @discardableResult
   func considerGrowth() -> Growth? {
-    guard let policy = growthPolicy, lock != nil else { return nil }
-    let now = Sys.wallClockMilliseconds()
-    let last = memory.header(.lastGrowthMs).load(.relaxed)
-    guard now &- min(now, last) >= UInt64(policy.minimumInterval * 1000) else { return nil }
-    let (rate, inserts) = ghostHitRateSinceGrowth()
-    guard inserts >= UInt64(policy.minimumInserts), rate >= policy.ghostHitRate else { return nil }
-    let capacity = currentFileSize
-    let target = min(layout.maxCapacity, Int(Double(capacity) * policy.factor))
-    guard target >= capacity + layout.partitionBytes else { return nil }
+    guard lock != nil else { return nil }
+    memory.refreshRouting()
+    guard let due = GrowthDue.check(memory, GrowthDue.Limits(layout: layout, mapped: file.mapped)) else { return nil }
     // Never past the file system's free space.
-    guard let free = Sys.freeBytes(file.fd), free >= target - capacity else { return nil }
+    guard let free = Sys.freeBytes(file.fd), free >= due.target - currentFileSize else { return nil }
     // One process claims this growth.
-    guard memory.header(.lastGrowthMs).compareExchange(expected: last, desired: now, .relaxed) else { return nil }
-    return try? grow(toCapacity: target, drivenBy: rate)
+    guard
+      memory.header(.lastGrowthMs).compareExchange(expected: due.last, desired: Sys.wallClockMilliseconds(), .relaxed)
+    else { return nil }
+    return try? grow(toCapacity: due.target, drivenBy: due.rate)
   }
 
   /// Records a finished growth (under the growth lock): the count, the history, and the
   /// ghost hits and inserts the policy's next rate starts from.
   func recordGrowth(capacity: Int, rate: Double?) {
-    let (g, n) = ghostHitsAndInserts()
+    let (g, n) = memory.ghostHitsAndInserts()
     memory.header(.ghostHitsAtGrowth).store(g, .relaxed)
     memory.header(.insertsAtGrowth).store(n, .relaxed)
     memory.header(.lastGrowthMs).store(Sys.wallClockMilliseconds(), .relaxed)

@@ -24,10 +24,10 @@ final class MappedFile {
   let inode: UInt64
   /// The partition count this handle routes keys by (`MappedMemory.partitionCount`):
   /// private to the handle, shared by its threads.
-  let routing: UnsafeMutablePointer<Atomic<Int>>
+  let routing: Routing
 
   init(
-    path: String, fd: Int32, size: Int, reserve: Int, partitionCount: Int, writable: Bool, stat st: stat
+    path: String, fd: Int32, size: Int, reserve: Int, layout: Layout, writable: Bool, stat st: stat
   ) throws(CacheError) {
     self.path = path
     self.fd = fd
@@ -47,8 +47,7 @@ final class MappedFile {
     }
     self.base = base
     self.mapped = mapped
-    routing = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
-    routing.initialize(to: Atomic(partitionCount))
+    routing = Routing(count: layout.partitionCount, layout: layout, mapped: mapped, fd: fd)
     // Huge pages where the file's memory can have them (a tmpfs mounted `huge=advise`,
     // or /dev/shm with `shmem_enabled` "advise"; a `huge=within_size` mount has them
     // anyway): fewer TLB misses on large tables. Refused or ignored elsewhere, harmlessly.
@@ -58,8 +57,6 @@ final class MappedFile {
   deinit {
     Sys.munmap(base, size: mapped)
     Sys.close(fd)
-    routing.deinitialize(count: 1)
-    routing.deallocate()
   }
 
   /// Whether the path now names another file than the one mapped (deleted or replaced).

@@ -129,28 +129,16 @@ struct MappedMemory {
   let partitionBytes: Int
   let procCount: Int
   let limits: PartitionMemory.Limits
-  private let partitionsOffset: Int
-  private let createdSize: Int
-  /// The partition count the file was created with (line 6 holds 0 until it grows).
-  private let createdCount: Int
-  /// Bytes mapped (`MappedFile.mapped`): no partition count that would end past them is
-  /// ever adopted.
-  private let mapped: Int
-  private let fd: Int32
-  /// The handle's routing count (`MappedFile.routing`).
-  private let routing: UnsafeMutablePointer<Atomic<Int>>
+  /// The handle's routing (`MappedFile.routing`, which outlives this value): one word
+  /// here, so that the many copies of this value stay small.
+  private unowned(unsafe) let routing: Routing
 
   init(file: MappedFile, layout: Layout) {
     base = file.base
     partitionsBase = file.base + layout.partitionsOffset
-    partitionsOffset = layout.partitionsOffset
-    createdSize = layout.createdSize
-    createdCount = layout.createdCount
     partitionBytes = layout.partitionBytes
     procCount = layout.procCount
     limits = PartitionMemory.Limits(layout: layout)
-    mapped = file.mapped
-    fd = file.fd
     routing = file.routing
   }
 
@@ -158,10 +146,10 @@ struct MappedMemory {
   /// or last saw it grow (`refreshRouting`). Acquire: a count adopted by another thread
   /// of the handle comes with its view of the new partitions.
   @inline(__always)
-  var partitionCount: Int { routing.pointee.load(ordering: .acquiring) }
+  var partitionCount: Int { routing.count.load(ordering: .acquiring) }
 
   /// The file's bytes as far as this handle has seen them.
-  var fileSize: Int { max(createdSize, partitionsOffset + partitionCount * partitionBytes) }
+  var fileSize: Int { max(routing.createdSize, routing.partitionsOffset + partitionCount * partitionBytes) }
 
   /// The file's partition count as its header says now (0 in line 6: as created).
   /// Acquire: pairs with the grower's release store, so a handle that sees a count sees
@@ -169,7 +157,7 @@ struct MappedMemory {
   @inline(__always)
   func liveRouting() -> Int {
     let n = Int(truncatingIfNeeded: header(.grownCount).load(.acquiring))
-    return n == 0 ? createdCount : n
+    return n == 0 ? routing.createdCount : n
   }
 
   /// Adopts the header's partition count when the file has grown past this handle's
@@ -182,11 +170,11 @@ struct MappedMemory {
     let mine = partitionCount
     let live = liveRouting()
     guard live > mine, live <= Format.maxPartitions else { return false }
-    let end = partitionsOffset + live * partitionBytes
-    guard end <= mapped, let st = try? Sys.fstat(fd), Int(st.st_size) >= end else { return false }
+    let end = routing.partitionsOffset + live * partitionBytes
+    guard end <= routing.mapped, let st = try? Sys.fstat(routing.fd), Int(st.st_size) >= end else { return false }
     var cur = mine
     while cur < live {
-      let (done, seen) = routing.pointee.compareExchange(
+      let (done, seen) = routing.count.compareExchange(
         expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
       if done { return true }
       cur = seen
@@ -250,7 +238,7 @@ struct MappedMemory {
   /// growth lock, before any count names it), with an index of `groups` groups.
   /// Precondition: the file extends past the partition's end.
   func formatGrownPartition(_ p: Int, layout l: Layout, groups: Int) {
-    precondition(l.partitionsOffset + (p + 1) * l.partitionBytes <= mapped, "partition past the mapping")
+    precondition(l.partitionsOffset + (p + 1) * l.partitionBytes <= routing.mapped, "partition past the mapping")
     Self.formatPartition(base, layout: l, partition: p, groups: groups)
   }
 
@@ -278,7 +266,7 @@ struct MappedMemory {
   /// inside the file and the mapping.
   @inline(__always)
   func partition(_ p: Int) -> PartitionMemory {
-    assert(p >= 0 && partitionsOffset + (p + 1) * partitionBytes <= mapped, "partition out of range")
+    assert(p >= 0 && routing.partitionsOffset + (p + 1) * partitionBytes <= routing.mapped, "partition out of range")
     return PartitionMemory(base: partitionsBase + p &* partitionBytes, index: p, limits: limits)
   }
 
@@ -293,6 +281,29 @@ struct MappedMemory {
 
   /// The file offset of partition `p`'s first byte (tests and tools).
   func _partitionOffset(_ p: Int) -> Int { partitionsBase - base + p * partitionBytes }
+}
+
+/// A handle's routing: the partition count it routes keys by (the file's when the handle
+/// opened or last saw it grow), shared by its threads, and what adopting a grown count
+/// checks. Owned by `MappedFile`.
+final class Routing: @unchecked Sendable {
+  let count: Atomic<Int>
+  let partitionsOffset: Int
+  let createdSize: Int
+  /// The partition count the file was created with (line 6 holds 0 until it grows).
+  let createdCount: Int
+  /// Bytes mapped (`MappedFile.mapped`): no count whose partitions end past them is adopted.
+  let mapped: Int
+  let fd: Int32
+
+  init(count: Int, layout: Layout, mapped: Int, fd: Int32) {
+    self.count = Atomic(count)
+    partitionsOffset = layout.partitionsOffset
+    createdSize = layout.createdSize
+    createdCount = layout.createdCount
+    self.mapped = mapped
+    self.fd = fd
+  }
 }
 
 /// One partition's bytes: its header words, its index, its ghost lines and its records.

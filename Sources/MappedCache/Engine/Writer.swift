@@ -39,8 +39,9 @@ struct Writer {
     var size: Int
     /// The expiry word (`Expiry`), 0 for none.
     var expiry: UInt64
-    /// The key's partition.
+    /// The key's partition, and the partition count it was routed by.
     var partition: Int
+    var routedWith: Int = 0
 
     /// The same write, routed to partition `p` (the file grew after `prepare`).
     @inline(__always)
@@ -70,7 +71,8 @@ struct Writer {
     try checkKey(key)
     if value.count > maxValue { throw .valueTooLarge(size: value.count, limit: maxValue) }
     let hash = KeyHash.key(key)
-    let p = IndexGeometry.partition(hash, count: memory.partitionCount)
+    let count = memory.partitionCount
+    let p = IndexGeometry.partition(hash, count: count)
     // The key's first bucket is where the locked part starts: fetch it now, so that its
     // cache miss overlaps the checksum and the lock rather than stalling under it.
     if prefetch { prefetchFirstBucket(hash, partition: p) }
@@ -78,7 +80,7 @@ struct Writer {
     return PreparedWrite(
       hash: hash, sum: KeyHash.checksum(value, hash: hash),
       size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
-      expiry: stamped, partition: p)
+      expiry: stamped, partition: p, routedWith: count)
   }
 
   /// Prefetches, for writing, the first bucket of the key of hash `hash` (a hint: the
