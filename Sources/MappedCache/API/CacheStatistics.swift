@@ -99,8 +99,9 @@ public struct PartitionStatistics: Sendable, Equatable, Codable {
   public var splits: Int
   /// Times the index gave a group back.
   public var merges: Int
-  /// New keys stored, and those whose ghost the partition remembered.
+  /// New keys stored (not overwrites).
   public var inserts: Int = 0
+  /// New keys whose ghost the partition remembered (evicted recently, stored again).
   public var ghostHits: Int = 0
   /// Slots of the index now.
   public var slots: Int

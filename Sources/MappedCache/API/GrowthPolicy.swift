@@ -23,6 +23,8 @@ public struct GrowthPolicy: Sendable, Equatable, Codable {
   /// Default 10,000.
   public var minimumInserts: Int = 10_000
 
+  /// A policy (checked when it is stored: ``CacheError/invalidArgument(_:)`` for a
+  /// value out of its range).
   public init(
     ghostHitRate: Double = 0.1, factor: Double = 2, minimumInterval: Double = 60, minimumInserts: Int = 10_000
   ) {
