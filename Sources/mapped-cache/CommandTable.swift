@@ -201,13 +201,20 @@ enum CommandTable {
       options: [
         OptionSpec(
           name: "--capacity", value: "SIZE", help: "The new size (e.g. 256MiB), at most the file's most capacity."),
+        OptionSpec(
+          name: "--policy", value: "SPEC",
+          help:
+            "Store a growth policy: RATE[:FACTOR[:SECONDS[:INSERTS]]] (grow by FACTOR, 2, when ghost hits reach RATE of new keys, at most every SECONDS, 60, after INSERTS, 10000, new keys), or off."
+        ),
         json,
       ],
       discussion: """
         Adds whole partitions at the end of the file, each filled from the partition it
         splits, while every process goes on reading and writing through its open handle.
         Nothing stored is lost, and no process has to reopen. The most a file may grow to
-        is fixed when it is created (create --max-capacity, shown by info).
+        is fixed when it is created (create --max-capacity, shown by info). With --policy
+        the file grows by itself, from any process's writes, when it keeps evicting keys
+        that come back (stats shows the ghost hits and the growths).
         """,
       run: MaintenanceCommands.grow),
   ]

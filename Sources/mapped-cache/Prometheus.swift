@@ -58,6 +58,11 @@ enum Prometheus {
     e.counter("reinsertions", "Second chances given at the clock hand.", st.reinsertions)
     e.counter("recoveries", "Repairs after a writer died mid-change.", st.recoveries)
     e.counter("lock_takeovers", "Write locks taken over from dead holders.", st.lockTakeovers)
+    e.counter("inserts", "New keys stored (not overwrites).", st.inserts)
+    e.counter(
+      "ghost_hits", "New keys evicted recently and stored again (misses a larger cache would have served).",
+      st.ghostHits)
+    e.counter("growths", "Growths of the file (mapped-cache grow, SharedCache.grow or the growth policy).", st.growths)
     e.gauge("slots", "Slots of the hash index.", t.slotCount)
     e.gauge("occupied_slots", "Occupied slots of the hash index.", t.occupiedSlots)
     e.gauge("second_place_share", "Share of the entries in their key's second bucket.", t.meanProbe)

@@ -313,6 +313,33 @@ import Testing
     #expect(p.terminationReason == .exit && p.terminationStatus == 0)
   }
 
+  /// `grow`: the file grows with its entries, `info` and `stats` show it, a policy is
+  /// stored and cleared, and bad requests are usage errors or refusals.
+  @Test func growAndGrowthPolicy() throws {
+    let path = try Self.freshCache("cli-grow")
+    defer { TestFiles.cleanup(path) }
+    for i in 0..<20 { try Self.cli(["set", path, "k\(i)", "v\(i)"]) }
+    let g = try Self.cli(["grow", path, "--capacity", "8MiB", "--json"])
+    #expect(g.status == 0, "\(g.err)")
+    let o = try #require(try Self.json(g) as? [String: Any])
+    #expect((o["capacity"] as? Int ?? 0) > 4 << 20 && (o["partitions"] as? Int) == 4)
+    for i in 0..<20 { #expect(try Self.cli(["get", path, "k\(i)"]).text == "v\(i)") }
+    let info = try #require(try Self.json(try Self.cli(["info", path, "--json"])) as? [String: Any])
+    #expect(info["capacity_bytes"] as? Int == o["capacity"] as? Int)
+    #expect(try Self.cli(["grow", path, "--policy", "0.05:2:30:1000"]).status == 0)
+    let st = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
+    #expect(st["growths"] as? Int == 1)
+    #expect((st["growth_policy"] as? [String: Any])?["minimum_inserts"] as? Int == 1000)
+    #expect(try Self.cli(["stats", path]).text.contains("growth policy"))
+    #expect(try Self.cli(["grow", path, "--policy", "off"]).status == 0)
+    let off = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
+    #expect(off["growth_policy"] is NSNull)
+    #expect(try Self.cli(["grow", path]).status == 64)
+    #expect(try Self.cli(["grow", path, "--policy", "fast"]).status == 64)
+    #expect(try Self.cli(["grow", path, "--policy", "7"]).status != 0, "a rate past 1 is refused")
+    #expect(try Self.cli(["grow", path, "--capacity", "1MiB"]).status != 0, "caches only grow")
+  }
+
   @Test func sweepClearVerifyOnFreshCache() throws {
     let path = try Self.freshCache("maint")
     defer { TestFiles.cleanup(path) }

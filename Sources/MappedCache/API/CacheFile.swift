@@ -294,6 +294,9 @@ public final class CacheFile: @unchecked Sendable {
   @discardableResult
   public func sweep() throws -> Int { try engine.removeExpired() }
 
+  /// Stores a growth policy in the file, nil for none (`SharedCache.setGrowthPolicy`).
+  public func setGrowthPolicy(_ policy: GrowthPolicy?) throws { try engine.setGrowthPolicy(policy) }
+
   /// Grows the file to `capacity` bytes while other processes keep using it
   /// (`SharedCache.grow(toCapacity:)`). Returns the capacity after growth, the entries
   /// moved into the new partitions, and the longest step (one partition's split: the

@@ -66,10 +66,20 @@ enum MaintenanceCommands {
     ]
   }
 
-  /// `mapped-cache grow PATH --capacity SIZE [--json]`
+  /// `mapped-cache grow PATH [--capacity SIZE] [--policy SPEC|off] [--json]`
   static func grow(_ inv: Invocation) throws -> Int32 {
-    guard let capacity = try inv.size("--capacity") else { throw inv.usageError("grow needs --capacity SIZE") }
+    let capacity = try inv.size("--capacity")
+    let policyText = inv.value("--policy")
+    let policy = try policyText.map { text throws(CLIFailure) in try growthPolicy(text, inv) } ?? nil
+    guard capacity != nil || policyText != nil else {
+      throw inv.usageError("grow needs --capacity SIZE or --policy")
+    }
     let file = try writable(inv)
+    if policyText != nil { try file.setGrowthPolicy(policy) }
+    guard let capacity else {
+      Output.line(policy == nil ? "no growth policy for \(file.path)" : "growth policy of \(file.path) set")
+      return ExitCode.ok
+    }
     let before = file.statistics
     let g = try file.grow(toCapacity: capacity)
     if inv.flag("--json") {
@@ -86,6 +96,20 @@ enum MaintenanceCommands {
           + String(format: "writers of a partition waited at most %.1f ms)", g.longestStepSeconds * 1000))
     }
     return ExitCode.ok
+  }
+
+  /// `--policy RATE[:FACTOR[:SECONDS[:INSERTS]]]`, or `off` (nil: no policy).
+  static func growthPolicy(_ text: String, _ inv: Invocation) throws(CLIFailure) -> GrowthPolicy? {
+    if text == "off" { return nil }
+    let f = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+    guard (1...4).contains(f.count), let rate = Double(f[0]) else {
+      throw inv.usageError("--policy wants RATE[:FACTOR[:SECONDS[:INSERTS]]] or off, not \(text)")
+    }
+    var p = GrowthPolicy(ghostHitRate: rate)
+    if f.count > 1 { p.factor = Double(f[1]) ?? -1 }
+    if f.count > 2 { p.minimumInterval = Double(f[2]) ?? -1 }
+    if f.count > 3 { p.minimumInserts = Int(f[3]) ?? -1 }
+    return p
   }
 
   /// `mapped-cache sweep PATH`
