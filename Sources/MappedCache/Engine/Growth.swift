@@ -278,7 +278,9 @@ final class GrowthTrigger: @unchecked Sendable {
       GrowthDue.check(memory, limits) != nil
     else { return }
     let (path, device, inode) = (path, device, inode)
-    DispatchQueue.global(qos: .utility).async {
+    // A thread of its own, not Dispatch: a process may have forked since it opened the
+    // file (a Python worker), and libdispatch refuses use in a child of fork.
+    Thread.detachNewThread {
       guard let file = try? CacheFile(path: path, policy: OpenPolicy()),
         file.engine.file.device == device && file.engine.file.inode == inode
       else { return }
