@@ -249,4 +249,28 @@ import Testing
     #expect(c.growthPolicy == nil)
     #expect(throws: CacheError.self) { try c.setGrowthPolicy(GrowthPolicy(ghostHitRate: 2)) }
   }
+
+  /// A grown partition count past the file's end (damage, or a hostile write: growth
+  /// extends the file before it publishes a count) is ignored by reads and writes,
+  /// reported by verify, and repaired.
+  @Test func aDamagedGrownCountIsIgnoredAndRepaired() throws {
+    let path = TestFiles.tempPath("grow-damaged")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    for i in 0..<500 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    c.engine.memory.header(.grownCount).store(1000, .releasing)
+    for i in 0..<500 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+    #expect(try c.object(forKey: "absent") == nil)
+    try c.setObject("after", forKey: "after")
+    #expect(try c.object(forKey: "after") == "after")
+    #expect(c.partitionCount == 2)
+    let found = try c.verify()
+    #expect(!found.ok && found.problems.contains { $0.contains("grown partition count 1000") })
+    let fixed = try c.verify(repair: true)
+    #expect(fixed.repaired >= 1)
+    #expect(try c.verify().ok)
+    #expect(c.engine.memory.header(.grownCount).load(.relaxed) == 0)
+    #expect(try c.grow(toCapacity: 8 << 20) > 4 << 20)
+    for i in 0..<500 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+  }
 }

@@ -140,7 +140,7 @@ final class CacheEngine: @unchecked Sendable {
     guard let lock else { throw CacheError.readOnly(path: path) }
     let held = try acquireSettled(p, lock)
     defer { lock.release(p) }
-    if let count, memory.liveRouting() > count { throw try rerouted() }
+    if let count, memory.liveRouting() > count, try mustReroute() { throw Rerouted() }
     let part = partition(p)
     let intent = part.memory.word(.intent)
     if intent.load(.relaxed) != 0 || !part.geometryIsSane || (checkingLogs && !part.logs.areSane) {
@@ -202,17 +202,21 @@ final class CacheEngine: @unchecked Sendable {
   /// keys must be routed again: the handle has adopted the file's grown partition count.
   struct Rerouted: Error {}
 
-  /// The handle is behind the file's partition count: adopts it, and returns `Rerouted`
-  /// to throw; throws instead when the handle cannot follow (`MappedMemory.cannotFollow`).
+  /// The file's count is ahead of the count a write was routed by: whether the write must
+  /// route again (the handle has adopted the count, or another thread had). A damaged
+  /// count is ignored (the write goes on as routed); a growth past this handle's mapping
+  /// throws.
   @inline(never)
-  func rerouted() throws -> Rerouted {
-    if !memory.refreshRouting(), memory.cannotFollow() {
+  func mustReroute() throws -> Bool {
+    switch memory.adoptGrowth() {
+    case .adopted, .current: return true
+    case .damaged: return false
+    case .pastMapping:
       throw CacheError.system(
         SystemError(
           errno: ENOMEM,
           operation: "follow the growth of \(path) past this handle's mapping of \(file.mapped) bytes; open it again"))
     }
-    return Rerouted()
   }
 
   /// Repairs a partition under its lock (`Checker.repair`) and counts it. The intent word
@@ -577,6 +581,16 @@ final class CacheEngine: @unchecked Sendable {
     // A repair is a write: a read-only handle refuses it rather than skip it silently.
     if repair && lock == nil { throw CacheError.readOnly(path: path) }
     var total = VerifyReport()
+    // The header's grown count: partitions past the file's end are damage.
+    if let bad = memory.damagedGrowth() {
+      total.problems.append("the header's grown partition count \(bad) names partitions past the file's end")
+      if repair {
+        try takeGrowthLock()
+        defer { Sys.unlockByte(file.fd, at: Self.growthLockByte) }
+        memory.resetGrowth()
+        total.repaired += 1
+      }
+    }
     for p in 0..<currentPartitionCount {
       let part = partition(p)
       var r = Checker(part: part, layout: layout, routing: routing(of: part.number)).inspect(checksums: true)

@@ -110,7 +110,7 @@ extension CacheEngine {
   }
 
   /// Takes the growth lock, waiting up to ten seconds for another grower.
-  private func takeGrowthLock() throws {
+  func takeGrowthLock() throws {
     for _ in 0..<10_000 {
       if try (try? Sys.lockByteExclusive(file.fd, at: Self.growthLockByte)) ?? false { return }
       Sys.sleep(microseconds: 1000)
@@ -200,7 +200,9 @@ extension CacheEngine {
   private func finishPendingSplit() throws {
     let q = memory.partitionCount - 1
     let source = partition(q).memory.word(.splitSource).load(.acquiring)
-    guard q > 0, source != 0, let s = Int(exactly: source - 1), s < q else { return }
+    guard q > 0, source != 0, let s = Int(exactly: source - 1), s == IndexGeometry.splitSource(groups: q) else {
+      return
+    }
     let heldS = lock!.acquireWord(s)
     defer { lock!.releaseWord(s) }
     let heldQ = lock!.acquireWord(q)
@@ -218,7 +220,10 @@ extension CacheEngine {
     let part = partition(p)
     let source = part.memory.word(.splitSource).load(.acquiring)
     if source != 0 {
-      guard let s = Int(exactly: source - 1), s < p else {
+      // Only the last partition can be in a split, from its linear-hashing source.
+      memory.refreshRouting()
+      guard let s = Int(exactly: source - 1), p == memory.partitionCount - 1, s == IndexGeometry.splitSource(groups: p)
+      else {
         part.memory.word(.splitSource).store(0, .relaxed)  // damage: nothing to finish
         return false
       }

@@ -160,33 +160,63 @@ struct MappedMemory {
     return n == 0 ? routing.createdCount : n
   }
 
+  /// What a handle behind the header's partition count finds (`adoptGrowth`).
+  enum Adoption {
+    /// The handle now routes by the header's count.
+    case adopted
+    /// The handle's count is the header's (another thread adopted it), or ahead of it.
+    case current
+    /// The header names partitions past the end of the file: damage or a hostile
+    /// write, since growth extends the file before it publishes a count. Ignored (the
+    /// handle keeps its count), and remembered, so that it costs no system call again.
+    case damaged
+    /// A growth this handle cannot follow: the partitions lie inside the file but past
+    /// its mapping (address space was short at open).
+    case pastMapping
+  }
+
   /// Adopts the header's partition count when the file has grown past this handle's
   /// (read from the shared, possibly hostile, file: adopted only when the partitions it
   /// names lie inside both the mapping and the file as `fstat` sees it, so that no
-  /// byte past the end is ever touched). Returns whether the count changed. A system
-  /// call, but only when the count did change: once per growth per handle.
-  @discardableResult
-  func refreshRouting() -> Bool {
+  /// byte past the end is ever touched). A system call, but only when the count did
+  /// change: once per growth per handle (and once per damaged count).
+  func adoptGrowth() -> Adoption {
     let mine = partitionCount
     let live = liveRouting()
-    guard live > mine, live <= Format.maxPartitions else { return false }
-    let end = routing.partitionsOffset + live * partitionBytes
-    guard end <= routing.mapped, let st = try? Sys.fstat(routing.fd), Int(st.st_size) >= end else { return false }
+    guard live > mine else { return .current }
+    guard live != routing.rejected.load(ordering: .relaxed) else { return .damaged }
+    let end = live <= Format.maxPartitions ? routing.partitionsOffset + live * partitionBytes : Int.max
+    guard let st = try? Sys.fstat(routing.fd), end <= Int(st.st_size) else {
+      routing.rejected.store(live, ordering: .relaxed)
+      return .damaged
+    }
+    guard end <= routing.mapped else { return .pastMapping }
     var cur = mine
     while cur < live {
       let (done, seen) = routing.count.compareExchange(
         expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
-      if done { return true }
+      if done { return .adopted }
       cur = seen
     }
-    return false
+    return .current
   }
 
-  /// Whether this handle cannot follow the file's growth: its count is behind the
-  /// header's, and the new partitions lie past its mapping (an address-space limit at
-  /// open) or past the file's end.
-  func cannotFollow() -> Bool {
-    liveRouting() > partitionCount && !refreshRouting()
+  /// `adoptGrowth`, for callers that only need to know whether the count changed.
+  @discardableResult
+  func refreshRouting() -> Bool { adoptGrowth() == .adopted }
+
+  /// The header's grown count when it is damaged (`Adoption.damaged`), else nil: for
+  /// `verify`.
+  func damagedGrowth() -> Int? {
+    adoptGrowth() == .damaged ? liveRouting() : nil
+  }
+
+  /// Stores this handle's count and size as the file's grown ones (the repair of a
+  /// damaged count). Precondition: the caller holds the growth lock.
+  func resetGrowth() {
+    let count = partitionCount
+    header(.grownSize).store(count == routing.createdCount ? 0 : UInt64(fileSize), .relaxed)
+    header(.grownCount).store(count == routing.createdCount ? 0 : UInt64(count), .releasing)
   }
 
   // MARK: Header
@@ -288,6 +318,8 @@ struct MappedMemory {
 /// checks. Owned by `MappedFile`.
 final class Routing: @unchecked Sendable {
   let count: Atomic<Int>
+  /// A header count found damaged (`MappedMemory.Adoption.damaged`), 0 for none.
+  let rejected = Atomic<Int>(0)
   let partitionsOffset: Int
   let createdSize: Int
   /// The partition count the file was created with (line 6 holds 0 until it grows).
