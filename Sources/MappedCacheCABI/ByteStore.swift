@@ -83,6 +83,8 @@ class ByteStore: @unchecked Sendable {
   func verify(repair: Bool) throws -> VerifyReport { abstract() }
   /// `SharedCache.grow(toCapacity:)`: the capacity after.
   func grow(toCapacity capacity: Int) throws -> Int { abstract() }
+  /// `SharedCache.setGrowthPolicy`.
+  func setGrowthPolicy(_ policy: GrowthPolicy?) throws { abstract() }
   /// Visits live entries (values nil with `keysOnly`) until `body` returns false.
   func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
     abstract()
@@ -178,6 +180,7 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
   override func setLimits(count: Int?, cost: Int?) throws { try cache.setLimits(count: count, cost: cost) }
   override func verify(repair: Bool) throws -> VerifyReport { try cache.verify(repair: repair) }
   override func grow(toCapacity capacity: Int) throws -> Int { try cache.grow(toCapacity: capacity) }
+  override func setGrowthPolicy(_ policy: GrowthPolicy?) throws { try cache.setGrowthPolicy(policy) }
 
   override func forEach(keysOnly: Bool, _ body: (String, UnsafeRawBufferPointer?, CacheExpiry) throws -> Bool) throws {
     if keysOnly {

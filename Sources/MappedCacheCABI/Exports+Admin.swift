@@ -1,7 +1,7 @@
 import CMappedCacheABI
 import MappedCache
 
-// mappedcache.h: mc_stats_get, mc_verify, mc_grow, mc_foreach.
+// mappedcache.h: mc_stats_get, mc_verify, mc_grow, mc_set_growth_policy, mc_foreach.
 
 @_cdecl("mc_stats_get")
 public func mcStatsGet(_ cache: OpaquePointer?, _ stats: UnsafeMutablePointer<mc_stats>?) -> Int32 {
@@ -55,6 +55,24 @@ public func mcGrow(_ cache: OpaquePointer?, _ capacity: Int64, _ grown: UnsafeMu
     guard capacity > 0 else { throw CacheError.invalidArgument("capacity \(capacity) must be positive") }
     let now = try store.grow(toCapacity: Int(capacity))
     grown?.pointee = Int64(now)
+    return MC_OK
+  }
+}
+
+@_cdecl("mc_set_growth_policy")
+public func mcSetGrowthPolicy(
+  _ cache: OpaquePointer?, _ rate: Double, _ factor: Double, _ interval: Double, _ inserts: Int64
+) -> Int32 {
+  Handles.withStore(cache) { store in
+    guard rate != 0 else {
+      try store.setGrowthPolicy(nil)
+      return MC_OK
+    }
+    guard rate.isFinite, factor.isFinite, interval.isFinite else {
+      throw CacheError.invalidArgument("growth policy values must be finite numbers")
+    }
+    try store.setGrowthPolicy(
+      GrowthPolicy(ghostHitRate: rate, factor: factor, minimumInterval: interval, minimumInserts: Int(inserts)))
     return MC_OK
   }
 }

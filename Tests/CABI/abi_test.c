@@ -451,6 +451,11 @@ static void test_batches_and_iteration(void) {
   CHECK_STATUS(mc_stats_get(c, &st), MC_OK);
   CHECK(st.capacity == grown && st.entries == count - 10);
   CHECK_STATUS(mc_verify(c, 0, &problems), MC_OK);
+  CHECK_STATUS(mc_set_growth_policy(c, 0.05, 2, 60, 1000), MC_OK);
+  CHECK_STATUS(mc_set_growth_policy(c, 2, 2, 60, 1000), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_set_growth_policy(c, 0.05, 0.5, 60, 1000), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_set_growth_policy(NULL, 0.05, 2, 60, 1000), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_set_growth_policy(c, 0, 0, 0, 0), MC_OK);
   CHECK_STATUS(set_str(c, "soon", "x", 0.05), MC_OK);
   usleep(100 * 1000);
   CHECK_STATUS(mc_sweep(c, &removed), MC_OK);

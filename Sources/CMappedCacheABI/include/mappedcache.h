@@ -426,6 +426,15 @@ int mc_verify(mc_cache *cache, int repair, size_t *problems);
  *  creation); MC_E_READ_ONLY. */
 int mc_grow(mc_cache *cache, int64_t capacity, int64_t *grown);
 
+/** Stores a growth policy in the file (every process's writes apply it): the cache grows
+ *  by `factor` (1.1 to 16) when, since the last growth, at least `ghost_hit_rate` (0.001
+ *  to 1) of the new keys stored were evicted recently and came back, at most every
+ *  `min_interval_s` seconds (0.1 to 10^6) and after `min_inserts` new keys (1 to 10^9),
+ *  never past the most capacity or the file system's free space. `ghost_hit_rate` 0
+ *  removes the policy. MC_E_INVALID_ARGUMENT for a value out of range; MC_E_READ_ONLY. */
+int mc_set_growth_policy(mc_cache *cache, double ghost_hit_rate, double factor, double min_interval_s,
+                         int64_t min_inserts);
+
 /* ------------------------------------------------------------------------------------ */
 /* Get-or-compute, once across every process                                            */
 

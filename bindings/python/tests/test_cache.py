@@ -189,6 +189,12 @@ class EntryTests(CacheTest):
             c.grow(1 << 20)
         with self.assertRaises(TypeError):
             c.grow("big")
+        c.set_growth_policy(0.05, factor=2, min_interval=30, min_inserts=1000)
+        with self.assertRaises(ValueError):
+            c.set_growth_policy(5)
+        with self.assertRaises(ValueError):
+            c.set_growth_policy(0.05, factor=0.5)
+        c.set_growth_policy(None)
 
     def test_partitions_are_chosen_at_creation_and_shown(self):
         c = mappedcache.Cache(self.path, capacity=8 << 20, partitions=4)

@@ -984,6 +984,28 @@ static PyObject *Cache_grow(CacheObject *self, PyObject *const *args, Py_ssize_t
   return s < 0 ? raise_status(s) : PyLong_FromLongLong((long long)grown);
 }
 
+static PyObject *Cache_set_growth_policy(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames) {
+  static const char *const names[] = {"ghost_hit_rate", "factor", "min_interval", "min_inserts"};
+  PyObject *a[4] = {NULL, NULL, NULL, NULL};
+  if (parse_args("set_growth_policy", args, nargs, kwnames, names, 1, 4, a) < 0 || check_open(self) < 0) return NULL;
+  double rate = 0, factor = 2, interval = 60;
+  long long inserts = 10000;
+  if (a[0] != Py_None) {
+    rate = PyFloat_AsDouble(a[0]);
+    if (rate == -1 && PyErr_Occurred()) return NULL;
+    if (rate == 0) {
+      PyErr_SetString(PyExc_ValueError, "ghost_hit_rate must be between 0.001 and 1 (None removes the policy)");
+      return NULL;
+    }
+  }
+  if (a[1] != NULL && (factor = PyFloat_AsDouble(a[1])) == -1 && PyErr_Occurred()) return NULL;
+  if (a[2] != NULL && (interval = PyFloat_AsDouble(a[2])) == -1 && PyErr_Occurred()) return NULL;
+  if (a[3] != NULL && (inserts = PyLong_AsLongLong(a[3])) == -1 && PyErr_Occurred()) return NULL;
+  int s = mc_set_growth_policy(self->cache, rate, factor, interval, (int64_t)inserts);
+  return s < 0 ? raise_status(s) : Py_NewRef(Py_None);
+}
+
 static PyObject *Cache_clear(CacheObject *self, PyObject *unused) {
   (void)unused;
   if (check_open(self) < 0) return NULL;
@@ -1207,6 +1229,7 @@ static PyMethodDef Cache_methods[] = {
     {"items", (PyCFunction)Cache_items, METH_NOARGS, "items() -> list: (key, value) pairs of the live entries."},
     {"stats", (PyCFunction)Cache_stats, METH_NOARGS, "stats() -> dict: the cache's counters, summed over every process (hits, misses, entries, ...)."},
     {"verify", FN(Cache_verify), FAST, "verify(repair=False) -> int: checks every invariant of the file; returns the problems found; raises CorruptedError when some remain."},
+    {"set_growth_policy", FN(Cache_set_growth_policy), FAST, "set_growth_policy(ghost_hit_rate, factor=2.0, min_interval=60.0, min_inserts=10000): stores a growth policy in the file (None removes it): the cache grows by factor when ghost_hit_rate of new keys were evicted recently and came back."},
     {"grow", FN(Cache_grow), FAST, "grow(capacity) -> int: grows the file to capacity bytes (whole partitions) while every process keeps using it; returns the capacity after."},
     {"clear", (PyCFunction)Cache_clear, METH_NOARGS, "clear(): removes every entry, for every process."},
     {"sweep", (PyCFunction)Cache_sweep, METH_NOARGS, "sweep() -> int: removes expired entries now; returns how many."},

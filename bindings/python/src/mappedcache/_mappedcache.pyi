@@ -76,6 +76,11 @@ class CacheBase:
         """The cache's counters, summed over every process."""
     def verify(self, repair: bool = False) -> int:
         """Checks every invariant of the file; the problems found (CorruptedError if some remain)."""
+    def set_growth_policy(
+        self, ghost_hit_rate: Optional[float], factor: float = 2.0, min_interval: float = 60.0, min_inserts: int = 10000
+    ) -> None:
+        """Stores a growth policy in the file (None removes it): the cache grows by `factor`
+        when `ghost_hit_rate` of the new keys were evicted recently and came back."""
     def grow(self, capacity: int) -> int:
         """Grows the file to `capacity` bytes (whole partitions) while every process keeps
         using it; the capacity after (DiskFullError when the file system has no room)."""
