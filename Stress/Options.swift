@@ -302,19 +302,12 @@ enum OptionTable {
       help:
         "a new file grows by FACTOR (2) when ghost hits reach RATE of new keys, at most every SECONDS (60), after INSERTS (10000) new keys",
       apply: { o, v throws(UsageError) in
-        let f = v.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        guard (1...4).contains(f.count), let rate = Double(f[0]) else {
-          throw UsageError("--growth-policy wants RATE[:FACTOR[:SECONDS[:INSERTS]]], not \(v)")
+        guard let p = GrowthPolicySpec.parse(v) else {
+          throw UsageError("--growth-policy wants \(GrowthPolicySpec.syntax), not \(v)")
         }
-        var p = GrowthPolicy(ghostHitRate: rate)
-        if f.count > 1 { p.factor = Double(f[1]) ?? -1 }
-        if f.count > 2 { p.minimumInterval = Double(f[2]) ?? -1 }
-        if f.count > 3 { p.minimumInserts = Int(f[3]) ?? -1 }
         o.growthPolicy = p
       },
-      passOn: { o in
-        o.growthPolicy.map { "\($0.ghostHitRate):\($0.factor):\($0.minimumInterval):\($0.minimumInserts)" }
-      }),
+      passOn: { o in o.growthPolicy.map(GrowthPolicySpec.text) }),
     OptionSpec(
       flag: "--chaos-kills", valueName: "N", defaultText: "0",
       help: "SIGKILL N random workers during the run (0 to 10000) and restart them",

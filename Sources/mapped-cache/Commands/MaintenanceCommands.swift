@@ -1,3 +1,4 @@
+import CacheTools
 import MappedCache
 
 /// `verify`, `sweep` and `clear`.
@@ -101,14 +102,9 @@ enum MaintenanceCommands {
   /// `--policy RATE[:FACTOR[:SECONDS[:INSERTS]]]`, or `off` (nil: no policy).
   static func growthPolicy(_ text: String, _ inv: Invocation) throws(CLIFailure) -> GrowthPolicy? {
     if text == "off" { return nil }
-    let f = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-    guard (1...4).contains(f.count), let rate = Double(f[0]) else {
-      throw inv.usageError("--policy wants RATE[:FACTOR[:SECONDS[:INSERTS]]] or off, not \(text)")
+    guard let p = GrowthPolicySpec.parse(text) else {
+      throw inv.usageError("--policy wants \(GrowthPolicySpec.syntax) or off, not \(text)")
     }
-    var p = GrowthPolicy(ghostHitRate: rate)
-    if f.count > 1 { p.factor = Double(f[1]) ?? -1 }
-    if f.count > 2 { p.minimumInterval = Double(f[2]) ?? -1 }
-    if f.count > 3 { p.minimumInserts = Int(f[3]) ?? -1 }
     return p
   }
 
