@@ -24,7 +24,8 @@ let package = Package(
     // the per-thread last error); the exported functions are Swift (`@_cdecl`).
     .target(name: "CMappedCacheABI", path: "Sources/CMappedCacheABI"),
     .target(
-      name: "MappedCacheCABI", dependencies: ["MappedCache", "CMappedCacheABI"], path: "Sources/MappedCacheCABI"),
+      name: "MappedCacheCABI", dependencies: ["MappedCache", "CMappedCacheABI", "SystemCalls"],
+      path: "Sources/MappedCacheCABI"),
     // What both tools share: the size and duration parsers, the --version line, stopping a process.
     .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.

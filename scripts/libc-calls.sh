@@ -4,15 +4,16 @@
 # default `swift build --show-bin-path`) leave undefined, and fails on any but those the
 # compiler and the standard library emit themselves (memory copies, the allocator, the
 # math functions, the blocks runtime, and `syscall`, the futex of Synchronization's
-# Mutex inlined). Run it after a build (CI: after `swift test`).
+# Mutex inlined), and the C ABI's own helpers in CMappedCacheABI (`mc_abi_*`,
+# `mc_options_init`). Run it after a build (CI: after `swift test`).
 #
 # The test targets and mc-test-helper are left out: they poke at the system on purpose
 # (truncating, signalling, faulting), as the code under test never may.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-$(swift build --show-bin-path)}
-modules=(MappedCache CacheTools MappedCacheRedis mapped_cache cache_stress RedisServers RedisFaultProxy TestSupport)
-allowed='^(memcpy|memmove|memset|memcmp|malloc|malloc_usable_size|free|ceil|floor|rint|round|trunc|pow|log10|exp|log|sqrt|fmod|_Block_copy|_Block_release|_NSConcreteStackBlock|_NSConcreteGlobalBlock|_swiftEmptyArrayStorage|syscall)$'
+modules=(MappedCache MappedCacheCABI CacheTools MappedCacheRedis mapped_cache cache_stress RedisServers RedisFaultProxy TestSupport)
+allowed='^(memcpy|memmove|memset|memcmp|malloc|malloc_usable_size|free|ceil|floor|rint|round|trunc|pow|log10|exp|log|sqrt|fmod|_Block_copy|_Block_release|_NSConcreteStackBlock|_NSConcreteGlobalBlock|_swiftEmptyArrayStorage|syscall|mc_abi_[a-z_]+|mc_options_init)$'
 status=0
 for m in "${modules[@]}"; do
   dir="$bin/$m.build"

@@ -1,6 +1,6 @@
 import CMappedCacheABI
-import Glibc
 @_spi(Bindings) import MappedCache
+import SystemCalls
 
 // mappedcache.h: get-or-compute (mc_claim, mc_publish, mc_abandon, mc_is_computing).
 
@@ -47,31 +47,34 @@ public func mcGetOrClaim(
   }
   return guarded {
     let store = try opened.current()
-    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
-    let b = try Arguments.buffer(buffer, capacity)
-    let outLength = try Arguments.output(length, "the length pointer")
-    let outClaim = try Arguments.output(claim, "the claim pointer")
+    let request = ClaimRequest(
+      cache: opened, store: store, key: try Arguments.key(key, keyLength, maxKey: store.maxKey),
+      buffer: try Arguments.buffer(buffer, capacity),
+      length: try Arguments.output(length, "the length pointer"),
+      claim: try Arguments.output(claim, "the claim pointer"))
     guard waitSeconds >= 0 else {
       throw ABIError.invalidArgument("a wait of \(waitSeconds) seconds; give 0 or more")
     }
     guard flags & ~MC_CLAIM_SERVE_STALE == 0 else {
       throw ABIError.invalidArgument("unknown claim flags 0x\(String(flags & ~MC_CLAIM_SERVE_STALE, radix: 16))")
     }
-    let name = String(decoding: k, as: UTF8.self)
-    func issue(_ lock: ComputeClaimLock?) throws -> Int32 {
-      guard let handle = Handles.claims.insert(PendingClaim(cache: opened, key: Array(k), lock: lock)) else {
-        lock?.release()
-        throw ABIError.noMemory("all 16384 claim handles of this process are pending; publish or abandon some")
-      }
-      outClaim.pointee = handle
-      return MC_CLAIMED
-    }
-    func copied(_ n: Int) -> Int32 {
-      outLength.pointee = n
-      return copiedStatus(n, capacity)
-    }
+    return try request.run(waitSeconds: waitSeconds, serveStale: flags & MC_CLAIM_SERVE_STALE != 0)
+  }
+}
 
-    if let n = try store.get(k, into: b) { return copied(n) }
+/// One `mc_get_or_claim` call, its arguments checked: the value if there is one, else the
+/// claim, else (while another process holds the claim) a wait for its value.
+private struct ClaimRequest {
+  let cache: OpenCache
+  let store: ByteStore
+  let key: UnsafeRawBufferPointer
+  let buffer: UnsafeMutableRawBufferPointer
+  let length: UnsafeMutablePointer<Int>
+  let claim: UnsafeMutablePointer<OpaquePointer?>
+  var name: String { String(decoding: key, as: UTF8.self) }
+
+  func run(waitSeconds: Double, serveStale: Bool) throws -> Int32 {
+    if let n = try store.get(key, into: buffer) { return copied(n) }
     try store.throwIfComputeFailureCached(name)
     // A read-only handle computes without claiming, as Swift's get-or-compute does.
     guard store.isWritable else { return try issue(nil) }
@@ -79,42 +82,67 @@ public func mcGetOrClaim(
     let deadline = ContinuousClock.now + .nanoseconds(Int64(min(waitSeconds, 1e9) * 1e9))
     var pause = Duration.milliseconds(1)
     while true {
-      if try lock.tryAcquire() {
-        do {
-          // The previous claimer may have stored the value just before releasing.
-          if try store.contains(name), let n = try store.get(k, into: b) {
-            lock.release()
-            return copied(n)
-          }
-          try store.throwIfComputeFailureCached(name)
-        } catch {
-          lock.release()
-          throw error
-        }
-        return try issue(lock)
-      }
-      if flags & MC_CLAIM_SERVE_STALE != 0 {
-        var stale: Int32?
-        _ = try store.withValueAllowingExpired(name) { bytes in
-          if bytes.count <= capacity, bytes.count > 0 {
-            b.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-          }
-          outLength.pointee = bytes.count
-          stale = bytes.count <= capacity ? MC_STALE : copiedStatus(bytes.count, capacity)
-        }
-        if let stale { return stale }
-      }
+      if try lock.tryAcquire() { return try claimed(lock) }
+      if serveStale, let status = try stale() { return status }
       let now = ContinuousClock.now
       if now >= deadline {
         // Waited long enough: compute here as well (0 asked not to wait at all).
         return waitSeconds == 0 ? MC_BUSY : try issue(nil)
       }
       let nap = min(pause, deadline - now)
-      usleep(UInt32(max(1, nap.components.attoseconds / 1_000_000_000_000)))
+      Clock.sleep(nanoseconds: UInt64(max(1000, nap.components.attoseconds / 1_000_000_000)))
       pause = min(pause * 2, .milliseconds(20))
-      if try store.contains(name), let n = try store.get(k, into: b) { return copied(n) }
-      try store.throwIfComputeFailureCached(name)
+      if let status = try cached() { return status }
     }
+  }
+
+  /// The value's copy status if it is stored; throws the cached failure of a compute.
+  private func cached() throws -> Int32? {
+    if try store.contains(name), let n = try store.get(key, into: buffer) { return copied(n) }
+    try store.throwIfComputeFailureCached(name)
+    return nil
+  }
+
+  /// The claim is ours: unless the previous claimer stored the value just before
+  /// releasing, a claim handle for the caller.
+  private func claimed(_ lock: ComputeClaimLock) throws -> Int32 {
+    do {
+      if let status = try cached() {
+        lock.release()
+        return status
+      }
+    } catch {
+      lock.release()
+      throw error
+    }
+    return try issue(lock)
+  }
+
+  /// An expired value still in the file, for a caller that asked for one while waiting.
+  private func stale() throws -> Int32? {
+    var status: Int32?
+    _ = try store.withValueAllowingExpired(name) { bytes in
+      if bytes.count <= buffer.count, bytes.count > 0 {
+        buffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+      }
+      length.pointee = bytes.count
+      status = bytes.count <= buffer.count ? MC_STALE : copiedStatus(bytes.count, buffer.count)
+    }
+    return status
+  }
+
+  private func issue(_ lock: ComputeClaimLock?) throws -> Int32 {
+    guard let handle = Handles.claims.insert(PendingClaim(cache: cache, key: Array(key), lock: lock)) else {
+      lock?.release()
+      throw ABIError.noMemory("all 16384 claim handles of this process are pending; publish or abandon some")
+    }
+    claim.pointee = handle
+    return MC_CLAIMED
+  }
+
+  private func copied(_ n: Int) -> Int32 {
+    length.pointee = n
+    return copiedStatus(n, buffer.count)
   }
 }
 

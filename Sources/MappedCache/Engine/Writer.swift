@@ -150,13 +150,22 @@ struct Writer {
     // W6: an overwrite keeps the old entry's reference bit.
     index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
     // W7. (A writer killed before them leaves counts that repair recounts.)
-    part.counters.changeLiveBytes(adding: key.count &+ value.count, removing: found?.header.liveBytes ?? 0, held)
-    if found == nil {
+    countStore(adding: key.count &+ value.count, replacing: found, part, held)
+    return .stored(version: UInt64(version))
+  }
+
+  /// W7: the partition's counts after a store that added `bytes` live bytes in place of
+  /// `old` (nil: a new entry).
+  @inline(__always)
+  private func countStore(
+    adding bytes: Int, replacing old: BucketIndex.Entry?, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) {
+    part.counters.changeLiveBytes(adding: bytes, removing: old?.header.liveBytes ?? 0, held)
+    if old == nil {
       part.counters.bump(.entries, held)
       part.counters.bump(.inserts, held)
     }
     part.counters.bump(.sets, held)
-    return .stored(version: UInt64(version))
   }
 
   /// W3 (and an in-place counter, a touch): `BucketIndex.rewriteValue` with the intent

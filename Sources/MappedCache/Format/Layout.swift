@@ -336,25 +336,7 @@ struct Layout: Equatable {
 
   /// Geometry for a new file.
   init(options o: CacheOptions, cores: Int = Sys.cpuCount()) throws(CacheError) {
-    guard o.capacity >= Format.minCapacity, o.capacity <= Format.maxCapacity else {
-      throw .invalidArgument("capacity \(o.capacity) must be between 1 MiB and 64 TiB")
-    }
-    guard (1...Format.maxKeyLimit).contains(o.maxKeySize) else {
-      throw .invalidArgument("maxKeySize \(o.maxKeySize) must be between 1 and 4096")
-    }
-    guard o.maxValueSize >= 0, o.maxValueSize <= Int(UInt32.max) / 2 else {
-      throw .invalidArgument("maxValueSize \(o.maxValueSize) must be between 0 and 2 GiB")
-    }
-    guard (8...(1 << 24)).contains(o.averageEntrySize) else {
-      throw .invalidArgument("averageEntrySize \(o.averageEntrySize) must be between 8 and 16 MiB")
-    }
-    guard (1...1000).contains(o.maxProcesses) else {
-      throw .invalidArgument("maxProcesses \(o.maxProcesses) must be between 1 and 1000")
-    }
-    if let policy = o.growthPolicy { try policy.validate() }
-    if let inline = o.inlineEntrySize, !(0...208).contains(inline) {
-      throw .invalidArgument("inlineEntrySize \(inline) must be between 0 and 208")
-    }
+    try Self.validate(o)
     let size = o.capacity & ~4095
     procCount = o.maxProcesses
     headerBytes = Format.align(Format.headerPage + procCount * Format.procEntryBytes, 4096)
@@ -395,6 +377,29 @@ struct Layout: Equatable {
     let entries = Double(main) / perEntry
     let guess = Int((entries / (0.85 * Double(Format.slotsPerGroup))).rounded(.up))
     initialGroups = min(maxGroups, max(1, min(guess, Self.initialGroupsLimit)))
+  }
+
+  /// The options' own ranges, before any geometry is worked out from them.
+  static func validate(_ o: CacheOptions) throws(CacheError) {
+    guard o.capacity >= Format.minCapacity, o.capacity <= Format.maxCapacity else {
+      throw .invalidArgument("capacity \(o.capacity) must be between 1 MiB and 64 TiB")
+    }
+    guard (1...Format.maxKeyLimit).contains(o.maxKeySize) else {
+      throw .invalidArgument("maxKeySize \(o.maxKeySize) must be between 1 and 4096")
+    }
+    guard o.maxValueSize >= 0, o.maxValueSize <= Int(UInt32.max) / 2 else {
+      throw .invalidArgument("maxValueSize \(o.maxValueSize) must be between 0 and 2 GiB")
+    }
+    guard (8...(1 << 24)).contains(o.averageEntrySize) else {
+      throw .invalidArgument("averageEntrySize \(o.averageEntrySize) must be between 8 and 16 MiB")
+    }
+    guard (1...1000).contains(o.maxProcesses) else {
+      throw .invalidArgument("maxProcesses \(o.maxProcesses) must be between 1 and 1000")
+    }
+    if let policy = o.growthPolicy { try policy.validate() }
+    if let inline = o.inlineEntrySize, !(0...208).contains(inline) {
+      throw .invalidArgument("inlineEntrySize \(inline) must be between 0 and 208")
+    }
   }
 
   /// Most groups a partition's index starts with (2,560 slots).
