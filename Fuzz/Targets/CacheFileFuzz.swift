@@ -310,7 +310,13 @@ enum CacheFileFuzz {
         }
       case 5: _ = try? f.sweep()
       case 6: _ = try? f.verify(repair: op & 16 != 0)
-      case 7: if op & 48 == 48 { try? f.clear() } else { _ = f.statistics }
+      case 7:
+        switch op & 48 {
+        case 48: try? f.clear()
+        // The growth policy's check (and the growth it may call for) on the file's words.
+        case 16: _ = f.engine.considerGrowth()
+        default: _ = f.statistics
+        }
       case 8:
         _ = try? f.set(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80), value(arg * 131, arg))
       default: _ = try? f.get(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80))

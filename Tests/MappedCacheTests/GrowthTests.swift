@@ -273,4 +273,34 @@ import Testing
     #expect(try c.grow(toCapacity: 8 << 20) > 4 << 20)
     for i in 0..<500 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
   }
+
+  /// Policy words out of range (damage, or a hostile file) read as no policy: nothing
+  /// converts them (an interval of 2^64 ms, a factor that overflows the capacity), and
+  /// the cache goes on working.
+  @Test func aDamagedGrowthPolicyReadsAsNone() throws {
+    let path = TestFiles.tempPath("grow-damaged-policy")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    for i in 0..<500 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    let h = c.engine.memory
+    for (rate, factor, interval, inserts) in [
+      (UInt64(1), UInt64.max, UInt64.max, UInt64(0)), (UInt64.max, 2000, 0, 1), (100_000, 1_000_000_000_000, 1000, 1),
+    ] {
+      h.header(.policyFactor).store(factor, .relaxed)
+      h.header(.policyInterval).store(interval, .relaxed)
+      h.header(.policyMinInserts).store(inserts, .relaxed)
+      h.header(.lastGrowthMs).store(0, .relaxed)
+      h.header(.policyRate).store(rate, .releasing)
+      #expect(c.growthPolicy == nil)
+      #expect(c.growIfPolicyCalls() == nil)
+      #expect(c.statistics.growthPolicy == nil)
+      for i in 500..<600 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    }
+    #expect(c.capacity == 4 << 20)
+    for i in 0..<600 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+    // A policy stored at the bottom of its ranges reads back as stored.
+    let lowest = GrowthPolicy(ghostHitRate: 0.001, factor: 1.1, minimumInterval: 0.1, minimumInserts: 1)
+    try c.setGrowthPolicy(lowest)
+    #expect(c.growthPolicy == lowest)
+  }
 }

@@ -94,13 +94,8 @@ extension CacheEngine {
     var moved = 0
     var longest: UInt64 = 0
     for q in count..<target {
-      let s = IndexGeometry.splitSource(groups: q)
-      let heldS = lock!.acquireWord(s)
-      defer { lock!.releaseWord(s) }
-      let heldQ = lock!.acquireWord(q)
-      defer { lock!.releaseWord(q) }
       let t0 = Sys.monotonicNanoseconds()
-      moved += try split(source: s, into: q, heldS, heldQ)
+      moved += try splitLocked(source: IndexGeometry.splitSource(groups: q), into: q)
       longest = max(longest, Sys.monotonicNanoseconds() &- t0)
     }
     recordGrowth(capacity: newSize, rate: rate)
@@ -112,7 +107,10 @@ extension CacheEngine {
   /// Takes the growth lock, waiting up to ten seconds for another grower.
   func takeGrowthLock() throws {
     for _ in 0..<10_000 {
-      if try (try? Sys.lockByteExclusive(file.fd, at: Self.growthLockByte)) ?? false { return }
+      // A conflict is another grower (wait for it); any other failure is the error.
+      do { if try Sys.lockByteExclusive(file.fd, at: Self.growthLockByte) { return } } catch {
+        throw CacheError.system(error)
+      }
       Sys.sleep(microseconds: 1000)
     }
     throw CacheError.timedOut(operation: "grow \(path): another process has been growing it for ten seconds")
@@ -132,6 +130,26 @@ extension CacheEngine {
       try? Sys.ftruncate(file.fd, size: before)
       throw CacheFileOpener.spaceError(error, path: path, bytes: size - before)
     }
+  }
+
+  /// `split` with both locks taken here, the source's first (the lock order).
+  private func splitLocked(source s: Int, into q: Int) throws -> Int {
+    let heldS = lock!.acquireWord(s)
+    defer { lock!.releaseWord(s) }
+    let heldQ = lock!.acquireWord(q)
+    defer { lock!.releaseWord(q) }
+    return try split(source: s, into: q, heldS, heldQ)
+  }
+
+  /// The partition growth is filling partition `q` from, when `q` is marked (a step of
+  /// G4 under way, or left by a dead grower) and the mark is sound: `q` is the file's
+  /// last partition and the mark names its linear-hashing source. Nil otherwise.
+  func pendingSplitSource(of q: Int) -> Int? {
+    let source = partition(q).memory.word(.splitSource).load(.acquiring)
+    guard source != 0, let s = Int(exactly: source - 1), q == memory.partitionCount - 1,
+      s == IndexGeometry.splitSource(groups: q)
+    else { return nil }
+    return s
   }
 
   /// G4 for one new partition, `q`, from `s`, both locks held (also how a writer
@@ -199,15 +217,8 @@ extension CacheEngine {
   /// under the growth lock.
   private func finishPendingSplit() throws {
     let q = memory.partitionCount - 1
-    let source = partition(q).memory.word(.splitSource).load(.acquiring)
-    guard q > 0, source != 0, let s = Int(exactly: source - 1), s == IndexGeometry.splitSource(groups: q) else {
-      return
-    }
-    let heldS = lock!.acquireWord(s)
-    defer { lock!.releaseWord(s) }
-    let heldQ = lock!.acquireWord(q)
-    defer { lock!.releaseWord(q) }
-    _ = try split(source: s, into: q, heldS, heldQ)
+    guard q > 0, let s = pendingSplitSource(of: q) else { return }
+    _ = try splitLocked(source: s, into: q)
   }
 
   /// Called by a writer that holds partition `p`'s lock and found its intent word set:
@@ -217,14 +228,12 @@ extension CacheEngine {
   /// writer lets go of `p` and tries again.
   func finishInterruptedSplit(of p: Int, _ held: borrowing WriteLock.Held) throws -> Bool {
     guard let lock else { return false }
-    let part = partition(p)
-    let source = part.memory.word(.splitSource).load(.acquiring)
-    if source != 0 {
+    memory.refreshRouting()
+    let mark = partition(p).memory.word(.splitSource)
+    if mark.load(.acquiring) != 0 {
       // Only the last partition can be in a split, from its linear-hashing source.
-      memory.refreshRouting()
-      guard let s = Int(exactly: source - 1), p == memory.partitionCount - 1, s == IndexGeometry.splitSource(groups: p)
-      else {
-        part.memory.word(.splitSource).store(0, .relaxed)  // damage: nothing to finish
+      guard let s = pendingSplitSource(of: p) else {
+        mark.store(0, .relaxed)  // damage: nothing to finish
         return false
       }
       guard let heldS = lock.tryAcquireWord(s) else { return true }
@@ -232,9 +241,8 @@ extension CacheEngine {
       _ = try split(source: s, into: p, heldS, held)
       return false
     }
-    memory.refreshRouting()
     let last = memory.partitionCount - 1
-    guard last > p, partition(last).memory.word(.splitSource).load(.acquiring) == UInt64(p + 1) else { return false }
+    guard last > p, pendingSplitSource(of: last) == p else { return false }
     let heldQ = lock.acquireWord(last)
     defer { lock.releaseWord(last) }
     _ = try split(source: p, into: last, held, heldQ)
@@ -330,14 +338,17 @@ enum GrowthDue {
 }
 
 extension MappedMemory {
-  /// The growth policy stored in the file, nil for none.
+  /// The growth policy stored in the file, nil for none. Words out of the policy's
+  /// ranges (damage, or a hostile file) read as none: every use of the policy (the
+  /// capacity it multiplies, the interval it converts) may then assume its ranges.
   var growthPolicy: GrowthPolicy? {
     let rate = header(.policyRate).load(.acquiring)
     guard rate != 0 else { return nil }
-    return GrowthPolicy(
+    let policy = GrowthPolicy(
       ghostHitRate: Double(rate) / 1e6, factor: Double(header(.policyFactor).load(.relaxed)) / 1000,
       minimumInterval: Double(header(.policyInterval).load(.relaxed)) / 1000,
       minimumInserts: PartitionCounters.clamp(header(.policyMinInserts).load(.relaxed)))
+    return (try? policy.validate()) != nil ? policy : nil
   }
 
   /// The file's ghost hits and inserts, summed over the partitions this handle routes
@@ -375,10 +386,11 @@ extension CacheEngine {
       return
     }
     try p.validate()
-    memory.header(.policyFactor).store(UInt64(p.factor * 1000), .relaxed)
-    memory.header(.policyInterval).store(UInt64(p.minimumInterval * 1000), .relaxed)
+    // Rounded, not truncated: a policy at the bottom of a range reads back inside it.
+    memory.header(.policyFactor).store(UInt64((p.factor * 1000).rounded()), .relaxed)
+    memory.header(.policyInterval).store(UInt64((p.minimumInterval * 1000).rounded()), .relaxed)
     memory.header(.policyMinInserts).store(UInt64(p.minimumInserts), .relaxed)
-    memory.header(.policyRate).store(max(1, UInt64(p.ghostHitRate * 1e6)), .releasing)
+    memory.header(.policyRate).store(UInt64((p.ghostHitRate * 1e6).rounded()), .releasing)
   }
 
   /// Grows the file if its policy calls for it now (see `GrowthPolicy`): on a thread

@@ -171,7 +171,7 @@ struct MappedMemory {
     /// handle keeps its count), and remembered, so that it costs no system call again.
     case damaged
     /// A growth this handle cannot follow: the partitions lie inside the file but past
-    /// its mapping (address space was short at open).
+    /// its mapping (address space was short at open). Remembered too.
     case pastMapping
   }
 
@@ -184,13 +184,18 @@ struct MappedMemory {
     let mine = partitionCount
     let live = liveRouting()
     guard live > mine else { return .current }
+    // A count judged before costs no system call again (a read's miss asks each time).
     guard live != routing.rejected.load(ordering: .relaxed) else { return .damaged }
+    guard live != routing.unreachable.load(ordering: .relaxed) else { return .pastMapping }
     let end = live <= Format.maxPartitions ? routing.partitionsOffset + live * partitionBytes : Int.max
     guard let st = try? Sys.fstat(routing.fd), end <= Int(st.st_size) else {
       routing.rejected.store(live, ordering: .relaxed)
       return .damaged
     }
-    guard end <= routing.mapped else { return .pastMapping }
+    guard end <= routing.mapped else {
+      routing.unreachable.store(live, ordering: .relaxed)
+      return .pastMapping
+    }
     var cur = mine
     while cur < live {
       let (done, seen) = routing.count.compareExchange(
@@ -320,6 +325,9 @@ final class Routing: @unchecked Sendable {
   let count: Atomic<Int>
   /// A header count found damaged (`MappedMemory.Adoption.damaged`), 0 for none.
   let rejected = Atomic<Int>(0)
+  /// A header count whose partitions lie past the mapping (`Adoption.pastMapping`), 0
+  /// for none.
+  let unreachable = Atomic<Int>(0)
   let partitionsOffset: Int
   let createdSize: Int
   /// The partition count the file was created with (line 6 holds 0 until it grows).
@@ -599,6 +607,19 @@ struct PartitionMemory {
   ) rethrows -> R {
     assert(held.partition == index)
     return try body(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen))
+  }
+
+  /// Calls `body` with views of a checked record's key and value, for a writer holding
+  /// this partition's lock that writes into another partition (growth's move): nothing
+  /// it does can change these bytes. The views must not escape `body`.
+  func withKeyAndValue<R>(
+    record offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held,
+    _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R
+  ) rethrows -> R {
+    assert(held.partition == index)
+    let key = base + (offset &+ h.headerBytes)
+    return try body(
+      UnsafeRawBufferPointer(start: key, count: h.klen), UnsafeRawBufferPointer(start: key + h.klen, count: h.vlen))
   }
 
   /// Starts fetching the first two cache lines of the record at `offset` (its header,

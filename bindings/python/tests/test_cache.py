@@ -180,6 +180,9 @@ class EntryTests(CacheTest):
         self.assertLessEqual(grown, 16 << 20)
         self.assertEqual(c.capacity, grown)
         self.assertEqual(c.stats()["partition_count"], 8)
+        # The other handle, opened before the growth, sees it too.
+        self.assertEqual(other.capacity, grown)
+        self.assertEqual(other.partition_count, 8)
         for i in range(2000):
             self.assertEqual(other.get(f"g{i}"), f"value-{i}")
         other.set("after", "grown")

@@ -1160,12 +1160,18 @@ static PyObject *Cache_get_value_type(CacheObject *self, void *unused) {
   (void)unused;
   return PyUnicode_FromString(value_type_names[self->value_type]);
 }
+/* The file's stats now, for the figures growth changes (another process may have grown
+   the file since this one opened it); 0 and no exception when they cannot be read (a
+   closed handle), for the caller to answer with the figures at open. */
+static int read_current_stats(CacheObject *self, mc_stats *st) {
+  if (self->cache != NULL && read_stats(self, st) == 0) return 1;
+  PyErr_Clear();
+  return 0;
+}
 static PyObject *Cache_get_capacity(CacheObject *self, void *unused) {
   (void)unused;
-  /* The size now: another process may have grown the file since this one opened it. */
   mc_stats st;
-  if (self->cache != NULL && read_stats(self, &st) == 0) return PyLong_FromLongLong((long long)st.capacity);
-  PyErr_Clear();
+  if (read_current_stats(self, &st)) return PyLong_FromLongLong((long long)st.capacity);
   return PyLong_FromUnsignedLongLong(self->capacity);
 }
 static PyObject *Cache_get_max_key_size(CacheObject *self, void *unused) {
@@ -1178,6 +1184,8 @@ static PyObject *Cache_get_max_value_size(CacheObject *self, void *unused) {
 }
 static PyObject *Cache_get_partition_count(CacheObject *self, void *unused) {
   (void)unused;
+  mc_stats st;
+  if (read_current_stats(self, &st)) return PyLong_FromLongLong((long long)st.partition_count);
   return PyLong_FromUnsignedLong(self->partition_count);
 }
 static PyObject *Cache_get_writable(CacheObject *self, void *unused) {
