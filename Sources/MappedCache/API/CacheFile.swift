@@ -64,7 +64,7 @@ public final class CacheFile: @unchecked Sendable {
     /// The file's size in bytes.
     public var capacity: Int
     /// The most the file may grow to (`CacheOptions.maxCapacity`).
-    public var maxCapacity: Int = 0
+    public var maxCapacity: Int
     /// Header page plus process table.
     public var headerBytes: Int
     /// Entries of the process table: the most handles that can have the file open for
@@ -101,16 +101,14 @@ public final class CacheFile: @unchecked Sendable {
     let h = engine.header
     let st = engine.statistics()
     let count = engine.currentPartitionCount
-    var i = Info(
+    return Info(
       path: engine.path, formatVersion: Int(h.version), capacity: engine.currentFileSize,
-      headerBytes: l.headerBytes, processSlots: l.procCount, partitionCount: count,
+      maxCapacity: l.maxCapacity, headerBytes: l.headerBytes, processSlots: l.procCount, partitionCount: count,
       partitionBytes: l.partitionBytes, smallLogBytes: l.smallBytes * count, slotCount: st.slotCount,
       mainLogBytes: st.logBytes - l.smallBytes * count, maxKeySize: l.maxKey,
       maxValueSize: l.maxValue, valueTypeName: h.typeName,
       created: Date(timeIntervalSince1970: Double(h.createdMs) / 1000),
       writable: engine.writable)
-    i.maxCapacity = l.maxCapacity
-    return i
   }
 
   /// The path the file was opened at.

@@ -233,11 +233,9 @@ final class CacheEngine: @unchecked Sendable {
   /// Where partition `p`'s keys may route, for `Checker`: the file's partition count as
   /// this handle can follow it, and the last partition while growth fills it from `p`.
   func routing(of p: Int) -> Checker.Routing {
-    memory.refreshRouting()
-    let count = memory.partitionCount
+    let count = currentPartitionCount
     let last = count - 1
-    let marked = last > p && partition(last).memory.word(.splitSource).load(.acquiring) == UInt64(p + 1)
-    return Checker.Routing(count: count, alsoTo: marked ? last : -1)
+    return Checker.Routing(count: count, alsoTo: last > p && pendingSplitSource(of: last) == p ? last : -1)
   }
 
   /// Sets the intent word if it is clear (a repair of damage, not of a dead writer).
@@ -286,12 +284,14 @@ final class CacheEngine: @unchecked Sendable {
     condition: SetCondition = .always
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
+    // The lock of the partition `prepare` routed to, directly: through `withKeyLock`'s
+    // loop the body is not inlined, and a set costs 143 more instructions
+    // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
     do {
       return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
         try store(key, value, w, condition: condition, part, held)
       }
     } catch is Rerouted {
-      // The file grew since `prepare` routed the key.
       return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
         try store(key, value, w.routed(to: part.number), condition: condition, part, held)
       }
@@ -382,9 +382,10 @@ final class CacheEngine: @unchecked Sendable {
   /// the partitions, each from its own sweep hand, which it advances. Returns how many
   /// entries it removed.
   func removeExpired(maxSlots: Int) throws -> Int {
-    let share = max(64, max(1, maxSlots) / currentPartitionCount)
+    let count = currentPartitionCount
+    let share = max(64, max(1, maxSlots) / count)
     var removed = 0
-    for p in 0..<currentPartitionCount {
+    for p in 0..<count {
       removed += try withWriteLock(partition: p) { part, held in
         let r = writer.expireSlots(
           part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
@@ -591,21 +592,22 @@ final class CacheEngine: @unchecked Sendable {
         total.repaired += 1
       }
     }
-    for p in 0..<currentPartitionCount {
+    let count = currentPartitionCount
+    for p in 0..<count {
       let part = partition(p)
-      var r = Checker(part: part, layout: layout, routing: routing(of: part.number)).inspect(checksums: true)
+      var r = Checker(part: part, layout: layout, routing: routing(of: p)).inspect(checksums: true)
       if !r.ok, let lock {
         r = try lock.withLock(p) { held in
-          guard repair else {
-            return Checker(part: part, layout: layout, routing: routing(of: part.number)).inspect(checksums: true)
-          }
+          // Under the lock, the routing as it is now (a split may have ended meanwhile).
+          let checker = Checker(part: part, layout: layout, routing: routing(of: p))
+          guard repair else { return checker.inspect(checksums: true) }
           markIntent(part)
-          let r = Checker(part: part, layout: layout, routing: routing(of: part.number)).repair(checksums: true, held)
+          let r = checker.repair(checksums: true, held)
           part.memory.word(.intent).store(0, .relaxed)
           return r
         }
       }
-      total.merge(r, partition: p, of: currentPartitionCount)
+      total.merge(r, partition: p, of: count)
     }
     return total
   }
@@ -627,7 +629,9 @@ final class CacheEngine: @unchecked Sendable {
       misses &+= handleCounters.misses.load(.relaxed)
       busy &+= handleCounters.busy.load(.relaxed)
     }
-    let parts = (0..<currentPartitionCount).map { partitionStatistics($0) }
+    let count = currentPartitionCount
+    let parts = (0..<count).map { partitionStatistics($0) }
+    let history = growthHistory()
     func sum(_ f: (PartitionStatistics) -> Int) -> Int { parts.reduce(0) { $0 &+ f($1) } }
     return CacheStatistics(
       entries: sum(\.entries), liveBytes: sum(\.liveBytes),
@@ -640,10 +644,10 @@ final class CacheEngine: @unchecked Sendable {
       slotCount: sum(\.slots), maxEntries: sum(\.slots) * 95 / 100,
       logBytes: sum(\.logBytes), logBytesUsed: sum(\.logBytesUsed),
       sweepHand: parts.first?.clockHand ?? 0, countLimit: countLimit, costLimit: costLimit,
-      partitionCount: currentPartitionCount, indexBytes: sum(\.indexBytes),
+      partitionCount: count, indexBytes: sum(\.indexBytes),
       indexSplits: sum(\.splits), indexMerges: sum(\.merges),
-      inserts: sum(\.inserts), ghostHits: sum(\.ghostHits), growths: growthHistory().count,
-      growthHistory: growthHistory().records, growthPolicy: growthPolicy)
+      inserts: sum(\.inserts), ghostHits: sum(\.ghostHits), growths: history.count,
+      growthHistory: history.records, growthPolicy: growthPolicy)
   }
 
   /// One partition's figures, read without its lock (a consistent-enough snapshot).

@@ -266,15 +266,14 @@ struct Writer {
     _ e: BucketIndex.Entry, hash: UInt64, from: Partition, _ fromHeld: borrowing WriteLock.Held,
     to: Partition, _ toHeld: borrowing WriteLock.Held
   ) throws -> Bool {
-    let key = from.memory.copyBytes(record: e.offset, e.header, value: false).key
-    let outcome = try from.memory.withValue(record: e.offset, e.header, fromHeld) { v in
-      try key.withUnsafeBytes { k in
-        let w = PreparedWrite(
-          hash: hash, sum: e.header.sum,
-          size: RecordFormat.size(keyCount: k.count, valueCount: v.count, expiry: e.header.hasExpiry),
-          expiry: e.header.expiry, partition: to.number)
-        return try store(k, v, w, condition: .ifAbsent, version: e.header.version, intoMain: true, to, toHeld)
-      }
+    // Views, not copies: `from`'s bytes cannot change while its lock is held, and the
+    // store writes only into `to`.
+    let outcome = try from.memory.withKeyAndValue(record: e.offset, e.header, fromHeld) { k, v in
+      let w = PreparedWrite(
+        hash: hash, sum: e.header.sum,
+        size: RecordFormat.size(keyCount: k.count, valueCount: v.count, expiry: e.header.hasExpiry),
+        expiry: e.header.expiry, partition: to.number)
+      return try store(k, v, w, condition: .ifAbsent, version: e.header.version, intoMain: true, to, toHeld)
     }
     return outcome != .exists
   }

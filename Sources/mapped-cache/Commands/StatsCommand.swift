@@ -111,28 +111,23 @@ enum StatsCommand {
     return text
   }
 
-  /// The file's figures (with the rate of each counter since `previous`, when given).
   /// The growth rows of the table: the growths so far and the policy.
   private static func growthRows(_ st: CacheStatistics) -> [(String, String, String)] {
     let history = st.growthHistory.map { g in
       "\(Units.date(g.date)) to \(Units.bytes(g.capacity))"
         + (g.ghostHitRate.map { " (ghost hits \(Units.percent($0)) of new keys)" } ?? " (by hand)")
     }
-    guard let p = st.growthPolicy else {
-      return [
-        ("growths", Units.count(st.growths), history.joined(separator: "; ")),
-        ("growth policy", "none", "mapped-cache grow grows it by hand"),
-      ]
-    }
-    return [
-      ("growths", Units.count(st.growths), history.joined(separator: "; ")),
-      (
-        "growth policy", "grow ×\(p.factor) when ghost hits reach \(Units.percent(p.ghostHitRate)) of new keys",
-        "at most every \(Int(p.minimumInterval)) s, after \(Units.count(p.minimumInserts)) new keys"
-      ),
-    ]
+    let policy =
+      st.growthPolicy.map { p in
+        (
+          "growth policy", "grow ×\(p.factor) when ghost hits reach \(Units.percent(p.ghostHitRate)) of new keys",
+          "at most every \(Int(p.minimumInterval)) s, after \(Units.count(p.minimumInserts)) new keys"
+        )
+      } ?? ("growth policy", "none", "mapped-cache grow grows it by hand")
+    return [("growths", Units.count(st.growths), history.joined(separator: "; ")), policy]
   }
 
+  /// The file's figures (with the rate of each counter since `previous`, when given).
   private static func fileTable(_ s: Snapshot, previous: Snapshot?) -> TextTable {
     let st = s.stats
     let t = s.table
