@@ -6,7 +6,8 @@
 #   scripts/callgrind.sh            # read, set and mget, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
-# Prints `insn-per-op read=R set=S mget=M` (M: a key's share of a 16-key batch read).
+# Prints `insn-per-op read=R readb=B set=S mget=M` (R: a get by String key, B: by byte
+# key, M: a key's share of a 16-key batch read).
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ count() {  # op iterations -> total instructions
   grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
 }
 line="insn-per-op"
-for op in read set mget; do
+for op in read readb set mget; do
   a=$(count "$op" "$N")
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"

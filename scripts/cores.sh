@@ -12,7 +12,8 @@
 #
 # env: PROCS (default 1..nproc; more than 16 steps: powers of two and nproc), READS
 #      (default "100 90 50 0"), DISTS (default uniform), REPS (3), DURATION (3), KEYS
-#      (100000), and bench.sh's PEERS_DIR, NO_INSTALL, CAPACITY, OUT.
+#      (100000), and bench.sh's PEERS_DIR, NO_INSTALL, CAPACITY (default: 16 MiB for each
+#      of the machine's default partitions, at least 32 MiB), OUT.
 # The same command runs unchanged on a 2-core VM and a 192-core host: MappedCache's file
 # has the default partition count for the machine it is created on (`mapped-cache info`
 # shows it), limit_c its one lock.
@@ -33,6 +34,17 @@ READS="${READS:-100 90 50 0}"
 DISTS="${DISTS:-uniform}"
 KEYS="${KEYS:-100000}"
 export REPS="${REPS:-3}" DURATION="${DURATION:-3}"
+# MappedCache's file for 100,000 keys: large enough that its partitions are as many as the
+# machine's default (32 a core, at most 1,024; each holds twelve 1 MiB values, so 16 MiB
+# each is room), so that the capacity does not cap the writers' locks; bench.sh scales it
+# with KEYS. The records and the index fill only what the keys need of it (pages of a
+# /dev/shm file cost memory only once touched).
+if [ -z "${CAPACITY:-}" ]; then
+  parts=1
+  while [ "$parts" -lt $((32 * n)) ] && [ "$parts" -lt 1024 ]; do parts=$((parts * 2)); done
+  CAPACITY="$((parts * 16 > 32 ? parts * 16 : 32))MiB"
+fi
+export CAPACITY
 export OUT="${OUT:-/tmp/mc-cores-$(date +%Y-%m-%d-%H%M%S).txt}"
 cells=""
 for dist in $DISTS; do

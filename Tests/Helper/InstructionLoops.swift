@@ -8,14 +8,14 @@ let instructionLoopCommands: [String: HelperCommand] = [
   "insn-loop": instructionLoop
 ]
 
-/// insn-loop read|set|mget N PATH: N hot operations over 1,000 keys of 12 bytes, in a
-/// cache whose entries are inline in their slots. `read`: `copyBytes(forKey:into:)` of
-/// 48-byte values by `String` key. `set`: `setBytes` of 64-byte values by byte key, each
+/// insn-loop read|readb|set|mget N PATH: N hot operations over 1,000 keys of 12 bytes.
+/// `read`: `copyBytes(forKey:into:)` of 48-byte values by `String` key; `readb`: the same
+/// by byte key. `set`: `setBytes` of 64-byte values by byte key, each
 /// an overwrite in place of an inline entry. `mget`: the same reads by byte key, 16 to a
 /// `copyBytes(forKeys:into:lengths:)` call (N a multiple of 16).
 @Sendable func instructionLoop(_ a: [String]) throws -> Int32 {
   guard a.count == 3, let n = Int(a[1]), n > 0 else {
-    throw CacheError.invalidArgument("insn-loop read|set|mget N PATH")
+    throw CacheError.invalidArgument("insn-loop read|readb|set|mget N PATH")
   }
   var options = CacheOptions(capacity: 16 << 20)
   options.averageEntrySize = 80
@@ -31,6 +31,12 @@ let instructionLoopCommands: [String: HelperCommand] = [
   switch a[0] {
   case "read":
     for i in 0..<n { sink &+= try cache.copyBytes(forKey: keys[i % 1000], into: buffer) ?? 0 }
+  case "readb":
+    // The same reads by byte key (`copyBytes(forKey:into:)` with a raw buffer), as
+    // cache-stress and the C ABI make them.
+    for i in 0..<n {
+      sink &+= try byteKeys[i % 1000].withUnsafeBytes { k in try cache.copyBytes(forKey: k, into: buffer) } ?? 0
+    }
   case "set":
     try value64.withUnsafeBytes { v in
       for i in 0..<n {
@@ -59,7 +65,7 @@ let instructionLoopCommands: [String: HelperCommand] = [
       }
     }
   default:
-    throw CacheError.invalidArgument("insn-loop: read, set or mget, not \(a[0])")
+    throw CacheError.invalidArgument("insn-loop: read, readb, set or mget, not \(a[0])")
   }
   print("sink \(sink)")
   return 0

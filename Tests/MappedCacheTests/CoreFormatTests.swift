@@ -221,6 +221,34 @@ import Testing
     #expect(c2.maxValueSize == 1 << 20)
   }
 
+  /// The automatic partition count: by the machine (32 a core), up to what the capacity
+  /// allows, a partition holding at least 4 MiB and twelve of the largest records (so
+  /// about 12 MiB with the default 1 MiB values).
+  @Test func automaticPartitionCountFollowsCoresAndCapacity() throws {
+    func layout(_ capacity: Int, cores: Int, maxValue: Int = 1 << 20) throws -> Layout {
+      var o = CacheOptions(capacity: capacity)
+      o.maxValueSize = maxValue
+      return try Layout(options: o, cores: cores)
+    }
+    #expect(try layout(16 << 20, cores: 8).partitionCount == 1)
+    #expect(try layout(64 << 20, cores: 1).partitionCount == 4)  // by capacity
+    #expect(try layout(64 << 20, cores: 64).partitionCount == 4)
+    #expect(try layout(64 << 20, cores: 4, maxValue: 4096).partitionCount == 16)  // 4 MiB each
+    #expect(try layout(1 << 30, cores: 1).partitionCount == 32)  // by the cores
+    #expect(try layout(1 << 30, cores: 2).partitionCount == 64)
+    #expect(try layout(1 << 30, cores: 2, maxValue: 4096).partitionCount == 64)
+    #expect(try layout(64 << 30, cores: 192).partitionCount == Format.maxAutomaticPartitions)
+    // Every automatic count leaves room for the largest value, and partitions of 4 MiB
+    // or more, less the header's allowance.
+    for mib in [1, 3, 4, 5, 8, 12, 16, 17, 100, 1000, 5000] {
+      for maxValue in [4096, 1 << 20] {
+        let l = try layout(mib << 20, cores: 64, maxValue: maxValue)
+        #expect(l.partitionCount == 1 || l.partitionBytes >= (4 << 20) - Format.headerAllowance, "\(mib) MiB")
+        #expect(l.partitionCount == 1 || l.maxValue == maxValue, "\(mib) MiB, values up to \(maxValue)")
+      }
+    }
+  }
+
   /// A record is its key and value behind a 9-byte header (12-byte keys and 64-byte
   /// values: 85 bytes, no padding), and the index costs about 8 bytes an entry, so that
   /// 100,000 such entries fill 32 MiB to well under a third. The verifier judges a key by

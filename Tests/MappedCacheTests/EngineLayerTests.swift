@@ -154,6 +154,13 @@ private final class Scratch {
       let expected = (0..<10).reduce(UInt32(0)) { $0 | (tags[$1] == want ? 1 << UInt32($1) : 0) }
       #expect(BucketIndex.matching(words, want) == expected)
     }
+    // Every lane at once, and none: the lanes' bits are gathered without carries.
+    for t: UInt16 in [1, 0x7FFF, 0x8000, 0xFFFF] {
+      let all = UInt64(t) &* 0x0001_0001_0001_0001
+      #expect(BucketIndex.matching((UInt32(truncatingIfNeeded: all), all, all), t) == 0x3FF)
+      #expect(BucketIndex.matching((UInt32(truncatingIfNeeded: all), all, all), t &+ 1) == 0)
+      #expect(BucketIndex.matching((0, 0, 0), 0) == 0x3FF)
+    }
   }
 
   /// Keys with one first place fill its bucket's ten slots in order; the eleventh goes

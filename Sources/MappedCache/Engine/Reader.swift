@@ -231,8 +231,8 @@ final class Reader {
     if two { index.part.prefetchBucket(pl.second, write: false) }
     let moves = index.moveSequence()
     // R3, R4.
-    var found = quickBucket(index, pl.first, tag: pl.tag, key, into: buffer)
-    if found.isAbsent && two { found = quickBucket(index, pl.second, tag: pl.tag, key, into: buffer) }
+    var found = index.quickRead(pl.first, tag: pl.tag, key, into: buffer)
+    if found.isAbsent && two { found = index.quickRead(pl.second, tag: pl.tag, key, into: buffer) }
     // R5.
     guard index.geometryRelaxed() == geometry else { return .slow }
     if found.isAbsent {
@@ -249,7 +249,7 @@ final class Reader {
     return .hit(found.count)
   }
 
-  /// What `quickBucket` saw in one bucket.
+  /// What `BucketIndex.quickRead` saw in one bucket.
   struct QuickFind {
     /// 0: not there (read stable); 1: found and copied; 2: anything else.
     var state: UInt8
@@ -260,26 +260,6 @@ final class Reader {
     @inline(__always) var isCopied: Bool { state == 1 }
     @inline(__always) static func other(_ place: Place) -> QuickFind {
       QuickFind(state: 2, slot: .init(place: place, slot: 0), word: 0, count: 0)
-    }
-  }
-
-  /// R3 for `quickCopy`: the one seqlock read of a bucket (`BucketIndex.seqlockRead`
-  /// around `lookup`, as every read), without the wait: a busy or changed bucket is
-  /// `probe`'s.
-  @inline(__always)
-  private func quickBucket(
-    _ index: BucketIndex, _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer,
-    into buffer: UnsafeMutableRawBufferPointer
-  ) -> QuickFind {
-    switch index.seqlockRead(place, { index.lookup(place, tag: tag, key: key, copyInto: buffer) }) {
-    case .stable(nil):
-      return QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
-    case .stable(let e?):
-      // Copied (by `lookup`) when it fit; an entry with an expiry is `probe`'s to judge.
-      let copied = e.header.expiry == 0 && e.header.vlen <= buffer.count
-      return QuickFind(state: copied ? 1 : 2, slot: e.at, word: e.word, count: e.header.vlen)
-    case .changed, .busy:
-      return .other(place)
     }
   }
 
@@ -416,5 +396,30 @@ final class Reader {
       }
     }
     return []
+  }
+}
+
+// MARK: The common read's bucket
+
+/// Inlined by force (`@_transparent`, which a class's method cannot take): called out of
+/// line, as `@inline(__always)` left it, the read spilled its state around two calls.
+extension BucketIndex {
+  /// R3 for `Reader.quickCopy`: the one seqlock read of a bucket (`BucketIndex.seqlockRead`
+  /// around `lookup`, as every read), without the wait: a busy or changed bucket is
+  /// `probe`'s.
+  @_transparent
+  fileprivate func quickRead(
+    _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer
+  ) -> Reader.QuickFind {
+    switch seqlockRead(place, { lookup(place, tag: tag, key: key, copyInto: buffer) }) {
+    case .stable(nil):
+      return Reader.QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
+    case .stable(let e?):
+      // Copied (by `lookup`) when it fit; an entry with an expiry is `probe`'s to judge.
+      let copied = e.header.expiry == 0 && e.header.vlen <= buffer.count
+      return Reader.QuickFind(state: copied ? 1 : 2, slot: e.at, word: e.word, count: e.header.vlen)
+    case .changed, .busy:
+      return .other(place)
+    }
   }
 }

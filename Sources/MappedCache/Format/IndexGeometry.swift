@@ -59,7 +59,7 @@ struct Placement: Equatable {
   var second: Place
   var tag: UInt16
 
-  @inline(__always)
+  @_transparent
   init(hash: UInt64, groups: Int) {
     first = Place(
       group: IndexGeometry.address(hash >> 24, count: groups), bucket: Int(truncatingIfNeeded: (hash >> 22) & 3))
