@@ -3,7 +3,7 @@
 # each loop of `mc-test-helper insn-loop` runs for N and 2N iterations, and the
 # difference of the two totals divided by N is the cost of one iteration (setup cancels).
 #
-#   scripts/callgrind.sh            # read, set and mget, N = 100000
+#   scripts/callgrind.sh            # read, readb, set and mget, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
 # Prints `insn-per-op read=R readb=B set=S mget=M` (R: a get by String key, B: by byte

@@ -46,12 +46,13 @@ for rep in $(seq 1 "$REPS"); do
       two=$(sets "$DIR/f0" 2 "$parts" "$dist")
       echo "rep=$rep dist=$dist parts=$parts one=$one two=$two" | tee -a "$LOG"
     done
+    # The ceiling: two files of the first count, against this rep's 1-process run of it.
+    first_parts=${PARTS%% *}
     rm -f "$DIR"/f*
-    sets "$DIR/f1" 1 auto "$dist" >"$DIR/a" &
-    sets "$DIR/f2" 1 auto "$dist" >"$DIR/b"
+    sets "$DIR/f1" 1 "$first_parts" "$dist" >"$DIR/a" &
+    sets "$DIR/f2" 1 "$first_parts" "$dist" >"$DIR/b"
     wait
-    # The ceiling's "one" is this rep's 1-process run of the first count.
-    first=$(grep "rep=$rep dist=$dist parts=${PARTS%% *} " "$LOG" | sed 's/.* one=\([0-9]*\).*/\1/')
+    first=$(grep "rep=$rep dist=$dist parts=$first_parts " "$LOG" | sed 's/.* one=\([0-9]*\).*/\1/')
     echo "rep=$rep dist=$dist parts=two-files one=$first two=$(($(cat "$DIR/a") + $(cat "$DIR/b")))" | tee -a "$LOG"
   done
 done

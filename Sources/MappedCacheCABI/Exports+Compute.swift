@@ -47,11 +47,11 @@ public func mcGetOrClaim(
   }
   return guarded {
     let store = try opened.current()
+    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
     let request = ClaimRequest(
-      cache: opened, store: store, key: try Arguments.key(key, keyLength, maxKey: store.maxKey),
-      buffer: try Arguments.buffer(buffer, capacity),
+      cache: opened, store: store, key: k, buffer: try Arguments.buffer(buffer, capacity),
       length: try Arguments.output(length, "the length pointer"),
-      claim: try Arguments.output(claim, "the claim pointer"))
+      claim: try Arguments.output(claim, "the claim pointer"), name: String(decoding: k, as: UTF8.self))
     guard waitSeconds >= 0 else {
       throw ABIError.invalidArgument("a wait of \(waitSeconds) seconds; give 0 or more")
     }
@@ -71,7 +71,8 @@ private struct ClaimRequest {
   let buffer: UnsafeMutableRawBufferPointer
   let length: UnsafeMutablePointer<Int>
   let claim: UnsafeMutablePointer<OpaquePointer?>
-  var name: String { String(decoding: key, as: UTF8.self) }
+  /// The key as the typed layer names it, made once: the wait asks by it on every turn.
+  let name: String
 
   func run(waitSeconds: Double, serveStale: Bool) throws -> Int32 {
     if let n = try store.get(key, into: buffer) { return copied(n) }

@@ -605,13 +605,12 @@ struct PartitionMemory {
     record offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held,
     _ body: (UnsafeRawBufferPointer) throws -> R
   ) rethrows -> R {
-    assert(held.partition == index)
-    return try body(UnsafeRawBufferPointer(start: base + (offset &+ h.headerBytes &+ h.klen), count: h.vlen))
+    try withKeyAndValue(record: offset, h, held) { _, value in try body(value) }
   }
 
   /// Calls `body` with views of a checked record's key and value, for a writer holding
-  /// this partition's lock that writes into another partition (growth's move): nothing
-  /// it does can change these bytes. The views must not escape `body`.
+  /// this partition's lock (growth's move writes them into another partition: nothing it
+  /// does can change these bytes). The views must not escape `body`.
   func withKeyAndValue<R>(
     record offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held,
     _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R

@@ -176,12 +176,9 @@ enum Format {
   /// proportion), and at least `minRecordsPerPartition` of the largest records.
   static let minPartitionBytes = 4 << 20
   static let minRecordsPerPartition = 12
-  /// Bytes `partitionCount` lets the header (at most 68 KiB) take from the partitions'
-  /// least size: a file of 2^k × 4 MiB has 2^k partitions, each a little under 4 MiB.
-  static let headerAllowance = 256 << 10
   /// Partitions the automatic choice makes per core, where the capacity allows: with `w`
   /// writers busy at once, a set waits for another on about `(w − 1) / partitions` of
-  /// sets (on 2 cores, 8 partitions made 2 writers 1.3-1.5x one, 64 made 1.7-1.9x).
+  /// sets (`scripts/set-scaling.sh` measures what the count does).
   static let partitionsPerCore = 32
   /// Most partitions the automatic choice makes (more for files past 512 GiB, whose
   /// partitions would pass `maxPartitionBytes`): files of 4 GiB and up on 32 cores.
@@ -350,7 +347,7 @@ struct Layout: Equatable {
     procCount = o.maxProcesses
     headerBytes = Format.align(Format.headerPage + procCount * Format.procEntryBytes, 4096)
     let usable = size - headerBytes
-    let count = try Self.partitionCount(usable: usable, options: o, cores: cores)
+    let count = try Self.partitionCount(size: size, usable: usable, options: o, cores: cores)
     partitionCount = count
     partitionBytes = (usable / count) & ~4095
     guard partitionBytes >= 256 << 10 else {
@@ -414,9 +411,9 @@ struct Layout: Equatable {
   /// Most groups a partition's index starts with (2,560 slots).
   static let initialGroupsLimit = 64
 
-  /// The partition count for `usable` bytes: `options.partitionCount`, or the automatic
-  /// choice (see `CacheOptions.partitionCount`).
-  static func partitionCount(usable: Int, options o: CacheOptions, cores: Int) throws(CacheError) -> Int {
+  /// The partition count for a file of `size` bytes, `usable` of them after the header:
+  /// `options.partitionCount`, or the automatic choice (see `CacheOptions.partitionCount`).
+  static func partitionCount(size: Int, usable: Int, options o: CacheOptions, cores: Int) throws(CacheError) -> Int {
     if let p = o.partitionCount {
       guard (1...Format.maxPartitions).contains(p) else {
         throw .invalidArgument("partitionCount \(p) must be between 1 and \(Format.maxPartitions)")
@@ -426,8 +423,9 @@ struct Layout: Equatable {
     let largest = RecordFormat.size(keyCount: o.maxKeySize, valueCount: o.maxValueSize, expiry: true)
     // A partition's main log is about 0.9 of it, and a value may take a tenth of that.
     let minPartition = max(Format.minPartitionBytes, Format.minRecordsPerPartition * largest)
-    // By the capacity, not `usable`: the header's few pages must not halve the count.
-    let byCapacity = prevPowerOfTwo(max(1, (usable + Format.headerAllowance) / minPartition))
+    // By the file's size, not `usable`: the header's few pages (the partitions share
+    // them) must not halve the count of a file of 2^k × `minPartition`.
+    let byCapacity = prevPowerOfTwo(max(1, size / minPartition))
     let byCores = nextPowerOfTwo(max(1, Format.partitionsPerCore * cores))
     var count = min(byCapacity, byCores, Format.maxAutomaticPartitions)
     // Partitions past 512 MiB cannot be addressed by a slot's 29-bit offset.
