@@ -135,6 +135,53 @@ import Testing
     try expectAllThere(c, ks.filter { $0 != ks[2] })
   }
 
+  /// A rewrite that changes the record's size in place (W3b) killed after each of
+  /// `MappedMemory.rewriteRecord`'s steps, shrinking, growing into the dead record a
+  /// shrink left, and changing the header's form: repair drops that entry alone, and the
+  /// log's chain stays whole for the laps after (the tail walks through the bytes).
+  @Test func aResizingRewriteKilledAtEachStepDropsOnlyItsEntry() throws {
+    for (from, to) in [(400, 100), (100, 380), (100, 300), (30, 200)] {
+      for steps in 0...3 {
+        let (c, path) = try cache("rec-resize")
+        defer { TestFiles.cleanup(path) }
+        let e = c.engine
+        let ks = e.keys(first: Place(group: 0, bucket: 2), count: 4, tag: "rs")
+        for k in ks { try c.setObject(value(k), forKey: k) }
+        let k = ks[0]
+        // The record's bytes: 400 of value, then (`from` smaller) a dead record after it.
+        try c.setObject(CoreValue.make(key: k, writer: 0, seq: 1, size: 400), forKey: k)
+        if from != 400 { try c.setObject(CoreValue.make(key: k, writer: 0, seq: 2, size: from), forKey: k) }
+        let key = Array(k.utf8)
+        let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: to)
+        try e._crashDuring(partition: 0) { part, held in
+          try key.withUnsafeBytes { kb in
+            try newValue.withUnsafeBytes { vb in
+              let pl = Placement(hash: KeyHash.key(kb), groups: part.index.groups)
+              let looked = part.index.find(kb, placement: pl, held)
+              let found = try #require(looked)
+              let w = try e.writer.prepare(kb, vb, expiry: 0)
+              let room = e.writer.rewriteExtent(found, w, valueCount: vb.count, part, held)
+              let extent = try #require(room, "\(from) -> \(to): W3b applies")
+              part.memory.word(.intent).store(
+                Format.intentRewriteBase + UInt64(Writer.slotNumber(found.at)), .relaxed)
+              part.index._toggleSequence(found.at.place, held)
+              part.memory.rewriteRecord(
+                at: found.offset, found.header, extent: extent, key: kb, value: vb, version: 9, sum: w.sum,
+                expiry: 0, steps: steps, held)
+            }
+          }
+        }
+        try c.setObject([1], forKey: "next write")
+        #expect(try c.object(forKey: k) == nil, "\(from) -> \(to), \(steps) steps: the entry is dropped")
+        try expectAllThere(c, Array(ks.dropFirst()), "\(from) -> \(to), \(steps) steps")
+        for i in 0..<3000 { try c.setObject(value("lap\(i)"), forKey: "lap\(i)") }
+        let r = try c.verify()
+        #expect(r.ok, "\(from) -> \(to), \(steps) steps, after laps: \(r.problems)")
+        #expect(try c.object(forKey: "lap2999") == value("lap2999"))
+      }
+    }
+  }
+
   /// A displacement killed between its two steps: the entry stands in both its places,
   /// the move sequence odd. Readers still find it; repair keeps one copy.
   @Test func aDisplacementKilledHalfwayLeavesOneCopy() throws {

@@ -285,6 +285,7 @@ private final class Scratch {
     #expect(log.used == 600 && !log.isEmpty && log.isSane && !log.wrapped)
     #expect(log.fits(199) && !log.fits(200) || log.fits(200), "room before the limit, else from the base")
     #expect(log.holds(1200) && log.holds(1799) && !log.holds(1800) && !log.holds(1100))
+    #expect(log.holds(1700, count: 100) && !log.holds(1700, count: 101) && !log.holds(1100, count: 10))
     // The head one lap ahead: live from the tail to the last wrap, then from the base.
     log = LogState(
       base: base, limit: 2000, head: LogPosition(lap: 4, offset: 1100), tail: LogPosition(lap: 3, offset: 1500),
@@ -293,6 +294,8 @@ private final class Scratch {
     #expect(log.used == (1990 - 1500) + (1100 - 1000))
     #expect(log.fits(400) && !log.fits(401))
     #expect(log.holds(1500) && log.holds(1050) && !log.holds(1200))
+    #expect(log.holds(1900, count: 90) && !log.holds(1900, count: 91), "the tail's part ends at the last wrap")
+    #expect(log.holds(1000, count: 100) && !log.holds(1050, count: 51), "the head's part ends at the head")
     // Broken states.
     log.head = LogPosition(lap: 5, offset: 1100)
     #expect(!log.isSane, "two laps ahead")

@@ -86,12 +86,21 @@ import Testing
 
   /// The check finds what it claims to: host 0 serves stale entries (`serveStale`) while
   /// its holder is stopped, so values overwritten through host 1 are served past the bound.
+  /// A run on a loaded 2-core machine may starve the plant itself (no overwrite lands
+  /// while the holder is stopped), so up to three runs are made until one fails the check;
+  /// every run must still read nothing corrupt.
   @Test(.enabled(if: available, "redis-server is not installed"))
   func staleValuesServedPastTheBoundAreCounted() throws {
-    let (status, j, err) = try run([
-      "--redis-spawn", "--hosts", "2", "--procs", "2", "--keys", "200", "--duration", "3", "--read-pct", "80",
-      "--max-staleness", "100ms", "--plant-stale", "--seed", "19",
-    ])
+    var attempt: (status: Int32, json: [String: Any], stderr: String) = (0, [:], "")
+    for seed in [19, 20, 21] {
+      attempt = try run([
+        "--redis-spawn", "--hosts", "2", "--procs", "2", "--keys", "200", "--duration", "3", "--read-pct", "80",
+        "--max-staleness", "100ms", "--plant-stale", "--seed", "\(seed)",
+      ])
+      #expect(int(attempt.json, "corrupt_reads") == 0)
+      if attempt.status == 1 { break }
+    }
+    let (status, j, err) = attempt
     #expect(status == 1, "stderr: \(err)")
     #expect(j["pass"] as? Bool == false)
     #expect(int(j, "violations") > 0)

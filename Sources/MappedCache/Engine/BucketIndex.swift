@@ -268,6 +268,22 @@ struct BucketIndex {
     }
   }
 
+  /// Rewrites `e`'s record as a record of its key with another value, in place within
+  /// `extent` bytes (`MappedMemory.rewriteRecord`), in one seqlock write of its bucket.
+  /// `midway` runs after the stores, with `seq` still odd (a test hook).
+  @inline(__always)
+  func rewriteRecord(
+    _ e: Entry, extent: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32,
+    sum: UInt16, expiry: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
+  ) {
+    seqlockWrite(e.at.place, held) {
+      part.rewriteRecord(
+        at: e.offset, e.header, extent: extent, key: key, value: value, version: version, sum: sum, expiry: expiry,
+        held)
+      midway()
+    }
+  }
+
   /// Rewrites the expiry of `e`'s record, which has one, in one seqlock write of its bucket.
   func setExpiry(_ e: Entry, _ expiry: UInt64, _ held: borrowing WriteLock.Held) {
     seqlockWrite(e.at.place, held) { part.rewriteExpiry(at: e.offset, e.header, expiry: expiry, held) }

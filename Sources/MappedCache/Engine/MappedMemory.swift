@@ -645,33 +645,47 @@ struct PartitionMemory {
     let hasExpiry = expiry != 0
     let flags = RecordFormat.flags(
       keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
-    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
-    let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
+    let headerBytes = RecordFormat.headerBytes(
+      form: (flags & RecordFormat.formMask) >> RecordFormat.formShift, expiry: hasExpiry)
     precondition(
       offset >= Format.Part.dataStart && offset <= limits.bytes - headerBytes - key.count - value.count,
       "record outside the partition")
     let p = base + offset
-    p.storeBytes(of: flags, as: UInt8.self)
-    switch form {
-    case 0:
-      p.storeBytes(of: UInt8(key.count - 1), toByteOffset: 1, as: UInt8.self)
-      p.storeBytes(of: UInt8(value.count), toByteOffset: 2, as: UInt8.self)
-    case 1:
-      p.storeBytes(of: UInt8(key.count - 1), toByteOffset: 1, as: UInt8.self)
-      p.storeBytes(of: UInt16(value.count), toByteOffset: 2, as: UInt16.self)
-    default:
-      p.storeBytes(of: UInt16(key.count - 1), toByteOffset: 1, as: UInt16.self)
-      p.storeBytes(of: UInt32(value.count), toByteOffset: 3, as: UInt32.self)
-    }
-    let v = 1 + RecordFormat.lengthBytes(form: form)
-    storeTrailer(p, at: v, version: version, sum: sum, expiry: hasExpiry ? expiry : nil)
+    Self.storeHeader(
+      p, flags: flags, keyCount: key.count, valueCount: value.count, version: version, sum: sum,
+      expiry: hasExpiry ? expiry : nil)
     (p + headerBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
     if value.count > 0 { (p + headerBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
   }
 
+  /// Writes a record's header (`flags` names its form) at `p`: in the mapping, or in a
+  /// buffer of `RecordFormat.maxHeaderBytes`.
+  @inline(__always)
+  private static func storeHeader(
+    _ p: UnsafeMutableRawPointer, flags: UInt8, keyCount: Int, valueCount: Int, version: UInt32, sum: UInt16,
+    expiry: UInt64?
+  ) {
+    p.storeBytes(of: flags, as: UInt8.self)
+    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+    switch form {
+    case 0:
+      p.storeBytes(of: UInt8(keyCount - 1), toByteOffset: 1, as: UInt8.self)
+      p.storeBytes(of: UInt8(valueCount), toByteOffset: 2, as: UInt8.self)
+    case 1:
+      p.storeBytes(of: UInt8(keyCount - 1), toByteOffset: 1, as: UInt8.self)
+      p.storeBytes(of: UInt16(valueCount), toByteOffset: 2, as: UInt16.self)
+    default:
+      p.storeBytes(of: UInt16(keyCount - 1), toByteOffset: 1, as: UInt16.self)
+      p.storeBytes(of: UInt32(valueCount), toByteOffset: 3, as: UInt32.self)
+    }
+    storeTrailer(p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum, expiry: expiry)
+  }
+
   /// The version, checksum and (when given) expiry of a header whose lengths end at `v`.
   @inline(__always)
-  private func storeTrailer(_ p: UnsafeMutableRawPointer, at v: Int, version: UInt32, sum: UInt16, expiry: UInt64?) {
+  private static func storeTrailer(
+    _ p: UnsafeMutableRawPointer, at v: Int, version: UInt32, sum: UInt16, expiry: UInt64?
+  ) {
     p.storeBytes(of: version, toByteOffset: v, as: UInt32.self)
     p.storeBytes(of: sum, toByteOffset: v + RecordFormat.versionBytes, as: UInt16.self)
     if let expiry {
@@ -694,10 +708,80 @@ struct PartitionMemory {
     precondition(value.count == h.vlen && offset <= limits.bytes - h.size, "rewrite of another length")
     let p = base + offset
     let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
-    storeTrailer(
+    Self.storeTrailer(
       p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
       expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
     if value.count > 0 { (p + h.headerBytes + h.klen).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
+  /// Rewrites the checked entry record at `offset` as a record of its key with another
+  /// value, in place (W3b): the record grows or shrinks within `extent` bytes from
+  /// `offset` (its own, and those of dead records right after it in its log), and the
+  /// bytes it leaves become one dead record of its key. The log's chain is whole after
+  /// every store, because a walker reads only a record's flags and lengths (and a dead
+  /// record's key, which may be anything):
+  ///  1. the dead record is written first, where no walker reads: past the old flags and
+  ///     lengths, and past those of the last dead record taken (`Writer.rewriteExtent`);
+  ///  2. the switch: one 8-byte store of the new header's first bytes (flags and lengths,
+  ///     in every form) moves the record's end;
+  ///  3. the rest of the header, the key (which moves when the form changes), the value.
+  /// A writer killed before 2 leaves the old record; after it, the new one (its key and
+  /// value maybe half written) with the dead record after it. Either way its slot is
+  /// dropped by repair (the intent word names it). The unearned flag is kept.
+  /// Preconditions: `key` is the record's; `extent` leaves nothing or room for a dead
+  /// record (`RecordFormat.filler`); inside the seqlock write of the bucket whose slot
+  /// names the record. `steps` below 3 stops after that many (a test hook: a writer
+  /// killed there).
+  func rewriteRecord(
+    at offset: Int, _ h: RecordFormat.Header, extent: Int, key: UnsafeRawBufferPointer,
+    value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64, steps: Int = 3,
+    _ held: borrowing WriteLock.Held
+  ) {
+    assert(held.partition == index)
+    let hasExpiry = expiry != 0
+    let flags = RecordFormat.flags(
+      keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: h.unearned)
+    let headerBytes = RecordFormat.headerBytes(
+      form: (flags & RecordFormat.formMask) >> RecordFormat.formShift, expiry: hasExpiry)
+    let size = headerBytes &+ key.count &+ value.count
+    precondition(
+      offset >= Format.Part.dataStart && extent <= limits.bytes &- offset && size <= extent && key.count == h.klen,
+      "rewrite outside the record")
+    let p = base + offset
+    // 1.
+    guard steps > 0 else { return }
+    if size < extent { writeFiller(at: offset &+ size, size: extent &- size, key: key) }
+    atomicMemoryFence(ordering: .releasing)
+    guard steps > 1 else { return }
+    // The new header, staged off the mapping (its first 8 bytes go in one store).
+    withUnsafeTemporaryAllocation(byteCount: RecordFormat.maxHeaderBytes + 8, alignment: 8) { buffer in
+      let staged = buffer.baseAddress!
+      Self.storeHeader(
+        staged, flags: flags, keyCount: key.count, valueCount: value.count, version: version, sum: sum,
+        expiry: hasExpiry ? expiry : nil)
+      // 2. (Every record, old and new, has at least 10 bytes.)
+      p.storeBytes(of: staged.load(as: UInt64.self), as: UInt64.self)
+      atomicMemoryFence(ordering: .releasing)
+      // 3.
+      if steps > 2 { (p + 8).copyMemory(from: staged + 8, byteCount: headerBytes &- 8) }
+    }
+    guard steps > 2 else { return }
+    (p + headerBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
+    if value.count > 0 { (p + headerBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
+  /// Writes the header and key of a dead record of `size` bytes at `offset` (its value
+  /// is whatever bytes are there).
+  private func writeFiller(at offset: Int, size: Int, key: UnsafeRawBufferPointer) {
+    guard let (form, valueCount) = RecordFormat.filler(size: size, keyCount: key.count) else {
+      preconditionFailure("no record is \(size) bytes")
+    }
+    precondition(offset >= Format.Part.dataStart && size <= limits.bytes &- offset, "record outside the partition")
+    let p = base + offset
+    Self.storeHeader(
+      p, flags: form << RecordFormat.formShift, keyCount: key.count, valueCount: valueCount, version: 0, sum: 0,
+      expiry: nil)
+    (p + RecordFormat.headerBytes(form: form, expiry: false)).copyMemory(from: key.baseAddress!, byteCount: key.count)
   }
 
   /// Rewrites the expiry of a checked entry record that has one (a touch). Precondition:
@@ -706,7 +790,7 @@ struct PartitionMemory {
     assert(held.partition == index)
     precondition(h.hasExpiry && offset <= limits.bytes - h.size, "no expiry field")
     let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
-    storeTrailer(
+    Self.storeTrailer(
       base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
   }
 

@@ -67,6 +67,14 @@ struct LogState {
     if head.lap == tail.lap { return tail.offset <= head.offset }
     return head.lap == tail.lap &+ 1 && head.offset <= tail.offset && tail.offset <= lastWrap && lastWrap <= limit
   }
+  /// Whether the `count` bytes from `offset` lie in the live range, in one of its parts.
+  func holds(_ offset: Int, count: Int) -> Bool {
+    if wrapped {
+      return (offset >= tail.offset && offset < lastWrap && count <= lastWrap &- offset)
+        || (offset >= base && offset < head.offset && count <= head.offset &- offset)
+    }
+    return offset >= tail.offset && offset < head.offset && count <= head.offset &- offset
+  }
   /// Whether `offset` lies in the live range (it may still be a dead record or the middle
   /// of one: the record chain says which).
   func holds(_ offset: Int) -> Bool {

@@ -8,6 +8,9 @@ import SystemCalls
 ///  W2. find the key in its two places;
 ///  W3. an entry of the same record size is rewritten in place: one seqlock write of its
 ///      bucket (`BucketIndex.rewriteValue`), keeping its place in the eviction order;
+///  W3b. one whose record changes size, too, when the new record fits in the old one's
+///      bytes and those of dead records right after it (`rewriteExtent`,
+///      `BucketIndex.rewriteRecord`);
 ///  W4. make room: a group for the index when a new entry would pass 95 % of its slots
 ///      (`IndexResizer.growIfFull`), room in the destination log (`EvictionPolicy.makeRoom`),
 ///      then for a new key a slot (`BucketIndex.allocate`, or an eviction from its two
@@ -17,8 +20,8 @@ import SystemCalls
 ///  W6. publish: one seqlock write of the bucket (the slot's word and tag);
 ///  W7. update the counts; `withWriteLock` clears the intent word and releases the lock.
 /// A writer killed at any point leaves: before W6, an unreferenced record (garbage the
-/// tail skips); during W6 (or W3), an odd bucket, checked entry by entry by the next
-/// writer's repair (W3 names its slot in the intent word, and repair drops it); after W6,
+/// tail skips); during W6 (or W3, W3b), an odd bucket, checked entry by entry by the next
+/// writer's repair (W3 and W3b name their slot in the intent word, and repair drops it); after W6,
 /// a stored entry with stale counts (recounted by repair).
 struct Writer {
   let memory: MappedMemory
@@ -121,6 +124,10 @@ struct Writer {
       part.counters.bump(.sets, held)
       return .stored(version: UInt64(version))
     }
+    // W3b.
+    if let e = found, !intoMain, let stored = resizeInPlace(e, key, value, w, version: keep, part, held) {
+      return stored
+    }
     // W4. (The log positions are checked first: `set` takes the lock without.)
     guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
     let oldBytes = found?.header.liveBytes ?? 0
@@ -153,6 +160,65 @@ struct Writer {
     countStore(adding: key.count &+ value.count, replacing: found, part, held)
     return .stored(version: UInt64(version))
   }
+
+  /// W3b: `e`'s record rewritten where it stands with a value of another size, with
+  /// the intent word naming its slot, when the new record fits in its bytes and those of
+  /// dead records after it (`rewriteExtent`; not with log positions out of range, which
+  /// the caller reports). Nil when the store must go to a log's head. Not inlined: a
+  /// same-size set (W3) stays as short as it was.
+  @inline(never)
+  private func resizeInPlace(
+    _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    version keep: UInt32?, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> SetOutcome? {
+    guard part.logs.areSane, let extent = rewriteExtent(e, w, valueCount: value.count, part, held) else { return nil }
+    let version = keep ?? part.counters.nextVersion(held)
+    marking(e.at, part) {
+      part.index.rewriteRecord(
+        e, extent: extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
+    }
+    countStore(adding: key.count &+ value.count, replacing: e, part, held)
+    return .stored(version: UInt64(version))
+  }
+
+  /// W3b's room: the bytes from `e`'s record on that its rewrite as a record of
+  /// `w.size` bytes may take in place, or nil when the rewrite must go to a log's head.
+  /// It may when the file has no cost limit or the value does not grow, and the new
+  /// record fits in the old one's bytes plus those of dead records right after it in the
+  /// chain (up to `rewriteMerges` of them: one an earlier rewrite of the key left, or any
+  /// that no slot names, as the eviction hand judges them), leaving nothing or a dead
+  /// record that `MappedMemory.rewriteRecord` can write before its switch: clear of the
+  /// flags and lengths of the last dead record it takes.
+  @inline(__always)
+  func rewriteExtent(
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> Int? {
+    let h = e.header
+    guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
+    var extent = h.size
+    var lastDead = -1
+    if extent < w.size {
+      let log = part.logs.state(part.logs.id(containing: e.offset))
+      for _ in 0..<Self.rewriteMerges where extent < w.size {
+        let next = e.offset &+ extent
+        // `next` is the chain's next link when the live range holds it and it is not the
+        // head (in a full log the head is the tail, the oldest link, not this one's next);
+        // a link ends inside the range (checked: the file may be damaged).
+        guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size),
+          part.memory.sameKey(e.offset, h, next, d)
+            || part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held) == nil
+        else { return nil }
+        lastDead = extent &+ 1 &+ RecordFormat.lengthBytes(form: d.form)
+        extent &+= d.size
+      }
+      guard extent >= w.size else { return nil }
+    }
+    let rest = extent &- w.size
+    return rest == 0 || (w.size >= lastDead && RecordFormat.filler(size: rest, keyCount: h.klen) != nil) ? extent : nil
+  }
+
+  /// Dead records a rewrite in place may take after its own (W3b).
+  static let rewriteMerges = 4
 
   /// W7: the partition's counts after a store that added `bytes` live bytes in place of
   /// `old` (nil: a new entry).

@@ -63,6 +63,21 @@ enum RecordFormat {
     headerBytes(form: form(keyCount: keyCount, valueCount: valueCount), expiry: expiry) &+ keyCount &+ valueCount
   }
 
+  /// The form and value length of a dead record of exactly `size` bytes with a key of
+  /// `keyCount` bytes and no expiry (the rest of a record rewritten smaller in place,
+  /// `MappedMemory.resizeValue`), or nil when no record is that small or that large.
+  static func filler(size: Int, keyCount: Int) -> (form: UInt8, valueCount: Int)? {
+    let keyed = size &- keyCount
+    if keyCount <= 256 {
+      let v0 = keyed &- headerBytes(form: 0, expiry: false)
+      if v0 >= 0 && v0 <= 0xFF { return (0, v0) }
+      let v1 = keyed &- headerBytes(form: 1, expiry: false)
+      if v1 > 0xFF && v1 <= 0xFFFF { return (1, v1) }
+    }
+    let v2 = keyed &- headerBytes(form: 2, expiry: false)
+    return v2 >= 0 && v2 <= 0xFFFF_FFFF ? (2, v2) : nil
+  }
+
   /// The flags byte of an entry record.
   @inline(__always)
   static func flags(keyCount: Int, valueCount: Int, expiry: Bool, unearned: Bool = false) -> UInt8 {
@@ -101,5 +116,6 @@ enum RecordFormat {
     @inline(__always) var liveBytes: Int { klen &+ vlen }
     @inline(__always) var hasExpiry: Bool { flags & RecordFormat.expiryFlag != 0 }
     @inline(__always) var unearned: Bool { flags & RecordFormat.unearnedFlag != 0 }
+    @inline(__always) var form: UInt8 { (flags & RecordFormat.formMask) >> RecordFormat.formShift }
   }
 }

@@ -1,0 +1,97 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import MappedCache
+
+/// W3b: an overwrite whose record changes size stays where it is when the record's
+/// bytes, with those of dead records right after it in its log, hold the new one. The
+/// rest becomes one dead record, so the chain of records a walker follows stays whole.
+@Suite struct CoreRewriteTests {
+  private func value(_ k: String, _ size: Int, _ seq: Int = 1) -> [UInt8] {
+    CoreValue.make(key: k, writer: 0, seq: seq, size: size)
+  }
+
+  private func cache(_ name: String) throws -> (SharedCache<[UInt8]>, String) {
+    let path = TestFiles.tempPath(name)
+    let options = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    return (try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options), path)
+  }
+
+  private func offset(_ c: SharedCache<[UInt8]>, _ k: String) throws -> Int? {
+    try c.engine.entry(of: k)?.offset
+  }
+
+  /// Shrinks, growth back into what a shrink left, and changes of the header's form
+  /// (values over and under 256 bytes) keep the record's offset and the log's head;
+  /// a value larger than every byte the record had goes to the head.
+  @Test func valuesOfChangingSizesStayInPlace() throws {
+    let (c, path) = try cache("rw-sizes")
+    defer { TestFiles.cleanup(path) }
+    let k = "resized"
+    try c.setObject(value(k, 400), forKey: k)
+    for i in 0..<20 { try c.setObject(value("n\(i)", 50), forKey: "n\(i)") }
+    let home = try #require(try offset(c, k))
+    let heads = c.engine.partition(0).logs.state(.small).head
+    for (i, size) in [100, 380, 30, 200, 300, 16, 400, 255, 290].enumerated() {
+      let v = value(k, size, i + 2)
+      try c.setObject(v, forKey: k)
+      #expect(try c.object(forKey: k) == v, "\(size) bytes")
+      #expect(try offset(c, k) == home, "\(size) bytes: rewritten in place")
+      let r = try c.verify()
+      #expect(r.ok, "\(size) bytes: \(r.problems)")
+    }
+    #expect(c.engine.partition(0).logs.state(.small).head == heads, "no record appended")
+    let large = value(k, 900, 99)
+    try c.setObject(large, forKey: k)
+    #expect(try c.object(forKey: k) == large)
+    #expect(try offset(c, k) != home, "larger than its bytes: appended")
+    for i in 0..<20 { #expect(try c.object(forKey: "n\(i)") == value("n\(i)", 50)) }
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+    #expect(c.statistics.liveBytes == r.liveBytes)
+  }
+
+  /// A record grows into the dead record of another key right after it (that key's
+  /// value moved to the head), and the log keeps working for laps after.
+  @Test func aRewriteTakesTheDeadRecordAfterIt() throws {
+    let (c, path) = try cache("rw-neighbour")
+    defer { TestFiles.cleanup(path) }
+    try c.setObject(value("k", 100), forKey: "k")
+    try c.setObject(value("j", 100), forKey: "j")
+    let home = try #require(try offset(c, "k"))
+    let h = try #require(try c.engine.entry(of: "k")).header
+    #expect(try offset(c, "j") == home + h.size, "j follows k")
+    try c.setObject(value("j", 600, 2), forKey: "j")  // j's old record: dead
+    try c.setObject(value("k", 180, 2), forKey: "k")
+    #expect(try offset(c, "k") == home, "k took j's dead record")
+    #expect(try c.object(forKey: "k") == value("k", 180, 2))
+    #expect(try c.object(forKey: "j") == value("j", 600, 2))
+    // Laps over the logs: the tail walks the rewritten records and the dead ones.
+    for i in 0..<6000 {
+      try c.setObject(value("f\(i)", 24 + (i * 37) % 400), forKey: "f\(i)")
+      if i % 7 == 0 { try c.setObject(value("k", 16 + (i * 13) % 300, i), forKey: "k") }
+    }
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+    #expect(c.statistics.evictions > 0, "the logs went round")
+    for i in 5990..<6000 { #expect(try c.object(forKey: "f\(i)") == value("f\(i)", 24 + (i * 37) % 400)) }
+  }
+
+  /// With a cost limit, a value that grows goes through W4 (which evicts to keep the
+  /// limit) rather than in place; one that shrinks still stays.
+  @Test func aCostLimitSendsGrowthToTheHead() throws {
+    let path = TestFiles.tempPath("rw-cost")
+    defer { TestFiles.cleanup(path) }
+    let o = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
+    try c.setLimits(cost: 64 << 10)
+    try c.setObject(value("k", 400), forKey: "k")
+    let home = try #require(try offset(c, "k"))
+    try c.setObject(value("k", 100, 2), forKey: "k")
+    #expect(try offset(c, "k") == home)
+    try c.setObject(value("k", 300, 3), forKey: "k")
+    #expect(try offset(c, "k") != home)
+    #expect(try c.object(forKey: "k") == value("k", 300, 3))
+  }
+}
