@@ -197,8 +197,10 @@ struct Writer {
     guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
     var extent = h.size
     var lastDead = -1
+    // The record itself lies in its log's live range (checked: the file may be damaged).
+    let log = part.logs.state(part.logs.id(containing: e.offset))
+    guard log.holds(e.offset, count: extent) else { return nil }
     if extent < w.size {
-      let log = part.logs.state(part.logs.id(containing: e.offset))
       for _ in 0..<Self.rewriteMerges where extent < w.size {
         let next = e.offset &+ extent
         // `next` is the chain's next link when the live range holds it and it is not the
