@@ -96,6 +96,23 @@ private final class Scratch {
     #expect(RecordFormat.maxHeaderBytes == 19)
   }
 
+  /// A dead record of exactly n bytes (W3b's leftover) exists from a header and key up,
+  /// in a form whose fields hold its lengths; below that, none.
+  @Test func deadRecordsOfEverySize() {
+    for keyCount in [1, 12, 256, 257, 4096] {
+      let smallest = (keyCount <= 256 ? 9 : 13) + keyCount
+      #expect(RecordFormat.filler(size: smallest - 1, keyCount: keyCount) == nil)
+      for size in Array(smallest..<(smallest + 600)) + [70_000, 1 << 20] {
+        guard let f = RecordFormat.filler(size: size, keyCount: keyCount) else {
+          Issue.record("no dead record of \(size) bytes, key \(keyCount)")
+          continue
+        }
+        #expect(RecordFormat.headerBytes(form: f.form, expiry: false) + keyCount + f.valueCount == size)
+        #expect(f.form == 2 || (keyCount <= 256 && f.valueCount <= (f.form == 0 ? 0xFF : 0xFFFF)))
+      }
+    }
+  }
+
   /// An expiry survives the record's 48 bits (milliseconds to the year 2109 and the
   /// horizon), and later ones are held there.
   @Test func expiriesRoundTrip() {

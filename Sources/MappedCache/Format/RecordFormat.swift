@@ -65,7 +65,7 @@ enum RecordFormat {
 
   /// The form and value length of a dead record of exactly `size` bytes with a key of
   /// `keyCount` bytes and no expiry (the rest of a record rewritten smaller in place,
-  /// `MappedMemory.resizeValue`), or nil when no record is that small or that large.
+  /// `MappedMemory.rewriteRecord`), or nil when no record is that small or that large.
   static func filler(size: Int, keyCount: Int) -> (form: UInt8, valueCount: Int)? {
     let keyed = size &- keyCount
     if keyCount <= 256 {
