@@ -707,7 +707,7 @@ struct PartitionMemory {
     assert(held.partition == index)
     precondition(value.count == h.vlen && offset <= limits.bytes - h.size, "rewrite of another length")
     let p = base + offset
-    let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let form = h.form
     Self.storeTrailer(
       p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
       expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
@@ -789,7 +789,7 @@ struct PartitionMemory {
   func rewriteExpiry(at offset: Int, _ h: RecordFormat.Header, expiry: UInt64, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
     precondition(h.hasExpiry && offset <= limits.bytes - h.size, "no expiry field")
-    let form = (h.flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let form = h.form
     Self.storeTrailer(
       base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
   }

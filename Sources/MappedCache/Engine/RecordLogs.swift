@@ -77,10 +77,7 @@ struct LogState {
   }
   /// Whether `offset` lies in the live range (it may still be a dead record or the middle
   /// of one: the record chain says which).
-  func holds(_ offset: Int) -> Bool {
-    if wrapped { return (offset >= tail.offset && offset < lastWrap) || (offset >= base && offset < head.offset) }
-    return offset >= tail.offset && offset < head.offset
-  }
+  func holds(_ offset: Int) -> Bool { holds(offset, count: 1) }
 }
 
 struct RecordLogs {
