@@ -284,6 +284,7 @@ import Testing
       n += 1
     }
     let stable = (0..<n).map { "stable-\($0)" }
+    let busyBefore = c.statistics.busyMisses
     let stop = CoreFlag()
     let writer = Thread {
       var rng = SplitMix(77)
@@ -320,14 +321,18 @@ import Testing
     while !writer.isFinished { usleep(1000) }
     let s = c.statistics
     let second = c.check().meanProbe
+    let busy = s.busyMisses - busyBefore
     print(
-      "[core] lookups during displacements: \(reads.value) reads, \(falseMisses.value) false misses, "
-        + "evictions \(s.evictions), \(Int(second * 100)) % of entries in their second bucket")
+      "[core] lookups during displacements: \(reads.value) reads, \(falseMisses.value) misses "
+        + "(\(busy) of them the bounded wait's), evictions \(s.evictions), "
+        + "\(Int(second * 100)) % of entries in their second bucket")
     #expect(wrong.value == 0)
     #expect(second > 0.1, "the test moves entries: \(second)")
     // Eviction could legitimately take a stable key only if the log filled: check it did not.
     #expect(s.evictions == 0)
-    #expect(falseMisses.value == 0, "a present key read as missing while entries moved")
+    // The one miss allowed is the bounded wait's (a mover descheduled mid-move past it,
+    // on an oversubscribed machine), which counts itself apart.
+    #expect(falseMisses.value <= busy, "a present key read as missing while entries moved")
     #expect(c.check().ok)
   }
 

@@ -78,8 +78,10 @@ final class Reader {
   static let readYields = 64
   static let readSleeps = 20
   static let readSleepMicroseconds: UInt32 = 50
-  /// Reads of one key started again because the index was reorganised meanwhile (R5),
-  /// before the read answers "busy": a split or merge takes microseconds.
+  /// Reads of one key started again because the index was reorganised or entries moved
+  /// meanwhile (R5), before the read answers "busy": each restart saw a writer make
+  /// progress (a split or merge takes microseconds). A move still under way is not a
+  /// restart but a wait (`backoff`).
   static let restartLimit = 1024
 
   /// One wait step on a busy bucket of partition `partition`; false once the reader
@@ -171,7 +173,11 @@ final class Reader {
     waits: inout Int
   ) -> Located {
     let index = BucketIndex(part: memory.partition(p))
-    for _ in 0..<Self.restartLimit {
+    // Restarts count only changes seen (the index reorganised, entries moved): a move
+    // still under way is waited for by `backoff`, whose bound is longer and gives up
+    // the CPU, so that a descheduled mover can finish.
+    var restarts = 0
+    while restarts < Self.restartLimit {
       // R1.
       let geometry = index.geometry()
       guard index.part.isValidGroupCount(geometry.groups) else { return .absent }
@@ -186,12 +192,20 @@ final class Reader {
         found = readBucket(index, pl.second, tag: pl.tag, key, into: buffer, waits: &waits, busy: &busy)
       }
       // R5 (after R3's acquire fences).
-      guard index.geometryRelaxed() == geometry else { continue }
+      guard index.geometryRelaxed() == geometry else {
+        restarts += 1
+        continue
+      }
       if let found { return .found(found, partition: p) }
       if busy { return .busy }
       // A miss stands when no displacement moved entries while the buckets were read.
-      if moves & 1 == 0 && index.part.word(.moves).load(.relaxed) == moves { return .absent }
-      if moves & 1 != 0 && !backoff(&waits, partition: p) { return .busy }
+      if moves & 1 != 0 {
+        if !backoff(&waits, partition: p) { return .busy }
+      } else if index.part.word(.moves).load(.relaxed) == moves {
+        return .absent
+      } else {
+        restarts += 1
+      }
     }
     return .busy
   }
