@@ -52,6 +52,35 @@ import Testing
     #expect(c.statistics.liveBytes == r.liveBytes)
   }
 
+  /// `verify` sums the logs' record bytes and the dead ones among them: a shrink's
+  /// leftover, an overwrite moved to the head, a removal; the live ones are the rest.
+  @Test func verifyCountsTheDeadBytes() throws {
+    let (c, path) = try cache("rw-dead")
+    defer { TestFiles.cleanup(path) }
+    func size(_ k: String) throws -> Int { try #require(try c.engine.entry(of: k)).header.size }
+    try c.setObject(value("a", 300), forKey: "a")
+    try c.setObject(value("b", 100), forKey: "b")
+    try c.setObject(value("c", 100), forKey: "c")
+    var r = try c.verify()
+    let first = try size("a") + size("b") + size("c")
+    #expect(r.ok && r.deadBytes == 0 && r.logBytes == first)
+    try c.setObject(value("a", 100, 2), forKey: "a")  // shrunk in place: a leftover
+    r = try c.verify()
+    #expect(r.logBytes == first)
+    #expect(r.deadBytes == first - (try size("a") + size("b") + size("c")))
+    #expect(r.deadBytes > 0)
+    try c.setObject(value("c", 900, 2), forKey: "c")  // past its bytes: to the head
+    let oldC = try size("b")  // c's old record was b's size
+    r = try c.verify()
+    #expect(r.logBytes == first + (try size("c")))
+    #expect(r.logBytes - r.deadBytes == (try size("a") + size("b") + size("c")))
+    #expect(r.deadBytes >= oldC)
+    #expect(try c.removeObject(forKey: "b"))
+    r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+    #expect(r.logBytes - r.deadBytes == (try size("a") + size("c")))
+  }
+
   /// A record grows into the dead record of another key right after it (that key's
   /// value moved to the head), and the log keeps working for laps after.
   @Test func aRewriteTakesTheDeadRecordAfterIt() throws {

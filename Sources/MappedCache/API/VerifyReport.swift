@@ -12,6 +12,12 @@ public struct VerifyReport: Sendable, Equatable, Codable {
   public var slotsChecked = 0
   /// Records checked in the logs (each one's header, key and value checksum).
   public var recordsChecked = 0
+  /// Bytes of the logs' records, from each tail to its head: the entries' records
+  /// (headers, keys, values, padding) and the dead ones.
+  public var logBytes = 0
+  /// Bytes of those records that no entry names (overwritten, removed, or the leftover
+  /// of a record rewritten smaller): free only once the log's tail passes them.
+  public var deadBytes = 0
   /// 1 when some entry sits in its key's second place (its first was full), else 0.
   public var maxProbe = 0
   /// Share of the entries that sit in their key's second place.
@@ -31,6 +37,8 @@ public struct VerifyReport: Sendable, Equatable, Codable {
     liveBytes += r.liveBytes
     slotsChecked += r.slotsChecked
     recordsChecked += r.recordsChecked
+    logBytes += r.logBytes
+    deadBytes += r.deadBytes
     maxProbe = max(maxProbe, r.maxProbe)
     meanProbe = entries == 0 ? 0 : (meanProbe * Double(before) + r.meanProbe * Double(r.entries)) / Double(entries)
   }

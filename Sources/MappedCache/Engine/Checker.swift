@@ -64,7 +64,7 @@ struct Checker {
     var chains = checkLogs(&r)
     for id in chains.broken {
       logs.reset(id, held)
-      chains.starts[id] = []
+      chains.starts[id] = [:]
       r.repaired += 1
     }
     // 2.
@@ -155,8 +155,8 @@ struct Checker {
 
   /// Each log's record starts, walking from its tail to its head, and the logs whose
   /// positions or chain are broken.
-  private func checkLogs(_ r: inout VerifyReport) -> (starts: [LogID: Set<Int>], broken: [LogID]) {
-    var starts: [LogID: Set<Int>] = [:]
+  private func checkLogs(_ r: inout VerifyReport) -> (starts: [LogID: [Int: Int]], broken: [LogID]) {
+    var starts: [LogID: [Int: Int]] = [:]
     var broken: [LogID] = []
     for id in LogID.allCases {
       let s = logs.state(id)
@@ -171,6 +171,7 @@ struct Checker {
       if let chain = walk(id, s) {
         starts[id] = chain
         r.recordsChecked += chain.count
+        r.logBytes += chain.values.reduce(0, +)
       } else {
         problem(&r, "\(id) log: its chain of records is broken")
         broken.append(id)
@@ -179,10 +180,11 @@ struct Checker {
     return (starts, broken)
   }
 
-  /// The record starts of log `id` from tail to head, or nil when a byte in between is
-  /// neither a record nor (at the end of the tail's lap) a wrap marker.
-  private func walk(_ id: LogID, _ s: LogState) -> Set<Int>? {
-    var starts = Set<Int>()
+  /// The records of log `id` from tail to head (each one's start and size), or nil when
+  /// a byte in between is neither a record nor (at the end of the tail's lap) a wrap
+  /// marker.
+  private func walk(_ id: LogID, _ s: LogState) -> [Int: Int]? {
+    var starts: [Int: Int] = [:]
     var at = s.tail.offset
     var inTailLap = s.wrapped
     let maxSteps = layout.partitionBytes
@@ -196,7 +198,7 @@ struct Checker {
         continue
       }
       guard at < end, let h = memory.record(at: at), h.size <= end - at else { return nil }
-      starts.insert(at)
+      starts[at] = h.size
       at += h.size
     }
     return nil
@@ -207,7 +209,7 @@ struct Checker {
   /// Every slot. Counts the entries that pass into `r`; returns the slots to drop and
   /// the odd buckets to make even.
   private func checkBuckets(
-    _ r: inout VerifyReport, chains: [LogID: Set<Int>], checksums: Bool
+    _ r: inout VerifyReport, chains: [LogID: [Int: Int]], checksums: Bool
   ) -> (drop: [BucketIndex.Slot], odd: [Place]) {
     var drop: [BucketIndex.Slot] = []
     var odd: [Place] = []
@@ -246,6 +248,9 @@ struct Checker {
         }
       }
     }
+    for chain in chains.values {
+      for (start, size) in chain where !seenOffsets.contains(start) { r.deadBytes += size }
+    }
     r.maxProbe = second > 0 ? 1 : 0
     r.meanProbe = r.entries == 0 ? 0 : Double(second) / Double(r.entries)
     return (drop, odd)
@@ -254,7 +259,7 @@ struct Checker {
   /// Whether slot `at`'s entry is whole and its own: the entry, its key's hash and
   /// whether it sits in its second place, or why not.
   private func check(
-    _ at: BucketIndex.Slot, groups: Int, chains: [LogID: Set<Int>], rewriting: Int, seenOffsets: Set<Int>,
+    _ at: BucketIndex.Slot, groups: Int, chains: [LogID: [Int: Int]], rewriting: Int, seenOffsets: Set<Int>,
     seenKeys: [UInt64: Int], checksums: Bool
   ) -> Result<(BucketIndex.Entry, UInt64, Bool), LayoutProblem> {
     if Writer.slotNumber(at) == rewriting { return .failure(LayoutProblem("left mid-rewrite by a dead writer")) }
@@ -263,7 +268,7 @@ struct Checker {
     guard let h = memory.record(at: offset) else {
       return .failure(LayoutProblem("record offset \(offset) is not a valid entry"))
     }
-    guard chains[logs.id(containing: offset)]?.contains(offset) == true else {
+    guard chains[logs.id(containing: offset)]?[offset] != nil else {
       return .failure(LayoutProblem("record at \(offset) is not in its log's live chain"))
     }
     let e = BucketIndex.Entry(at: at, word: word, header: h)

@@ -39,6 +39,8 @@ enum MaintenanceCommands {
       t.add(["live bytes", Units.bytes(r.liveBytes)])
       t.add(["slots checked", Units.count(r.slotsChecked)])
       t.add(["records checked", Units.count(r.recordsChecked)])
+      t.add(["log bytes", Units.bytes(r.logBytes)])
+      t.add(["dead bytes", Units.bytes(r.deadBytes)])
       t.add(["mean probe", String(format: "%.2f", r.meanProbe)])
       t.add(["max probe", Units.count(r.maxProbe)])
       Output.out(t.render())
@@ -63,6 +65,7 @@ enum MaintenanceCommands {
     [
       "ok": r.ok, "problems": r.problems, "repaired": r.repaired, "entries": r.entries,
       "live_bytes": r.liveBytes, "slots_checked": r.slotsChecked, "records_checked": r.recordsChecked,
+      "log_bytes": r.logBytes, "dead_bytes": r.deadBytes,
       "max_probe": r.maxProbe, "mean_probe": JSON.number(r.meanProbe),
     ]
   }
