@@ -353,6 +353,11 @@ import Testing
     #expect(v.text.contains("OK: \(path) is consistent"))
     let vj = try #require(try Self.json(try Self.cli(["verify", path, "--json"])) as? [String: Any])
     #expect(vj["ok"] as? Bool == true && vj["entries"] as? Int == 20)
+    // The ten swept entries' records stay in the log, dead, until its tail passes.
+    let logBytes = try #require(vj["log_bytes"] as? Int)
+    let deadBytes = try #require(vj["dead_bytes"] as? Int)
+    #expect(deadBytes > 0 && deadBytes < logBytes, "\(deadBytes) of \(logBytes)")
+    #expect(v.text.contains("dead bytes"))
     let c = try Self.cli(["clear", path])
     #expect(c.status == 0 && c.text.contains("20 before"))
     let j = try #require(try Self.json(try Self.cli(["stats", path, "--json"])) as? [String: Any])
