@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import TestSupport
 import Testing
@@ -50,6 +51,67 @@ import Testing
     let r = try c.verify()
     #expect(r.ok, "\(r.problems)")
     #expect(c.statistics.liveBytes == r.liveBytes)
+  }
+
+  /// W3c: a record that grows past its bytes while a live record of another key follows
+  /// it moves that neighbour to the head and takes its bytes: the key keeps its offset,
+  /// the neighbour keeps its value, and no dead record of either is left behind.
+  @Test func aGrowingRewriteMovesItsLiveNeighbour() throws {
+    let (c, path) = try cache("rw-move")
+    defer { TestFiles.cleanup(path) }
+    try c.setObject(value("k", 100), forKey: "k")
+    try c.setObject(value("j", 100), forKey: "j")
+    try c.setObject(value("z", 50), forKey: "z")
+    let home = try #require(try offset(c, "k"))
+    let oldJ = try #require(try offset(c, "j"))
+    #expect(oldJ == home + (try #require(try c.engine.entry(of: "k")).header.size), "j follows k")
+    try c.setObject(value("k", 180, 2), forKey: "k")
+    #expect(try offset(c, "k") == home, "k stayed, in its bytes and j's")
+    #expect(try offset(c, "j") != oldJ, "j moved")
+    #expect(try c.object(forKey: "k") == value("k", 180, 2))
+    #expect(try c.object(forKey: "j") == value("j", 100))
+    #expect(try c.object(forKey: "z") == value("z", 50))
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+    // What is dead is k's leftover after its new record, nothing else.
+    let sizes = try ["k", "j", "z"].map { try #require(try c.engine.entry(of: $0)).header.size }
+    #expect(r.logBytes - r.deadBytes == sizes.reduce(0, +))
+    #expect(r.deadBytes < 100, "only k's leftover: \(r.deadBytes)")
+    // A neighbour larger than the new record stays: the rewrite goes to the head.
+    try c.setObject(value("m", 100), forKey: "m")
+    try c.setObject(value("n", 600), forKey: "n")
+    let homeM = try #require(try offset(c, "m"))
+    let oldN = try #require(try offset(c, "n"))
+    try c.setObject(value("m", 200, 2), forKey: "m")
+    #expect(try offset(c, "m") != homeM && (try offset(c, "n")) == oldN)
+    #expect(try c.object(forKey: "n") == value("n", 600))
+    #expect(try c.verify().ok)
+  }
+
+  /// W3c under eviction: growing keys whose neighbours must move, over laps of a full
+  /// cache, every value kept or evicted whole.
+  @Test func neighbourMovesInAFullCacheKeepEveryValueWhole() throws {
+    let (c, path) = try cache("rw-move-full")
+    defer { TestFiles.cleanup(path) }
+    var rng = SplitMix(29)
+    var latest: [String: [UInt8]] = [:]
+    for i in 0..<20_000 {
+      let k = "g\(rng.below(4000))"
+      let v = value(k, 16 + rng.below(700), i)
+      try c.setObject(v, forKey: k)
+      latest[k] = v
+    }
+    #expect(c.statistics.evictions > 0, "the cache filled")
+    var present = 0
+    for (k, v) in latest {
+      if let got = try c.object(forKey: k) {
+        #expect(got == v, "\(k)")
+        present += 1
+      }
+    }
+    #expect(present > 100)
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
   }
 
   /// `verify` sums the logs' record bytes and the dead ones among them: a shrink's

@@ -111,12 +111,7 @@ struct Writer {
     // W2.
     var placement = Placement(hash: w.hash, groups: index.groups)
     var found = index.find(key, placement: placement, held)
-    var live = found
-    if let e = found, e.header.expiry != 0 {
-      if clock == 0 { clock = Sys.expiryClockMilliseconds() }
-      if Expiry.isExpired(e.header.expiry, now: clock) { live = nil }
-    }
-    if let refusal = refusal(condition, live: live) { return refusal }
+    if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
       let version = keep ?? part.counters.nextVersion(held)
@@ -124,9 +119,17 @@ struct Writer {
       part.counters.bump(.sets, held)
       return .stored(version: UInt64(version))
     }
-    // W3b.
-    if let e = found, !intoMain, let stored = resizeInPlace(e, key, value, w, version: keep, part, held) {
-      return stored
+    // W3b, W3c.
+    if let e = found, !intoMain {
+      switch try resize(e, key, value, w, version: keep, now: &clock, part, held) {
+      case .stored(let outcome):
+        return outcome
+      case .changed:
+        placement = Placement(hash: w.hash, groups: index.groups)
+        found = index.find(key, placement: placement, held)
+      case .unchanged:
+        break
+      }
     }
     // W4. (The log positions are checked first: `set` takes the lock without.)
     guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
@@ -142,12 +145,7 @@ struct Writer {
       placement = Placement(hash: w.hash, groups: index.groups)
       if found != nil { found = index.find(key, placement: placement, held) }
     }
-    let slot: BucketIndex.Slot
-    if let e = found {
-      slot = e.at
-    } else {
-      slot = try allocate(&placement, hash: w.hash, now: clock, part, held)
-    }
+    let slot = try found?.at ?? allocate(&placement, hash: w.hash, now: clock, part, held)
     // W5.
     let version = keep ?? part.counters.nextVersion(held)
     let offset = part.logs.reserve(dest, w.size, held)
@@ -159,6 +157,24 @@ struct Writer {
     // W7. (A writer killed before them leaves counts that repair recounts.)
     countStore(adding: key.count &+ value.count, replacing: found, part, held)
     return .stored(version: UInt64(version))
+  }
+
+  /// `found`, unless it has expired by `clock` (read into it when first needed).
+  @inline(__always)
+  private func unexpired(_ found: BucketIndex.Entry?, clock: inout UInt64) -> BucketIndex.Entry? {
+    guard let e = found, e.header.expiry != 0 else { return found }
+    if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+    return Expiry.isExpired(e.header.expiry, now: clock) ? nil : e
+  }
+
+  /// W3b, then W3c: an overwrite that changes the record's size, where the record stands.
+  @inline(__always)
+  private func resize(
+    _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    version keep: UInt32?, now: inout UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) throws -> NeighbourMove {
+    if let stored = resizeInPlace(e, key, value, w, version: keep, part, held) { return .stored(stored) }
+    return try resizeMovingNeighbours(e, key, value, w, version: keep, now: &now, part, held)
   }
 
   /// W3b: `e`'s record rewritten where it stands with a value of another size, with
@@ -179,6 +195,96 @@ struct Writer {
     }
     countStore(adding: key.count &+ value.count, replacing: e, part, held)
     return .stored(version: UInt64(version))
+  }
+
+  /// What W3b and W3c did.
+  private enum NeighbourMove {
+    case stored(SetOutcome)
+    /// Nothing changed: the store goes on as if they had not been tried.
+    case unchanged
+    /// Eviction made room, or a neighbour moved: the entry is to be found again.
+    case changed
+  }
+
+  /// W3c: when W3b is refused because live records of other keys follow `e`'s, and the
+  /// new record fits once their bytes are taken too (`neighboursToMove`), they are moved
+  /// to their log's head, each a whole copy and then its slot pointed there in one
+  /// seqlock write, as eviction moves an entry (a kill between leaves a slot naming a
+  /// whole copy), and W3b then takes their old bytes. The copies hold no more bytes than
+  /// the record the store would otherwise append, and the old record it would leave
+  /// dead for a lap is not left. Room for them is made as for any append (eviction),
+  /// once.
+  @inline(never)
+  private func resizeMovingNeighbours(
+    _ entry: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+    _ w: PreparedWrite, version keep: UInt32?, now: inout UInt64, _ part: Partition,
+    _ held: borrowing WriteLock.Held
+  ) throws -> NeighbourMove {
+    var e = entry
+    var evicted = false
+    while true {
+      guard part.logs.areSane, let moves = neighboursToMove(e, w, valueCount: value.count, part, held) else {
+        return evicted ? .changed : .unchanged
+      }
+      let id = part.logs.id(containing: e.offset)
+      let total = moves.reduce(0) { $0 &+ $1.header.size }
+      if !part.logs.fits(id, total) {
+        guard !evicted else { return .changed }
+        evicted = true
+        if now == 0 { now = Sys.expiryClockMilliseconds() }
+        _ = try part.policy.makeRoom(id, size: total, newEntry: false, liveDelta: 0, now: now, held)
+        guard let again = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), held)
+        else { return .changed }
+        e = again
+        continue
+      }
+      for n in moves {
+        let size = n.header.size
+        guard part.logs.fits(id, size) else { return .changed }
+        let to = part.logs.reserve(id, size, held)
+        part.memory.moveRecord(from: n.offset, to: to, size: size, unearned: n.header.unearned, held)
+        part.logs.commit(id, size, held)
+        part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, held)
+      }
+      guard let stored = resizeInPlace(e, key, value, w, version: keep, part, held) else { return .changed }
+      return .stored(stored)
+    }
+  }
+
+  /// W3c's plan: the live records of other keys among those after `e`'s (up to
+  /// `rewriteMerges` records) whose bytes, with the dead ones between, make W3b's room
+  /// for a record of `w.size` bytes; nil when no such records would, when none is live
+  /// (W3b's case), or when they hold more bytes than that record (moving them must not
+  /// cost more than appending it). At most `rewriteMerges` entries.
+  private func neighboursToMove(
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> [BucketIndex.Entry]? {
+    let h = e.header
+    guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
+    let log = part.logs.state(part.logs.id(containing: e.offset))
+    guard log.holds(e.offset, count: h.size) else { return nil }
+    var extent = h.size
+    var lastDead = -1
+    var moved = 0
+    var moves: [BucketIndex.Entry] = []
+    for _ in 0..<Self.rewriteMerges where extent < w.size {
+      let next = e.offset &+ extent
+      guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size) else {
+        return nil
+      }
+      if !part.memory.sameKey(e.offset, h, next, d),
+        let n = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held)
+      {
+        moved &+= d.size
+        guard moved <= w.size else { return nil }
+        moves.append(n)
+      }
+      lastDead = extent &+ 1 &+ RecordFormat.lengthBytes(form: d.form)
+      extent &+= d.size
+    }
+    guard !moves.isEmpty, Self.leavesValidRest(extent: extent, lastDead: lastDead, size: w.size, keyCount: h.klen)
+    else { return nil }
+    return moves
   }
 
   /// W3b's room: the bytes from `e`'s record on that its rewrite as a record of
@@ -215,8 +321,17 @@ struct Writer {
       }
       guard extent >= w.size else { return nil }
     }
-    let rest = extent &- w.size
-    return rest == 0 || (w.size >= lastDead && RecordFormat.filler(size: rest, keyCount: h.klen) != nil) ? extent : nil
+    return Self.leavesValidRest(extent: extent, lastDead: lastDead, size: w.size, keyCount: h.klen) ? extent : nil
+  }
+
+  /// Whether a record of `size` bytes written over `extent` bytes leaves nothing, or a
+  /// dead record (`RecordFormat.filler`) that starts clear of the flags and lengths of
+  /// the last dead record taken (which end at `lastDead`; -1: none taken).
+  @inline(__always)
+  static func leavesValidRest(extent: Int, lastDead: Int, size: Int, keyCount: Int) -> Bool {
+    guard extent >= size else { return false }
+    let rest = extent &- size
+    return rest == 0 || (size >= lastDead && RecordFormat.filler(size: rest, keyCount: keyCount) != nil)
   }
 
   /// Dead records a rewrite in place may take after its own (W3b).
