@@ -256,7 +256,7 @@ struct Writer {
   /// for a record of `w.size` bytes; nil when no such records would, when none is live
   /// (W3b's case), or when they hold more bytes than that record (moving them must not
   /// cost more than appending it). At most `rewriteMerges` entries.
-  private func neighboursToMove(
+  func neighboursToMove(
     _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
   ) -> [BucketIndex.Entry]? {
     let h = e.header
