@@ -207,8 +207,13 @@ import Testing
     let k = ks[0]
     let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: 100)
     try crashDuringSet(c, k, newValue) { part, held, found, w, _, vb in
-      let planned = e.writer.neighboursToMove(found, w, valueCount: vb.count, part, held)
-      let n = try #require(planned?.first, "W3c applies")
+      let room = e.writer.rewriteRoom(found, w, valueCount: vb.count, movingLive: true, part, held)
+      try #require((room?.moved ?? 0) > 0, "W3c applies")
+      // Its first neighbour, the record right after the key's.
+      let next = found.offset + found.header.size
+      let d = try #require(part.memory.record(at: next))
+      let named = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held)
+      let n = try #require(named)
       let id = part.logs.id(containing: n.offset)
       let to = part.logs.reserve(id, n.header.size, held)
       part.memory.moveRecord(from: n.offset, to: to, size: n.header.size, unearned: n.header.unearned, held)

@@ -508,7 +508,7 @@ struct PartitionMemory {
     let p = base + offset
     let flags = p.load(as: UInt8.self)
     guard flags & (RecordFormat.kindMask | RecordFormat.invalidFlags) == RecordFormat.kindEntry else { return nil }
-    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let form = RecordFormat.form(ofFlags: flags)
     let hasExpiry = flags & RecordFormat.expiryFlag != 0
     let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
     guard form != 3, offset <= limits.bytes &- headerBytes else { return nil }
@@ -646,7 +646,7 @@ struct PartitionMemory {
     let flags = RecordFormat.flags(
       keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
     let headerBytes = RecordFormat.headerBytes(
-      form: (flags & RecordFormat.formMask) >> RecordFormat.formShift, expiry: hasExpiry)
+      form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     precondition(
       offset >= Format.Part.dataStart && offset <= limits.bytes - headerBytes - key.count - value.count,
       "record outside the partition")
@@ -666,7 +666,7 @@ struct PartitionMemory {
     expiry: UInt64?
   ) {
     p.storeBytes(of: flags, as: UInt8.self)
-    let form = (flags & RecordFormat.formMask) >> RecordFormat.formShift
+    let form = RecordFormat.form(ofFlags: flags)
     switch form {
     case 0:
       p.storeBytes(of: UInt8(keyCount - 1), toByteOffset: 1, as: UInt8.self)
@@ -742,7 +742,7 @@ struct PartitionMemory {
     let flags = RecordFormat.flags(
       keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: h.unearned)
     let headerBytes = RecordFormat.headerBytes(
-      form: (flags & RecordFormat.formMask) >> RecordFormat.formShift, expiry: hasExpiry)
+      form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     let size = headerBytes &+ key.count &+ value.count
     precondition(
       offset >= Format.Part.dataStart && extent <= limits.bytes &- offset && size <= extent && key.count == h.klen,

@@ -207,13 +207,11 @@ struct Writer {
   }
 
   /// W3c: when W3b is refused because live records of other keys follow `e`'s, and the
-  /// new record fits once their bytes are taken too (`neighboursToMove`), they are moved
-  /// to their log's head, each a whole copy and then its slot pointed there in one
-  /// seqlock write, as eviction moves an entry (a kill between leaves a slot naming a
-  /// whole copy), and W3b then takes their old bytes. The copies hold no more bytes than
-  /// the record the store would otherwise append, and the old record it would leave
-  /// dead for a lap is not left. Room for them is made as for any append (eviction),
-  /// once.
+  /// new record fits once their bytes are taken too (`rewriteRoom` with `movingLive`),
+  /// and they hold no more bytes than that record (moving them must not cost more than
+  /// appending it), they are moved to their log's head (`moveLiveRecords`) and W3b then
+  /// takes their old bytes. The old record the append would leave dead for a lap is not
+  /// left. Room for the copies is made as for any append (eviction), once.
   @inline(never)
   private func resizeMovingNeighbours(
     _ entry: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
@@ -223,68 +221,50 @@ struct Writer {
     var e = entry
     var evicted = false
     while true {
-      guard part.logs.areSane, let moves = neighboursToMove(e, w, valueCount: value.count, part, held) else {
-        return evicted ? .changed : .unchanged
-      }
+      guard part.logs.areSane, let room = rewriteRoom(e, w, valueCount: value.count, movingLive: true, part, held),
+        room.moved > 0, room.moved <= w.size
+      else { return evicted ? .changed : .unchanged }
       let id = part.logs.id(containing: e.offset)
-      let total = moves.reduce(0) { $0 &+ $1.header.size }
-      if !part.logs.fits(id, total) {
+      if !part.logs.fits(id, room.moved) {
         guard !evicted else { return .changed }
         evicted = true
         if now == 0 { now = Sys.expiryClockMilliseconds() }
-        _ = try part.policy.makeRoom(id, size: total, newEntry: false, liveDelta: 0, now: now, held)
+        _ = try part.policy.makeRoom(id, size: room.moved, newEntry: false, liveDelta: 0, now: now, held)
         guard let again = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), held)
         else { return .changed }
         e = again
         continue
       }
-      for n in moves {
-        let size = n.header.size
-        guard part.logs.fits(id, size) else { return .changed }
-        let to = part.logs.reserve(id, size, held)
-        part.memory.moveRecord(from: n.offset, to: to, size: size, unearned: n.header.unearned, held)
-        part.logs.commit(id, size, held)
-        part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, held)
-      }
-      guard let stored = resizeInPlace(e, key, value, w, version: keep, part, held) else { return .changed }
+      guard moveLiveRecords(after: e, upTo: room.extent, id, part, held),
+        let stored = resizeInPlace(e, key, value, w, version: keep, part, held)
+      else { return .changed }
       return .stored(stored)
     }
   }
 
-  /// W3c's plan: the live records of other keys among those after `e`'s (up to
-  /// `rewriteMerges` records) whose bytes, with the dead ones between, make W3b's room
-  /// for a record of `w.size` bytes; nil when no such records would, when none is live
-  /// (W3b's case), or when they hold more bytes than that record (moving them must not
-  /// cost more than appending it). At most `rewriteMerges` entries.
-  func neighboursToMove(
-    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
-  ) -> [BucketIndex.Entry]? {
-    let h = e.header
-    guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
-    let log = part.logs.state(part.logs.id(containing: e.offset))
-    guard log.holds(e.offset, count: h.size) else { return nil }
-    var extent = h.size
-    var lastDead = -1
-    var moved = 0
-    var moves: [BucketIndex.Entry] = []
-    for _ in 0..<Self.rewriteMerges where extent < w.size {
-      let next = e.offset &+ extent
-      guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size) else {
-        return nil
-      }
-      if !part.memory.sameKey(e.offset, h, next, d),
-        let n = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held)
+  /// Moves each live record of another key among those after `e`'s, up to `extent` bytes
+  /// from its start (as `rewriteRoom` found them), to log `id`'s head, as eviction moves
+  /// an entry: a whole copy, committed, then its slot pointed there in one seqlock write
+  /// (`BucketIndex.move`, hits and flags kept), so a kill between leaves a slot naming a
+  /// whole copy. False when the log has no room for one (nothing is then half done).
+  func moveLiveRecords(
+    after e: BucketIndex.Entry, upTo extent: Int, _ id: LogID, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> Bool {
+    var at = e.offset &+ e.header.size
+    while at < e.offset &+ extent {
+      guard let d = part.memory.record(at: at) else { return false }
+      if !part.memory.sameKey(e.offset, e.header, at, d),
+        let n = part.index.slot(naming: at, hash: part.memory.keyHash(record: at, d), held)
       {
-        moved &+= d.size
-        guard moved <= w.size else { return nil }
-        moves.append(n)
+        guard part.logs.fits(id, d.size) else { return false }
+        let to = part.logs.reserve(id, d.size, held)
+        part.memory.moveRecord(from: at, to: to, size: d.size, unearned: d.unearned, held)
+        part.logs.commit(id, d.size, held)
+        part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, held)
       }
-      lastDead = extent &+ 1 &+ RecordFormat.lengthBytes(form: d.form)
-      extent &+= d.size
+      at &+= d.size
     }
-    guard !moves.isEmpty, Self.leavesValidRest(extent: extent, lastDead: lastDead, size: w.size, keyCount: h.klen)
-    else { return nil }
-    return moves
+    return true
   }
 
   /// W3b's room: the bytes from `e`'s record on that its rewrite as a record of
@@ -299,29 +279,43 @@ struct Writer {
   func rewriteExtent(
     _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
   ) -> Int? {
+    rewriteRoom(e, w, valueCount: valueCount, movingLive: false, part, held)?.extent
+  }
+
+  /// `rewriteExtent`'s walk. With `movingLive` (W3c's plan), live records of other keys
+  /// count in too, as if moved away; `moved` is their bytes (0 without).
+  @inline(__always)
+  func rewriteRoom(
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, movingLive: Bool, _ part: Partition,
+    _ held: borrowing WriteLock.Held
+  ) -> (extent: Int, moved: Int)? {
     let h = e.header
     guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
     var extent = h.size
     var lastDead = -1
+    var moved = 0
     // The record itself lies in its log's live range (checked: the file may be damaged).
     let log = part.logs.state(part.logs.id(containing: e.offset))
     guard log.holds(e.offset, count: extent) else { return nil }
-    if extent < w.size {
-      for _ in 0..<Self.rewriteMerges where extent < w.size {
-        let next = e.offset &+ extent
-        // `next` is the chain's next link when the live range holds it and it is not the
-        // head (in a full log the head is the tail, the oldest link, not this one's next);
-        // a link ends inside the range (checked: the file may be damaged).
-        guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size),
-          part.memory.sameKey(e.offset, h, next, d)
-            || part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held) == nil
-        else { return nil }
-        lastDead = extent &+ 1 &+ RecordFormat.lengthBytes(form: d.form)
-        extent &+= d.size
+    for _ in 0..<Self.rewriteMerges where extent < w.size {
+      let next = e.offset &+ extent
+      // `next` is the chain's next link when the live range holds it and it is not the
+      // head (in a full log the head is the tail, the oldest link, not this one's next);
+      // a link ends inside the range (checked: the file may be damaged).
+      guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size) else {
+        return nil
       }
-      guard extent >= w.size else { return nil }
+      if !part.memory.sameKey(e.offset, h, next, d),
+        part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held) != nil
+      {
+        guard movingLive else { return nil }
+        moved &+= d.size
+      }
+      lastDead = extent &+ 1 &+ RecordFormat.lengthBytes(form: d.form)
+      extent &+= d.size
     }
-    return Self.leavesValidRest(extent: extent, lastDead: lastDead, size: w.size, keyCount: h.klen) ? extent : nil
+    return Self.leavesValidRest(extent: extent, lastDead: lastDead, size: w.size, keyCount: h.klen)
+      ? (extent, moved) : nil
   }
 
   /// Whether a record of `size` bytes written over `extent` bytes leaves nothing, or a

@@ -78,6 +78,10 @@ enum RecordFormat {
     return v2 >= 0 && v2 <= 0xFFFF_FFFF ? (2, v2) : nil
   }
 
+  /// The length form a flags byte names.
+  @inline(__always)
+  static func form(ofFlags flags: UInt8) -> UInt8 { (flags & formMask) >> formShift }
+
   /// The flags byte of an entry record.
   @inline(__always)
   static func flags(keyCount: Int, valueCount: Int, expiry: Bool, unearned: Bool = false) -> UInt8 {
@@ -116,6 +120,6 @@ enum RecordFormat {
     @inline(__always) var liveBytes: Int { klen &+ vlen }
     @inline(__always) var hasExpiry: Bool { flags & RecordFormat.expiryFlag != 0 }
     @inline(__always) var unearned: Bool { flags & RecordFormat.unearnedFlag != 0 }
-    @inline(__always) var form: UInt8 { (flags & RecordFormat.formMask) >> RecordFormat.formShift }
+    @inline(__always) var form: UInt8 { RecordFormat.form(ofFlags: flags) }
   }
 }
