@@ -240,6 +240,16 @@ struct FileMutator: Sendable {
           }
         }
       }
+      // The main log's free records too (`FreeLists`: their links are damaged like keys).
+      for c in 0..<FreeLists.classCount {
+        var at = Int(Self.get64(base, part + Format.Part.freeHeads + 8 * (c / 2)) >> UInt64(32 * (c % 2)) & 0xFFFF_FFFF)
+        for _ in 0..<64 where at >= Format.Part.dataStart && at + 32 <= layout.partitionBytes {
+          records.append(part + at)
+          let form = Int(base[part + at] >> 4) & 3
+          let next = part + at + RecordFormat.headerBytes(form: UInt8(form), expiry: false) + 5
+          at = Int(Self.get64(base, next) & 0xFFFF_FFFF)
+        }
+      }
     }
     liveSlots = slots
     liveRecords = records

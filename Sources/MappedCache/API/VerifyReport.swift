@@ -18,6 +18,9 @@ public struct VerifyReport: Sendable, Equatable, Codable {
   /// Bytes of those records that no entry names (overwritten, removed, or the leftover
   /// of a record rewritten smaller): free only once the log's tail passes them.
   public var deadBytes = 0
+  /// Bytes of those dead records that are on their main log's free lists: records bound
+  /// for main take them before the tail passes them.
+  public var freeBytes = 0
   /// 1 when some entry sits in its key's second place (its first was full), else 0.
   public var maxProbe = 0
   /// Share of the entries that sit in their key's second place.
@@ -39,6 +42,7 @@ public struct VerifyReport: Sendable, Equatable, Codable {
     recordsChecked += r.recordsChecked
     logBytes += r.logBytes
     deadBytes += r.deadBytes
+    freeBytes += r.freeBytes
     maxProbe = max(maxProbe, r.maxProbe)
     meanProbe = entries == 0 ? 0 : (meanProbe * Double(before) + r.meanProbe * Double(r.entries)) / Double(entries)
   }

@@ -124,7 +124,8 @@ struct BucketIndex {
       m &= m &- 1
       let word = part.entryWord(place, slot).load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-      guard let h = part.record(at: offset), h.klen == key.count, part.keyEquals(record: offset, h, key) else {
+      guard let h = part.record(at: offset, free: false), h.klen == key.count, part.keyEquals(record: offset, h, key)
+      else {
         continue
       }
       if h.vlen <= buffer.count, let out = buffer.baseAddress { part.copyValue(record: offset, h, to: out) }
@@ -171,7 +172,7 @@ struct BucketIndex {
       let slot = m.trailingZeroBitCount
       m &= m &- 1
       let word = part.entryWord(place, slot).load(.relaxed)
-      if Int(truncatingIfNeeded: word & Format.offsetMask) == offset, let h = part.record(at: offset) {
+      if Int(truncatingIfNeeded: word & Format.offsetMask) == offset, let h = part.record(at: offset, free: false) {
         return Entry(at: Slot(place: place, slot: slot), word: word, header: h)
       }
     }
@@ -183,7 +184,7 @@ struct BucketIndex {
   func entry(at: Slot) -> Entry? {
     guard part.tag(at.place, at.slot) != 0 else { return nil }
     let word = part.entryWord(at.place, at.slot).load(.relaxed)
-    guard let h = part.record(at: Int(truncatingIfNeeded: word & Format.offsetMask)) else { return nil }
+    guard let h = part.record(at: Int(truncatingIfNeeded: word & Format.offsetMask), free: false) else { return nil }
     return Entry(at: at, word: word, header: h)
   }
 

@@ -16,6 +16,8 @@
 ///     from this one, that partition's), its value matching its checksum with
 ///     `checksums`, no other slot naming the record or the key, not the slot a dead
 ///     writer was rewriting), dropping those that fail;
+///     `checkFreeLists`: the main log's free lists against its chain (`FreeLists`;
+///     repair rebuilds them from the free records' flags whatever it found);
 ///  3. `checkCounts`: the partition's entry and byte counts against the slots (repair
 ///     stores the true ones).
 /// A repair then advances the geometry's generation: readers of the partition read again.
@@ -47,6 +49,7 @@ struct Checker {
     guard checkGeometry(&r) else { return r }
     let chains = checkLogs(&r)
     _ = checkBuckets(&r, chains: chains.starts, checksums: checksums)
+    checkFreeLists(&r, chain: chains.starts[.main])
     checkCounts(&r)
     return r
   }
@@ -77,6 +80,10 @@ struct Checker {
       index.finishSequence(place, held)
       r.repaired += 1
     }
+    // The free lists, from the flags of main's chain (a dead writer may have left a
+    // list half linked: they are rebuilt whatever was found).
+    if checkFreeLists(&r, chain: chains.starts[.main]) { r.repaired += 1 }
+    part.freeLists.rebuild(from: chains.starts[.main] ?? [:], held)
     // A move sequence left odd (a dead writer's displacement, now repaired) turns even.
     if checkMoves(&r) {
       memory.word(.moves).add(1, .releasing)
@@ -265,7 +272,7 @@ struct Checker {
     if Writer.slotNumber(at) == rewriting { return .failure(LayoutProblem("left mid-rewrite by a dead writer")) }
     let word = memory.entryWord(at.place, at.slot).load(.relaxed)
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-    guard let h = memory.record(at: offset) else {
+    guard let h = memory.record(at: offset), !h.isListed else {
       return .failure(LayoutProblem("record offset \(offset) is not a valid entry"))
     }
     guard chains[logs.id(containing: offset)]?[offset] != nil else {
@@ -289,6 +296,17 @@ struct Checker {
       return .failure(LayoutProblem("value checksum mismatch"))
     }
     return .success((e, hash, pl.first != at.place))
+  }
+
+  /// Whether the free lists break their invariants (`FreeLists`) against main's chain
+  /// (nil: broken, forgotten). Reported as problems only when no writer died mid-change
+  /// (its lists are repaired, not damaged). Adds the bytes they hold to `r`.
+  @discardableResult
+  private func checkFreeLists(_ r: inout VerifyReport, chain: [Int: Int]?) -> Bool {
+    let found = part.freeLists.inspect(chain: chain ?? [:])
+    r.freeBytes += found.bytes
+    if counters.value(.intent) == 0 { for p in found.problems { problem(&r, p) } }
+    return !found.problems.isEmpty
   }
 
   // MARK: 3. Counts

@@ -17,11 +17,12 @@
 ///     the cache is still filling or `roomy`, or an unread one (or read once) that
 ///     displaces an unread entry at main's tail which is unearned or, when nothing was
 ///     ever read or nothing for ten cache's worths of evictions (`noRecentReuse`), any:
-///     copy it to main's head, point its slot there (a promotion). While filling its
-///     hits go along and, unread, it is marked unearned; otherwise its count starts again;
+///     copy it to main's head or a free record of main (`moveToMain`), point its slot
+///     there (a promotion). While filling its hits go along and, unread, it is marked
+///     unearned; otherwise its count starts again;
 ///  5. any other small-log entry: remember its tag in the ghost (`GhostTable`), remove
 ///     it (an eviction); a later insert of a remembered key goes straight to main;
-///  6. main-log entry read since the hand last passed: copy it to main's head with its
+///  6. main-log entry read since the hand last passed: copy it on (`moveToMain`) with its
 ///     hit count (1 to 3) less one (a second chance, while the call's budget lasts: see
 ///     `EvictionBudget`); an unread one in a `roomy` cache: copy it on as it is (within
 ///     the budget); otherwise remove it (an eviction);
@@ -255,6 +256,12 @@ struct EvictionPolicy {
     case .broken:
       throw PartitionDamage("bad record at the tail of the \(id) log")
     case .record(let offset, let h):
+      // A free record leaves its list before the tail passes it (only main's are listed).
+      if h.isListed && id == .main {
+        try FreeLists(part: part, logs: logs).unlink(offset, held)
+        logs.advanceTail(id, by: h.size, held)
+        return nil
+      }
       let hash = part.keyHash(record: offset, h)
       guard let e = index.slot(naming: offset, hash: hash, held) else {
         logs.advanceTail(id, by: h.size, held)
@@ -264,12 +271,20 @@ struct EvictionPolicy {
     }
   }
 
-  /// Removes a live entry (an eviction or an expiration: `counter`).
+  /// Removes a live entry (an eviction or an expiration: `counter`) whose record the
+  /// caller's tail is about to pass.
   @inline(__always)
   func remove(_ e: BucketIndex.Entry, counting counter: PartitionWord, _ held: borrowing WriteLock.Held) {
     index.clear(e.at, held)
     counters.removeEntry(liveBytes: e.header.liveBytes, held)
     counters.bump(counter, held)
+  }
+
+  /// Removes a live entry wherever its record lies (a removal, an expiry, an eviction
+  /// from its bucket, growth's move), and lists its record as free (`FreeLists.release`).
+  func discard(_ e: BucketIndex.Entry, counting counter: PartitionWord, _ held: borrowing WriteLock.Held) {
+    remove(e, counting: counter, held)
+    FreeLists(part: part, logs: logs).release(e.offset, e.header, held)
   }
 
   /// Steps 2–5 and 7 for the record at the small log's tail. With `onlyPromote` (step 0)
@@ -306,7 +321,7 @@ struct EvictionPolicy {
         // it cannot be displaced in turn while the cache is read.
         let hits = filling ? e2.hits : 0
         let unearned = filling && e2.word & Format.referencedBit == 0
-        moveToMainHead(e2, hits: hits, unearned: unearned, held)
+        moveToMain(e2, hits: hits, unearned: unearned, held)
         counters.bump(.promotions, held)
       }
     } else {
@@ -340,7 +355,7 @@ struct EvictionPolicy {
       let left =
         e.word & Format.hotBit != 0
         ? Format.referencedBit | Format.frequentBit : e.word & Format.frequentBit != 0 ? Format.referencedBit : 0
-      moveToMainHead(e, hits: left, unearned: false, held)
+      moveToMain(e, hits: left, unearned: false, held)
       counters.bump(.reinsertions, held)
     } else {
       remove(e, counting: .evictions, held)
@@ -383,6 +398,11 @@ struct EvictionPolicy {
       case .wrap:
         logs.advanceTail(.main, by: nil, held)
       case .record(let offset, let h):
+        if h.isListed {
+          guard (try? FreeLists(part: part, logs: logs).unlink(offset, held)) != nil else { return false }
+          logs.advanceTail(.main, by: h.size, held)
+          continue
+        }
         guard let e = index.slot(naming: offset, hash: part.keyHash(record: offset, h), held) else {
           logs.advanceTail(.main, by: h.size, held)
           continue
@@ -408,6 +428,40 @@ struct EvictionPolicy {
     index.move(e.at, toRecord: to, hits: hits, midway: midway, held)
   }
 
+  /// Moves a tail's entry `e` on into main (a promotion, step 4, or a second chance,
+  /// step 6): into a free record of main that fits at least half main's used bytes
+  /// ahead of its tail (`moveToFreeRecord`), else to main's head. So promotions and
+  /// second chances fill the bytes main's deaths left, as writes bound for main do,
+  /// while the hand does not judge a moved entry again sooner than half a lap on.
+  private func moveToMain(
+    _ e: BucketIndex.Entry, hits: UInt32, unearned: Bool, _ held: borrowing WriteLock.Held
+  ) {
+    let distance = logs.state(.main).used / 2
+    if !moveToFreeRecord(e, hits: hits, unearned: unearned, distance: distance, held) {
+      moveToMainHead(e, hits: hits, unearned: unearned, held)
+    }
+  }
+
+  /// Moves `e`'s record into a free record of main that fits (outside `avoiding`, at
+  /// least `distance` bytes ahead of main's tail) and points its slot there with `hits`,
+  /// listing what the copy leaves. False, changing nothing, when none does (or a list
+  /// is damaged: the next eviction at the tail reports it).
+  func moveToFreeRecord(
+    _ e: BucketIndex.Entry, hits: UInt32, unearned: Bool, avoiding: Range<Int> = 0..<0, distance: Int = 0,
+    _ held: borrowing WriteLock.Held
+  ) -> Bool {
+    let free = FreeLists(part: part, logs: logs)
+    let size = e.header.size
+    guard free.mayHold(size),
+      let f = (try? free.take(size, keyCount: e.header.klen, avoiding: avoiding, distance: distance, held)) ?? nil
+    else { return false }
+    part.moveRecord(from: e.offset, e.header, over: f.offset, extent: f.extent, unearned: unearned, held)
+    index.move(e.at, toRecord: f.offset, hits: hits, held)
+    let rest = f.offset &+ size
+    if f.extent &- size >= FreeLists.minBytes, let h = part.record(at: rest) { free.release(rest, h, held) }
+    return true
+  }
+
   /// A new key's two buckets are full and no displacement frees a slot (the index is
   /// waiting for its space): removes the entry of the two that eviction would reach
   /// first: expired, then unread, in small before main, fewest hits.
@@ -428,12 +482,12 @@ struct EvictionPolicy {
     }
     guard let victim = best else { return }
     if bestScore < 0 {
-      remove(victim, counting: .expirations, held)
+      discard(victim, counting: .expirations, held)
     } else {
       if logs.id(containing: victim.offset) == .small {
         ghost.remember(part.keyHash(record: victim.offset, victim.header), entries: counters.count(.entries), held)
       }
-      remove(victim, counting: .evictions, held)
+      discard(victim, counting: .evictions, held)
     }
   }
 }

@@ -204,7 +204,7 @@ extension CacheEngine {
           let hash = from.memory.keyHash(record: e.offset, e.header)
           guard IndexGeometry.partition(hash, count: count) == to.number else { continue }
           _ = try writer.copyEntry(e, hash: hash, from: from, fromHeld, to: to, toHeld)
-          from.policy.remove(e, counting: .grownOut, fromHeld)
+          from.policy.discard(e, counting: .grownOut, fromHeld)
           moved += 1
           if moved == 1 { pauseForTest(at: "moving") }
         }

@@ -498,16 +498,18 @@ struct PartitionMemory {
   /// The header of the entry record at `offset`, when its bytes check out: an entry's
   /// flags (no other kind, no unknown bit), its whole record inside the partition past
   /// its header lines, its key 1 to `maxKey` bytes and its value at most `maxValue`.
-  /// Nil for anything else. Racy under readers (validated by the bucket's sequence
-  /// afterwards); exact for writers.
+  /// Nil for anything else, and, with `free` false, for a free record (`FreeLists`: no
+  /// slot names one, so an index entry never is one). Racy under readers (validated by
+  /// the bucket's sequence afterwards); exact for writers.
   @inline(__always)
-  func record(at offset: Int) -> RecordFormat.Header? {
+  func record(at offset: Int, free: Bool = true) -> RecordFormat.Header? {
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
     // must not wrap past the check.
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 1 else { return nil }
     let p = base + offset
     let flags = p.load(as: UInt8.self)
-    guard flags & (RecordFormat.kindMask | RecordFormat.invalidFlags) == RecordFormat.kindEntry else { return nil }
+    let mask = RecordFormat.kindMask | RecordFormat.invalidFlags | (free ? 0 : RecordFormat.listedFlag)
+    guard flags & mask == RecordFormat.kindEntry else { return nil }
     let form = RecordFormat.form(ofFlags: flags)
     let hasExpiry = flags & RecordFormat.expiryFlag != 0
     let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
@@ -737,15 +739,32 @@ struct PartitionMemory {
     value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64, steps: Int = 3,
     _ held: borrowing WriteLock.Held
   ) {
+    precondition(key.count == h.klen, "rewrite of another key")
+    writeRecord(
+      over: offset, extent: extent, key: key, value: value, version: version, sum: sum, expiry: expiry,
+      unearned: h.unearned, steps: steps, held)
+  }
+
+  /// Writes an entry record at `offset` over `extent` bytes that are one record or
+  /// several of its log's chain (W3b's rewrite, or a free record `FreeLists.take` gave
+  /// out), the bytes it leaves becoming one dead record of its key, in the three steps
+  /// `rewriteRecord` names, so that the chain is whole after every store. Preconditions:
+  /// `extent` leaves nothing or room for a dead record (`RecordFormat.filler`), clear of
+  /// the flags and lengths of the last record it covers; no slot names the bytes, or the
+  /// caller is inside the seqlock write of the bucket whose slot names the first record.
+  func writeRecord(
+    over offset: Int, extent: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32,
+    sum: UInt16, expiry: UInt64, unearned: Bool = false, steps: Int = 3, _ held: borrowing WriteLock.Held
+  ) {
     assert(held.partition == index)
     let hasExpiry = expiry != 0
     let flags = RecordFormat.flags(
-      keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: h.unearned)
+      keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
     let headerBytes = RecordFormat.headerBytes(
       form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     let size = headerBytes &+ key.count &+ value.count
     precondition(
-      offset >= Format.Part.dataStart && extent <= limits.bytes &- offset && size <= extent && key.count == h.klen,
+      offset >= Format.Part.dataStart && extent <= limits.bytes &- offset && size <= extent,
       "rewrite outside the record")
     let p = base + offset
     // 1.
@@ -768,6 +787,82 @@ struct PartitionMemory {
     guard steps > 2 else { return }
     (p + headerBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
     if value.count > 0 { (p + headerBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+  }
+
+  // MARK: Free records (`FreeLists`: dead records of a main log, linked by size)
+
+  /// The form and value length of a free record of `size` bytes (a one-byte key, a
+  /// value of at least the two links), or nil when no record of that size can be one
+  /// here (too small, or a value longer than the file allows).
+  func freeRecordShape(size: Int) -> (form: UInt8, valueCount: Int)? {
+    guard let shape = RecordFormat.filler(size: size, keyCount: 1), shape.valueCount >= 8,
+      shape.valueCount <= limits.maxValue
+    else { return nil }
+    return shape
+  }
+
+  /// Turns the `size` bytes at `offset` (a dead record, or several) into one free record
+  /// linked to `prev` and `next` (partition offsets, 0: none), its last 4 bytes its own
+  /// offset (a footer: the record after it finds it by them, `FreeLists.release`). The
+  /// links, key and footer go first, past the flags and lengths of every record the bytes
+  /// hold, then one 8-byte store switches the header, so a walker sees the old records or
+  /// the new one. Preconditions: `freeRecordShape(size:)` is not nil; the bytes are dead
+  /// records of a log's chain (no slot names them), the first of at least
+  /// `FreeLists.minBytes`, the last of at least 10.
+  func writeFreeRecord(at offset: Int, size: Int, prev: Int, next: Int, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index)
+    guard let (form, valueCount) = freeRecordShape(size: size) else {
+      preconditionFailure("no free record is \(size) bytes")
+    }
+    precondition(offset >= Format.Part.dataStart && size <= limits.bytes &- offset, "record outside the partition")
+    let p = base + offset
+    let headerBytes = RecordFormat.headerBytes(form: form, expiry: false)
+    p.storeBytes(of: UInt8(0), toByteOffset: headerBytes, as: UInt8.self)
+    p.storeBytes(of: UInt32(truncatingIfNeeded: prev), toByteOffset: headerBytes + 1, as: UInt32.self)
+    p.storeBytes(of: UInt32(truncatingIfNeeded: next), toByteOffset: headerBytes + 5, as: UInt32.self)
+    p.storeBytes(of: UInt32(truncatingIfNeeded: offset), toByteOffset: size - 4, as: UInt32.self)
+    withUnsafeTemporaryAllocation(byteCount: RecordFormat.maxHeaderBytes + 8, alignment: 8) { buffer in
+      let staged = buffer.baseAddress!
+      Self.storeHeader(
+        staged, flags: RecordFormat.listedFlag | form << RecordFormat.formShift, keyCount: 1,
+        valueCount: valueCount, version: 0, sum: 0, expiry: nil)
+      p.storeBytes(of: staged.load(as: UInt64.self), as: UInt64.self)
+      (p + 8).copyMemory(from: staged + 8, byteCount: headerBytes &- 8)
+    }
+  }
+
+  /// The offset a free record ending at `end` names in its footer (any 4 bytes, unless
+  /// `FreeLists.release` checks them), or nil when `end` is not past 4 data bytes.
+  func freeFooter(endingAt end: Int) -> Int? {
+    guard end >= Format.Part.dataStart &+ 4, end <= limits.bytes else { return nil }
+    return Int((base + (end &- 4)).loadUnaligned(as: UInt32.self))
+  }
+
+  /// The links of the free record at `offset` (its checked header `h`, listed, with a
+  /// one-byte key and a value of at least 8 bytes: `FreeLists.node` checks).
+  func freeLinks(record offset: Int, _ h: RecordFormat.Header) -> (prev: Int, next: Int) {
+    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= limits.bytes &- h.size, "not a free record")
+    let p = base + (offset &+ h.headerBytes &+ 1)
+    return (Int(p.loadUnaligned(as: UInt32.self)), Int(p.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+  }
+
+  /// Sets one or both links of the free record at `offset` (as `freeLinks` reads them).
+  func storeFreeLinks(
+    record offset: Int, _ h: RecordFormat.Header, prev: Int? = nil, next: Int? = nil, _ held: borrowing WriteLock.Held
+  ) {
+    assert(held.partition == index)
+    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= limits.bytes &- h.size, "not a free record")
+    let p = base + (offset &+ h.headerBytes &+ 1)
+    if let prev { p.storeBytes(of: UInt32(truncatingIfNeeded: prev), as: UInt32.self) }
+    if let next { p.storeBytes(of: UInt32(truncatingIfNeeded: next), toByteOffset: 4, as: UInt32.self) }
+  }
+
+  /// Clears the free-listed flag of the record at `offset` (its checked header `h`): off
+  /// its list, it is an ordinary dead record of the same size.
+  func unlistRecord(at offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held) {
+    assert(held.partition == index)
+    precondition(offset >= Format.Part.dataStart && offset <= limits.bytes &- h.size, "record outside the partition")
+    (base + offset).storeBytes(of: h.flags & ~RecordFormat.listedFlag, as: UInt8.self)
   }
 
   /// Writes the header and key of a dead record of `size` bytes at `offset` (its value
@@ -805,6 +900,34 @@ struct PartitionMemory {
     let flags = (base + to).load(as: UInt8.self)
     (base + to).storeBytes(
       of: unearned ? flags | RecordFormat.unearnedFlag : flags & ~RecordFormat.unearnedFlag, as: UInt8.self)
+  }
+
+  /// Copies the checked record at `from` (header `h`) over the `extent` bytes at `to` (a
+  /// free record `FreeLists.take` gave out, which no slot names), with its unearned flag
+  /// set or cleared, so that the chain stays whole after every store: the dead record
+  /// for the rest first, then everything past the record's first 8 bytes, then those
+  /// (its flags and lengths) in one store. Precondition: `extent` leaves nothing or room
+  /// for a dead record of the key (`RecordFormat.filler`).
+  func moveRecord(
+    from: Int, _ h: RecordFormat.Header, over to: Int, extent: Int, unearned: Bool, _ held: borrowing WriteLock.Held
+  ) {
+    assert(held.partition == index)
+    let size = h.size
+    precondition(
+      to >= Format.Part.dataStart && extent <= limits.bytes &- to && size <= extent && from >= Format.Part.dataStart
+        && from <= limits.bytes &- size, "record outside the partition")
+    if size < extent {
+      writeFiller(
+        at: to &+ size, size: extent &- size,
+        key: UnsafeRawBufferPointer(start: base + (from &+ h.headerBytes), count: h.klen))
+    }
+    (base + (to &+ 8)).copyMemory(from: base + (from &+ 8), byteCount: size &- 8)
+    atomicMemoryFence(ordering: .releasing)
+    var first = (base + from).loadUnaligned(as: UInt64.self)
+    let flags = UInt8(truncatingIfNeeded: first)
+    let newFlags = unearned ? flags | RecordFormat.unearnedFlag : flags & ~RecordFormat.unearnedFlag
+    first = first & ~0xFF | UInt64(newFlags)
+    (base + to).storeBytes(of: first, as: UInt64.self)
   }
 
   /// Writes a wrap marker (one byte) at `offset`.

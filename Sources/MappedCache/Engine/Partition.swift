@@ -18,6 +18,7 @@ struct Partition {
 
   @inline(__always) var index: BucketIndex { BucketIndex(part: memory) }
   @inline(__always) var logs: RecordLogs { RecordLogs(part: memory) }
+  @inline(__always) var freeLists: FreeLists { FreeLists(part: memory, logs: logs) }
   @inline(__always) var counters: PartitionCounters { PartitionCounters(part: memory, memory: file) }
   @inline(__always) var resizer: IndexResizer {
     IndexResizer(index: index, logs: logs, counters: counters)

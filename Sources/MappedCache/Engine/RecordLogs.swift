@@ -75,6 +75,13 @@ struct LogState {
     }
     return offset >= tail.offset && offset < head.offset && count <= head.offset &- offset
   }
+  /// Bytes from the tail to `offset`, which lies in the live range: how soon the tail
+  /// reaches it.
+  func distanceFromTail(_ offset: Int) -> Int {
+    if wrapped && offset < tail.offset { return (lastWrap &- tail.offset) &+ (offset &- base) }
+    return offset &- tail.offset
+  }
+
   /// Whether `offset` lies in the live range (it may still be a dead record or the middle
   /// of one: the record chain says which).
   func holds(_ offset: Int) -> Bool { holds(offset, count: 1) }
@@ -206,6 +213,7 @@ struct RecordLogs {
   func discardAll(_ id: LogID, _ held: borrowing WriteLock.Held) {
     let w = words(id)
     part.word(w.tail).store(part.word(w.head).load(.relaxed), .relaxed)
+    if id == .main { FreeLists(part: part, logs: self).clear(held) }
   }
 
   /// Forgets log `id` entirely (both positions at its base, lap 0): repair of a broken
@@ -215,7 +223,10 @@ struct RecordLogs {
     let start = LogPosition(lap: 0, offset: id == .small ? smallBase : mainBase).raw
     part.word(w.head).store(start, .relaxed)
     part.word(w.tail).store(start, .relaxed)
-    if id == .main { part.word(.mainLastWrap).store(0, .relaxed) }
+    if id == .main {
+      part.word(.mainLastWrap).store(0, .relaxed)
+      FreeLists(part: part, logs: self).clear(held)
+    }
   }
 
   // MARK: The main log's limit

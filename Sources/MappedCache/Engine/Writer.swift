@@ -12,13 +12,16 @@ import SystemCalls
 ///      bytes and those of dead records right after it (`rewriteExtent`,
 ///      `BucketIndex.rewriteRecord`);
 ///  W4. make room: a group for the index when a new entry would pass 95 % of its slots
-///      (`IndexResizer.growIfFull`), room in the destination log (`EvictionPolicy.makeRoom`),
+///      (`IndexResizer.growIfFull`), a free record for a record bound for main
+///      (`FreeLists.take`) or room in the destination log (`EvictionPolicy.makeRoom`),
 ///      then for a new key a slot (`BucketIndex.allocate`, or an eviction from its two
 ///      buckets when the index is waiting for space);
-///  W5. write the record at the log's head (a wrap marker first if it would pass the
-///      limit), then advance the head: the record is complete before anything names it;
+///  W5. write the record into the free record, or at the log's head (a wrap marker first
+///      if it would pass the limit) and then advance the head: the record is complete
+///      before anything names it;
 ///  W6. publish: one seqlock write of the bucket (the slot's word and tag);
-///  W7. update the counts; `withWriteLock` clears the intent word and releases the lock.
+///  W7. update the counts, and list an overwrite's old record as free (`FreeLists.release`);
+///      `withWriteLock` clears the intent word and releases the lock.
 /// A writer killed at any point leaves: before W6, an unreferenced record (garbage the
 /// tail skips); during W6 (or W3, W3b), an odd bucket, checked entry by entry by the next
 /// writer's repair (W3 and W3b name their slot in the intent word, and repair drops it); after W6,
@@ -140,23 +143,71 @@ struct Writer {
       placement = Placement(hash: w.hash, groups: index.groups)
     }
     let liveDelta = key.count &+ value.count &- oldBytes
-    if try part.policy.makeRoom(dest, size: w.size, newEntry: found == nil, liveDelta: liveDelta, now: clock, held) {
-      // Eviction may have moved or removed the entry, or merged a group.
-      placement = Placement(hash: w.hash, groups: index.groups)
-      if found != nil { found = index.find(key, placement: placement, held) }
-    }
+    let free = try makeRoom(
+      dest, key, w, liveDelta: liveDelta, found: &found, placement: &placement, now: clock, part, held)
     let slot = try found?.at ?? allocate(&placement, hash: w.hash, now: clock, part, held)
     // W5.
     let version = keep ?? part.counters.nextVersion(held)
+    let offset = write(key, value, w, version: version, into: dest, free: free, part, held)
+    // W6: an overwrite keeps the old entry's reference bit.
+    index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
+    // W7. (A writer killed before them leaves counts that repair recounts.) The old
+    // record, no longer named, goes on a free list.
+    countStore(adding: key.count &+ value.count, replacing: found, part, held)
+    if let old = found { part.freeLists.release(old.offset, old.header, held) }
+    return .stored(version: UInt64(version))
+  }
+
+  /// W4's room for the record in log `dest`: for main, a free record when one fits
+  /// (`FreeLists.take`, after eviction has kept the file's limits and the log's reserve:
+  /// eviction may pass free records, so it comes first), else room at the head
+  /// (`EvictionPolicy.makeRoom`). `found` and `placement` follow what eviction moved.
+  @inline(__always)
+  private func makeRoom(
+    _ dest: LogID, _ key: UnsafeRawBufferPointer, _ w: PreparedWrite, liveDelta: Int,
+    found: inout BucketIndex.Entry?, placement: inout Placement, now: UInt64, _ part: Partition,
+    _ held: borrowing WriteLock.Held
+  ) throws -> (offset: Int, extent: Int)? {
+    var tryFree = dest == .main && part.freeLists.mayHold(w.size)
+    while true {
+      let size = tryFree ? 0 : w.size
+      if try part.policy.makeRoom(dest, size: size, newEntry: found == nil, liveDelta: liveDelta, now: now, held) {
+        // Eviction may have moved or removed the entry, or merged a group.
+        placement = Placement(hash: w.hash, groups: part.index.groups)
+        if found != nil { found = part.index.find(key, placement: placement, held) }
+      }
+      guard tryFree else { return nil }
+      if let free = try part.freeLists.take(w.size, keyCount: key.count, held) { return free }
+      tryFree = false
+    }
+  }
+
+  /// W5: the record written into the free record `free` (its leftover listed in turn),
+  /// or at log `dest`'s head, which then advances. Returns its offset.
+  @inline(__always)
+  private func write(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, version: UInt32,
+    into dest: LogID, free: (offset: Int, extent: Int)?, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> Int {
+    if let f = free {
+      part.memory.writeRecord(
+        over: f.offset, extent: f.extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry,
+        held)
+      releaseLeftover(at: f.offset &+ w.size, extentEnd: f.offset &+ f.extent, part, held)
+      return f.offset
+    }
     let offset = part.logs.reserve(dest, w.size, held)
     part.memory.writeRecord(
       at: offset, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
     part.logs.commit(dest, w.size, held)
-    // W6: an overwrite keeps the old entry's reference bit.
-    index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
-    // W7. (A writer killed before them leaves counts that repair recounts.)
-    countStore(adding: key.count &+ value.count, replacing: found, part, held)
-    return .stored(version: UInt64(version))
+    return offset
+  }
+
+  /// Lists the dead record a write over an extent left at `at` (up to `extentEnd`), if any.
+  @inline(__always)
+  private func releaseLeftover(at: Int, extentEnd: Int, _ part: Partition, _ held: borrowing WriteLock.Held) {
+    guard extentEnd &- at >= FreeLists.minBytes, let h = part.memory.record(at: at) else { return }
+    part.freeLists.release(at, h, held)
   }
 
   /// `found`, unless it has expired by `clock` (read into it when first needed).
@@ -173,7 +224,7 @@ struct Writer {
     _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
     version keep: UInt32?, now: inout UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> NeighbourMove {
-    if let stored = resizeInPlace(e, key, value, w, version: keep, part, held) { return .stored(stored) }
+    if let stored = try resizeInPlace(e, key, value, w, version: keep, part, held) { return .stored(stored) }
     return try resizeMovingNeighbours(e, key, value, w, version: keep, now: &now, part, held)
   }
 
@@ -186,13 +237,21 @@ struct Writer {
   private func resizeInPlace(
     _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
     version keep: UInt32?, _ part: Partition, _ held: borrowing WriteLock.Held
-  ) -> SetOutcome? {
+  ) throws -> SetOutcome? {
     guard part.logs.areSane, let extent = rewriteExtent(e, w, valueCount: value.count, part, held) else { return nil }
+    // The free records among the bytes taken leave their lists before they are written.
+    var at = e.offset &+ e.header.size
+    while at < e.offset &+ extent {
+      guard let d = part.memory.record(at: at) else { throw PartitionDamage("a record taken in place moved") }
+      if d.isListed { try part.freeLists.unlink(at, held) }
+      at &+= d.size
+    }
     let version = keep ?? part.counters.nextVersion(held)
     marking(e.at, part) {
       part.index.rewriteRecord(
         e, extent: extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
     }
+    releaseLeftover(at: e.offset &+ w.size, extentEnd: e.offset &+ extent, part, held)
     countStore(adding: key.count &+ value.count, replacing: e, part, held)
     return .stored(version: UInt64(version))
   }
@@ -236,17 +295,19 @@ struct Writer {
         continue
       }
       guard moveLiveRecords(after: e, upTo: room.extent, id, part, held),
-        let stored = resizeInPlace(e, key, value, w, version: keep, part, held)
+        let stored = try resizeInPlace(e, key, value, w, version: keep, part, held)
       else { return .changed }
       return .stored(stored)
     }
   }
 
   /// Moves each live record of another key among those after `e`'s, up to `extent` bytes
-  /// from its start (as `rewriteRoom` found them), to log `id`'s head, as eviction moves
-  /// an entry: a whole copy, committed, then its slot pointed there in one seqlock write
-  /// (`BucketIndex.move`, hits and flags kept), so a kill between leaves a slot naming a
-  /// whole copy. False when the log has no room for one (nothing is then half done).
+  /// from its start (as `rewriteRoom` found them), into a free record of main outside
+  /// those bytes (`EvictionPolicy.moveToFreeRecord`), else to log `id`'s head, as
+  /// eviction moves an entry: a whole copy, then its slot pointed there in one seqlock
+  /// write (`BucketIndex.move`, hits and flags kept), so a kill between leaves a slot
+  /// naming a whole copy. False when the log has no room for one (nothing is then half
+  /// done).
   func moveLiveRecords(
     after e: BucketIndex.Entry, upTo extent: Int, _ id: LogID, _ part: Partition, _ held: borrowing WriteLock.Held
   ) -> Bool {
@@ -256,6 +317,14 @@ struct Writer {
       if !part.memory.sameKey(e.offset, e.header, at, d),
         let n = part.index.slot(naming: at, hash: part.memory.keyHash(record: at, d), held)
       {
+        if id == .main,
+          part.policy.moveToFreeRecord(
+            n, hits: n.word & Format.hitBits, unearned: d.unearned,
+            avoiding: e.offset..<(e.offset &+ extent), held)
+        {
+          at &+= d.size
+          continue
+        }
         guard part.logs.fits(id, d.size) else { return false }
         let to = part.logs.reserve(id, d.size, held)
         part.memory.moveRecord(from: at, to: to, size: d.size, unearned: d.unearned, held)
@@ -305,7 +374,7 @@ struct Writer {
       guard next != log.head.offset, let d = part.memory.record(at: next), log.holds(next, count: d.size) else {
         return nil
       }
-      if !part.memory.sameKey(e.offset, h, next, d),
+      if !d.isListed, !part.memory.sameKey(e.offset, h, next, d),
         part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held) != nil
       {
         guard movingLive else { return nil }
@@ -431,7 +500,7 @@ struct Writer {
     guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held) else {
       return false
     }
-    part.policy.remove(e, counting: .removals, held)
+    part.policy.discard(e, counting: .removals, held)
     return true
   }
 
@@ -510,7 +579,7 @@ struct Writer {
         place: Place(group: bucket / Format.bucketsPerGroup, bucket: bucket % Format.bucketsPerGroup),
         slot: i % Format.slotsPerBucket)
       if let e = part.index.entry(at: at), Expiry.isExpired(e.header.expiry, now: now) {
-        part.policy.remove(e, counting: .expirations, held)
+        part.policy.discard(e, counting: .expirations, held)
         removed += 1
       }
       i = i + 1 == slots ? 0 : i + 1
@@ -566,7 +635,7 @@ struct Writer {
     case .keep:
       return .kept
     case .remove:
-      if let e = live { part.policy.remove(e, counting: .removals, held) }
+      if let e = live { part.policy.discard(e, counting: .removals, held) }
       return .removed
     case .store(let value, let expiry):
       let outcome = try value.withUnsafeBytes { v in

@@ -120,6 +120,10 @@ enum Format {
     /// Line 4: entries growth moved out of this partition into a new one; new keys whose
     /// ghost the partition remembered (a miss a larger cache would have served).
     static let grownOut = 272, ghostHits = 280
+    /// Line 4: the heads of the main log's free lists (`FreeLists`), two 32-bit offsets
+    /// a word (class `c` in word `freeHeads + 8 × (c / 2)`, bits `32 × (c % 2)`; 0: empty).
+    /// Written under the lock, read only by writers.
+    static let freeHeads = 288
     /// Line 1: new keys stored (the growth policy's denominator).
     static let inserts = 120
     /// Where the small log starts.
@@ -255,6 +259,8 @@ struct PartitionWord: Hashable {
   static let grownOut = PartitionWord(offset: Format.Part.grownOut)
   static let ghostHits = PartitionWord(offset: Format.Part.ghostHits)
   static let inserts = PartitionWord(offset: Format.Part.inserts)
+  /// The word holding free-list heads `2 × pair` and `2 × pair + 1`.
+  static func freeHeads(_ pair: Int) -> PartitionWord { PartitionWord(offset: Format.Part.freeHeads + 8 * pair) }
 }
 
 /// Creation parameters. Sizes in bytes.

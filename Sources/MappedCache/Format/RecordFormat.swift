@@ -3,7 +3,8 @@
 /// `MappedMemory` reads and writes the bytes.
 ///
 ///     0 flags u8    bits 0..1 kind (`kindEntry`, `kindWrap`); bit 2 has expiry;
-///                   bit 3 unearned; bits 4..5 length form; bits 6..7 zero
+///                   bit 3 unearned; bits 4..5 length form; bit 6 free-listed
+///                   (a dead record on its main log's free list, `FreeLists`); bit 7 zero
 ///     1 lengths     form 0: klen−1 u8, vlen u8 · form 1: klen−1 u8, vlen u16
 ///                   form 2: klen−1 u16, vlen u32
 ///       version u32 the partition's version counter at the write
@@ -21,8 +22,11 @@ enum RecordFormat {
   static let unearnedFlag: UInt8 = 1 << 3
   static let formShift: UInt8 = 4
   static let formMask: UInt8 = 0b11 << 4
+  /// A dead record on its main log's free list (`FreeLists`): its key is one byte, its
+  /// value starts with the list's links. No slot names a record with this flag.
+  static let listedFlag: UInt8 = 1 << 6
   /// Bits that are zero in every valid flags byte (and form 3, unused).
-  static let invalidFlags: UInt8 = 0b1100_0000
+  static let invalidFlags: UInt8 = 0b1000_0000
   static let wrapMarker: UInt8 = kindWrap
 
   static let versionBytes = 4
@@ -120,6 +124,8 @@ enum RecordFormat {
     @inline(__always) var liveBytes: Int { klen &+ vlen }
     @inline(__always) var hasExpiry: Bool { flags & RecordFormat.expiryFlag != 0 }
     @inline(__always) var unearned: Bool { flags & RecordFormat.unearnedFlag != 0 }
+    /// A dead record on its main log's free list (`FreeLists`).
+    @inline(__always) var isListed: Bool { flags & RecordFormat.listedFlag != 0 }
     @inline(__always) var form: UInt8 { RecordFormat.form(ofFlags: flags) }
   }
 }

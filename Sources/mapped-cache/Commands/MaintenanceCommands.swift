@@ -41,6 +41,7 @@ enum MaintenanceCommands {
       t.add(["records checked", Units.count(r.recordsChecked)])
       t.add(["log bytes", Units.bytes(r.logBytes)])
       t.add(["dead bytes", Units.bytes(r.deadBytes)])
+      t.add(["free-listed bytes", Units.bytes(r.freeBytes)])
       t.add(["mean probe", String(format: "%.2f", r.meanProbe)])
       t.add(["max probe", Units.count(r.maxProbe)])
       Output.out(t.render())
@@ -65,7 +66,7 @@ enum MaintenanceCommands {
     [
       "ok": r.ok, "problems": r.problems, "repaired": r.repaired, "entries": r.entries,
       "live_bytes": r.liveBytes, "slots_checked": r.slotsChecked, "records_checked": r.recordsChecked,
-      "log_bytes": r.logBytes, "dead_bytes": r.deadBytes,
+      "log_bytes": r.logBytes, "dead_bytes": r.deadBytes, "free_bytes": r.freeBytes,
       "max_probe": r.maxProbe, "mean_probe": JSON.number(r.meanProbe),
     ]
   }
