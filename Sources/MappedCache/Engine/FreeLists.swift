@@ -193,8 +193,11 @@ struct FreeLists {
     var size = h.size
     // The free record just before it, named by its footer (checked: the footer may be
     // any bytes of a live record's value, or a stale one; a record is merged only when
-    // it is free, ends exactly here, and its list links back to it).
-    if let s = part.freeFooter(endingAt: offset), s < offset, s >= logs.mainBase, let a = part.record(at: s),
+    // it is free, ends exactly here, and its list links back to it). Not before the
+    // tail's record: in a full log the head meets the tail there, and the record before
+    // is the chain's last, not this one's predecessor.
+    if offset != main.tail.offset, let s = part.freeFooter(endingAt: offset), s < offset, s >= logs.mainBase,
+      let a = part.record(at: s),
       a.isListed, s &+ a.size == offset, main.holds(s, count: a.size),
       part.freeRecordShape(size: a.size &+ size) != nil, (try? unlink(s, held)) != nil
     {
