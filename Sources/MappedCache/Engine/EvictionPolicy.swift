@@ -457,8 +457,7 @@ struct EvictionPolicy {
     else { return false }
     part.moveRecord(from: e.offset, e.header, over: f.offset, extent: f.extent, unearned: unearned, held)
     index.move(e.at, toRecord: f.offset, hits: hits, held)
-    let rest = f.offset &+ size
-    if f.extent &- size >= FreeLists.minBytes, let h = part.record(at: rest) { free.release(rest, h, held) }
+    free.releaseRest(of: f.offset, extent: f.extent, size: size, held)
     return true
   }
 

@@ -215,6 +215,14 @@ struct FreeLists {
     if part.freeRecordShape(size: size) != nil { push(start, size: size, held) }
   }
 
+  /// Lists what a write of `size` bytes over the free record at `offset` (`extent` bytes)
+  /// left after it, when that is `minBytes` or more.
+  func releaseRest(of offset: Int, extent: Int, size: Int, _ held: borrowing WriteLock.Held) {
+    let rest = offset &+ size
+    guard extent &- size >= Self.minBytes, let h = part.record(at: rest) else { return }
+    release(rest, h, held)
+  }
+
   /// Repair: every list emptied, then every listed record of main's chain (`starts`: each
   /// record's start and bytes) listed again, in the order of the chain's offsets.
   func rebuild(from starts: [Int: Int], _ held: borrowing WriteLock.Held) {

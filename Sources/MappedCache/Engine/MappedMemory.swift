@@ -792,10 +792,10 @@ struct PartitionMemory {
   // MARK: Free records (`FreeLists`: dead records of a main log, linked by size)
 
   /// The form and value length of a free record of `size` bytes (a one-byte key, a
-  /// value of at least the two links), or nil when no record of that size can be one
-  /// here (too small, or a value longer than the file allows).
+  /// value holding the two links and, apart from them, the footer), or nil when no record
+  /// of that size can be one here (too small, or a value longer than the file allows).
   func freeRecordShape(size: Int) -> (form: UInt8, valueCount: Int)? {
-    guard let shape = RecordFormat.filler(size: size, keyCount: 1), shape.valueCount >= 8,
+    guard let shape = RecordFormat.filler(size: size, keyCount: 1), shape.valueCount >= 12,
       shape.valueCount <= limits.maxValue
     else { return nil }
     return shape

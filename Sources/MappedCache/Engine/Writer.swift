@@ -193,7 +193,7 @@ struct Writer {
       part.memory.writeRecord(
         over: f.offset, extent: f.extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry,
         held)
-      releaseLeftover(at: f.offset &+ w.size, extentEnd: f.offset &+ f.extent, part, held)
+      part.freeLists.releaseRest(of: f.offset, extent: f.extent, size: w.size, held)
       return f.offset
     }
     let offset = part.logs.reserve(dest, w.size, held)
@@ -201,13 +201,6 @@ struct Writer {
       at: offset, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
     part.logs.commit(dest, w.size, held)
     return offset
-  }
-
-  /// Lists the dead record a write over an extent left at `at` (up to `extentEnd`), if any.
-  @inline(__always)
-  private func releaseLeftover(at: Int, extentEnd: Int, _ part: Partition, _ held: borrowing WriteLock.Held) {
-    guard extentEnd &- at >= FreeLists.minBytes, let h = part.memory.record(at: at) else { return }
-    part.freeLists.release(at, h, held)
   }
 
   /// `found`, unless it has expired by `clock` (read into it when first needed).
@@ -251,7 +244,7 @@ struct Writer {
       part.index.rewriteRecord(
         e, extent: extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
     }
-    releaseLeftover(at: e.offset &+ w.size, extentEnd: e.offset &+ extent, part, held)
+    part.freeLists.releaseRest(of: e.offset, extent: extent, size: w.size, held)
     countStore(adding: key.count &+ value.count, replacing: e, part, held)
     return .stored(version: UInt64(version))
   }
