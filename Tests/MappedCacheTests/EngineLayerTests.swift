@@ -1,3 +1,4 @@
+import CMappedCacheShim
 import CheckedValues
 import Foundation
 import Glibc
@@ -170,6 +171,15 @@ private final class Scratch {
       )
       let expected = (0..<10).reduce(UInt32(0)) { $0 | (tags[$1] == want ? 1 << UInt32($1) : 0) }
       #expect(BucketIndex.matching(words, want) == expected)
+      // The vector form the reads use, over the bytes as a bucket holds them: the ten
+      // tags, then entry words (which may hold the tag's bytes, and must not match).
+      var bytes = [UInt8](repeating: 0, count: 33)
+      for i in 0..<10 {
+        bytes[1 + 2 * i] = UInt8(truncatingIfNeeded: tags[i])
+        bytes[2 + 2 * i] = UInt8(truncatingIfNeeded: tags[i] >> 8)
+      }
+      for i in 21..<33 { bytes[i] = rng.below(2) == 0 ? UInt8(truncatingIfNeeded: want >> (8 * (i & 1))) : 0xA5 }
+      #expect(bytes.withUnsafeBytes { mc_tag_matches($0.baseAddress! + 1, want) } == expected)
     }
     // Every lane at once, and none: the lanes' bits are gathered without carries.
     for t: UInt16 in [1, 0x7FFF, 0x8000, 0xFFFF] {

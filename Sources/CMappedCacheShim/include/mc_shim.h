@@ -1,5 +1,7 @@
-// The few things Swift cannot call directly: variadic `syscall(SYS_futex)`, and
-// the `_GNU_SOURCE`-only `fallocate` and open-file-description lock commands of `fcntl`.
+// The few things Swift cannot call directly: variadic `syscall(SYS_futex)`, the
+// `_GNU_SOURCE`-only `fallocate` and open-file-description lock commands of `fcntl`, CPU
+// hints (pause, prefetch), and a vector compare whose lane mask Swift's SIMD types
+// cannot extract in one instruction (`mc_tag_matches`).
 #ifndef MC_SHIM_H
 #define MC_SHIM_H
 #include <stdint.h>
@@ -66,6 +68,34 @@ static inline void mc_prefetch_for_read(const void *address) {
 /// core has few (16 on recent Intel cores), while the miss is in flight.
 static inline void mc_prefetch_to_l2(const void *address) {
   __builtin_prefetch(address, 0, 1);
+}
+
+/// The slots of a bucket whose 16-bit tag equals `tag`, as a mask of bits 0-9. `tags`
+/// points at the bucket's ten tags; the 32 bytes from there (ten tags, then the first
+/// three entry words) lie inside the bucket. On x86-64: two 16-byte loads, two lane
+/// compares, one pack and one byte mask (SSE2, which every x86-64 CPU has), all ten lanes
+/// at once, where the portable form (`BucketIndex.matching`) takes some forty
+/// instructions. Racy under readers, like every load inside a bucket's seqlock read: the
+/// bucket's `seq` judges the result.
+static inline uint32_t mc_tag_matches(const void *tags, uint16_t tag) {
+#if defined(__x86_64__)
+  typedef short mc_lanes16 __attribute__((vector_size(16), aligned(1)));
+  typedef char mc_lanes8 __attribute__((vector_size(16)));
+  const mc_lanes16 *p = (const mc_lanes16 *)tags;
+  mc_lanes16 a = p[0], b = p[1];
+  short t = (short)tag;
+  mc_lanes16 pattern = {t, t, t, t, t, t, t, t};
+  mc_lanes8 packed = __builtin_ia32_packsswb128((mc_lanes16)(a == pattern), (mc_lanes16)(b == pattern));
+  return (uint32_t)__builtin_ia32_pmovmskb128(packed) & 0x3FF;
+#else
+  const unsigned char *b = (const unsigned char *)tags;
+  uint32_t m = 0;
+  for (int i = 0; i < 10; i++) {
+    uint16_t v = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+    m |= (uint32_t)(v == tag) << i;
+  }
+  return m;
+#endif
 }
 
 #endif

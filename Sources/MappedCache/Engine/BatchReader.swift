@@ -97,7 +97,7 @@ extension CacheEngine {
         let (p, pl) = hints[j]
         guard p >= 0 else { continue }
         let part = memory.partition(p)
-        let m = BucketIndex.matching(part.tagWords(pl.first), pl.tag)
+        let m = part.tagMatches(pl.first, pl.tag)
         if m != 0 {
           let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
           part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
@@ -114,7 +114,7 @@ extension CacheEngine {
         second &= second &- 1
         let (p, pl) = hints[j]
         let part = memory.partition(p)
-        let m = BucketIndex.matching(part.tagWords(pl.second), pl.tag)
+        let m = part.tagMatches(pl.second, pl.tag)
         if m != 0 {
           let word = part.entryWord(pl.second, m.trailingZeroBitCount).load(.relaxed)
           part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))

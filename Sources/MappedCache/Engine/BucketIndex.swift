@@ -82,7 +82,7 @@ struct BucketIndex {
 
   /// The empty slots of a bucket, as a mask of bits 0-9.
   @inline(__always)
-  func emptySlots(_ place: Place) -> UInt32 { Self.matching(part.tagWords(place), 0) }
+  func emptySlots(_ place: Place) -> UInt32 { part.tagMatches(place, 0) }
 
   // MARK: Lock-free reads of a bucket
 
@@ -118,7 +118,7 @@ struct BucketIndex {
   func lookup(
     _ place: Place, tag: UInt16, key: UnsafeRawBufferPointer, copyInto buffer: UnsafeMutableRawBufferPointer
   ) -> Entry? {
-    var m = Self.matching(part.tagWords(place), tag)
+    var m = part.tagMatches(place, tag)
     while m != 0 {
       let slot = m.trailingZeroBitCount
       m &= m &- 1
@@ -167,7 +167,7 @@ struct BucketIndex {
   }
 
   private func slot(naming offset: Int, in place: Place, tag: UInt16) -> Entry? {
-    var m = Self.matching(part.tagWords(place), tag)
+    var m = part.tagMatches(place, tag)
     while m != 0 {
       let slot = m.trailingZeroBitCount
       m &= m &- 1

@@ -435,6 +435,14 @@ struct PartitionMemory {
       address: (bucket(place) + (Format.B.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
+  /// The slots whose tag equals `tag`, as a mask of bits 0-9 (`mc_tag_matches`: the ten
+  /// lanes compared at once; `BucketIndex.matching` is the same answer from `tagWords`).
+  /// Racy under readers, who validate with the sequence afterwards.
+  @inline(__always)
+  func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 {
+    mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.B.tags), tag)
+  }
+
   /// The bucket's ten tags as three words (relaxed loads: racy under readers, who
   /// validate with the sequence afterwards): tags 0-1, 2-5 and 6-9, two bytes each.
   @inline(__always)
