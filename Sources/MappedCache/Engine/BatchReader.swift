@@ -43,31 +43,46 @@ extension CacheEngine {
     let group = Self.batchGroup
     var found = 0
     withUnsafeTemporaryAllocation(of: UInt64.self, capacity: group) { hashes in
-      var start = 0
-      while start < n {
-        let count = min(group, n &- start)
-        prefetchGroup(keys, from: start, count: count, hashes: hashes)
-        // B3.
-        for j in 0..<count {
-          let k = start &+ j
-          let len = copyValue(keys[k], hash: hashes[j], into: buffers[k])
-          lengths[k] = len
-          if len >= 0 { found &+= 1 }
+      withUnsafeTemporaryAllocation(of: Reader.Route.self, capacity: group) { routes in
+        var start = 0
+        while start < n {
+          let count = min(group, n &- start)
+          prefetchGroup(keys, from: start, count: count, hashes: hashes, routes: routes)
+          // B3, with B1's partitions and places while their counts hold.
+          for j in 0..<count {
+            let k = start &+ j
+            let len = copyValue(keys[k], hash: hashes[j], into: buffers[k], route: routes[j])
+            lengths[k] = len
+            if len >= 0 { found &+= 1 }
+          }
+          start &+= count
         }
-        start &+= count
+        // `Route` is trivial: nothing to deinitialize.
       }
     }
     return found
   }
 
-  /// B1-B2 for `count` (at most `batchGroup`) keys from `keys[start]`: each key's hash
-  /// into `hashes[j]`, its first bucket prefetched, then its record or its second
-  /// bucket. Also the typed batch read's first steps (`SharedCache.objects(forKeys:)`
-  /// with decoded values kept), which then reads each key as the single typed read does.
+  /// `prefetchGroup` for a caller that needs only the hashes (the typed batch read).
   @inline(__always)
   func prefetchGroup(
     _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, from start: Int, count: Int,
     hashes: UnsafeMutableBufferPointer<UInt64>
+  ) {
+    withUnsafeTemporaryAllocation(of: Reader.Route.self, capacity: count) { routes in
+      prefetchGroup(keys, from: start, count: count, hashes: hashes, routes: routes)
+    }
+  }
+
+  /// B1-B2 for `count` (at most `batchGroup`) keys from `keys[start]`: each key's hash
+  /// into `hashes[j]` and its partition and places into `routes[j]` (for B3), its first
+  /// bucket prefetched, then its record or its second bucket. Also the typed batch
+  /// read's first steps (`SharedCache.objects(forKeys:)` with decoded values kept), which
+  /// then reads each key as the single typed read does.
+  @inline(__always)
+  func prefetchGroup(
+    _ keys: UnsafeBufferPointer<UnsafeRawBufferPointer>, from start: Int, count: Int,
+    hashes: UnsafeMutableBufferPointer<UInt64>, routes: UnsafeMutableBufferPointer<Reader.Route>
   ) {
     // B1: hash every key, then prefetch every first bucket, in a loop of its own. A
     // prefetch that misses (and walks the page tables) holds up retirement, and the
@@ -75,52 +90,51 @@ extension CacheEngine {
     // prefetches of a group were issued before the first retired.
     assert(count <= UInt32.bitWidth, "a group's second places are a 32-bit mask")
     for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
-    // Each key's partition and places, computed once for B1 and B2 (a group's fit in
-    // under 1 KiB, so the buffer stays on the stack; -1: the geometry word was out of
-    // range).
-    withUnsafeTemporaryAllocation(of: (Int, Placement).self, capacity: count) { hints in
-      for j in 0..<count {
-        let p = partitionNumber(hashes[j])
-        let part = memory.partition(p)
-        let groups = BucketIndex(part: part).geometryRelaxed().groups
-        guard part.isValidGroupCount(groups) else {
-          hints.initializeElement(at: j, to: (-1, Placement(hash: 0, groups: 1)))
-          continue
-        }
-        let pl = Placement(hash: hashes[j], groups: groups)
-        hints.initializeElement(at: j, to: (p, pl))
-        part.prefetchBucket(pl.first, write: false)
+    // Each key's partition and places, computed once for B1, B2 and B3 (a group's fit
+    // in under 2 KiB, so the buffer stays on the stack).
+    let partitions = memory.partitionCount
+    for j in 0..<count {
+      let p = IndexGeometry.partition(hashes[j], count: partitions)
+      let part = memory.partition(p)
+      let groups = BucketIndex(part: part).geometryRelaxed().groups
+      guard part.isValidGroupCount(groups) else {
+        routes.initializeElement(
+          at: j, to: .init(partitionCount: 0, partition: -1, groups: 0, placement: Placement(hash: 0, groups: 1)))
+        continue
       }
-      // B2: the loads wait for the first buckets' misses, in flight for every key.
-      var second: UInt32 = 0
-      for j in 0..<count {
-        let (p, pl) = hints[j]
-        guard p >= 0 else { continue }
-        let part = memory.partition(p)
-        let m = part.tagMatches(pl.first, pl.tag)
-        if m != 0 {
-          let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
-          part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-        } else if pl.second != pl.first {
-          part.prefetchBucket(pl.second, write: false)
-          second |= 1 << UInt32(j)
-        }
+      let pl = Placement(hash: hashes[j], groups: groups)
+      routes.initializeElement(
+        at: j, to: .init(partitionCount: partitions, partition: p, groups: groups, placement: pl))
+      part.prefetchBucket(pl.first, write: false)
+    }
+    // B2: the loads wait for the first buckets' misses, in flight for every key.
+    var second: UInt32 = 0
+    for j in 0..<count {
+      let (p, pl) = (routes[j].partition, routes[j].placement)
+      guard p >= 0 else { continue }
+      let part = memory.partition(p)
+      let m = part.tagMatches(pl.first, pl.tag)
+      if m != 0 {
+        let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
+        part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+      } else if pl.second != pl.first {
+        part.prefetchBucket(pl.second, write: false)
+        second |= 1 << UInt32(j)
       }
-      // B2, second places: the keys not in their first bucket (a fifth of them at the
-      // index's load) have their record prefetched from the second, whose misses
-      // overlapped too; else B3 would wait for each such record in turn.
-      while second != 0 {
-        let j = second.trailingZeroBitCount
-        second &= second &- 1
-        let (p, pl) = hints[j]
-        let part = memory.partition(p)
-        let m = part.tagMatches(pl.second, pl.tag)
-        if m != 0 {
-          let word = part.entryWord(pl.second, m.trailingZeroBitCount).load(.relaxed)
-          part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-        }
+    }
+    // B2, second places: the keys not in their first bucket (a fifth of them at the
+    // index's load) have their record prefetched from the second, whose misses
+    // overlapped too; else B3 would wait for each such record in turn.
+    while second != 0 {
+      let j = second.trailingZeroBitCount
+      second &= second &- 1
+      let (p, pl) = (routes[j].partition, routes[j].placement)
+      let part = memory.partition(p)
+      let m = part.tagMatches(pl.second, pl.tag)
+      if m != 0 {
+        let word = part.entryWord(pl.second, m.trailingZeroBitCount).load(.relaxed)
+        part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
       }
-      _ = hints.deinitialize()
     }
   }
 }

@@ -525,8 +525,11 @@ final class CacheEngine: @unchecked Sendable {
   /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
   /// the batch read's step B3 (`copyValues`) is this single read.
   @inline(__always)
-  func copyValue(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    switch reader.quickCopy(key, hash: hash, into: buffer) {
+  func copyValue(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    route: Reader.Route? = nil
+  ) -> Int {
+    switch reader.quickCopy(key, hash: hash, into: buffer, route: route) {
     case .hit(let n):
       reader.countHit()
       return n

@@ -232,15 +232,36 @@ final class Reader {
   /// misses the CPU overlaps with this one's.
   @inline(__always)
   func quickCopy(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Quick {
+    quickCopy(key, hash: hash, into: buffer, route: nil)
+  }
+
+  /// `quickCopy` given what a batch's step B1 computed for the key (`route`): its
+  /// partition, taken while the file's partition count is the one B1 saw, and its places,
+  /// while its partition's group count is the one B1 saw (R1's acquire load is made
+  /// either way, and R5 judges the read as always).
+  @inline(__always)
+  func quickCopy(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route?
+  ) -> Quick {
     guard isPlain, buffer.baseAddress != nil else { return .slow }
     let count = memory.partitionCount
-    let p = IndexGeometry.partition(hash, count: count)
+    let p: Int
+    if let route, route.partitionCount == count {
+      p = route.partition
+    } else {
+      p = IndexGeometry.partition(hash, count: count)
+    }
     let index = BucketIndex(part: memory.partition(p))
     // R1.
     let geometry = index.geometry()
     guard index.part.isValidGroupCount(geometry.groups) else { return .slow }
     // R2.
-    let pl = Placement(hash: hash, groups: geometry.groups)
+    let pl: Placement
+    if let route, route.partitionCount == count, route.groups == geometry.groups {
+      pl = route.placement
+    } else {
+      pl = Placement(hash: hash, groups: geometry.groups)
+    }
     let two = pl.second != pl.first
     if two { index.part.prefetchBucket(pl.second, write: false) }
     let moves = index.moveSequence()
@@ -261,6 +282,16 @@ final class Reader {
     guard found.isCopied else { return .slow }
     if found.word & Format.hotBit == 0 { index.markHit(found.slot, word: found.word) }
     return .hit(found.count)
+  }
+
+  /// Where a batch's step B1 found a key to be: its partition among `partitionCount`,
+  /// and its places among that partition's `groups` (`partition` -1: the geometry word
+  /// was out of range). Only a hint: `quickCopy` uses it while both counts still hold.
+  struct Route {
+    var partitionCount: Int
+    var partition: Int
+    var groups: Int
+    var placement: Placement
   }
 
   /// What `BucketIndex.quickRead` saw in one bucket.
