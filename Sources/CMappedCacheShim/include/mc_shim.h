@@ -70,15 +70,15 @@ static inline void mc_prefetch_to_l2(const void *address) {
   __builtin_prefetch(address, 0, 1);
 }
 
+#if defined(__x86_64__)
 /// The slots of a bucket whose 16-bit tag equals `tag`, as a mask of bits 0-9. `tags`
 /// points at the bucket's ten tags; the 32 bytes from there (ten tags, then the first
-/// three entry words) lie inside the bucket. On x86-64: two 16-byte loads, two lane
-/// compares, one pack and one byte mask (SSE2, which every x86-64 CPU has), all ten lanes
-/// at once, where the portable form (`BucketIndex.matching`) takes some forty
+/// three entry words) lie inside the bucket. Two 16-byte loads, two lane compares, one
+/// pack and one byte mask (SSE2, which every x86-64 CPU has): all ten lanes at once,
+/// where the portable form (`BucketIndex.matching`, used on other CPUs) takes some forty
 /// instructions. Racy under readers, like every load inside a bucket's seqlock read: the
 /// bucket's `seq` judges the result.
 static inline uint32_t mc_tag_matches(const void *tags, uint16_t tag) {
-#if defined(__x86_64__)
   typedef short mc_lanes16 __attribute__((vector_size(16), aligned(1)));
   typedef char mc_lanes8 __attribute__((vector_size(16)));
   const mc_lanes16 *p = (const mc_lanes16 *)tags;
@@ -87,15 +87,7 @@ static inline uint32_t mc_tag_matches(const void *tags, uint16_t tag) {
   mc_lanes16 pattern = {t, t, t, t, t, t, t, t};
   mc_lanes8 packed = __builtin_ia32_packsswb128((mc_lanes16)(a == pattern), (mc_lanes16)(b == pattern));
   return (uint32_t)__builtin_ia32_pmovmskb128(packed) & 0x3FF;
-#else
-  const unsigned char *b = (const unsigned char *)tags;
-  uint32_t m = 0;
-  for (int i = 0; i < 10; i++) {
-    uint16_t v = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
-    m |= (uint32_t)(v == tag) << i;
-  }
-  return m;
-#endif
 }
+#endif
 
 #endif

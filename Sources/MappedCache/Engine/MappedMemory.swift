@@ -435,12 +435,17 @@ struct PartitionMemory {
       address: (bucket(place) + (Format.B.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
-  /// The slots whose tag equals `tag`, as a mask of bits 0-9 (`mc_tag_matches`: the ten
-  /// lanes compared at once; `BucketIndex.matching` is the same answer from `tagWords`).
-  /// Racy under readers, who validate with the sequence afterwards.
+  /// The slots whose tag equals `tag`, as a mask of bits 0-9: on x86-64 the ten lanes
+  /// compared at once (`mc_tag_matches`), elsewhere `BucketIndex.matching` over
+  /// `tagWords`, the same answer. Racy under readers, who validate with the sequence
+  /// afterwards.
   @inline(__always)
   func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 {
-    mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.B.tags), tag)
+    #if arch(x86_64)
+      mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.B.tags), tag)
+    #else
+      BucketIndex.matching(tagWords(place), tag)
+    #endif
   }
 
   /// The bucket's ten tags as three words (relaxed loads: racy under readers, who
