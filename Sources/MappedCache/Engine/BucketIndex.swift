@@ -114,9 +114,12 @@ struct BucketIndex {
   /// alike: the first slot whose tag is `tag` and whose record checks out and holds
   /// `key`, with the value copied into `buffer` when it fits (nothing is copied when
   /// `buffer` is empty). Racy under readers (inside `seqlockRead`); exact for writers.
+  /// `prefetchTail` false: the caller has fetched the records whole already (the batch
+  /// read's B2).
   @inline(__always)
   func lookup(
-    _ place: Place, tag: UInt16, key: UnsafeRawBufferPointer, copyInto buffer: UnsafeMutableRawBufferPointer
+    _ place: Place, tag: UInt16, key: UnsafeRawBufferPointer, copyInto buffer: UnsafeMutableRawBufferPointer,
+    prefetchTail: Bool = true
   ) -> Entry? {
     var m = part.tagMatches(place, tag)
     while m != 0 {
@@ -124,6 +127,8 @@ struct BucketIndex {
       m &= m &- 1
       let word = part.entryWord(place, slot).load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
+      // The value's line, while the header's miss is under way.
+      if prefetchTail { part.prefetchRecordTail(at: offset) }
       guard let h = part.record(at: offset, free: false), h.klen == key.count, part.keyEquals(record: offset, h, key)
       else {
         continue

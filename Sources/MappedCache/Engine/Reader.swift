@@ -266,8 +266,9 @@ final class Reader {
     if two { index.part.prefetchBucket(pl.second, write: false) }
     let moves = index.moveSequence()
     // R3, R4.
-    var found = index.quickRead(pl.first, tag: pl.tag, key, into: buffer)
-    if found.isAbsent && two { found = index.quickRead(pl.second, tag: pl.tag, key, into: buffer) }
+    let tail = route == nil  // a batch's B2 prefetched its records whole
+    var found = index.quickRead(pl.first, tag: pl.tag, key, into: buffer, prefetchTail: tail)
+    if found.isAbsent && two { found = index.quickRead(pl.second, tag: pl.tag, key, into: buffer, prefetchTail: tail) }
     // R5.
     guard index.geometryRelaxed() == geometry else { return .slow }
     if found.isAbsent {
@@ -454,9 +455,10 @@ extension BucketIndex {
   /// `probe`'s.
   @_transparent
   fileprivate func quickRead(
-    _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer
+    _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer,
+    prefetchTail: Bool
   ) -> Reader.QuickFind {
-    switch seqlockRead(place, { lookup(place, tag: tag, key: key, copyInto: buffer) }) {
+    switch seqlockRead(place, { lookup(place, tag: tag, key: key, copyInto: buffer, prefetchTail: prefetchTail) }) {
     case .stable(nil):
       return Reader.QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
     case .stable(let e?):
