@@ -653,8 +653,9 @@ struct PartitionMemory {
   /// offset crosses a line more often than not.) Same checks as `prefetchRecord`.
   @inline(__always)
   func prefetchRecordTail(at offset: Int) {
-    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 128 else { return }
+    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
     mc_prefetch_for_read(base + (offset &+ 64))
+    mc_prefetch_for_read(base + (offset &+ 127))
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
