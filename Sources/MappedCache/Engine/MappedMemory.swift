@@ -636,21 +636,23 @@ struct PartitionMemory {
       UnsafeRawBufferPointer(start: key, count: h.klen), UnsafeRawBufferPointer(start: key + h.klen, count: h.vlen))
   }
 
-  /// Starts fetching the first two cache lines of the record at `offset` (its header,
-  /// key and the start of its value) for reading. `offset` is read from the file,
-  /// racily: nothing is fetched unless it lies in the partition's data. A hint that
-  /// never faults.
+  /// Starts fetching the first 128 bytes of the record at `offset` (its header, key and
+  /// value for a small entry: two lines, or three when it starts mid-line) for reading.
+  /// `offset` is read from the file, racily: nothing is fetched unless it lies in the
+  /// partition's data. A hint that never faults.
   @inline(__always)
   func prefetchRecord(at offset: Int) {
-    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 128 else { return }
+    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
     mc_prefetch_for_read(base + offset)
     mc_prefetch_for_read(base + (offset &+ 64))
+    mc_prefetch_for_read(base + (offset &+ 127))
   }
 
-  /// Starts fetching the second cache line of the record at `offset`, the moment its
-  /// offset is known. Without it, that line's miss starts only once the first line has
-  /// come: the value's place is decoded from the header there. (A record at any 8-byte
-  /// offset crosses a line more often than not.) Same checks as `prefetchRecord`.
+  /// Starts fetching the lines after the first of the record's first 128 bytes, the
+  /// moment its offset is known (the reader's load of the header fetches the first).
+  /// Without it, their misses start only once the first line has come: the value's
+  /// place is decoded from the header there. (A record at any 8-byte offset crosses a
+  /// line more often than not.) Same checks as `prefetchRecord`.
   @inline(__always)
   func prefetchRecordTail(at offset: Int) {
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
