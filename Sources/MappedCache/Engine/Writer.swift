@@ -83,10 +83,29 @@ struct Writer {
     // cache miss overlaps the checksum and the lock rather than stalling under it.
     if prefetch { prefetchFirstBucket(hash, partition: p) }
     let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
+    let sum = KeyHash.checksum(value, hash: hash)
+    // Then the record that bucket names for the key's tag (an overwrite's old record,
+    // which W2 reads and W3 may write in place): its miss overlaps taking the lock.
+    if prefetch { prefetchNamedRecord(hash, partition: p) }
     return PreparedWrite(
-      hash: hash, sum: KeyHash.checksum(value, hash: hash),
+      hash: hash, sum: sum,
       size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
       expiry: stamped, partition: p, routedWith: count)
+  }
+
+  /// Prefetches the record that the first bucket of the key of hash `hash` names in its
+  /// first slot of the key's tag, if any (a hint, as `prefetchFirstBucket`: tags and
+  /// the slot's word are read racily, outside any lock).
+  @inline(__always)
+  func prefetchNamedRecord(_ hash: UInt64, partition p: Int) {
+    let part = memory.partition(p)
+    let groups = BucketIndex(part: part).geometryRelaxed().groups
+    guard part.isValidGroupCount(groups) else { return }
+    let first = Placement.first(hash: hash, groups: groups)
+    let m = part.tagMatches(first, IndexGeometry.tag(hash))
+    guard m != 0 else { return }
+    let word = part.entryWord(first, m.trailingZeroBitCount).load(.relaxed)
+    part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
   }
 
   /// Prefetches, for writing, the first bucket of the key of hash `hash` (a hint: the

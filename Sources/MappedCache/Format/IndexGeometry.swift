@@ -61,11 +61,16 @@ struct Placement: Equatable {
 
   @_transparent
   init(hash: UInt64, groups: Int) {
-    first = Place(
-      group: IndexGeometry.address(hash >> 24, count: groups), bucket: Int(truncatingIfNeeded: (hash >> 22) & 3))
+    first = Self.first(hash: hash, groups: groups)
     let h2 = KeyHash.second(hash)
     second = Place(group: IndexGeometry.address(h2 >> 2, count: groups), bucket: Int(truncatingIfNeeded: h2 & 3))
     tag = IndexGeometry.tag(hash)
+  }
+
+  /// The first place alone (a writer's prefetch before the lock).
+  @_transparent
+  static func first(hash: UInt64, groups: Int) -> Place {
+    Place(group: IndexGeometry.address(hash >> 24, count: groups), bucket: Int(truncatingIfNeeded: (hash >> 22) & 3))
   }
 
   /// Whether `place` is one of the two.
