@@ -123,11 +123,7 @@ extension CacheEngine {
       let (p, pl) = (routes[j].partition, routes[j].placement)
       guard p >= 0 else { continue }
       let part = memory.partition(p)
-      let m = part.tagMatches(pl.first, pl.tag)
-      if m != 0 {
-        let word = part.entryWord(pl.first, m.trailingZeroBitCount).load(.relaxed)
-        part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-      } else if pl.second != pl.first {
+      if !part.prefetchRecord(named: pl.tag, in: pl.first) && pl.second != pl.first {
         part.prefetchBucket(pl.second, write: false)
         second |= 1 << UInt32(j)
       }
@@ -139,12 +135,7 @@ extension CacheEngine {
       let j = second.trailingZeroBitCount
       second &= second &- 1
       let (p, pl) = (routes[j].partition, routes[j].placement)
-      let part = memory.partition(p)
-      let m = part.tagMatches(pl.second, pl.tag)
-      if m != 0 {
-        let word = part.entryWord(pl.second, m.trailingZeroBitCount).load(.relaxed)
-        part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-      }
+      memory.partition(p).prefetchRecord(named: pl.tag, in: pl.second)
     }
   }
 }

@@ -644,8 +644,19 @@ struct PartitionMemory {
   func prefetchRecord(at offset: Int) {
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
     mc_prefetch_for_read(base + offset)
-    mc_prefetch_for_read(base + (offset &+ 64))
-    mc_prefetch_for_read(base + (offset &+ 127))
+    prefetchRecordTail(at: offset)
+  }
+
+  /// `prefetchRecord` of the record that `place` names in its first slot whose tag is
+  /// `tag`, if any (tags and the slot's word loaded racily: a hint, checked like any
+  /// offset read from the file). Returns whether a slot had the tag.
+  @inline(__always) @discardableResult
+  func prefetchRecord(named tag: UInt16, in place: Place) -> Bool {
+    let m = tagMatches(place, tag)
+    guard m != 0 else { return false }
+    let word = entryWord(place, m.trailingZeroBitCount).load(.relaxed)
+    prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+    return true
   }
 
   /// Starts fetching the lines after the first of the record's first 128 bytes, the

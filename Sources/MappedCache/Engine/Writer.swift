@@ -81,41 +81,29 @@ struct Writer {
     let p = IndexGeometry.partition(hash, count: count)
     // The key's first bucket is where the locked part starts: fetch it now, so that its
     // cache miss overlaps the checksum and the lock rather than stalling under it.
-    if prefetch { prefetchFirstBucket(hash, partition: p) }
+    let first = prefetch ? prefetchFirstBucket(hash, partition: p) : nil
     let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
     let sum = KeyHash.checksum(value, hash: hash)
     // Then the record that bucket names for the key's tag (an overwrite's old record,
     // which W2 reads and W3 may write in place): its miss overlaps taking the lock.
-    if prefetch { prefetchNamedRecord(hash, partition: p) }
+    if let first { memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first) }
     return PreparedWrite(
       hash: hash, sum: sum,
       size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
       expiry: stamped, partition: p, routedWith: count)
   }
 
-  /// Prefetches the record that the first bucket of the key of hash `hash` names in its
-  /// first slot of the key's tag, if any (a hint, as `prefetchFirstBucket`: tags and
-  /// the slot's word are read racily, outside any lock).
-  @inline(__always)
-  func prefetchNamedRecord(_ hash: UInt64, partition p: Int) {
-    let part = memory.partition(p)
-    let groups = BucketIndex(part: part).geometryRelaxed().groups
-    guard part.isValidGroupCount(groups) else { return }
-    let first = Placement.first(hash: hash, groups: groups)
-    let m = part.tagMatches(first, IndexGeometry.tag(hash))
-    guard m != 0 else { return }
-    let word = part.entryWord(first, m.trailingZeroBitCount).load(.relaxed)
-    part.prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
-  }
-
   /// Prefetches, for writing, the first bucket of the key of hash `hash` (a hint: the
-  /// geometry is read racily, and the prefetch never faults).
-  @inline(__always)
-  func prefetchFirstBucket(_ hash: UInt64, partition p: Int) {
+  /// geometry is read racily, and the prefetch never faults); returns that bucket's
+  /// place, nil when the group count read is out of range.
+  @inline(__always) @discardableResult
+  func prefetchFirstBucket(_ hash: UInt64, partition p: Int) -> Place? {
     let part = memory.partition(p)
     let groups = BucketIndex(part: part).geometryRelaxed().groups
-    guard part.isValidGroupCount(groups) else { return }
-    part.prefetchBucket(Placement(hash: hash, groups: groups).first, write: true)
+    guard part.isValidGroupCount(groups) else { return nil }
+    let first = Placement.first(hash: hash, groups: groups)
+    part.prefetchBucket(first, write: true)
+    return first
   }
 
   /// Stores one entry: the write protocol, W2-W7 (see the type's comment). `now` is the
