@@ -3,11 +3,11 @@
 # each loop of `mc-test-helper insn-loop` runs for N and 2N iterations, and the
 # difference of the two totals divided by N is the cost of one iteration (setup cancels).
 #
-#   scripts/callgrind.sh            # read, readb, set and mget, N = 100000
+#   scripts/callgrind.sh            # read, readb, set, mget and incr, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
-# Prints `insn-per-op read=R readb=B set=S mget=M` (R: a get by String key, B: by byte
-# key, M: a key's share of a 16-key batch read).
+# Prints `insn-per-op read=R readb=B set=S mget=M incr=I` (R: a get by String key, B: by
+# byte key, M: a key's share of a 16-key batch read, I: an `increment` of an Int counter).
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ count() {  # op iterations -> total instructions
   grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
 }
 line="insn-per-op"
-for op in read readb set mget; do
+for op in read readb set mget incr; do
   a=$(count "$op" "$N")
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"

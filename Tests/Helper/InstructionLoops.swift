@@ -8,17 +8,19 @@ let instructionLoopCommands: [String: HelperCommand] = [
   "insn-loop": instructionLoop
 ]
 
-/// insn-loop read|readb|set|mget N PATH: N hot operations over 1,000 keys of 12 bytes.
+/// insn-loop read|readb|set|mget|incr N PATH: N hot operations over 1,000 keys of 12 bytes.
 /// `read`: `copyBytes(forKey:into:)` of 48-byte values by `String` key; `readb`: the same
 /// by byte key. `set`: `setBytes` of 64-byte values by byte key, each
 /// an overwrite in place of an inline entry. `mget`: the same reads by byte key, 16 to a
-/// `copyBytes(forKeys:into:lengths:)` call (N a multiple of 16).
+/// `copyBytes(forKeys:into:lengths:)` call (N a multiple of 16). `incr`: `increment` of
+/// an `Int` counter, in place (a cache of its own, of `Int` values).
 @Sendable func instructionLoop(_ a: [String]) throws -> Int32 {
   guard a.count == 3, let n = Int(a[1]), n > 0 else {
-    throw CacheError.invalidArgument("insn-loop read|readb|set|mget N PATH")
+    throw CacheError.invalidArgument("insn-loop read|readb|set|mget|incr N PATH")
   }
   var options = CacheOptions(capacity: 16 << 20)
   options.averageEntrySize = 80
+  if a[0] == "incr" { return try incrementLoop(n, path: a[2], options) }
   let cache = try SharedCache<[UInt8]>(path: a[2], capacity: 16 << 20, options: options)
   let keys = (0..<1000).map { String(format: "key:%08d", $0) }
   let byteKeys = keys.map { Array($0.utf8) }
@@ -65,8 +67,19 @@ let instructionLoopCommands: [String: HelperCommand] = [
       }
     }
   default:
-    throw CacheError.invalidArgument("insn-loop: read, readb, set or mget, not \(a[0])")
+    throw CacheError.invalidArgument("insn-loop: read, readb, set, mget or incr, not \(a[0])")
   }
+  print("sink \(sink)")
+  return 0
+}
+
+/// `insn-loop incr`: N increments over 1,000 counters, each rewritten in place.
+private func incrementLoop(_ n: Int, path: String, _ options: CacheOptions) throws -> Int32 {
+  let cache = try SharedCache<Int>(path: path, capacity: options.capacity, options: options)
+  let keys = (0..<1000).map { String(format: "key:%08d", $0) }
+  for k in keys { try cache.setObject(0, forKey: k) }
+  var sink = 0
+  for i in 0..<n { sink &+= try cache.increment(forKey: keys[i % 1000]) }
   print("sink \(sink)")
   return 0
 }
