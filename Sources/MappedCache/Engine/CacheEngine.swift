@@ -288,7 +288,8 @@ final class CacheEngine: @unchecked Sendable {
     // loop the body is not inlined, and a set costs 143 more instructions
     // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
     // `self` reaches the body unretained: captured, it was retained and released around
-    // the lock, two more atomic read-modify-writes a set (`scripts/callgrind.sh`).
+    // the lock, two more atomic read-modify-writes a set (`scripts/callgrind.sh`). Sound
+    // because this method's caller holds the engine until it returns.
     let engine = Unmanaged.passUnretained(self)
     do {
       return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
