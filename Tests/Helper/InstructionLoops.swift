@@ -20,9 +20,9 @@ let instructionLoopCommands: [String: HelperCommand] = [
   }
   var options = CacheOptions(capacity: 16 << 20)
   options.averageEntrySize = 80
-  if a[0] == "incr" { return try incrementLoop(n, path: a[2], options) }
-  let cache = try SharedCache<[UInt8]>(path: a[2], capacity: 16 << 20, options: options)
   let keys = (0..<1000).map { String(format: "key:%08d", $0) }
+  if a[0] == "incr" { return try incrementLoop(n, keys, path: a[2], options) }
+  let cache = try SharedCache<[UInt8]>(path: a[2], capacity: 16 << 20, options: options)
   let byteKeys = keys.map { Array($0.utf8) }
   let value48 = [UInt8](repeating: 7, count: 48)
   let value64 = [UInt8](repeating: 9, count: 64)
@@ -74,9 +74,8 @@ let instructionLoopCommands: [String: HelperCommand] = [
 }
 
 /// `insn-loop incr`: N increments over 1,000 counters, each rewritten in place.
-private func incrementLoop(_ n: Int, path: String, _ options: CacheOptions) throws -> Int32 {
+private func incrementLoop(_ n: Int, _ keys: [String], path: String, _ options: CacheOptions) throws -> Int32 {
   let cache = try SharedCache<Int>(path: path, capacity: options.capacity, options: options)
-  let keys = (0..<1000).map { String(format: "key:%08d", $0) }
   for k in keys { try cache.setObject(0, forKey: k) }
   var sink = 0
   for i in 0..<n { sink &+= try cache.increment(forKey: keys[i % 1000]) }

@@ -23,13 +23,10 @@ extension CacheEngine {
     let p = partitionNumber(hash)
     // As a set does: the bucket's cache miss overlaps the lock's acquisition.
     writer.prefetchFirstBucket(hash, partition: p)
-    // The rewrite touches only the record in place, never a log's positions. `self`
-    // reaches the body unretained, as in `set`.
-    let engine = Unmanaged.passUnretained(self)
+    // The rewrite touches only the record in place, never a log's positions.
+    let engine = unretained
     return try withKeyLock(hash: hash, checkingLogs: false) { part, held in
-      try engine._withUnsafeGuaranteedRef {
-        try $0.writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, held, body)
-      }
+      try engine { try $0.writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, held, body) }
     }
   }
 }

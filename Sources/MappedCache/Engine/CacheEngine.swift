@@ -162,6 +162,21 @@ final class CacheEngine: @unchecked Sendable {
     }
   }
 
+  /// This engine, for a locked body to call without capturing `self` (`set`,
+  /// `rewriteInPlace`): a body handed to `withWriteLock` that captures `self` has it
+  /// retained and released around the lock, two atomic read-modify-writes a write
+  /// (`scripts/callgrind.sh`). Make it in one of the engine's methods and use it only
+  /// there: sound because that method's caller holds the engine until it returns.
+  @inline(__always) var unretained: Unretained { Unretained(engine: .passUnretained(self)) }
+
+  struct Unretained {
+    let engine: Unmanaged<CacheEngine>
+    @inline(__always)
+    func callAsFunction<R>(_ body: (CacheEngine) throws -> R) rethrows -> R {
+      try engine._withUnsafeGuaranteedRef(body)
+    }
+  }
+
   /// Takes partition `p`'s lock; when the last holder left its intent word set, first
   /// finishes any step of growth it was in (`finishInterruptedSplit`), letting go and
   /// trying again while that needs a lock someone else holds.
@@ -287,13 +302,10 @@ final class CacheEngine: @unchecked Sendable {
     // The lock of the partition `prepare` routed to, directly: through `withKeyLock`'s
     // loop the body is not inlined, and a set costs 143 more instructions
     // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
-    // `self` reaches the body unretained: captured, it was retained and released around
-    // the lock, two more atomic read-modify-writes a set (`scripts/callgrind.sh`). Sound
-    // because this method's caller holds the engine until it returns.
-    let engine = Unmanaged.passUnretained(self)
+    let engine = unretained
     do {
       return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
-        try engine._withUnsafeGuaranteedRef { try $0.store(key, value, w, condition: condition, part, held) }
+        try engine { try $0.store(key, value, w, condition: condition, part, held) }
       }
     } catch is Rerouted {
       return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
