@@ -15,7 +15,10 @@
 #      cells, default "limit_c_mget redis_mget"), LOCKS (MappedCache's write locks, default
 #      "word flock"), CAPACITY (MappedCache file at 100,000 keys, default 32MiB: the size of
 #      limit_c's table; scaled with the keys, so every table has the same load, 0.47),
-#      PEERS_DIR (default ../shared/peers), NO_INSTALL=1 (the peers' script skips apt-get),
+#      PEERS_DIR (default ../shared/peers), STRESS (a cache-stress binary to run instead of
+#      building one: a machine without Swift), PEERS_PREBUILT (a folder of peer binaries
+#      built elsewhere, limit_c at least: the copy's build step copies them instead of
+#      compiling, for a machine without a compiler or the peers' libraries), NO_INSTALL=1 (the peers' script skips apt-get),
 #      HUGE_DIR (a tmpfs mounted huge=within_size: every MappedCache and limit_c run is
 #      repeated with its file there, as mappedcache_*_huge and limit_c*_huge), OUT (raw
 #      lines; default /tmp/mc-bench-<date>.txt).
@@ -48,8 +51,11 @@ CELLS="${CELLS:-1:100:uniform 1:100:zipf 1:90:uniform 1:90:zipf 1:0:uniform 1:0:
 OUT="${OUT:-/tmp/mc-bench-$(date +%Y-%m-%d-%H%M%S).txt}"
 
 cd "$HERE"
-swift build -c release --product cache-stress >&2
-STRESS="$(swift build -c release --show-bin-path)/cache-stress"
+if [ -z "${STRESS:-}" ]; then
+  swift build -c release --product cache-stress >&2
+  STRESS="$(swift build -c release --show-bin-path)/cache-stress"
+fi
+[ -x "$STRESS" ] || { echo "error: no cache-stress at $STRESS" >&2; exit 2; }
 [ -x "$PEERS_DIR/run_all.sh" ] || { echo "error: no peers at $PEERS_DIR" >&2; exit 2; }
 PEERS_COPY="$(mktemp -d /tmp/mc-bench-peers.XXXXXX)"
 trap 'rm -rf "$PEERS_COPY"' EXIT
@@ -60,6 +66,21 @@ grep -q 'mdb_env_set_mapsize(ENV, (size_t)1 << 30)' "$PEERS_COPY/lmdb_c.c" \
   || { echo "error: lmdb_c.c no longer sets a 1 GiB map; update the MAPSIZE patch" >&2; exit 2; }
 sed -i 's|mdb_env_set_mapsize(ENV, (size_t)1 << 30)|mdb_env_set_mapsize(ENV, getenv("MAPSIZE") ? (size_t)strtoull(getenv("MAPSIZE"), NULL, 10) : (size_t)1 << 30)|' \
   "$PEERS_COPY/lmdb_c.c"
+if [ -n "${PEERS_PREBUILT:-}" ]; then
+  [ -x "$PEERS_PREBUILT/limit_c" ] || { echo "error: no limit_c in PEERS_PREBUILT=$PEERS_PREBUILT" >&2; exit 2; }
+  prebuilt="$(cd "$PEERS_PREBUILT" && pwd)"
+  python3 - "$PEERS_COPY/run_all.sh" "$prebuilt" <<'PY'
+import re, sys
+path, prebuilt = sys.argv[1], sys.argv[2]
+text = open(path).read()
+text, n = re.subn(r'^build\(\) \{\n.*?^\}\n',
+                  'build() {\n  mkdir -p "$BUILD"\n  cp "%s"/* "$BUILD"/\n}\n' % prebuilt,
+                  text, count=1, flags=re.S | re.M)
+if n != 1:
+    sys.exit("error: run_all.sh has no build() to replace; update bench.sh's PEERS_PREBUILT patch")
+open(path, "w").write(text)
+PY
+fi
 
 # MappedCache's file for K keys: CAPACITY (for 100,000 keys) scaled by K / 100,000.
 capacity_for() {
