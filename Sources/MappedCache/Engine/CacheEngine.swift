@@ -162,8 +162,8 @@ final class CacheEngine: @unchecked Sendable {
     }
   }
 
-  /// This engine, for a locked body to call without capturing `self` (`set`,
-  /// `rewriteInPlace`): a body handed to `withWriteLock` that captures `self` has it
+  /// This engine, for a locked body to call without capturing `self` (the single-key
+  /// writes: `set`, `remove`, `touch`, `update`, `rewriteInPlace`): a body handed to `withWriteLock` that captures `self` has it
   /// retained and released around the lock, two atomic read-modify-writes a write
   /// (`scripts/callgrind.sh`). Make it in one of the engine's methods and use it only
   /// there: sound because that method's caller holds the engine until it returns.
@@ -309,7 +309,7 @@ final class CacheEngine: @unchecked Sendable {
       }
     } catch is Rerouted {
       return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
-        try store(key, value, w.routed(to: part.number), condition: condition, part, held)
+        try engine { try $0.store(key, value, w.routed(to: part.number), condition: condition, part, held) }
       }
     }
   }
@@ -327,8 +327,9 @@ final class CacheEngine: @unchecked Sendable {
   func remove(_ key: UnsafeRawBufferPointer) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
+    let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      writer.remove(key, hash: hash, part, held)
+      engine { $0.writer.remove(key, hash: hash, part, held) }
     }
   }
 
@@ -366,8 +367,9 @@ final class CacheEngine: @unchecked Sendable {
   func touch(_ key: UnsafeRawBufferPointer, expiry: UInt64) throws -> Bool {
     try checkKey(key)
     let hash = KeyHash.key(key)
+    let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      try writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), part, held)
+      try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), part, held) }
     }
   }
 
@@ -378,8 +380,9 @@ final class CacheEngine: @unchecked Sendable {
   ) throws -> Writer.UpdateOutcome {
     try checkKey(key)
     let hash = KeyHash.key(key)
+    let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      try writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body)
+      try engine { try $0.writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body) }
     }
   }
 
