@@ -369,7 +369,8 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: Sys.expiryClockMilliseconds(), part, held) }
+      let now = Sys.expiryClockMilliseconds()
+      return try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: now, part, held) }
     }
   }
 
