@@ -18,7 +18,8 @@
 #      PEERS_DIR (default ../shared/peers), STRESS (a cache-stress binary to run instead of
 #      building one: a machine without Swift), PEERS_PREBUILT (a folder of peer binaries
 #      built elsewhere, limit_c at least: the copy's build step copies them instead of
-#      compiling, for a machine without a compiler or the peers' libraries), NO_INSTALL=1 (the peers' script skips apt-get),
+#      compiling, for a machine without a compiler or the peers' libraries), NO_INSTALL=1
+#      (the peers' script skips apt-get),
 #      HUGE_DIR (a tmpfs mounted huge=within_size: every MappedCache and limit_c run is
 #      repeated with its file there, as mappedcache_*_huge and limit_c*_huge), OUT (raw
 #      lines; default /tmp/mc-bench-<date>.txt).
@@ -88,6 +89,21 @@ capacity_for() {
   base=$(python3 -c "import re,sys; m=re.fullmatch(r'(\d+)(KiB|MiB|GiB)?', sys.argv[1]); print(int(m[1]) * {None: 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}[m[2]])" "$CAPACITY")
   echo $(( (base * keys / 100000 + (1 << 20) - 1) >> 20 ))MiB
 }
+
+# cache-stress allocates its file whole when it creates it (a full /dev/shm then fails
+# the create, not a later write with SIGBUS): the largest cell's file must fit.
+largest=0
+for cell in $CELLS; do
+  IFS=: read -r _ _ _ keys _ <<<"$cell"
+  mib=$(capacity_for "${keys:-100000}")
+  mib=${mib%MiB}
+  [ "$mib" -gt "$largest" ] && largest=$mib
+done
+for dir in /dev/shm $HUGE_DIR; do
+  free=$(($(df --output=avail -B1 "$dir" | tail -1) >> 20))
+  [ "$largest" -le "$free" ] \
+    || { echo "error: MappedCache's largest file is $largest MiB, $dir has $free MiB free; set CAPACITY" >&2; exit 2; }
+done
 
 # One cache-stress run: peer name, then its arguments; the line goes to OUT.
 run_mc() {
