@@ -125,7 +125,7 @@ extension CacheEngine {
       let part = memory.partition(p)
       if !part.prefetchRecord(named: pl.tag, in: pl.first) && pl.second != pl.first {
         part.prefetchBucket(pl.second, write: false)
-        second |= 1 << UInt32(j)
+        second |= 1 &<< UInt32(j)  // j < 32: no over-shift check needed
       }
     }
     // B2, second places: the keys not in their first bucket (a fifth of them at the

@@ -631,7 +631,8 @@ enum Expiry {
     guard e != 0 else { return false }
     if e <= now { return true }
     let k = (word & horizonMask) >> horizonShift
-    // Safe: k ≤ 63, so the sum stays below 2^64.
-    return k != 0 && e &- now > (1 << k) &+ aheadToleranceMilliseconds
+    // Safe: k ≤ 63, so the shift needs no over-shift check (`&<<`) and the sum stays
+    // below 2^64.
+    return k != 0 && e &- now > (1 &<< k) &+ aheadToleranceMilliseconds
   }
 }

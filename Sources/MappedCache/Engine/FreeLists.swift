@@ -47,14 +47,14 @@ struct FreeLists {
 
   @inline(__always)
   func head(_ c: Int) -> Int {
-    Int(truncatingIfNeeded: part.word(.freeHeads(c >> 1)).load(.relaxed) >> UInt64(32 * (c & 1)) & 0xFFFF_FFFF)
+    Int(truncatingIfNeeded: part.word(.freeHeads(c >> 1)).load(.relaxed) &>> UInt64(32 * (c & 1)) & 0xFFFF_FFFF)
   }
 
   private func setHead(_ c: Int, _ offset: Int, _ held: borrowing WriteLock.Held) {
     let word = part.word(.freeHeads(c >> 1))
-    let shift = UInt64(32 * (c & 1))
-    let old = word.load(.relaxed) & ~(0xFFFF_FFFF << shift)
-    word.store(old | UInt64(UInt32(truncatingIfNeeded: offset)) << shift, .relaxed)
+    let shift = UInt64(32 * (c & 1))  // 0 or 32: `&<<` needs no over-shift check
+    let old = word.load(.relaxed) & ~(0xFFFF_FFFF &<< shift)
+    word.store(old | UInt64(UInt32(truncatingIfNeeded: offset)) &<< shift, .relaxed)
   }
 
   /// Whether any list holds a record that may fit `size` bytes (its own class or above).

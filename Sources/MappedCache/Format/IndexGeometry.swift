@@ -16,10 +16,11 @@ enum IndexGeometry {
   /// Precondition: `n ≥ 1`.
   @inline(__always)
   static func address(_ x: UInt64, count n: Int) -> Int {
-    // Safe: n ≥ 1, so the shift is in 0..<64.
+    // Safe: n ≥ 1, so the shift is in 0..<64 (`&<<`: no over-shift check needed;
+    // at 63, `2 &<< 63` wraps to 0 and the mask to all ones, as `<<` would give).
     let level = UInt64(Int.bitWidth &- 1 &- n.leadingZeroBitCount)
-    let high = x & ((2 << level) &- 1)
-    return high < UInt64(n) ? Int(truncatingIfNeeded: high) : Int(truncatingIfNeeded: x & ((1 << level) &- 1))
+    let high = x & ((2 &<< level) &- 1)
+    return high < UInt64(n) ? Int(truncatingIfNeeded: high) : Int(truncatingIfNeeded: x & ((1 &<< level) &- 1))
   }
 
   /// The group that `split` divides when a partition goes from `n` groups to `n + 1`
