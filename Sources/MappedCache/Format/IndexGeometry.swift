@@ -16,8 +16,8 @@ enum IndexGeometry {
   /// Precondition: `n ≥ 1`.
   @inline(__always)
   static func address(_ x: UInt64, count n: Int) -> Int {
-    // Safe: n ≥ 1, so the shift is in 0..<64 (`&<<`: no over-shift check needed;
-    // at 63, `2 &<< 63` wraps to 0 and the mask to all ones, as `<<` would give).
+    // Safe: 1 ≤ n ≤ Int.max, so `level` is in 0...62 and neither shift reaches 64
+    // (`&<<`: no over-shift check).
     let level = UInt64(Int.bitWidth &- 1 &- n.leadingZeroBitCount)
     let high = x & ((2 &<< level) &- 1)
     return high < UInt64(n) ? Int(truncatingIfNeeded: high) : Int(truncatingIfNeeded: x & ((1 &<< level) &- 1))
