@@ -155,6 +155,25 @@ private final class Scratch {
   }
 }
 
+@Suite struct RecordCopyTests {
+  /// The read's copy of a value (`mc_copy_record_bytes`) writes exactly `n` bytes, the
+  /// source's, at every length through its inline sizes (0-64) and past them (`memcpy`),
+  /// from any alignment: the bytes around the destination stay as they were.
+  @Test func copiesExactlyTheBytesAsked() {
+    let source = (0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+    for n in 0...140 {
+      for shift in [0, 1, 7, 13] {
+        var out = [UInt8](repeating: 0xEE, count: n + 32)
+        source.withUnsafeBytes { s in
+          out.withUnsafeMutableBytes { d in mc_copy_record_bytes(d.baseAddress! + 16, s.baseAddress! + shift, n) }
+        }
+        #expect(Array(out[16..<16 + n]) == Array(source[shift..<shift + n]), "n \(n), shift \(shift)")
+        #expect(out[0..<16].allSatisfy { $0 == 0xEE } && out[(16 + n)...].allSatisfy { $0 == 0xEE }, "n \(n)")
+      }
+    }
+  }
+}
+
 @Suite struct BucketIndexTests {
   /// The tag match is exact per two-byte lane: zeros are empty slots, and a lane equal to
   /// the tag is found whatever its neighbours hold.
