@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# run.sh - the ceiling of format 5's read: single gets of `twoload_c` (format 5's read
+# written in C, see twoload_c.c) beside `limit_c` (one slot a get) and cache-stress (the
+# Swift engine), interleaved, on the peers' workload (12-byte keys, 64-byte values,
+# uniform gets, one process).
+#
+#   scripts/ceiling/run.sh                     # KEYS="1000 100000 10000000", REPS=3
+#   KEYS="100000" REPS=5 DURATION=2 scripts/ceiling/run.sh
+#
+# twoload_c / limit_c is what the layout allows (two dependent loads against one);
+# MappedCache / twoload_c is what the Swift read costs beyond the layout.
+# env: KEYS, REPS (3), DURATION (3 s), PEERS_DIR (../shared/peers), STRESS (a cache-stress
+#      binary; built in release when unset).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+KEYS="${KEYS:-1000 100000 10000000}"
+REPS="${REPS:-3}"
+DURATION="${DURATION:-3}"
+PEERS_DIR="${PEERS_DIR:-../shared/peers}"
+[[ -f "$PEERS_DIR/common.h" && -f "$PEERS_DIR/limit_c.c" ]] || { echo "error: no peers in $PEERS_DIR" >&2; exit 2; }
+DIR="$(mktemp -d /tmp/mc-ceiling.XXXXXX)"
+trap 'rm -rf "$DIR"; rm -f /dev/shm/mc-ceiling.*.mcache' EXIT
+gcc -O2 -I "$PEERS_DIR" -o "$DIR/twoload_c" scripts/ceiling/twoload_c.c -lm
+gcc -O2 -o "$DIR/limit_c" "$PEERS_DIR/limit_c.c" -lm -lpthread
+if [[ -z "${STRESS:-}" ]]; then
+  swift build -c release --product cache-stress >&2
+  STRESS="$(swift build -c release --show-bin-path)/cache-stress"
+fi
+
+peer() {  # binary keys -> ops/s
+  KEYS=$2 VALUE=64 PROCS=1 READ_PCT=100 DIST=uniform DURATION="$DURATION" LOCK=flock "$1" \
+    | grep -oE 'ops_per_s=[0-9]+' | cut -d= -f2
+}
+stress() {  # keys -> ops/s
+  local f
+  f="$(mktemp -u /dev/shm/mc-ceiling.XXXXXX.mcache)"
+  "$STRESS" --path "$f" --capacity "$((32 * $1 / 100000 + 1))MiB" --procs 1 --threads 1 --keys "$1" \
+    --key-size 12 --value-size 64 --read-pct 100 --dist uniform --duration "$DURATION" \
+    --check-every 64 --track-every 16 --json 2>/dev/null \
+    | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['passed'], d; print(d['ops_per_s'])"
+  rm -f "$f"
+}
+
+for k in $KEYS; do
+  for r in $(seq 1 "$REPS"); do
+    echo "$k limit_c $(peer "$DIR/limit_c" "$k")"
+    echo "$k twoload_c $(peer "$DIR/twoload_c" "$k")"
+    echo "$k mappedcache $(stress "$k")"
+  done
+done | tee "$DIR/runs.txt" >&2
+python3 - "$DIR/runs.txt" <<'EOF'
+import sys, statistics as st
+d = {}
+for line in open(sys.argv[1]):
+    k, who, v = line.split()
+    d.setdefault(int(k), {}).setdefault(who, []).append(float(v))
+print("| keys | limit_c | twoload_c | MappedCache | twoload_c / limit_c | MappedCache / limit_c | MappedCache / twoload_c |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(d):
+    b = {w: max(v) for w, v in d[k].items()}
+    m = {w: st.median(v) for w, v in d[k].items()}
+    cell = lambda w: "%.2fM (%.2fM)" % (b[w] / 1e6, m[w] / 1e6)
+    ratio = lambda x, y: "%.2f (%.2f)" % (b[x] / b[y], m[x] / m[y])
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (f"{k:,}", cell("limit_c"), cell("twoload_c"), cell("mappedcache"),
+          ratio("twoload_c", "limit_c"), ratio("mappedcache", "limit_c"), ratio("mappedcache", "twoload_c")))
+print("best (median) of %d interleaved reps" % len(next(iter(d.values()))["limit_c"]))
+EOF
