@@ -80,18 +80,24 @@ import Testing
     let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let start = Date()
     for i in 0..<20 { try c.setObject([UInt8(i)], forKey: "t\(i)", expires: .seconds(0.3)) }
+    // Every entry was set before this instant, so it expires 0.3 s after it at the latest
+    // (on a loaded machine the sets themselves may take a while).
+    let setsDone = Date()
     try c.setObject([99], forKey: "keep")
     // Right after the set, with far more than the clock's granularity to spare.
     if Date().timeIntervalSince(start) < 0.2 { #expect(try c.object(forKey: "t0") == [0]) }
-    let expiresAt = start.addingTimeInterval(0.3)
-    // Poll: a read may succeed only before the deadline (50 ms of slack for the coarse clock).
+    let expiresAt = setsDone.addingTimeInterval(0.3)
+    // Poll: a read may succeed only if it started before the deadline (50 ms of slack for
+    // the coarse clock). The time is taken before the read: a thread descheduled after a
+    // read that was in time must not count as a late one.
     var sawGone = false
     let deadline = Date().addingTimeInterval(20)
     while Date() < deadline && !sawGone {
       for i in 0..<20 {
+        let askedAt = Date()
         let got = try c.object(forKey: "t\(i)")
         if got != nil {
-          #expect(Date() < expiresAt.addingTimeInterval(0.05), "t\(i) returned after it expired")
+          #expect(askedAt < expiresAt.addingTimeInterval(0.05), "t\(i) returned after it expired")
         }
       }
       sawGone = try (0..<20).allSatisfy { try c.object(forKey: "t\($0)") == nil }
