@@ -1,7 +1,9 @@
 // The few things Swift cannot call directly: variadic `syscall(SYS_futex)`, the
 // `_GNU_SOURCE`-only `fallocate` and open-file-description lock commands of `fcntl`, CPU
-// hints (pause, prefetch), and a vector compare whose lane mask Swift's SIMD types
-// cannot extract in one instruction (`mc_tag_matches`).
+// hints (pause, prefetch), a vector compare whose lane mask Swift's SIMD types cannot
+// extract in one instruction (`mc_tag_matches`), and the seqlock read's copy of a value
+// (`mc_copy_record_bytes`): racy by design, which Swift's own loads would have
+// ThreadSanitizer report.
 #ifndef MC_SHIM_H
 #define MC_SHIM_H
 #include <stddef.h>
