@@ -93,52 +93,42 @@ static inline uint32_t mc_tag_matches(const void *tags, uint16_t tag) {
 }
 #endif
 
+/// Copies the first `w` and the last `w` of the `n` bytes at `source` to `destination`:
+/// for `w <= n <= 2 * w`, the whole run, in two moves of a constant size (`w` is one
+/// after inlining) that the compiler makes plain loads and stores, whatever `n`.
+static inline __attribute__((always_inline)) void mc_copy_from_both_ends(char *destination, const char *source,
+                                                                         size_t n, size_t w) {
+  __builtin_memcpy(destination, source, w);
+  __builtin_memcpy(destination + n - w, source + n - w, w);
+}
+
 /// Copies `n` bytes from `source` (a record in the mapping, read racily inside a bucket's
 /// seqlock read, whose `seq` judges the copy) to `destination`, which has room for
-/// exactly `n`. Up to 64 bytes (a small entry's value) with a few loads and stores
-/// inline, each pair covering the run from both of its ends; more through `memcpy`.
-/// Inline because the libc call was the read's one call on its straight path.
+/// exactly `n`. Up to 64 bytes (a small entry's value) inline, from both ends of the run;
+/// more through `memcpy`. Inline because the libc call was the read's one call on its
+/// straight path.
 /// Like `mc_tag_matches`, these racy loads are not reported by ThreadSanitizer: Swift
 /// compiles this header's inline functions without its instrumentation (so a TSan
 /// build checks the read's protocol, not this copy).
 static inline __attribute__((always_inline)) void mc_copy_record_bytes(void *destination, const void *source,
                                                                        size_t n) {
-  typedef char mc_bytes16 __attribute__((vector_size(16), aligned(1)));
   char *d = (char *)destination;
   const char *s = (const char *)source;
-  if (n <= 64) {
-    if (n >= 32) {
-      mc_bytes16 a = *(const mc_bytes16 *)s, b = *(const mc_bytes16 *)(s + 16);
-      mc_bytes16 c = *(const mc_bytes16 *)(s + n - 32), e = *(const mc_bytes16 *)(s + n - 16);
-      *(mc_bytes16 *)d = a;
-      *(mc_bytes16 *)(d + 16) = b;
-      *(mc_bytes16 *)(d + n - 32) = c;
-      *(mc_bytes16 *)(d + n - 16) = e;
-    } else if (n >= 16) {
-      mc_bytes16 a = *(const mc_bytes16 *)s, e = *(const mc_bytes16 *)(s + n - 16);
-      *(mc_bytes16 *)d = a;
-      *(mc_bytes16 *)(d + n - 16) = e;
-    } else if (n >= 8) {
-      uint64_t a, e;
-      __builtin_memcpy(&a, s, 8);
-      __builtin_memcpy(&e, s + n - 8, 8);
-      __builtin_memcpy(d, &a, 8);
-      __builtin_memcpy(d + n - 8, &e, 8);
-    } else if (n >= 4) {
-      uint32_t a, e;
-      __builtin_memcpy(&a, s, 4);
-      __builtin_memcpy(&e, s + n - 4, 4);
-      __builtin_memcpy(d, &a, 4);
-      __builtin_memcpy(d + n - 4, &e, 4);
-    } else if (n > 0) {
-      char a = s[0], b = s[n / 2], e = s[n - 1];
-      d[0] = a;
-      d[n / 2] = b;
-      d[n - 1] = e;
-    }
-    return;
+  if (n > 64) {
+    __builtin_memcpy(d, s, n);
+  } else if (n >= 32) {
+    mc_copy_from_both_ends(d, s, n, 32);
+  } else if (n >= 16) {
+    mc_copy_from_both_ends(d, s, n, 16);
+  } else if (n >= 8) {
+    mc_copy_from_both_ends(d, s, n, 8);
+  } else if (n >= 4) {
+    mc_copy_from_both_ends(d, s, n, 4);
+  } else if (n > 0) {
+    d[0] = s[0];
+    d[n / 2] = s[n / 2];
+    d[n - 1] = s[n - 1];
   }
-  __builtin_memcpy(destination, source, n);
 }
 
 #endif
