@@ -19,7 +19,8 @@ DURATION="${DURATION:-3}"
 PEERS_DIR="${PEERS_DIR:-../shared/peers}"
 [[ -f "$PEERS_DIR/common.h" && -f "$PEERS_DIR/limit_c.c" ]] || { echo "error: no peers in $PEERS_DIR" >&2; exit 2; }
 DIR="$(mktemp -d /tmp/mc-ceiling.XXXXXX)"
-trap 'rm -rf "$DIR"; rm -f /dev/shm/mc-ceiling.*.mcache' EXIT
+SHM="$(mktemp -d /dev/shm/mc-ceiling.XXXXXX)"  # cache-stress's files: this run's alone
+trap 'rm -rf "$DIR" "$SHM"' EXIT
 gcc -O2 -I "$PEERS_DIR" -o "$DIR/twoload_c" scripts/ceiling/twoload_c.c -lm
 gcc -O2 -o "$DIR/limit_c" "$PEERS_DIR/limit_c.c" -lm -lpthread
 if [[ -z "${STRESS:-}" ]]; then
@@ -32,8 +33,7 @@ peer() {  # binary keys -> ops/s
     | grep -oE 'ops_per_s=[0-9]+' | cut -d= -f2
 }
 stress() {  # keys -> ops/s
-  local f
-  f="$(mktemp -u /dev/shm/mc-ceiling.XXXXXX.mcache)"
+  local f="$SHM/cache.mcache"
   "$STRESS" --path "$f" --capacity "$((32 * $1 / 100000 + 1))MiB" --procs 1 --threads 1 --keys "$1" \
     --key-size 12 --value-size 64 --read-pct 100 --dist uniform --duration "$DURATION" \
     --check-every 64 --track-every 16 --json 2>/dev/null \
