@@ -25,6 +25,12 @@ import Testing
           copy.withUnsafeBytes { pc in
             #expect(KeyHash.key(pa) == KeyHash.key(pc))
             if n > 0 { #expect(PartitionMemory.bytesEqual(pa.baseAddress!, pc.baseAddress!, n)) }
+            // A read's short key: the same hash and words, from one pair of loads.
+            if n >= 1 && n <= 16 {
+              let k = KeyHash.shortKey(pa.baseAddress!, n)
+              let w = KeyHash.shortWords(pa.baseAddress!, n)
+              #expect(k.hash == KeyHash.key(pa) && k.words.0 == w.0 && k.words.1 == w.1, "length \(n)")
+            }
           }
           // Any one byte changed: another hash (for these keys) and unequal keys.
           for j in 0..<n {

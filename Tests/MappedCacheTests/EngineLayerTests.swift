@@ -153,6 +153,39 @@ private final class Scratch {
     vlen.storeBytes(of: 3, as: UInt8.self)
     #expect(mem.record(at: e.offset)?.vlen == 3)
   }
+
+  /// `record(at:)` decodes a short record (form 0, no expiry) in a branch of its own
+  /// wherever the longest one would still end inside the partition, and by the general
+  /// decode in the partition's last bytes: both give the same header, and both refuse a
+  /// key past `maxKey`, a listed record when asked to, and a record running off the end.
+  @Test func theShortRecordBranchAgreesWithTheGeneralDecode() throws {
+    let s = try Scratch("rec-short")
+    let mem = s.part.memory
+    let end = mem.limits.bytes
+    let last = end - RecordFormat.maxShortRecord  // the last offset the short branch takes
+    let offsets = [Format.Part.dataStart, end / 2, last - 1, last, last + 1, end - 300, end - 40, end - 10]
+    let lengths = [(1, 0), (12, 64), (mem.limits.maxKey, 255), (mem.limits.maxKey + 1, 3), (256, 0), (7, 200)]
+    for offset in offsets {
+      for (klen, vlen) in lengths {
+        let p = mem._byte(at: offset)
+        p.storeBytes(of: RecordFormat.unearnedFlag, as: UInt8.self)  // form 0, no expiry
+        p.storeBytes(of: UInt8(klen - 1), toByteOffset: 1, as: UInt8.self)
+        p.storeBytes(of: UInt8(vlen), toByteOffset: 2, as: UInt8.self)
+        p.storeBytes(of: UInt32(0xABCD_0123), toByteOffset: 3, as: UInt32.self)
+        p.storeBytes(of: UInt16(0x4567), toByteOffset: 7, as: UInt16.self)
+        let fits = offset + 9 + klen + vlen <= end && klen <= mem.limits.maxKey && vlen <= mem.limits.maxValue
+        let h = mem.record(at: offset)
+        #expect((h != nil) == fits, "offset \(offset), key \(klen), value \(vlen)")
+        if let h {
+          #expect(h.klen == klen && h.vlen == vlen && h.headerBytes == 9 && h.expiry == 0, "offset \(offset)")
+          #expect(h.version == 0xABCD_0123 && h.sum == 0x4567 && h.unearned && !h.hasExpiry, "offset \(offset)")
+        }
+        p.storeBytes(of: RecordFormat.listedFlag, as: UInt8.self)
+        #expect(mem.record(at: offset, free: false) == nil, "offset \(offset)")
+        #expect((mem.record(at: offset, free: true) != nil) == fits, "offset \(offset)")
+      }
+    }
+  }
 }
 
 @Suite struct RecordCopyTests {

@@ -115,12 +115,16 @@ struct BucketIndex {
   /// `key`, with the value copied into `buffer` when it fits (nothing is copied when
   /// `buffer` is empty). Racy under readers (inside `seqlockRead`); exact for writers.
   /// `prefetchTail` false: the caller has fetched the records whole already (the batch
-  /// read's B2).
+  /// read's B2). `words`: `key` as `KeyHash.shortKey` gave it, when it has at most 16
+  /// bytes (nil: computed here); records' keys are compared with them, and longer keys
+  /// byte for byte.
   @inline(__always)
   func lookup(
     _ place: Place, tag: UInt16, key: UnsafeRawBufferPointer, copyInto buffer: UnsafeMutableRawBufferPointer,
-    prefetchTail: Bool = true
+    prefetchTail: Bool = true, words: (UInt64, UInt64)? = nil
   ) -> Entry? {
+    let short = key.count <= 16
+    let words = words ?? (short ? key.baseAddress.map { KeyHash.shortWords($0, key.count) } ?? (0, 0) : (0, 0))
     var m = part.tagMatches(place, tag)
     while m != 0 {
       let slot = m.trailingZeroBitCount
@@ -129,7 +133,8 @@ struct BucketIndex {
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       // The value's line, while the header's miss is under way.
       if prefetchTail { part.prefetchRecordTail(at: offset) }
-      guard let h = part.record(at: offset, free: false), h.klen == key.count, part.keyEquals(record: offset, h, key)
+      guard let h = part.record(at: offset, free: false), h.klen == key.count,
+        short ? part.keyEquals(record: offset, h, words: words) : part.keyEquals(record: offset, h, key)
       else {
         continue
       }

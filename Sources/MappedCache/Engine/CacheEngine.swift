@@ -541,7 +541,15 @@ final class CacheEngine: @unchecked Sendable {
   /// Precondition: `checkKey(key)` passed.
   @usableFromInline
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    copyValue(key, hash: KeyHash.key(key), into: buffer)
+    // A short key's words come with its hash, and records' keys are compared with them.
+    let hash: UInt64
+    let words: (UInt64, UInt64)
+    if key.count <= 16, let p = key.baseAddress {
+      (hash, words) = KeyHash.shortKey(p, key.count)
+    } else {
+      (hash, words) = (KeyHash.key(key), (0, 0))  // unused: a longer key is compared byte for byte
+    }
+    return copyValue(key, hash: hash, into: buffer, words: words)
   }
 
   /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
@@ -549,9 +557,9 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always)
   func copyValue(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    route: Reader.Route? = nil
+    route: Reader.Route? = nil, words: (UInt64, UInt64)? = nil
   ) -> Int {
-    switch reader.quickCopy(key, hash: hash, into: buffer, route: route) {
+    switch reader.quickCopy(key, hash: hash, into: buffer, route: route, words: words) {
     case .hit(let n):
       reader.countHit()
       return n
@@ -559,8 +567,15 @@ final class CacheEngine: @unchecked Sendable {
       reader.countMiss()
       return -1
     case .slow:
-      break
+      return copyValueSlowly(key, hash: hash, into: buffer)
     }
+  }
+
+  /// `copyValue` by the general read (`probe`), for what `quickCopy` left to it. Out of
+  /// line: inlined, its loops and waits shared the common read's registers, which then
+  /// spilled more of its state to the stack.
+  @inline(never)
+  func copyValueSlowly(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     switch reader.probe(key, hash: hash, into: buffer) {
     case .hit(let info):
       reader.countHit()

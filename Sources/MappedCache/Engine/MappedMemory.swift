@@ -369,6 +369,7 @@ struct PartitionMemory {
     /// Derived from the layout once per handle: a write wires a `Partition` per call, and
     /// deriving these from `Layout` each time cost it dozens of instructions.
     init(layout l: Layout) {
+      assert(l.partitionBytes >= 256 << 10, "record(at:) counts on partitions of 256 KiB or more")
       bytes = l.partitionBytes
       maxKey = l.maxKey
       maxValue = l.maxValue
@@ -508,6 +509,33 @@ struct PartitionMemory {
 
   // MARK: Records (offsets and lengths come from the file: always checked)
 
+  /// `record(at:)` for the common record, in one range check and three byte loads: form
+  /// 0 (a key of at most 256 bytes, a value of at most 255), no expiry, starting where
+  /// even the longest such record ends inside the partition (all but its last 520
+  /// bytes), so that its lengths need no check against the partition's end. The
+  /// unsigned compare also rejects an offset below `dataStart`; the span is positive, as
+  /// a partition has at least 256 KiB (`Layout`). Nil for anything else, which the
+  /// general decode then judges (and refuses, for lengths past the limits). A read is
+  /// mostly this check's cost, so it pays to skip the general decode's branches.
+  @inline(__always)
+  private func shortRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
+    let span = limits.bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
+    guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
+    let p = base + offset
+    let flags = p.load(as: UInt8.self)
+    let mask =
+      RecordFormat.kindMask | RecordFormat.invalidFlags | RecordFormat.formMask | RecordFormat.expiryFlag
+      | (free ? 0 : RecordFormat.listedFlag)
+    guard flags & mask == RecordFormat.kindEntry else { return nil }
+    let klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
+    let vlen = Int(p.load(fromByteOffset: 2, as: UInt8.self))
+    guard klen <= limits.maxKey, vlen <= limits.maxValue else { return nil }
+    return RecordFormat.Header(
+      flags: flags, klen: klen, vlen: vlen, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
+      sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
+      headerBytes: RecordFormat.shortHeaderBytes)
+  }
+
   /// The header of the entry record at `offset`, when its bytes check out: an entry's
   /// flags (no other kind, no unknown bit), its whole record inside the partition past
   /// its header lines, its key 1 to `maxKey` bytes and its value at most `maxValue`.
@@ -516,6 +544,7 @@ struct PartitionMemory {
   /// the bucket's sequence afterwards); exact for writers.
   @inline(__always)
   func record(at offset: Int, free: Bool = true) -> RecordFormat.Header? {
+    if let h = shortRecord(at: offset, free: free) { return h }
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
     // must not wrap past the check.
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 1 else { return nil }
@@ -567,6 +596,15 @@ struct PartitionMemory {
   @inline(__always)
   func keyEquals(record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer) -> Bool {
     PartitionMemory.bytesEqual(base + (offset &+ h.headerBytes), key.baseAddress!, key.count)
+  }
+
+  /// Whether the key of a checked record at `offset`, of `h.klen` bytes (1 to 16), has
+  /// these `KeyHash.shortWords`.
+  @inline(__always)
+  func keyEquals(record offset: Int, _ h: RecordFormat.Header, words: (UInt64, UInt64)) -> Bool {
+    assert(h.klen >= 1 && h.klen <= 16)
+    let w = KeyHash.shortWords(base + (offset &+ h.headerBytes), h.klen)
+    return w.0 == words.0 && w.1 == words.1
   }
 
   /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two word
@@ -663,10 +701,13 @@ struct PartitionMemory {
   /// moment its offset is known (the reader's load of the header fetches the first).
   /// Without it, their misses start only once the first line has come: the value's
   /// place is decoded from the header there. (A record at any 8-byte offset crosses a
-  /// line more often than not.) Same checks as `prefetchRecord`.
+  /// line more often than not.) Unchecked, unlike `prefetchRecord`: `offset` is a
+  /// slot's 29 bits, so both addresses lie within 512 MiB past the partition's base, and
+  /// a prefetch of any address never faults (x86 drops one it cannot translate). Every
+  /// read makes it, and the check cost a read four instructions.
   @inline(__always)
   func prefetchRecordTail(at offset: Int) {
-    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
+    assert(offset >= 0 && offset <= Int(Format.offsetMask))
     mc_prefetch_for_read(base + (offset &+ 64))
     mc_prefetch_for_read(base + (offset &+ 127))
   }

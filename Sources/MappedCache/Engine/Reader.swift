@@ -26,8 +26,9 @@ final class Reader {
   let checksumOnRead: Bool
   /// Whether the mapping is writable (only then are hit bits set).
   let writable: Bool
-  /// Writable, and reading without checksums: the common handle.
-  @inline(__always) var isPlain: Bool { writable && !checksumOnRead }
+  /// Writable, and reading without checksums: the common handle. Stored, not computed:
+  /// every read asks.
+  let isPlain: Bool
 
   /// Asked when a bucket stays odd past the spins: is its writer dead?
   let liveness: Liveness
@@ -37,6 +38,7 @@ final class Reader {
     self.counters = counters
     self.checksumOnRead = checksumOnRead
     self.writable = writable
+    isPlain = writable && !checksumOnRead
     self.liveness = liveness
   }
 
@@ -230,18 +232,15 @@ final class Reader {
   /// `probe` with nothing changed. Why it pays: a read is two dependent cache misses
   /// (bucket, record), and the fewer its instructions, the more of the next read's
   /// misses the CPU overlaps with this one's.
-  @inline(__always)
-  func quickCopy(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Quick {
-    quickCopy(key, hash: hash, into: buffer, route: nil)
-  }
-
-  /// `quickCopy` given what a batch's step B1 computed for the key (`route`): its
-  /// partition, taken while the file's partition count is the one B1 saw, and its places,
-  /// while its partition's group count is the one B1 saw (R1's acquire load is made
-  /// either way, and R5 judges the read as always).
+  ///
+  /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
+  /// file's partition count is the one B1 saw, and its places, while its partition's group
+  /// count is the one B1 saw (R1's acquire load is made either way, and R5 judges the
+  /// read as always). `words`: a key of at most 16 bytes as `KeyHash.shortKey` gave it.
   @inline(__always)
   func quickCopy(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route?
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil,
+    words: (UInt64, UInt64)? = nil
   ) -> Quick {
     guard isPlain, buffer.baseAddress != nil else { return .slow }
     let count = memory.partitionCount
@@ -262,13 +261,18 @@ final class Reader {
     } else {
       pl = Placement(hash: hash, groups: geometry.groups)
     }
-    let two = pl.second != pl.first
-    if two { index.part.prefetchBucket(pl.second, write: false) }
+    if pl.second != pl.first { index.part.prefetchBucket(pl.second, write: false) }
     let moves = index.moveSequence()
-    // R3, R4.
+    // R3, R4, as one loop: the bucket's read inlined once, not twice, leaves the
+    // registers to one copy (twice, the read spilled more of its state).
     let tail = route == nil  // a batch's B2 prefetched its records whole
-    var found = index.quickRead(pl.first, tag: pl.tag, key, into: buffer, prefetchTail: tail)
-    if found.isAbsent && two { found = index.quickRead(pl.second, tag: pl.tag, key, into: buffer, prefetchTail: tail) }
+    var place = pl.first
+    var found: QuickFind
+    while true {
+      found = index.quickRead(place, tag: pl.tag, key, into: buffer, prefetchTail: tail, words: words)
+      if !found.isAbsent || place == pl.second { break }
+      place = pl.second
+    }
     // R5.
     guard index.geometryRelaxed() == geometry else { return .slow }
     if found.isAbsent {
@@ -456,9 +460,12 @@ extension BucketIndex {
   @_transparent
   fileprivate func quickRead(
     _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer,
-    prefetchTail: Bool
+    prefetchTail: Bool, words: (UInt64, UInt64)?
   ) -> Reader.QuickFind {
-    switch seqlockRead(place, { lookup(place, tag: tag, key: key, copyInto: buffer, prefetchTail: prefetchTail) }) {
+    let read = seqlockRead(place) {
+      lookup(place, tag: tag, key: key, copyInto: buffer, prefetchTail: prefetchTail, words: words)
+    }
+    switch read {
     case .stable(nil):
       return Reader.QuickFind(state: 0, slot: .init(place: place, slot: 0), word: 0, count: 0)
     case .stable(let e?):

@@ -12,7 +12,19 @@ enum KeyHash {
   /// partition, the first place and the tag: `Placement`).
   @inline(__always)
   static func key(_ k: UnsafeRawBufferPointer) -> UInt64 {
-    fold(k, seed: 0x243F_6A88_85A3_08D3) | 1
+    fold(k, seed: keySeed) | 1
+  }
+
+  private static let keySeed: UInt64 = 0x243F_6A88_85A3_08D3
+
+  /// A key of 1 to 16 bytes at `p` as `shortWords` has it, with its hash (`key`'s): a
+  /// read makes both from one pair of loads, then compares records' keys by the words
+  /// (`PartitionMemory.keyEquals(record:_:words:)`).
+  @inline(__always)
+  static func shortKey(_ p: UnsafeRawPointer, _ n: Int) -> (hash: UInt64, words: (UInt64, UInt64)) {
+    assert(n >= 1 && n <= 16)
+    let w = shortWords(p, n)
+    return (foldShort(w.0, w.1, n, seed: keySeed) | 1, w)
   }
 
   /// A second hash of a key, from its first: the key's second place in the index.
@@ -73,30 +85,36 @@ enum KeyHash {
     return 0
   }
 
+  private static let p1: UInt64 = 0xA076_1D64_78BD_642F
+  private static let p2: UInt64 = 0xE703_7ED1_A0B4_28DB
+
   /// wyhash's shape: 16 bytes per multiply; a key of up to 16 bytes is read as the two
   /// words of `shortWords`, so short keys cost two to four loads and two multiplies.
   @inline(__always)
   static func fold(_ k: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
-    let p1: UInt64 = 0xA076_1D64_78BD_642F
-    let p2: UInt64 = 0xE703_7ED1_A0B4_28DB
     let n = k.count
     var h = seed ^ (UInt64(truncatingIfNeeded: n) &* p1)
     guard let p = k.baseAddress, n > 0 else { return mix(h ^ p2, p1) }
-    var a: UInt64
-    var b: UInt64
     if n <= 16 {
-      (a, b) = shortWords(p, n)
-    } else {
-      var i = 0
-      while i &+ 16 < n {
-        h = mix(
-          p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
-          p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
-        i &+= 16
-      }
-      a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
-      b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+      let (a, b) = shortWords(p, n)
+      return foldShort(a, b, n, seed: seed)
     }
+    var i = 0
+    while i &+ 16 < n {
+      h = mix(
+        p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
+        p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
+      i &+= 16
+    }
+    let a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
+    let b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+    return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
+  }
+
+  /// `fold` of a key of 1 to 16 bytes whose `shortWords` are `a` and `b`.
+  @inline(__always)
+  static func foldShort(_ a: UInt64, _ b: UInt64, _ n: Int, seed: UInt64) -> UInt64 {
+    let h = seed ^ (UInt64(truncatingIfNeeded: n) &* p1)
     return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
   }
 }

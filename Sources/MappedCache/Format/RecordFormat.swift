@@ -59,6 +59,11 @@ enum RecordFormat {
     1 &+ lengthBytes(form: form) &+ versionBytes &+ sumBytes &+ (expiry ? expiryBytes : 0)
   }
 
+  /// The header of form 0 without an expiry: flags, two lengths, version, sum.
+  static let shortHeaderBytes = 1 + 2 + versionBytes + sumBytes
+  /// The longest record of that header: a 256-byte key and a 255-byte value.
+  static let maxShortRecord = shortHeaderBytes + 256 + 0xFF
+
   /// A whole record's bytes. Precondition: both counts are at most 2^40 (every
   /// caller's are: checked against the limits, or fields of a header), so the sum
   /// cannot overflow.
