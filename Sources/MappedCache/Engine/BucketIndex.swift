@@ -124,7 +124,7 @@ struct BucketIndex {
     prefetchTail: Bool = true, words: (UInt64, UInt64)? = nil
   ) -> Entry? {
     let short = key.count <= 16
-    let words = words ?? (short ? key.baseAddress.map { KeyHash.shortWords($0, key.count) } ?? (0, 0) : (0, 0))
+    let words = words ?? KeyHash.shortWords(of: key)
     var m = part.tagMatches(place, tag)
     while m != 0 {
       let slot = m.trailingZeroBitCount
@@ -163,9 +163,14 @@ struct BucketIndex {
   /// The slot holding `key`, in either of its places.
   func find(_ key: UnsafeRawBufferPointer, placement pl: Placement, _ held: borrowing WriteLock.Held) -> Entry? {
     let none = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    if let e = lookup(pl.first, tag: pl.tag, key: key, copyInto: none) { return e }
-    if pl.second != pl.first, let e = lookup(pl.second, tag: pl.tag, key: key, copyInto: none) { return e }
-    return nil
+    let words = KeyHash.shortWords(of: key)
+    // One loop over the two places: `lookup` inlined once (as in `Reader.quickCopy`).
+    var place = pl.first
+    while true {
+      if let e = lookup(place, tag: pl.tag, key: key, copyInto: none, words: words) { return e }
+      if place == pl.second { return nil }
+      place = pl.second
+    }
   }
 
   /// The slot naming the record at `offset` (whose key hashes to `hash`), if any: the

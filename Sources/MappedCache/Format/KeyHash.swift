@@ -70,6 +70,14 @@ enum KeyHash {
     return (tailWord(p, n), 0)
   }
 
+  /// `shortWords` of a key of at most 16 bytes; (0, 0) for a longer or empty one (which
+  /// is compared byte for byte).
+  @inline(__always)
+  static func shortWords(of k: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
+    guard k.count <= 16, let p = k.baseAddress else { return (0, 0) }
+    return shortWords(p, k.count)
+  }
+
   /// Bytes `[0, r)` of `p` (0 ≤ r ≤ 8) as a word, from loads that stay inside them:
   /// two overlapping 4-byte loads, or the first, middle and last byte.
   @inline(__always)
