@@ -28,11 +28,31 @@ struct KeySet {
   let count: Int
   let size: Int
   private let prefixed: Bool
+  /// The common shape, fixed per run: every index under 10^8 (its digits one word) and a
+  /// key of 9 to 16 bytes, so its two words are the digits shifted by `shift` bits.
+  private let oneWord: Bool
+  private let shift: UInt64
+  /// `quads[i]`: the four ASCII digits of i < 10^4, most significant first in memory.
+  private let quads = KeySet.quadTable
+
+  /// 40 KB, made once and never freed: two loads give an index's eight digits, where
+  /// `digits8`'s chain of four multiplies took some 30 instructions of every operation
+  /// that `cache-stress` times. `nonisolated(unsafe)`: written only while it is made.
+  nonisolated(unsafe) private static let quadTable: UnsafePointer<UInt32> = {
+    let t = UnsafeMutablePointer<UInt32>.allocate(capacity: 10_000)
+    for i in 0..<10_000 {
+      let d = [i / 1000, i / 100 % 10, i / 10 % 10, i % 10].map { UInt32(0x30 + $0) }
+      t[i] = d[0] | d[1] << 8 | d[2] << 16 | d[3] << 24
+    }
+    return UnsafePointer(t)
+  }()
 
   init(count: Int, size: Int) {
     self.count = count
     self.size = size
     prefixed = size >= String(max(count - 1, 0)).count + 4
+    oneWord = count <= 100_000_000 && size >= 9 && size <= 16
+    shift = oneWord ? UInt64(8 * (16 - size)) : 0
   }
 
   /// Eight decimal digits of `v` (< 10^8), zero-padded, as the little-endian word of
@@ -63,6 +83,16 @@ struct KeySet {
   @inline(__always)
   func write(_ i: Int, to out: UnsafeMutableRawPointer) {
     let v = UInt64(truncatingIfNeeded: i)  // < 10^16: at most `count` keys
+    if oneWord {
+      // What the general case below computes, in 64-bit shifts of a known range (0-56):
+      // the low word is eight zeros shifted out, the digits shifted in.
+      let lo = UInt64(quads[Int(v / 10_000)]) | UInt64(quads[Int(v % 10_000)]) << 32
+      var low = Self.zeros &>> shift | (lo &<< (63 &- shift)) &<< 1
+      if prefixed { low = low & ~0xFFFF_FFFF | 0x3A79_656B }  // "key:"
+      out.storeBytes(of: low, as: UInt64.self)
+      out.storeBytes(of: lo &>> shift, toByteOffset: 8, as: UInt64.self)
+      return
+    }
     let lo = Self.digits8(v % 100_000_000)
     let hi = v < 100_000_000 ? Self.zeros : Self.digits8(v / 100_000_000 % 100_000_000)
     if size <= 16 {
@@ -470,24 +500,41 @@ struct ThreadLoop {
   /// -1 for a miss, -2 after an error. The value's key, length and writer are always
   /// checked, its tag and every byte when `n`, the operation's number, is a
   /// multiple of `--check-every`. Returns whether the get hit.
+  ///
+  /// The common outcome (a hit, whole, of a key not tracked or from the prefill) is
+  /// judged inline; the rest out of line, so that the loop around stays small: a get's
+  /// misses overlap the next get's only as far as the CPU can look ahead.
   @inline(__always)
   mutating func judge(_ k: Int, _ len: Int, n: UInt64, in scratch: UnsafeMutableRawBufferPointer) -> Bool {
-    counters.getOps += 1
+    counters.getOps &+= 1
+    guard len >= 0, len <= scratch.count else { return judgeUnusual(k, len) }
+    counters.hits &+= 1
+    let verdict = ValueFormat.check(
+      UnsafeRawBufferPointer(start: scratch.baseAddress, count: len), key: UInt32(k),
+      writers: writers, whole: n & checkMask == 0)
+    if case .whole(let w, _) = verdict, w == ValueFormat.prefillWriter || k & trackMask != 0 { return true }
+    judge(k, len, verdict)
+    return true
+  }
+
+  /// `judge` of a miss, an error or a value longer than any written.
+  @inline(never)
+  mutating func judgeUnusual(_ k: Int, _ len: Int) -> Bool {
     if len == -1 {
-      counters.misses += 1
+      counters.misses &+= 1
       return false
     }
     if len < 0 { return false }
-    counters.hits += 1
-    if len > scratch.count {
-      counters.corruptReads += 1
-      if noting { note("corrupt read of \(ctx.keys[k]): longer than any value written") }
-      return true
-    }
-    switch ValueFormat.check(
-      UnsafeRawBufferPointer(start: scratch.baseAddress, count: len), key: UInt32(k),
-      writers: writers, whole: n & checkMask == 0)
-    {
+    counters.hits &+= 1
+    counters.corruptReads &+= 1
+    if noting { note("corrupt read of \(ctx.keys[k]): longer than any value written") }
+    return true
+  }
+
+  /// `judge` of a hit's verdict: corrupt, untracked, or whole and tracked.
+  @inline(never)
+  mutating func judge(_ k: Int, _ len: Int, _ verdict: ValueFormat.Verdict) {
+    switch verdict {
     case .corrupt:
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
@@ -501,7 +548,6 @@ struct ThreadLoop {
         if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
       }
     }
-    return true
   }
 
   /// One set of a fresh value (with `spoil`, one whose last byte is wrong).

@@ -110,3 +110,25 @@ import Testing
     #expect(judge([UInt8](repeating: 0, count: 8), key: 0) == .corrupt, "zeroes are not a value")
   }
 }
+
+/// `cache-stress`'s keys: `KeySet.write` puts key `i` together in registers, by a shorter
+/// path when every index is under 10^8 and the key has 9 to 16 bytes; every shape gives
+/// the zero-padded index, behind "key:" when there is room, exactly `size` bytes.
+@Suite struct StressKeySetTests {
+  @Test func keysAreTheZeroPaddedIndexWithTheirPrefix() {
+    for (count, size) in [
+      (1000, 3), (1000, 7), (1000, 8), (1000, 9), (1000, 12), (100_000, 12), (100_000_000, 12), (99_999, 16),
+      (100_000, 15), (100_000_001, 12), (200_000_000, 16), (100_000, 17), (1000, 40),
+    ] {
+      let keys = KeySet(count: count, size: size)
+      let digits = String(count - 1).count
+      for i in [0, 1, 7, 42, 999, count / 2, count - 1] where i < count {
+        let n = String(i)
+        let padded = String(repeating: "0", count: max(0, size - n.count)) + n
+        let expected =
+          size >= digits + 4 ? "key:" + padded.dropFirst(4) : Substring(padded.suffix(size))
+        #expect(keys[i] == String(expected), "count \(count), size \(size), key \(i)")
+      }
+    }
+  }
+}
