@@ -36,8 +36,12 @@ final class WorkerFleet: @unchecked Sendable {
     self.arguments = arguments
     processes = Array(repeating: nil, count: count)
     incarnations = Array(repeating: 0, count: count)
+    // `MC_STRESS_WORKER_EXEC`: a program to start in place of this one for each worker,
+    // with the same arguments (a profiler's wrapper: `scripts/callgrind.sh` counts a
+    // worker's instructions a get so); it must run cache-stress with them.
     executable =
-      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+      ProcessInfo.processInfo.environment["MC_STRESS_WORKER_EXEC"]
+      ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     for sig in [SIGINT, SIGTERM] {
       Sys.ignoreSignal(sig)
       let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())

@@ -6,14 +6,17 @@
 #   scripts/callgrind.sh            # read, readb, set, mget and incr, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
-# Prints `insn-per-op read=R readb=B set=S mget=M incr=I` (R: a get by String key, B: by
-# byte key, M: a key's share of a 16-key batch read, I: an `increment` of an Int counter).
+# Prints `insn-per-op read=R readb=B set=S mget=M incr=I stress-get=G` (R: a get by String
+# key, B: by byte key, M: a key's share of a 16-key batch read, I: an `increment` of an
+# Int counter, G: a get of a cache-stress worker as bench.sh runs it against the peers,
+# its loop and checks included: 1,000 keys, two runs of different lengths differenced).
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-100000}"
 command -v valgrind >/dev/null || { echo "error: valgrind is not installed" >&2; exit 2; }
 swift build -c release --product mc-test-helper >&2
+swift build -c release --product cache-stress >&2
 DIR="$(mktemp -d /dev/shm/mc-callgrind.XXXXXX)"
 trap 'rm -rf "$DIR"' EXIT
 # Stripped: valgrind 3.19 cannot read the toolchain's DWARF and gives up on the binary.
@@ -30,4 +33,25 @@ for op in read readb set mget incr; do
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"
 done
+# A worker of cache-stress, started through a wrapper that runs it under callgrind
+# (`MC_STRESS_WORKER_EXEC`); the coordinator runs natively.
+strip -o "$DIR/cache-stress" "$(swift build -c release --show-bin-path)/cache-stress"
+printf '#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file="%s/worker.out.$$" "%s/cache-stress" "$@" 2>/dev/null\n' \
+  "$DIR" "$DIR" >"$DIR/worker.sh"
+chmod +x "$DIR/worker.sh"
+stress() {  # seconds -> "instructions gets"
+  rm -f "$DIR"/worker.out.* "$DIR/s.mcache"
+  MC_STRESS_WORKER_EXEC="$DIR/worker.sh" "$DIR/cache-stress" --procs 1 --threads 1 --keys 1000 --key-size 12 \
+    --value-size 64 --read-pct 100 --dist uniform --capacity 2MiB --track-every 16 --check-every 64 \
+    --duration "$1" --json --path "$DIR/s.mcache" >"$DIR/s.json" 2>"$DIR/s.log" || {
+    cat "$DIR/s.log" >&2
+    exit 1
+  }
+  local gets
+  gets=$(grep -o '"get_ops": [0-9]*' "$DIR/s.json" | grep -o '[0-9]*$')
+  echo "$(grep -hE '^totals:' "$DIR"/worker.out.* | awk '{print $2}') $gets"
+}
+read -r ia ga <<<"$(stress 3)"
+read -r ib gb <<<"$(stress 6)"
+line="$line stress-get=$(((ib - ia) / (gb - ga)))"
 echo "$line"
