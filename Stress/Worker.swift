@@ -41,8 +41,8 @@ struct KeySet {
   nonisolated(unsafe) private static let quadTable: UnsafePointer<UInt32> = {
     let t = UnsafeMutablePointer<UInt32>.allocate(capacity: 10_000)
     for i in 0..<10_000 {
-      let d = [i / 1000, i / 100 % 10, i / 10 % 10, i % 10].map { UInt32(0x30 + $0) }
-      t[i] = d[0] | d[1] << 8 | d[2] << 16 | d[3] << 24
+      let d = UInt32(i)
+      t[i] = (0x30 + d / 1000) | (0x30 + d / 100 % 10) << 8 | (0x30 + d / 10 % 10) << 16 | (0x30 + d % 10) << 24
     }
     return UnsafePointer(t)
   }()

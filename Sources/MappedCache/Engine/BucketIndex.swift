@@ -123,7 +123,6 @@ struct BucketIndex {
     _ place: Place, tag: UInt16, key: UnsafeRawBufferPointer, copyInto buffer: UnsafeMutableRawBufferPointer,
     prefetchTail: Bool = true, words: (UInt64, UInt64)? = nil
   ) -> Entry? {
-    let short = key.count <= 16
     let words = words ?? KeyHash.shortWords(of: key)
     var m = part.tagMatches(place, tag)
     while m != 0 {
@@ -134,7 +133,7 @@ struct BucketIndex {
       // The value's line, while the header's miss is under way.
       if prefetchTail { part.prefetchRecordTail(at: offset) }
       guard let h = part.record(at: offset, free: false), h.klen == key.count,
-        short ? part.keyEquals(record: offset, h, words: words) : part.keyEquals(record: offset, h, key)
+        part.keyEquals(record: offset, h, key, words: words)
       else {
         continue
       }

@@ -592,19 +592,20 @@ struct PartitionMemory {
     return (base + offset).load(as: UInt8.self) == RecordFormat.wrapMarker
   }
 
-  /// Whether the key of a checked record at `offset` equals `key` (of `h.klen` bytes).
+  /// Whether the key of a checked record at `offset` (of `h.klen` bytes) equals `key`,
+  /// of as many bytes: one of at most 16 bytes by `words`, its `KeyHash.shortWords` (the
+  /// reader's, made with its hash), a longer one byte for byte.
   @inline(__always)
-  func keyEquals(record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer) -> Bool {
-    PartitionMemory.bytesEqual(base + (offset &+ h.headerBytes), key.baseAddress!, key.count)
-  }
-
-  /// Whether the key of a checked record at `offset`, of `h.klen` bytes (1 to 16), has
-  /// these `KeyHash.shortWords`.
-  @inline(__always)
-  func keyEquals(record offset: Int, _ h: RecordFormat.Header, words: (UInt64, UInt64)) -> Bool {
-    assert(h.klen >= 1 && h.klen <= 16)
-    let w = KeyHash.shortWords(base + (offset &+ h.headerBytes), h.klen)
-    return w.0 == words.0 && w.1 == words.1
+  func keyEquals(
+    record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64)
+  ) -> Bool {
+    assert(h.klen == key.count && h.klen >= 1)
+    let k = base + (offset &+ h.headerBytes)
+    guard key.count > 16 else {
+      let w = KeyHash.shortWords(k, key.count)
+      return w.0 == words.0 && w.1 == words.1
+    }
+    return PartitionMemory.bytesEqual(k, key.baseAddress!, key.count)
   }
 
   /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two word

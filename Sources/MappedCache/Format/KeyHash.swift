@@ -19,7 +19,7 @@ enum KeyHash {
 
   /// A key of 1 to 16 bytes at `p` as `shortWords` has it, with its hash (`key`'s): a
   /// read makes both from one pair of loads, then compares records' keys by the words
-  /// (`PartitionMemory.keyEquals(record:_:words:)`).
+  /// (`PartitionMemory.keyEquals(record:_:_:words:)`).
   @inline(__always)
   static func shortKey(_ p: UnsafeRawPointer, _ n: Int) -> (hash: UInt64, words: (UInt64, UInt64)) {
     assert(n >= 1 && n <= 16)
