@@ -676,26 +676,43 @@ struct PartitionMemory {
   }
 
   /// Starts fetching the first 128 bytes of the record at `offset` (its header, key and
-  /// value for a small entry: two lines, or three when it starts mid-line) for reading.
-  /// `offset` is read from the file, racily: nothing is fetched unless it lies in the
-  /// partition's data. A hint that never faults.
+  /// value for a small entry: two lines, or three when it starts mid-line), for reading
+  /// or, with `write`, owned: a writer that will rewrite it. A line fetched for reading
+  /// from another core's cache arrives shared, and the store then waits for a second
+  /// transfer, at the latest when the lock's release drains the stores. `offset` is read
+  /// from the file, racily: nothing is fetched unless it lies in the partition's data. A
+  /// hint that never faults.
   @inline(__always)
-  func prefetchRecord(at offset: Int) {
+  func prefetchRecord(at offset: Int, write: Bool = false) {
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
-    mc_prefetch_for_read(base + offset)
-    prefetchRecordTail(at: offset)
+    if write {
+      mc_prefetch_for_write(base + offset)
+      mc_prefetch_for_write(base + (offset &+ 64))
+      mc_prefetch_for_write(base + (offset &+ 127))
+    } else {
+      mc_prefetch_for_read(base + offset)
+      prefetchRecordTail(at: offset)
+    }
   }
 
   /// `prefetchRecord` of the record that `place` names in its first slot whose tag is
   /// `tag`, if any (tags and the slot's word loaded racily: a hint, checked like any
   /// offset read from the file). Returns whether a slot had the tag.
   @inline(__always) @discardableResult
-  func prefetchRecord(named tag: UInt16, in place: Place) -> Bool {
+  func prefetchRecord(named tag: UInt16, in place: Place, write: Bool = false) -> Bool {
     let m = tagMatches(place, tag)
     guard m != 0 else { return false }
     let word = entryWord(place, m.trailingZeroBitCount).load(.relaxed)
-    prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+    prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask), write: write)
     return true
+  }
+
+  /// Starts fetching, owned, the header line every write changes (line 1: the lock
+  /// word, the intent word and the write counters), so that its transfer from another
+  /// core overlaps the bucket's rather than starting at the lock's compare-and-swap.
+  @inline(__always)
+  func prefetchWriteLine() {
+    mc_prefetch_for_write(base + Format.Part.lockWord)
   }
 
   /// Starts fetching the lines after the first of the record's first 128 bytes, the

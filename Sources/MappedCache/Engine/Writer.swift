@@ -80,13 +80,16 @@ struct Writer {
     let count = memory.partitionCount
     let p = IndexGeometry.partition(hash, count: count)
     // The key's first bucket is where the locked part starts: fetch it now, so that its
-    // cache miss overlaps the checksum and the lock rather than stalling under it.
+    // cache miss overlaps the checksum and the lock rather than stalling under it. The
+    // lock's line too: with writers on two cores, each line a set writes was last
+    // written by the other about half the time, and each such line has to move.
+    memory.partition(p).prefetchWriteLine()
     let first = prefetch ? prefetchFirstBucket(hash, partition: p) : nil
     let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
     let sum = KeyHash.checksum(value, hash: hash)
     // Then the record that bucket names for the key's tag (an overwrite's old record,
-    // which W2 reads and W3 may write in place): its miss overlaps taking the lock.
-    if let first { memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first) }
+    // which W2 reads and W3 may write in place), owned: its miss overlaps taking the lock.
+    if let first { memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first, write: true) }
     return PreparedWrite(
       hash: hash, sum: sum,
       size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
