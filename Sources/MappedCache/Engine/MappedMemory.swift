@@ -480,8 +480,7 @@ struct PartitionMemory {
   /// for it: a hint that never faults.
   @inline(__always)
   func prefetchBucket(_ place: Place, write: Bool) {
-    let p = bucket(place)
-    if write { mc_prefetch_for_write(p) } else { mc_prefetch_for_read(p) }
+    prefetchLine(bucket(place), write: write)
   }
 
   /// Zeroes group `g` (its four buckets and its ghost line). Only for a group no reader
@@ -685,14 +684,8 @@ struct PartitionMemory {
   @inline(__always)
   func prefetchRecord(at offset: Int, write: Bool = false) {
     guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
-    if write {
-      mc_prefetch_for_write(base + offset)
-      mc_prefetch_for_write(base + (offset &+ 64))
-      mc_prefetch_for_write(base + (offset &+ 127))
-    } else {
-      mc_prefetch_for_read(base + offset)
-      prefetchRecordTail(at: offset)
-    }
+    prefetchLine(base + offset, write: write)
+    prefetchRecordTail(at: offset, write: write)
   }
 
   /// `prefetchRecord` of the record that `place` names in its first slot whose tag is
@@ -724,10 +717,16 @@ struct PartitionMemory {
   /// a prefetch of any address never faults (x86 drops one it cannot translate). Every
   /// read makes it, and the check cost a read four instructions.
   @inline(__always)
-  func prefetchRecordTail(at offset: Int) {
+  func prefetchRecordTail(at offset: Int, write: Bool = false) {
     assert(offset >= 0 && offset <= Int(Format.offsetMask))
-    mc_prefetch_for_read(base + (offset &+ 64))
-    mc_prefetch_for_read(base + (offset &+ 127))
+    prefetchLine(base + (offset &+ 64), write: write)
+    prefetchLine(base + (offset &+ 127), write: write)
+  }
+
+  /// One line's prefetch, owned (`write`) or shared.
+  @inline(__always)
+  private func prefetchLine(_ address: UnsafeMutableRawPointer, write: Bool) {
+    if write { mc_prefetch_for_write(address) } else { mc_prefetch_for_read(address) }
   }
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
