@@ -79,11 +79,9 @@ struct Writer {
     let hash = KeyHash.key(key)
     let count = memory.partitionCount
     let p = IndexGeometry.partition(hash, count: count)
-    // The key's first bucket is where the locked part starts: fetch it now, so that its
-    // cache miss overlaps the checksum and the lock rather than stalling under it. The
-    // lock's line too: with writers on two cores, each line a set writes was last
-    // written by the other about half the time, and each such line has to move.
-    memory.partition(p).prefetchWriteLine()
+    // The key's first bucket and its partition's lock line are where the locked part
+    // starts: fetch them now, so that their misses overlap the checksum and the lock
+    // rather than stalling under it.
     let first = prefetch ? prefetchFirstBucket(hash, partition: p) : nil
     let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
     let sum = KeyHash.checksum(value, hash: hash)
@@ -96,12 +94,16 @@ struct Writer {
       expiry: stamped, partition: p, routedWith: count)
   }
 
-  /// Prefetches, for writing, the first bucket of the key of hash `hash` (a hint: the
-  /// geometry is read racily, and the prefetch never faults); returns that bucket's
-  /// place, nil when the group count read is out of range.
+  /// Prefetches, for writing, what a write of the key of hash `hash` starts with under
+  /// partition `p`'s lock: the partition's lock line and the key's first bucket (hints:
+  /// the geometry is read racily, and a prefetch never faults). With writers on two
+  /// cores, each line a set writes was last written by the other about half the time,
+  /// and each such line has to move. Returns the bucket's place, nil when the group
+  /// count read is out of range.
   @inline(__always) @discardableResult
   func prefetchFirstBucket(_ hash: UInt64, partition p: Int) -> Place? {
     let part = memory.partition(p)
+    part.prefetchWriteLine()
     let groups = BucketIndex(part: part).geometryRelaxed().groups
     guard part.isValidGroupCount(groups) else { return nil }
     let first = Placement.first(hash: hash, groups: groups)
