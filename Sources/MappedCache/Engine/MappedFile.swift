@@ -25,6 +25,9 @@ final class MappedFile {
   /// The partition count this handle routes keys by (`MappedMemory.partitionCount`):
   /// private to the handle, shared by its threads.
   let routing: Routing
+  /// The layout's partition limits, named by every `MappedMemory` and `PartitionMemory`
+  /// of this handle.
+  let limits: PartitionMemory.SharedLimits
 
   init(
     path: String, fd: Int32, size: Int, reserve: Int, layout: Layout, writable: Bool, stat st: stat
@@ -48,6 +51,7 @@ final class MappedFile {
     self.base = base
     self.mapped = mapped
     routing = Routing(count: layout.partitionCount, layout: layout, mapped: mapped, fd: fd)
+    limits = PartitionMemory.SharedLimits(PartitionMemory.Limits(layout: layout))
     // Huge pages where the file's memory can have them (a tmpfs mounted `huge=advise`,
     // or /dev/shm with `shmem_enabled` "advise"; a `huge=within_size` mount has them
     // anyway): fewer TLB misses on large tables. Refused or ignored elsewhere, harmlessly.

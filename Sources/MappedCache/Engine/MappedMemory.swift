@@ -128,7 +128,8 @@ struct MappedMemory {
   private let partitionsBase: UnsafeMutableRawPointer
   let partitionBytes: Int
   let procCount: Int
-  let limits: PartitionMemory.Limits
+  /// The file's partition limits (`MappedFile.limits`, which outlives this value).
+  private unowned(unsafe) let shared: PartitionMemory.SharedLimits
   /// The handle's routing (`MappedFile.routing`, which outlives this value): one word
   /// here, so that the many copies of this value stay small.
   private unowned(unsafe) let routing: Routing
@@ -138,9 +139,12 @@ struct MappedMemory {
     partitionsBase = file.base + layout.partitionsOffset
     partitionBytes = layout.partitionBytes
     procCount = layout.procCount
-    limits = PartitionMemory.Limits(layout: layout)
+    shared = file.limits
     routing = file.routing
   }
+
+  /// The file's partition limits.
+  @inline(__always) var limits: PartitionMemory.Limits { shared.value }
 
   /// The partitions this handle routes keys by: the file's count when the handle opened
   /// or last saw it grow (`refreshRouting`). Acquire: a count adopted by another thread
@@ -302,7 +306,7 @@ struct MappedMemory {
   @inline(__always)
   func partition(_ p: Int) -> PartitionMemory {
     assert(p >= 0 && routing.partitionsOffset + (p + 1) * partitionBytes <= routing.mapped, "partition out of range")
-    return PartitionMemory(base: partitionsBase + p &* partitionBytes, index: p, limits: limits)
+    return PartitionMemory(base: partitionsBase + p &* partitionBytes, index: p, shared: shared)
   }
 
   // MARK: Test hooks
@@ -381,16 +385,38 @@ struct PartitionMemory {
     }
   }
 
+  /// `Limits`, made once per handle (`MappedFile.limits`) and named by every view of
+  /// the file. A view holds this reference and the two limits every read checks, not
+  /// all eight words: a set makes a `Partition` (two views) for its out-of-line store on
+  /// the stack, and the copy of the other twelve words cost it about 50 instructions
+  /// and loads stalled on store forwarding (`scripts/callgrind.sh`: set 995 against
+  /// 944, read 417 against 410).
+  final class SharedLimits: Sendable {
+    let value: Limits
+    init(_ value: Limits) { self.value = value }
+  }
+
   private let base: UnsafeMutableRawPointer
   /// The partition's number.
   let index: Int
-  let limits: Limits
+  private unowned(unsafe) let shared: SharedLimits
+  /// The limits a read checks, copied into the view: read through `shared` after a
+  /// read's fences, each would cost a load more.
+  private let bytes: Int
+  private let maxGroups: Int
+  @inline(__always) private var maxKey: Int { shared.value.maxKey }
+  @inline(__always) private var maxValue: Int { shared.value.maxValue }
 
-  fileprivate init(base: UnsafeMutableRawPointer, index: Int, limits: Limits) {
+  fileprivate init(base: UnsafeMutableRawPointer, index: Int, shared: SharedLimits) {
     self.base = base
     self.index = index
-    self.limits = limits
+    self.shared = shared
+    bytes = shared.value.bytes
+    maxGroups = shared.value.maxGroups
   }
+
+  /// The file's partition limits.
+  @inline(__always) var limits: Limits { shared.value }
 
   // MARK: Header words
 
@@ -408,17 +434,17 @@ struct PartitionMemory {
 
   /// Whether a group count read from the file can be used: 1 to `maxGroups`.
   @inline(__always)
-  func isValidGroupCount(_ n: Int) -> Bool { n >= 1 && n <= limits.maxGroups }
+  func isValidGroupCount(_ n: Int) -> Bool { n >= 1 && n <= maxGroups }
 
   /// Where group `g`'s first byte is. Precondition: `g < maxGroups`.
   @inline(__always)
-  func groupOffset(_ g: Int) -> Int { limits.bytes &- (g &+ 1) &* Format.groupBytes }
+  func groupOffset(_ g: Int) -> Int { bytes &- (g &+ 1) &* Format.groupBytes }
 
   // MARK: Buckets
 
   @inline(__always)
   private func bucket(_ place: Place) -> UnsafeMutableRawPointer {
-    assert(place.group >= 0 && place.group < limits.maxGroups && place.bucket >= 0 && place.bucket < 4)
+    assert(place.group >= 0 && place.group < maxGroups && place.bucket >= 0 && place.bucket < 4)
     return base + (groupOffset(place.group) &+ place.bucket &* Format.bucketBytes)
   }
 
@@ -486,7 +512,7 @@ struct PartitionMemory {
   /// Zeroes group `g` (its four buckets and its ghost line). Only for a group no reader
   /// reaches yet (a split's new group) or one being reset by repair under the lock.
   func zeroGroup(_ g: Int, _ held: borrowing WriteLock.Held) {
-    assert(held.partition == index && g >= 0 && g < limits.maxGroups)
+    assert(held.partition == index && g >= 0 && g < maxGroups)
     memset(base + groupOffset(g), 0, Format.groupBytes)
   }
 
@@ -495,13 +521,13 @@ struct PartitionMemory {
   /// Way `way` of group `g`'s ghost line.
   @inline(__always)
   func ghost(_ g: Int, _ way: Int) -> UInt16 {
-    assert(g >= 0 && g < limits.maxGroups && way >= 0 && way < Format.ghostWays)
+    assert(g >= 0 && g < maxGroups && way >= 0 && way < Format.ghostWays)
     return (base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes &+ way &* 2)).load(as: UInt16.self)
   }
 
   @inline(__always)
   func storeGhost(_ g: Int, _ way: Int, _ tag: UInt16, _ held: borrowing WriteLock.Held) {
-    assert(held.partition == index && g >= 0 && g < limits.maxGroups && way >= 0 && way < Format.ghostWays)
+    assert(held.partition == index && g >= 0 && g < maxGroups && way >= 0 && way < Format.ghostWays)
     (base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes &+ way &* 2)).storeBytes(
       of: tag, as: UInt16.self)
   }
@@ -518,7 +544,7 @@ struct PartitionMemory {
   /// mostly this check's cost, so it pays to skip the general decode's branches.
   @inline(__always)
   private func shortRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
-    let span = limits.bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
+    let span = bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
     guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
     let p = base + offset
     let flags = p.load(as: UInt8.self)
@@ -528,7 +554,7 @@ struct PartitionMemory {
     guard flags & mask == RecordFormat.kindEntry else { return nil }
     let klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
     let vlen = Int(p.load(fromByteOffset: 2, as: UInt8.self))
-    guard klen <= limits.maxKey, vlen <= limits.maxValue else { return nil }
+    guard klen <= maxKey, vlen <= maxValue else { return nil }
     return RecordFormat.Header(
       flags: flags, klen: klen, vlen: vlen, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
       sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
@@ -546,7 +572,7 @@ struct PartitionMemory {
     if let h = shortRecord(at: offset, free: free) { return h }
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
     // must not wrap past the check.
-    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 1 else { return nil }
+    guard offset >= Format.Part.dataStart, offset <= bytes &- 1 else { return nil }
     let p = base + offset
     let flags = p.load(as: UInt8.self)
     let mask = RecordFormat.kindMask | RecordFormat.invalidFlags | (free ? 0 : RecordFormat.listedFlag)
@@ -554,7 +580,7 @@ struct PartitionMemory {
     let form = RecordFormat.form(ofFlags: flags)
     let hasExpiry = flags & RecordFormat.expiryFlag != 0
     let headerBytes = RecordFormat.headerBytes(form: form, expiry: hasExpiry)
-    guard form != 3, offset <= limits.bytes &- headerBytes else { return nil }
+    guard form != 3, offset <= bytes &- headerBytes else { return nil }
     let klen: Int
     let vlen: Int
     switch form {
@@ -568,7 +594,7 @@ struct PartitionMemory {
       klen = Int(p.loadUnaligned(fromByteOffset: 1, as: UInt16.self)) &+ 1
       vlen = Int(p.loadUnaligned(fromByteOffset: 3, as: UInt32.self))
     }
-    guard klen <= limits.maxKey, vlen <= limits.maxValue, klen &+ vlen <= limits.bytes &- offset &- headerBytes
+    guard klen <= maxKey, vlen <= maxValue, klen &+ vlen <= bytes &- offset &- headerBytes
     else { return nil }
     let v = 1 &+ RecordFormat.lengthBytes(form: form)
     var expiry: UInt64 = 0
@@ -587,7 +613,7 @@ struct PartitionMemory {
   /// Whether the byte at `offset` (inside the partition's data) is a wrap marker.
   @inline(__always)
   func isWrapMarker(at offset: Int) -> Bool {
-    guard offset >= Format.Part.dataStart, offset < limits.bytes else { return false }
+    guard offset >= Format.Part.dataStart, offset < bytes else { return false }
     return (base + offset).load(as: UInt8.self) == RecordFormat.wrapMarker
   }
 
@@ -683,7 +709,7 @@ struct PartitionMemory {
   /// hint that never faults.
   @inline(__always)
   func prefetchRecord(at offset: Int, write: Bool = false) {
-    guard offset >= Format.Part.dataStart, offset <= limits.bytes &- 192 else { return }
+    guard offset >= Format.Part.dataStart, offset <= bytes &- 192 else { return }
     prefetchLine(base + offset, write: write)
     prefetchRecordTail(at: offset, write: write)
   }
@@ -745,7 +771,7 @@ struct PartitionMemory {
     let headerBytes = RecordFormat.headerBytes(
       form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     precondition(
-      offset >= Format.Part.dataStart && offset <= limits.bytes - headerBytes - key.count - value.count,
+      offset >= Format.Part.dataStart && offset <= bytes - headerBytes - key.count - value.count,
       "record outside the partition")
     let p = base + offset
     Self.storeHeader(
@@ -802,7 +828,7 @@ struct PartitionMemory {
     expiry: UInt64?, _ held: borrowing WriteLock.Held
   ) {
     assert(held.partition == index)
-    precondition(value.count == h.vlen && offset <= limits.bytes - h.size, "rewrite of another length")
+    precondition(value.count == h.vlen && offset <= bytes - h.size, "rewrite of another length")
     let p = base + offset
     let form = h.form
     Self.storeTrailer(
@@ -859,7 +885,7 @@ struct PartitionMemory {
       form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     let size = headerBytes &+ key.count &+ value.count
     precondition(
-      offset >= Format.Part.dataStart && extent <= limits.bytes &- offset && size <= extent,
+      offset >= Format.Part.dataStart && extent <= bytes &- offset && size <= extent,
       "rewrite outside the record")
     let p = base + offset
     // 1.
@@ -891,7 +917,7 @@ struct PartitionMemory {
   /// of that size can be one here (too small, or a value longer than the file allows).
   func freeRecordShape(size: Int) -> (form: UInt8, valueCount: Int)? {
     guard let shape = RecordFormat.filler(size: size, keyCount: 1), shape.valueCount >= 12,
-      shape.valueCount <= limits.maxValue
+      shape.valueCount <= maxValue
     else { return nil }
     return shape
   }
@@ -909,7 +935,7 @@ struct PartitionMemory {
     guard let (form, valueCount) = freeRecordShape(size: size) else {
       preconditionFailure("no free record is \(size) bytes")
     }
-    precondition(offset >= Format.Part.dataStart && size <= limits.bytes &- offset, "record outside the partition")
+    precondition(offset >= Format.Part.dataStart && size <= bytes &- offset, "record outside the partition")
     let p = base + offset
     let headerBytes = RecordFormat.headerBytes(form: form, expiry: false)
     p.storeBytes(of: UInt8(0), toByteOffset: headerBytes, as: UInt8.self)
@@ -929,14 +955,14 @@ struct PartitionMemory {
   /// The offset a free record ending at `end` names in its footer (any 4 bytes, unless
   /// `FreeLists.release` checks them), or nil when `end` is not past 4 data bytes.
   func freeFooter(endingAt end: Int) -> Int? {
-    guard end >= Format.Part.dataStart &+ 4, end <= limits.bytes else { return nil }
+    guard end >= Format.Part.dataStart &+ 4, end <= bytes else { return nil }
     return Int((base + (end &- 4)).loadUnaligned(as: UInt32.self))
   }
 
   /// The links of the free record at `offset` (its checked header `h`, listed, with a
   /// one-byte key and a value of at least 8 bytes: `FreeLists.node` checks).
   func freeLinks(record offset: Int, _ h: RecordFormat.Header) -> (prev: Int, next: Int) {
-    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= limits.bytes &- h.size, "not a free record")
+    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= bytes &- h.size, "not a free record")
     let p = base + (offset &+ h.headerBytes &+ 1)
     return (Int(p.loadUnaligned(as: UInt32.self)), Int(p.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
   }
@@ -946,7 +972,7 @@ struct PartitionMemory {
     record offset: Int, _ h: RecordFormat.Header, prev: Int? = nil, next: Int? = nil, _ held: borrowing WriteLock.Held
   ) {
     assert(held.partition == index)
-    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= limits.bytes &- h.size, "not a free record")
+    precondition(h.isListed && h.klen == 1 && h.vlen >= 8 && offset <= bytes &- h.size, "not a free record")
     let p = base + (offset &+ h.headerBytes &+ 1)
     if let prev { p.storeBytes(of: UInt32(truncatingIfNeeded: prev), as: UInt32.self) }
     if let next { p.storeBytes(of: UInt32(truncatingIfNeeded: next), toByteOffset: 4, as: UInt32.self) }
@@ -956,7 +982,7 @@ struct PartitionMemory {
   /// its list, it is an ordinary dead record of the same size.
   func unlistRecord(at offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
-    precondition(offset >= Format.Part.dataStart && offset <= limits.bytes &- h.size, "record outside the partition")
+    precondition(offset >= Format.Part.dataStart && offset <= bytes &- h.size, "record outside the partition")
     (base + offset).storeBytes(of: h.flags & ~RecordFormat.listedFlag, as: UInt8.self)
   }
 
@@ -966,7 +992,7 @@ struct PartitionMemory {
     guard let (form, valueCount) = RecordFormat.filler(size: size, keyCount: key.count) else {
       preconditionFailure("no record is \(size) bytes")
     }
-    precondition(offset >= Format.Part.dataStart && size <= limits.bytes &- offset, "record outside the partition")
+    precondition(offset >= Format.Part.dataStart && size <= bytes &- offset, "record outside the partition")
     let p = base + offset
     Self.storeHeader(
       p, flags: form << RecordFormat.formShift, keyCount: key.count, valueCount: valueCount, version: 0, sum: 0,
@@ -978,7 +1004,7 @@ struct PartitionMemory {
   /// `h.hasExpiry`; inside the seqlock write of the bucket whose slot names the record.
   func rewriteExpiry(at offset: Int, _ h: RecordFormat.Header, expiry: UInt64, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
-    precondition(h.hasExpiry && offset <= limits.bytes - h.size, "no expiry field")
+    precondition(h.hasExpiry && offset <= bytes - h.size, "no expiry field")
     let form = h.form
     Self.storeTrailer(
       base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
@@ -989,8 +1015,8 @@ struct PartitionMemory {
   func moveRecord(from: Int, to: Int, size: Int, unearned: Bool, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
     precondition(
-      to >= Format.Part.dataStart && to <= limits.bytes - size && from >= Format.Part.dataStart
-        && from <= limits.bytes - size, "record outside the partition")
+      to >= Format.Part.dataStart && to <= bytes - size && from >= Format.Part.dataStart
+        && from <= bytes - size, "record outside the partition")
     (base + to).copyMemory(from: base + from, byteCount: size)
     let flags = (base + to).load(as: UInt8.self)
     (base + to).storeBytes(
@@ -1009,8 +1035,8 @@ struct PartitionMemory {
     assert(held.partition == index)
     let size = h.size
     precondition(
-      to >= Format.Part.dataStart && extent <= limits.bytes &- to && size <= extent && from >= Format.Part.dataStart
-        && from <= limits.bytes &- size, "record outside the partition")
+      to >= Format.Part.dataStart && extent <= bytes &- to && size <= extent && from >= Format.Part.dataStart
+        && from <= bytes &- size, "record outside the partition")
     if size < extent {
       writeFiller(
         at: to &+ size, size: extent &- size,
@@ -1028,7 +1054,7 @@ struct PartitionMemory {
   /// Writes a wrap marker (one byte) at `offset`.
   func writeWrapMarker(at offset: Int, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
-    precondition(offset >= Format.Part.dataStart && offset < limits.bytes, "marker outside the partition")
+    precondition(offset >= Format.Part.dataStart && offset < bytes, "marker outside the partition")
     (base + offset).storeBytes(of: RecordFormat.wrapMarker, as: UInt8.self)
   }
 
@@ -1036,7 +1062,7 @@ struct PartitionMemory {
 
   /// The partition's byte at `offset`, for tests that damage a partition in place.
   func _byte(at offset: Int) -> UnsafeMutableRawPointer {
-    precondition(offset >= 0 && offset < limits.bytes, "offset outside the partition")
+    precondition(offset >= 0 && offset < bytes, "offset outside the partition")
     return base + offset
   }
 }
