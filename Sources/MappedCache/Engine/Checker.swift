@@ -272,7 +272,7 @@ struct Checker {
     if Writer.slotNumber(at) == rewriting { return .failure(LayoutProblem("left mid-rewrite by a dead writer")) }
     let word = memory.entryWord(at.place, at.slot).load(.relaxed)
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-    guard let h = memory.record(at: offset), !h.isListed else {
+    guard let h = memory.record(at: offset, free: false) else {
       return .failure(LayoutProblem("record offset \(offset) is not a valid entry"))
     }
     guard chains[logs.id(containing: offset)]?[offset] != nil else {

@@ -389,8 +389,8 @@ struct PartitionMemory {
   /// the file. A view holds this reference and the two limits every read checks, not
   /// all eight words: a set makes a `Partition` (two views) for its out-of-line store on
   /// the stack, and the copy of the other twelve words cost it about 50 instructions
-  /// and loads stalled on store forwarding (`scripts/callgrind.sh`: set 995 against
-  /// 944, read 417 against 410).
+  /// and a fifth of its own time in stalled loads (`scripts/callgrind.sh`: set 995
+  /// against 944, read 417 against 410; `perf`).
   final class SharedLimits: Sendable {
     let value: Limits
     init(_ value: Limits) { self.value = value }
@@ -554,7 +554,7 @@ struct PartitionMemory {
     guard flags & mask == RecordFormat.kindEntry else { return nil }
     let klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
     let vlen = Int(p.load(fromByteOffset: 2, as: UInt8.self))
-    guard klen <= maxKey, vlen <= maxValue else { return nil }
+    guard klen <= maxKey, free || vlen <= maxValue else { return nil }
     return RecordFormat.Header(
       flags: flags, klen: klen, vlen: vlen, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
       sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
@@ -563,10 +563,13 @@ struct PartitionMemory {
 
   /// The header of the entry record at `offset`, when its bytes check out: an entry's
   /// flags (no other kind, no unknown bit), its whole record inside the partition past
-  /// its header lines, its key 1 to `maxKey` bytes and its value at most `maxValue`.
-  /// Nil for anything else, and, with `free` false, for a free record (`FreeLists`: no
-  /// slot names one, so an index entry never is one). Racy under readers (validated by
-  /// the bucket's sequence afterwards); exact for writers.
+  /// its header lines, its key 1 to `maxKey` bytes. With `free` false (a record a slot
+  /// names: an entry), its value at most `maxValue`, and not a free record (`FreeLists`:
+  /// no slot names one). With `free` true (a walk of a log's chain, where dead and free
+  /// records lie too), a value of any length inside the partition: the dead record a
+  /// rewrite in place leaves (`RecordFormat.filler`) is as long as the bytes it was left,
+  /// which in a file of small values can pass `maxValue`. Nil for anything else. Racy
+  /// under readers (validated by the bucket's sequence afterwards); exact for writers.
   @inline(__always)
   func record(at offset: Int, free: Bool = true) -> RecordFormat.Header? {
     if let h = shortRecord(at: offset, free: free) { return h }
@@ -594,7 +597,7 @@ struct PartitionMemory {
       klen = Int(p.loadUnaligned(fromByteOffset: 1, as: UInt16.self)) &+ 1
       vlen = Int(p.loadUnaligned(fromByteOffset: 3, as: UInt32.self))
     }
-    guard klen <= maxKey, vlen <= maxValue, klen &+ vlen <= bytes &- offset &- headerBytes
+    guard klen <= maxKey, free || vlen <= maxValue, klen &+ vlen <= bytes &- offset &- headerBytes
     else { return nil }
     let v = 1 &+ RecordFormat.lengthBytes(form: form)
     var expiry: UInt64 = 0
