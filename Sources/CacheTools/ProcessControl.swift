@@ -9,12 +9,7 @@ public enum ProcessControl {
   /// The state letter of process `pid` (`/proc/PID/stat`: "R", "S", "T" for stopped,
   /// ...), or nil when it is gone or the file cannot be read.
   public static func state(_ pid: Int32) -> Character? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-      let close = stat.lastIndex(of: ")")
-    else { return nil }
-    // "pid (comm) S ...": the command may hold spaces and parentheses, the state follows
-    // the last ')'.
-    return stat[stat.index(after: close)...].first { $0 != " " }
+    Sys.processState(pid).map { Character(Unicode.Scalar($0)) }
   }
 
   /// Stops `pid` (SIGSTOP) at a moment when it does not hold `file`'s write lock. A

@@ -17,6 +17,41 @@ extension Sys {
     pid > 0 && (Glibc.kill(pid, 0) == 0 || Errno.current == .notPermitted)
   }
 
+  /// The state letter of process `pid` as `/proc/PID/stat` gives it (`R` running, `S`
+  /// sleeping, `D` in the kernel, `T` stopped, `t` stopped by a tracer, `Z` exited, ...),
+  /// or nil when it is gone or the file cannot be read. Allocates nothing: the path and
+  /// the line are made on the stack.
+  package static func processState(_ pid: Int32) -> UInt8? {
+    guard pid > 0 else { return nil }
+    return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 8) { buffer -> UInt8? in
+      // "/proc/", the pid's digits (at most 10), "/stat" and a terminator.
+      var at = 0
+      func append(_ byte: UInt8) {
+        buffer[at] = byte
+        at += 1
+      }
+      "/proc/".utf8.forEach(append)
+      var divisor: Int32 = 1
+      while pid / divisor >= 10 { divisor *= 10 }
+      while divisor > 0 {
+        append(UInt8(ascii: "0") + UInt8(pid / divisor % 10))
+        divisor /= 10
+      }
+      "/stat".utf8.forEach(append)
+      append(0)
+      let fd = Glibc.open(buffer.baseAddress!.assumingMemoryBound(to: CChar.self), O_RDONLY | O_CLOEXEC)
+      guard fd >= 0 else { return nil }
+      defer { _ = Glibc.close(fd) }
+      let n = Glibc.read(fd, buffer.baseAddress!, buffer.count)
+      guard n > 0 else { return nil }
+      // "pid (comm) S ...": the command may hold spaces and parentheses, so the state is
+      // the first letter after the last ')'.
+      let line = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+      guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+      return line[(close + 1)...].first { $0 != UInt8(ascii: " ") }
+    }
+  }
+
   /// This host's name, or nil when it cannot be read. The corresponding C function is
   /// `gethostname`.
   package static func hostName() -> String? {

@@ -15,7 +15,9 @@ let reliabilityCommands: [String: HelperCommand] = [
       path: a[0], seconds: Double(a[1]) ?? 60, ready: a[2], oddKey: a.count > 3 ? a[3] : nil,
       midMove: a.count > 4 && a[4] == "move")
   },
-  "read-loop": { a in try ReliabilityOps.readLoop(path: a[0], key: a[1], count: Int(a[2]) ?? 100) },
+  "read-loop": { a in
+    try ReliabilityOps.readLoop(path: a[0], key: a[1], count: Int(a[2]) ?? 100, readOnly: a.count > 3 && a[3] == "ro")
+  },
   "set-timed": { a in try ReliabilityOps.setTimed(path: a[0], key: a[1]) },
   "hammer": { a in try ReliabilityOps.hammer(path: a[0], seconds: Double(a[1]) ?? 3, seed: UInt64(a[2]) ?? 1) },
   "leak-check": { a in try ReliabilityOps.leakCheck(path: a[0], rounds: Int(a[1]) ?? 300, ops: Int(a[2]) ?? 200_000) },
@@ -406,9 +408,11 @@ enum ReliabilityOps {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
   }
 
-  /// `count` reads of one key; prints hits, misses and the slowest read.
-  static func readLoop(path: String, key: String, count: Int) throws -> Int32 {
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(create: false))
+  /// `count` reads of one key (through a read-only handle with `readOnly`); prints hits,
+  /// misses and the slowest read.
+  static func readLoop(path: String, key: String, count: Int, readOnly: Bool) throws -> Int32 {
+    let c = try SharedCache<[UInt8]>(
+      path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: readOnly, create: false))
     var hits = 0
     var misses = 0
     var worst: UInt64 = 0

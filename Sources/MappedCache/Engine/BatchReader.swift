@@ -14,7 +14,7 @@
 ///     from the file); where none does, prefetch the second bucket. These misses
 ///     overlap too. Then the same for those keys' second buckets: their records;
 /// B3. for each key, the single read with the hash of B1 (`copyValue(_:hash:into:)`):
-///     the read protocol R1-R6, the handle's hit and miss counters.
+///     the read protocol R1-R7, the handle's hit and miss counters.
 ///
 /// B1 and B2 only load and prefetch: nothing they see is trusted or returned, so a
 /// writer changing a bucket meanwhile costs at most a useless prefetch. B3 is the single

@@ -13,7 +13,7 @@ extension CacheEngine {
   @usableFromInline
   func entryStamp(_ key: UnsafeRawBufferPointer, hash: UInt64, stamp: inout EntryStamp) -> Int {
     let none = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    switch reader.locate(key, hash: hash, into: none) {
+    switch locate(key, hash: hash, into: none) {
     case .absent:
       reader.countMiss()
       return -1
@@ -47,7 +47,7 @@ extension CacheEngine {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
     stamp: inout EntryStamp
   ) -> Int {
-    switch reader.locate(key, hash: hash, into: buffer) {
+    switch locate(key, hash: hash, into: buffer) {
     case .absent:
       reader.countMiss()
       return -1

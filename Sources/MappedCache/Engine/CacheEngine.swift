@@ -516,7 +516,7 @@ final class CacheEngine: @unchecked Sendable {
     _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
     _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
   ) rethrows -> Int {
-    switch reader.probe(key, hash: hash, allowExpired: allowExpired, into: buffer) {
+    switch probe(key, hash: hash, allowExpired: allowExpired, into: buffer) {
     case .hit(let info):
       if countStats { reader.countHit() }
       try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
@@ -576,7 +576,7 @@ final class CacheEngine: @unchecked Sendable {
   /// spilled more of its state to the stack.
   @inline(never)
   func copyValueSlowly(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    switch reader.probe(key, hash: hash, into: buffer) {
+    switch probe(key, hash: hash, into: buffer) {
     case .hit(let info):
       reader.countHit()
       return info.valueCount

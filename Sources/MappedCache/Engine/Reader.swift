@@ -49,8 +49,8 @@ final class Reader {
     case needs(Int)
     /// Found, but its checksum does not match: counted as a miss, reported to verify.
     case corrupt
-    /// A bucket stayed mid-write past the bounded wait: answered as a miss, and counted
-    /// apart (`busyMisses`).
+    /// A bucket stayed mid-write past the bounded wait and R7: answered as a miss, and
+    /// counted apart (`busyMisses`).
     case busy
   }
 
@@ -71,11 +71,12 @@ final class Reader {
   /// less). Then the reader asks whether any live writer can finish it (`Liveness`: the
   /// partition lock's holder is alive, by its witness, as a waiting writer asks): a dead
   /// writer never finishes the bucket, nor does anyone when the lock is free (damage),
-  /// and it stays odd until the next write repairs it, so the reader looks once more and
-  /// answers "miss". A live writer descheduled mid-write (an oversubscribed CPU) needs
-  /// the reader to give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs,
-  /// about 2 ms per wait. A stopped (SIGSTOP) writer costs each read of its bucket one
-  /// such wait. Only this slow path makes system calls.
+  /// and it stays odd until a write repairs it, so the reader looks once more and
+  /// answers "busy" (R7, `CacheEngine+BusyRead`, then repairs it from a writable
+  /// handle). A live writer descheduled mid-write (an oversubscribed CPU) needs the
+  /// reader to give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs,
+  /// about 2 ms per wait, before "busy" (R7 waits again while the writer is not
+  /// stopped). Only this slow path makes system calls.
   static let readSpins = 2048
   static let readYields = 64
   static let readSleeps = 20
@@ -310,21 +311,6 @@ final class Reader {
     @inline(__always) var isCopied: Bool { state == 1 }
     @inline(__always) static func other(_ place: Place) -> QuickFind {
       QuickFind(state: 2, slot: .init(place: place, slot: 0), word: 0, count: 0)
-    }
-  }
-
-  /// The read protocol, R1-R6, for any entry (fitting the buffer or not, expired or
-  /// not). `now` is the expiry clock, or 0 to read it only for an entry with an expiry.
-  @inline(__always)
-  func probe(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64 = 0, allowExpired: Bool = false,
-    into buffer: UnsafeMutableRawBufferPointer
-  ) -> Probe {
-    switch locate(key, hash: hash, into: buffer) {
-    case .absent: return .miss
-    case .busy: return .busy
-    case .found(let e, let p):
-      return judge(e, partition: p, hash: hash, now: now, allowExpired: allowExpired, buffer: buffer)
     }
   }
 

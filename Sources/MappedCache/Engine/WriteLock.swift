@@ -266,7 +266,8 @@ struct Liveness {
   /// then still set: a holder clears it before it releases the word, and a process that
   /// registers into a dead holder's table entry releases the words it left), or by damage.
   /// Asked by a reader whose wait has passed its spins (`Reader.backoff`), which then
-  /// looks once more (a writer may have just finished) and answers "miss".
+  /// looks once more (a writer may have just finished) and answers "busy", and again at
+  /// R7 (`CacheEngine+BusyRead`), where a writable handle repairs what the writer left.
   func noWriterCanFinish(_ partition: Int) -> Bool {
     let cur = memory.partition(partition).lockWord.load(.relaxed)
     if cur & Format.Lock.ownerMask == 0 { return true }

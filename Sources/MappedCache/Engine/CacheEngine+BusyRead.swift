@@ -1,0 +1,103 @@
+import SystemCalls
+
+/// R7, a read's last resort: what happens when a bucket of the key stayed odd past the
+/// bounded wait (`Reader.backoff`) and `Reader.locate` answered "busy". The bucket's
+/// writer, named by its partition's lock word, is one of:
+///
+/// - **dead** (the word names a process whose witness is gone, or is free with the
+///   intent word set: its holder died mid-change). Nothing finishes the bucket until a
+///   writer takes the lock over and repairs; in a partition that is read but rarely
+///   written that could be long, and until then every read of the bucket's keys would
+///   miss. So a writable handle takes the word itself, without waiting
+///   (`WriteLock.tryAcquireWord`: only a free word or a dead holder's), repairs as a
+///   writer would at W1, and reads again. A read-only handle cannot: its read misses.
+/// - **stopped** (`T` or `t` in `/proc/PID/stat`: SIGSTOP, a debugger): it may never go
+///   on, so the read misses (each read of the bucket pays one bounded wait).
+/// - **anything else** (descheduled on a busy machine, or dying: a killed holder keeps
+///   its witness until its exit has closed its files): the read waits again, up to
+///   `busySettleRounds` bounded waits in all, before it answers "miss".
+///
+/// Only reads that found a bucket busy get here: the system calls (`F_OFD_GETLK`,
+/// reading `/proc`) and the lock stay off every other read.
+extension CacheEngine {
+  /// Bounded waits a read makes on a busy bucket whose writer is alive and not stopped,
+  /// after the first: each about 2 ms, so a read answers within about 10 ms.
+  static let busySettleRounds = 4
+
+  /// `Reader.locate`, with R7 when it answers "busy".
+  @inline(__always)
+  func locate(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer)
+    -> Reader.Located
+  {
+    let found = reader.locate(key, hash: hash, into: buffer)
+    if case .busy = found { return locateAfterBusy(key, hash: hash, into: buffer) }
+    return found
+  }
+
+  /// R1-R7 for any entry, judged (`Reader.judge`): the read every general read is.
+  @inline(__always)
+  func probe(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, allowExpired: Bool = false,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Reader.Probe {
+    switch locate(key, hash: hash, into: buffer) {
+    case .absent: return .miss
+    case .busy: return .busy
+    case .found(let e, let p):
+      return reader.judge(e, partition: p, hash: hash, now: 0, allowExpired: allowExpired, buffer: buffer)
+    }
+  }
+
+  /// R7: settles the busy bucket's writer and reads again, while that can help.
+  @inline(never)
+  private func locateAfterBusy(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer
+  ) -> Reader.Located {
+    for _ in 0..<Self.busySettleRounds {
+      guard settleBusyWriter(of: partitionNumber(hash)) else { break }
+      let found = reader.locate(key, hash: hash, into: buffer)
+      if case .busy = found { continue }
+      return found
+    }
+    return .busy
+  }
+
+  /// Whether a read that found partition `p` busy should look again: its dead holder's
+  /// change is repaired (a writable handle), or its holder is alive and not stopped.
+  func settleBusyWriter(of p: Int) -> Bool {
+    if reader.liveness.noWriterCanFinish(p) { return repairAbandoned(p) }
+    let word = memory.partition(p).lockWord.load(.acquiring)
+    let slot = Int(word & Format.Lock.ownerMask) - 1
+    // A word taken or released since: look again.
+    guard slot >= 0, slot < memory.procCount else { return true }
+    let pid = Int32(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF)
+    let state = Sys.processState(pid)
+    return state != UInt8(ascii: "T") && state != UInt8(ascii: "t")
+  }
+
+  /// Takes partition `p`'s word if it is free or its holder is dead, and repairs what a
+  /// holder that died mid-change left (its intent word set), as W1 would. Returns whether
+  /// a read should look again: false only for a read-only handle.
+  ///
+  /// Growth in flight (the partition being filled, or the source of a pending split) is
+  /// left to writers, who finish it before they repair (`acquireSettled`): finishing it
+  /// needs a second partition's lock, which a read does not wait for.
+  private func repairAbandoned(_ p: Int) -> Bool {
+    guard let lock else { return false }
+    // A live writer took the word meanwhile: it repairs first (W1), and the read waits.
+    guard let held = lock.tryAcquireWord(p) else { return true }
+    defer { lock.releaseWord(p) }
+    let part = partition(p)
+    let intent = part.memory.word(.intent)
+    // Clear: a writer finished (or repaired) since, or the odd bucket is damage, which
+    // `verify(repair:)` mends; the read looks again and, still odd, misses.
+    guard intent.load(.relaxed) != 0 else { return true }
+    let last = memory.partitionCount - 1
+    if part.memory.word(.splitSource).load(.acquiring) != 0 || (last > p && pendingSplitSource(of: last) == p) {
+      return true
+    }
+    repair(part, held)
+    intent.store(0, .relaxed)
+    return true
+  }
+}
