@@ -573,6 +573,14 @@ struct PartitionMemory {
   @inline(__always)
   func record(at offset: Int, free: Bool = true) -> RecordFormat.Header? {
     if let h = shortRecord(at: offset, free: free) { return h }
+    return decodeRecord(at: offset, free: free)
+  }
+
+  /// `record(at:free:)` past the common record's check: every form, with or without an
+  /// expiry, anywhere in the partition. Out of line, so that the short check inlines
+  /// into every read (whole, the decode stayed a call of ~50 instructions a read).
+  @inline(never)
+  private func decodeRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
     // must not wrap past the check.
     guard offset >= Format.Part.dataStart, offset <= bytes &- 1 else { return nil }
