@@ -19,8 +19,8 @@ extension Sys {
 
   /// The state letter of process `pid` as `/proc/PID/stat` gives it (`R` running, `S`
   /// sleeping, `D` in the kernel, `T` stopped, `t` stopped by a tracer, `Z` exited, ...),
-  /// or nil when it is gone or the file cannot be read. Allocates nothing: the path and
-  /// the line are made on the stack.
+  /// or nil when it is gone or the file cannot be read. The path and the line are made
+  /// in one stack buffer.
   package static func processState(_ pid: Int32) -> UInt8? {
     guard pid > 0 else { return nil }
     return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 8) { buffer -> UInt8? in

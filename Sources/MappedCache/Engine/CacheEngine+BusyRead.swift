@@ -65,39 +65,26 @@ extension CacheEngine {
   /// Whether a read that found partition `p` busy should look again: its dead holder's
   /// change is repaired (a writable handle), or its holder is alive and not stopped.
   func settleBusyWriter(of p: Int) -> Bool {
-    if reader.liveness.noWriterCanFinish(p) { return repairAbandoned(p) }
-    let word = memory.partition(p).lockWord.load(.acquiring)
-    let slot = Int(word & Format.Lock.ownerMask) - 1
-    // A word taken or released since: look again.
-    guard slot >= 0, slot < memory.procCount else { return true }
-    let pid = Int32(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF)
-    let state = Sys.processState(pid)
+    guard let slot = reader.liveness.liveHolder(p) else { return repairAbandoned(p) }
+    let state = Sys.processState(Int32(truncatingIfNeeded: attachedProcess(slot: slot).pid))
     return state != UInt8(ascii: "T") && state != UInt8(ascii: "t")
   }
 
-  /// Takes partition `p`'s word if it is free or its holder is dead, and repairs what a
-  /// holder that died mid-change left (its intent word set), as W1 would. Returns whether
-  /// a read should look again: false only for a read-only handle.
-  ///
-  /// Growth in flight (the partition being filled, or the source of a pending split) is
-  /// left to writers, who finish it before they repair (`acquireSettled`): finishing it
-  /// needs a second partition's lock, which a read does not wait for.
+  /// Takes partition `p`'s word if it is free or its holder is dead, and repairs what that
+  /// holder left as W1 would (`Partition.needsRepair`). Returns whether a read should look
+  /// again: false only for a read-only handle. Growth in flight is left to writers
+  /// (`splitInFlight`).
   private func repairAbandoned(_ p: Int) -> Bool {
     guard let lock else { return false }
     // A live writer took the word meanwhile: it repairs first (W1), and the read waits.
     guard let held = lock.tryAcquireWord(p) else { return true }
     defer { lock.releaseWord(p) }
     let part = partition(p)
-    let intent = part.memory.word(.intent)
-    // Clear: a writer finished (or repaired) since, or the odd bucket is damage, which
-    // `verify(repair:)` mends; the read looks again and, still odd, misses.
-    guard intent.load(.relaxed) != 0 else { return true }
-    let last = memory.partitionCount - 1
-    if part.memory.word(.splitSource).load(.acquiring) != 0 || (last > p && pendingSplitSource(of: last) == p) {
-      return true
-    }
+    // Nothing to repair: a writer finished (or repaired) since, or the odd bucket is
+    // damage that `verify(repair:)` mends; the read looks again and, still odd, misses.
+    guard part.needsRepair(), !splitInFlight(of: p) else { return true }
     repair(part, held)
-    intent.store(0, .relaxed)
+    part.memory.word(.intent).store(0, .relaxed)
     return true
   }
 }

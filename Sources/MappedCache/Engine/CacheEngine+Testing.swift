@@ -49,9 +49,7 @@ extension CacheEngine {
     let held = try lock.acquire(p)
     defer { lock.release(p) }
     let part = partition(p)
-    if part.memory.word(.intent).load(.relaxed) != 0 || !part.geometryIsSane || !part.logs.areSane {
-      repair(part, held)
-    }
+    if part.needsRepair() { repair(part, held) }
     part.memory.word(.intent).store(Format.intentChange, .relaxed)
     try body(part, held)
   }

@@ -54,7 +54,7 @@ extension CacheEngine {
   }
 
   /// What process-table entry `slot` says of its owner (the caller checked it is alive).
-  private func attachedProcess(slot: Int) -> AttachedProcess {
+  func attachedProcess(slot: Int) -> AttachedProcess {
     AttachedProcess(
       slot: slot,
       pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
@@ -74,10 +74,8 @@ extension CacheEngine {
 
   /// `writeLockHolder()` for partition `p`'s lock alone.
   func writeLockHolder(partition p: Int) -> AttachedProcess? {
-    let word = memory.partition(p).lockWord.load(.acquiring)
-    let slot = Int(word & Format.Lock.ownerMask) - 1
-    guard slot >= 0, slot < layout.procCount, slot != registration?.slot else { return nil }
-    guard !Liveness(memory: memory, fd: file.fd, asker: .none).holderIsDead(word) else { return nil }
+    guard let slot = Liveness(memory: memory, fd: file.fd, asker: .none).liveHolder(p), slot != registration?.slot
+    else { return nil }
     return attachedProcess(slot: slot)
   }
 

@@ -143,9 +143,7 @@ final class CacheEngine: @unchecked Sendable {
     if let count, memory.liveRouting() > count, try mustReroute() { throw Rerouted() }
     let part = partition(p)
     let intent = part.memory.word(.intent)
-    if intent.load(.relaxed) != 0 || !part.geometryIsSane || (checkingLogs && !part.logs.areSane) {
-      repair(part, held)
-    }
+    if part.needsRepair(checkingLogs: checkingLogs) { repair(part, held) }
     intent.store(Format.intentChange, .relaxed)
     defer { intent.store(0, .relaxed) }
     do {

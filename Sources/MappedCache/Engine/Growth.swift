@@ -152,6 +152,16 @@ extension CacheEngine {
     return s
   }
 
+  /// Whether growth is moving entries into or out of partition `p`: it is being filled
+  /// (marked), or it is the source of the last partition's pending split. Finishing such
+  /// a step needs both partitions' locks (`finishInterruptedSplit`), so a read that took
+  /// `p`'s word at R7 leaves it to writers.
+  func splitInFlight(of p: Int) -> Bool {
+    let last = memory.partitionCount - 1
+    return partition(p).memory.word(.splitSource).load(.acquiring) != 0
+      || (last > p && pendingSplitSource(of: last) == p)
+  }
+
   /// G4 for one new partition, `q`, from `s`, both locks held (also how a writer
   /// finishes a step a dead grower left, so every step here may find part of it done).
   /// Returns how many entries it moved.
@@ -183,7 +193,7 @@ extension CacheEngine {
   /// sets its intent word (as `withWriteLock` does).
   private func settle(_ part: Partition, _ held: borrowing WriteLock.Held) {
     let intent = part.memory.word(.intent)
-    if intent.load(.relaxed) != 0 || !part.geometryIsSane || !part.logs.areSane { repair(part, held) }
+    if part.needsRepair() { repair(part, held) }
     intent.store(Format.intentChange, .relaxed)
   }
 

@@ -33,6 +33,15 @@ struct Partition {
   /// The partition's number.
   @inline(__always) var number: Int { memory.index }
 
+  /// Whether W1 must repair before a change: the last holder died mid-change (the intent
+  /// word is set), or the geometry or (with `checkingLogs`) the log positions are out of
+  /// range. Asked under the lock by every writer, by growth, and by a read that took a
+  /// dead holder's word (R7).
+  @inline(__always)
+  func needsRepair(checkingLogs: Bool = true) -> Bool {
+    memory.word(.intent).load(.relaxed) != 0 || !geometryIsSane || (checkingLogs && !logs.areSane)
+  }
+
   /// Whether the group count is in range and the index starts at or above the main
   /// log's limit: what a writer needs before it computes a bucket's address from the
   /// geometry (checked under the lock, W1; a damaged word sends the writer to repair).

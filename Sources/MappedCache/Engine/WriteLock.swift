@@ -266,12 +266,18 @@ struct Liveness {
   /// then still set: a holder clears it before it releases the word, and a process that
   /// registers into a dead holder's table entry releases the words it left), or by damage.
   /// Asked by a reader whose wait has passed its spins (`Reader.backoff`), which then
-  /// looks once more (a writer may have just finished) and answers "busy", and again at
-  /// R7 (`CacheEngine+BusyRead`), where a writable handle repairs what the writer left.
-  func noWriterCanFinish(_ partition: Int) -> Bool {
+  /// looks once more (a writer may have just finished) and answers "busy"; R7
+  /// (`CacheEngine+BusyRead`) then asks `liveHolder`.
+  func noWriterCanFinish(_ partition: Int) -> Bool { liveHolder(partition) == nil }
+
+  /// The process-table slot of the live process whose token is in partition
+  /// `partition`'s lock word, or nil when the word is free or names a process that is
+  /// gone (`noWriterCanFinish`). A slot from the word is returned only once
+  /// `holderIsDead` has bounds-checked it.
+  func liveHolder(_ partition: Int) -> Int? {
     let cur = memory.partition(partition).lockWord.load(.relaxed)
-    if cur & Format.Lock.ownerMask == 0 { return true }
-    return holderIsDead(cur)
+    guard cur & Format.Lock.ownerMask != 0, !holderIsDead(cur) else { return nil }
+    return Int(cur & Format.Lock.ownerMask) - 1
   }
 
   /// Whether the process named in lock word `word` is gone: its witness byte is
