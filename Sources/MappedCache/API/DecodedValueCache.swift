@@ -100,11 +100,13 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     }
   }
 
+  /// One stripe: its table behind its lock, and its share of the limits. Stored in
+  /// `stripes`, an allocation of `stripeCount` of them each on lines of its own, and
+  /// reached through the pointer, so a read retains and releases no stripe (as a class
+  /// in an array, the two atomic counts were about a tenth of a hot read's time).
   @usableFromInline
-  final class Stripe: @unchecked Sendable {
+  struct Stripe: ~Copyable {
     @usableFromInline let table = Mutex(Table())
-    /// Keeps neighbouring stripes' lock words off one cache line.
-    private let padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
     @usableFromInline let sets: Int
     @usableFromInline let countLimit: Int
     @usableFromInline let byteLimit: Int
@@ -115,9 +117,16 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     }
   }
 
-  @usableFromInline let stripes: [Stripe]
-  /// `stripes.count - 1` (a power of two minus one).
+  /// Bytes from one stripe to the next: two lines, so neighbouring lock words never
+  /// share one.
+  static var stripeStride: Int { max(128, (MemoryLayout<Stripe>.stride + 127) & ~127) }
+
+  /// The stripes, `stripeStride` bytes apart; owned by this object (freed in `deinit`).
+  @usableFromInline let stripes: UnsafeMutableRawPointer
+  @usableFromInline let stripeCount: Int
+  /// `stripeCount - 1` (a power of two minus one).
   @usableFromInline let stripeMask: Int
+  @usableFromInline let stride: Int
   /// Values of more encoded bytes than this are not kept.
   @usableFromInline let largestValue: Int
 
@@ -132,12 +141,27 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     let bytes = max(Self.overhead * 8, byteLimit)
     // A quarter of a stripe's bytes: one value never fills a stripe alone.
     largestValue = bytes / s / 4 - Self.overhead
-    stripes = (0..<s).map { k in
+    stride = Self.stripeStride
+    stripeCount = s
+    stripes = UnsafeMutableRawPointer.allocate(byteCount: stride * s, alignment: 128)
+    for k in 0..<s {
       // The limits split exactly: stripe k gets its share, the first ones the remainder.
       let c = count / s + (k < count % s ? 1 : 0)
       let b = bytes / s + (k < bytes % s ? 1 : 0)
-      return Stripe(sets: (c + Self.ways - 1) / Self.ways, countLimit: c, byteLimit: b)
+      (stripes + k * stride).bindMemory(to: Stripe.self, capacity: 1)
+        .initialize(to: Stripe(sets: (c + Self.ways - 1) / Self.ways, countLimit: c, byteLimit: b))
     }
+  }
+
+  deinit {
+    for k in 0..<stripeCount { stripe(at: k).deinitialize(count: 1) }
+    stripes.deallocate()
+  }
+
+  /// Stripe `k` (0 ..< `stripeCount`).
+  @inlinable @inline(__always)
+  func stripe(at k: Int) -> UnsafeMutablePointer<Stripe> {
+    (stripes + k &* stride).assumingMemoryBound(to: Stripe.self)
   }
 
   /// The cache `caching` asks for, for values coded by `codec`; nil when it is off.
@@ -152,7 +176,9 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   }
 
   @inlinable @inline(__always)
-  func stripe(_ hash: UInt64) -> Stripe { stripes[Int(truncatingIfNeeded: hash >> 61) & stripeMask] }
+  func stripe(_ hash: UInt64) -> UnsafeMutablePointer<Stripe> {
+    stripe(at: Int(truncatingIfNeeded: hash >> 61) & stripeMask)
+  }
 
   /// The first way of `hash`'s set in a stripe of `sets` sets.
   @inlinable @inline(__always)
@@ -161,14 +187,16 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   }
 
   /// The value kept for `hash` if it was decoded from the write `stamp` names (the
-  /// file's live entry, just read), marking it referenced.
-  @inlinable
+  /// file's live entry, just read), marking it referenced. Inlined by force: called,
+  /// its lock's closure was not inlined into it, and the value crossed three frames,
+  /// each copy of it loading what the last had just stored in pieces (a store-forwarding
+  /// stall each): a hot read took 95 ns against 83 inlined.
+  @inlinable @inline(__always)
   func value(_ hash: UInt64, stamp: EntryStamp) -> Value? {
     let s = stripe(hash)
-    let sets = s.sets
-    return s.table.withLock { t -> Handoff? in
+    let b = Self.setStart(hash, sets: s.pointee.sets)
+    return s.pointee.table.withLock { t -> Handoff? in
       guard !t.hashes.isEmpty else { return nil }
-      let b = Self.setStart(hash, sets: sets)
       for w in b..<b &+ Self.ways where t.hashes[w] == hash {
         guard t.entries[w].stamp == stamp, let v = t.entries[w].value else { return nil }
         if !t.entries[w].referenced { t.entries[w].referenced = true }
@@ -186,20 +214,21 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     let cost = Int(stamp.count) &+ Self.overhead
     guard stamp.version != 0, Int(stamp.count) <= largestValue else { return }
     let s = stripe(hash)
+    let (sets, limits) = (s.pointee.sets, (count: s.pointee.countLimit, bytes: s.pointee.byteLimit))
     // Handed into the lock as a Sendable box: the table takes it over (see `Handoff`).
     let boxed = Handoff(stamp: stamp, value: value)
-    s.table.withLock { t in
+    s.pointee.table.withLock { t in
       if t.hashes.isEmpty {
-        t.hashes = Array(repeating: 0, count: s.sets * Self.ways)
+        t.hashes = Array(repeating: 0, count: sets * Self.ways)
         t.entries = Array(
-          repeating: Entry(stamp: .none, cost: 0, referenced: false, value: nil), count: s.sets * Self.ways)
+          repeating: Entry(stamp: .none, cost: 0, referenced: false, value: nil), count: sets * Self.ways)
       }
-      let b = Self.setStart(hash, sets: s.sets)
+      let b = Self.setStart(hash, sets: sets)
       for w in b..<b + Self.ways where t.hashes[w] == hash {
         if t.entries[w].stamp.version > stamp.version { return }
         t.bytes += cost - t.entries[w].cost
         t.entries[w] = Entry(stamp: stamp, cost: cost, referenced: false, value: boxed.value)
-        Self.sweep(&t, s, sparing: w)
+        Self.sweep(&t, limits, sparing: w)
         return
       }
       // A new key: an empty way of its set, else CLOCK within the set.
@@ -223,7 +252,7 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
       t.entries[way] = Entry(stamp: stamp, cost: cost, referenced: false, value: boxed.value)
       t.count += 1
       t.bytes += cost
-      Self.sweep(&t, s, sparing: way)
+      Self.sweep(&t, limits, sparing: way)
     }
   }
 
@@ -231,8 +260,8 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   var usage: (count: Int, bytes: Int) {
     var c = 0
     var b = 0
-    for s in stripes {
-      s.table.withLock { t in
+    for k in 0..<stripeCount {
+      stripe(at: k).pointee.table.withLock { t in
         c += t.count
         b += t.bytes
       }
@@ -242,7 +271,9 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
 
   /// The limits as split over the stripes (for tests).
   var limits: (count: Int, bytes: Int) {
-    stripes.reduce((0, 0)) { ($0.0 + $1.countLimit, $0.1 + $1.byteLimit) }
+    (0..<stripeCount).reduce((0, 0)) {
+      ($0.0 + stripe(at: $1).pointee.countLimit, $0.1 + stripe(at: $1).pointee.byteLimit)
+    }
   }
 
   private static func evict(_ t: inout Table, at w: Int) {
@@ -256,10 +287,10 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   /// While the stripe is over a limit, the CLOCK hand evicts the first entry not
   /// referenced since it last passed (clearing bits on its way), never `sparing`.
   /// Bounded: two turns clear every bit and pass every entry.
-  private static func sweep(_ t: inout Table, _ s: Stripe, sparing: Int = -1) {
+  private static func sweep(_ t: inout Table, _ limits: (count: Int, bytes: Int), sparing: Int = -1) {
     let n = t.hashes.count
     var steps = 0
-    while (t.count > s.countLimit || t.bytes > s.byteLimit) && steps < 2 * n + 1 {
+    while (t.count > limits.count || t.bytes > limits.bytes) && steps < 2 * n + 1 {
       steps += 1
       let w = t.hand
       t.hand = w + 1 == n ? 0 : w + 1
