@@ -118,15 +118,15 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   }
 
   /// Bytes from one stripe to the next: two lines, so neighbouring lock words never
-  /// share one.
-  static var stripeStride: Int { max(128, (MemoryLayout<Stripe>.stride + 127) & ~127) }
+  /// share one. A stripe's layout does not depend on `Value` (its table holds arrays);
+  /// `init` checks that it fits.
+  @inlinable static var stride: Int { 128 }
 
-  /// The stripes, `stripeStride` bytes apart; owned by this object (freed in `deinit`).
+  /// The stripes, `stride` bytes apart; owned by this object (freed in `deinit`).
   @usableFromInline let stripes: UnsafeMutableRawPointer
-  @usableFromInline let stripeCount: Int
-  /// `stripeCount - 1` (a power of two minus one).
+  /// The stripe count minus one (a power of two minus one).
   @usableFromInline let stripeMask: Int
-  @usableFromInline let stride: Int
+  var stripeCount: Int { stripeMask + 1 }
   /// Values of more encoded bytes than this are not kept.
   @usableFromInline let largestValue: Int
 
@@ -141,14 +141,13 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
     let bytes = max(Self.overhead * 8, byteLimit)
     // A quarter of a stripe's bytes: one value never fills a stripe alone.
     largestValue = bytes / s / 4 - Self.overhead
-    stride = Self.stripeStride
-    stripeCount = s
-    stripes = UnsafeMutableRawPointer.allocate(byteCount: stride * s, alignment: 128)
+    precondition(MemoryLayout<Stripe>.stride <= Self.stride, "a stripe outgrew its two lines")
+    stripes = UnsafeMutableRawPointer.allocate(byteCount: Self.stride * s, alignment: 128)
     for k in 0..<s {
       // The limits split exactly: stripe k gets its share, the first ones the remainder.
       let c = count / s + (k < count % s ? 1 : 0)
       let b = bytes / s + (k < bytes % s ? 1 : 0)
-      (stripes + k * stride).bindMemory(to: Stripe.self, capacity: 1)
+      (stripes + k * Self.stride).bindMemory(to: Stripe.self, capacity: 1)
         .initialize(to: Stripe(sets: (c + Self.ways - 1) / Self.ways, countLimit: c, byteLimit: b))
     }
   }
@@ -161,7 +160,7 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   /// Stripe `k` (0 ..< `stripeCount`).
   @inlinable @inline(__always)
   func stripe(at k: Int) -> UnsafeMutablePointer<Stripe> {
-    (stripes + k &* stride).assumingMemoryBound(to: Stripe.self)
+    (stripes + k &* Self.stride).assumingMemoryBound(to: Stripe.self)
   }
 
   /// The cache `caching` asks for, for values coded by `codec`; nil when it is off.

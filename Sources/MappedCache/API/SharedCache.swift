@@ -156,14 +156,10 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   // MARK: Keys
 
-  /// The key's UTF-8 bytes, in place where the string stores them so (a native string:
-  /// no copy, and no retain and release of its storage, as `withUTF8` on a copy made);
-  /// else a contiguous copy.
+  /// The key's UTF-8 bytes (`String.withUTF8Bytes`: in place for a native string).
   @inlinable @inline(__always)
   func withKey<R>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-    if let r = try key.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) { return r }
-    var k = key
-    return try k.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+    try key.withUTF8Bytes(body)
   }
 
   /// Decodes `key`'s stored bytes; a failure is reported as `.decodingFailed`.

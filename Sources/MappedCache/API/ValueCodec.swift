@@ -35,11 +35,23 @@ extension Data: CacheValueEncodable {
   public init(cacheBytes b: UnsafeRawBufferPointer) { self.init(b) }
 }
 
+extension String {
+  /// The string's UTF-8 bytes: in place where it stores them so (a native string: no
+  /// copy, and no retain and release of its storage, which `withUTF8` on a copy costs),
+  /// else a contiguous copy. Every key (`SharedCache.withKey`) and every String value
+  /// reaches the engine through it.
+  @inlinable @inline(__always)
+  func withUTF8Bytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    if let r = try utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) { return r }
+    var s = self
+    return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+  }
+}
+
 extension String: CacheValueEncodable {
   public static var cacheTypeName: String { "string" }
   public func withCacheBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-    var s = self
-    return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+    try withUTF8Bytes(body)
   }
   public init(cacheBytes b: UnsafeRawBufferPointer) throws {
     // Built in place (one allocation, one copy); the initializer validates and repairs
@@ -180,10 +192,7 @@ extension ValueCodec {
   @inlinable @inline(__always)
   func withValueBytes(_ v: Value, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
     if Value.self == [UInt8].self { return try unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes(body) }
-    if Value.self == String.self {
-      var s = unsafeBitCast(v, to: String.self)
-      return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
-    }
+    if Value.self == String.self { return try unsafeBitCast(v, to: String.self).withUTF8Bytes(body) }
     if Value.self == Int.self {
       return try Swift.withUnsafeBytes(of: unsafeBitCast(v, to: Int.self).littleEndian, body)
     }

@@ -87,8 +87,7 @@ extension SharedCache {
   @_spi(Testing)
   public func _holdWriteLock(oddSlotForKey key: String? = nil, _ whileHeld: () -> Void) throws {
     if let key {
-      var k = key
-      try k.withUTF8 { try engine._holdWriteLock(oddKey: UnsafeRawBufferPointer($0), whileHeld) }
+      try withKey(key) { try engine._holdWriteLock(oddKey: $0, whileHeld) }
     } else {
       try engine._holdWriteLock(oddKey: nil, whileHeld)
     }
@@ -98,7 +97,6 @@ extension SharedCache {
   /// while `whileHeld` runs inside the move of its record (an eviction step's slot write).
   @_spi(Testing)
   public func _holdWriteLockMidMove(key: String, _ whileHeld: () -> Void) throws -> Bool {
-    var k = key
-    return try k.withUTF8 { try engine._holdWriteLockMidMove(key: UnsafeRawBufferPointer($0), whileHeld) }
+    try withKey(key) { try engine._holdWriteLockMidMove(key: $0, whileHeld) }
   }
 }

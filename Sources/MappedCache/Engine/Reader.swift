@@ -184,10 +184,9 @@ final class Reader {
       // R1.
       let geometry = index.geometry()
       guard index.part.isValidGroupCount(geometry.groups) else { return .absent }
-      // R2. Both buckets' misses start here, the second's overlapping the first's.
+      // R2.
       let pl = Placement(hash: hash, groups: geometry.groups)
-      index.part.prefetchBucket(pl.first, write: false)
-      if pl.second != pl.first { index.part.prefetchBucket(pl.second, write: false) }
+      index.part.prefetchBuckets(of: pl)
       let moves = index.moveSequence()
       var busy = false
       // R3, R4.
@@ -263,13 +262,8 @@ final class Reader {
     } else {
       pl = Placement(hash: hash, groups: geometry.groups)
     }
-    // Both buckets' misses start here, some 35 instructions before R3 reads the first:
-    // on a table larger than the CPU's caches, that lets the next read's misses start
-    // before this one's record arrives (the CPU's window reaches ~320 instructions
-    // ahead). Measured: 1.2-1.3x the gets a second at 10 M keys. A batch (`route`)
-    // prefetched its buckets at B1.
-    if route == nil { index.part.prefetchBucket(pl.first, write: false) }
-    if pl.second != pl.first { index.part.prefetchBucket(pl.second, write: false) }
+    // A batch (`route`) prefetched its first buckets at B1.
+    index.part.prefetchBuckets(of: pl, first: route == nil)
     let moves = index.moveSequence()
     // R3, R4, as one loop: the bucket's read inlined once, not twice, leaves the
     // registers to one copy (twice, the read spilled more of its state).
