@@ -302,10 +302,12 @@ final class CacheEngine: @unchecked Sendable {
     // The lock of the partition `prepare` routed to, directly: through `withKeyLock`'s
     // loop the body is not inlined, and a set costs 143 more instructions
     // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
+    // `Writer.store` itself, not the out-of-line `store` below: its W2 and W3 (the
+    // common set, an overwrite in place) inline here, and the rest is one call.
     let engine = unretained
     do {
       return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
-        try engine { try $0.store(key, value, w, condition: condition, part, held) }
+        try engine { try $0.writer.store(key, value, w, condition: condition, part, held) }
       }
     } catch is Rerouted {
       return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in

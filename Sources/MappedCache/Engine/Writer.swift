@@ -121,11 +121,9 @@ struct Writer {
     _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
     assert(held.partition == part.number && w.partition == part.number)
-    let index = part.index
     var clock = now
     // W2.
-    var placement = Placement(hash: w.hash, groups: index.groups)
-    var found = index.find(key, placement: placement, held)
+    let found = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
@@ -134,6 +132,20 @@ struct Writer {
       part.counters.bump(.sets, held)
       return .stored(version: UInt64(version))
     }
+    return try storeChanging(key, value, w, found: found, now: clock, version: keep, intoMain: intoMain, part, held)
+  }
+
+  /// W3b-W7 of `store`, for an entry `found` (W2) that W3 could not rewrite in place.
+  /// Out of line: `store`'s W2 and W3, the common set, inline into their callers.
+  @inline(never)
+  private func storeChanging(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, found first: BucketIndex.Entry?,
+    now: UInt64, version keep: UInt32?, intoMain: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) throws -> SetOutcome {
+    let index = part.index
+    var clock = now
+    var found = first
+    var placement = Placement(hash: w.hash, groups: index.groups)
     // W3b, W3c.
     if let e = found, !intoMain {
       switch try resize(e, key, value, w, version: keep, now: &clock, part, held) {
