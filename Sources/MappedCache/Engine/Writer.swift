@@ -123,7 +123,8 @@ struct Writer {
     assert(held.partition == part.number && w.partition == part.number)
     var clock = now
     // W2.
-    let found = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), held)
+    let placement = Placement(hash: w.hash, groups: part.index.groups)
+    let found = part.index.find(key, placement: placement, held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
@@ -132,20 +133,23 @@ struct Writer {
       part.counters.bump(.sets, held)
       return .stored(version: UInt64(version))
     }
-    return try storeChanging(key, value, w, found: found, now: clock, version: keep, intoMain: intoMain, part, held)
+    return try storeChanging(
+      key, value, w, found: found, placement: placement, now: clock, version: keep, intoMain: intoMain, part, held)
   }
 
-  /// W3b-W7 of `store`, for an entry `found` (W2) that W3 could not rewrite in place.
-  /// Out of line: `store`'s W2 and W3, the common set, inline into their callers.
+  /// W3b-W7 of `store`: a new key (`found` nil), or an entry that W3 could not rewrite
+  /// in place; `found` and `placement` are W2's. Out of line, so that `store`'s W2 and
+  /// W3, the common set, inline into their callers.
   @inline(never)
   private func storeChanging(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, found first: BucketIndex.Entry?,
-    now: UInt64, version keep: UInt32?, intoMain: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    found first: BucketIndex.Entry?, placement w2Placement: Placement, now: UInt64, version keep: UInt32?,
+    intoMain: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
     let index = part.index
     var clock = now
     var found = first
-    var placement = Placement(hash: w.hash, groups: index.groups)
+    var placement = w2Placement
     // W3b, W3c.
     if let e = found, !intoMain {
       switch try resize(e, key, value, w, version: keep, now: &clock, part, held) {
