@@ -121,10 +121,11 @@ struct Writer {
     _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
     assert(held.partition == part.number && w.partition == part.number)
+    let index = part.index
     var clock = now
     // W2.
-    let placement = Placement(hash: w.hash, groups: part.index.groups)
-    let found = part.index.find(key, placement: placement, held)
+    let placement = Placement(hash: w.hash, groups: index.groups)
+    let found = index.find(key, placement: placement, held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
@@ -143,13 +144,13 @@ struct Writer {
   @inline(never)
   private func storeChanging(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    found first: BucketIndex.Entry?, placement w2Placement: Placement, now: UInt64, version keep: UInt32?,
-    intoMain: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
+    found: BucketIndex.Entry?, placement: Placement, now: UInt64, version keep: UInt32?, intoMain: Bool,
+    _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
     let index = part.index
     var clock = now
-    var found = first
-    var placement = w2Placement
+    var found = found
+    var placement = placement
     // W3b, W3c.
     if let e = found, !intoMain {
       switch try resize(e, key, value, w, version: keep, now: &clock, part, held) {
