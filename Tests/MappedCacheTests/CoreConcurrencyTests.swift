@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -203,6 +204,10 @@ final class CoreFlag: Sendable {
     var planted = UInt32(slot + 1) | UInt32(truncatingIfNeeded: (generation + 1) & 0xFFFFF) << 10
     let fd = open(path, O_RDWR)
     #expect(fd >= 0)
+    // Once its witness byte is free: a helper process another test is spawning shares
+    // the first handle's open file description, and with it that lock, until its exec.
+    let deadline = Date().addingTimeInterval(5)
+    while Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot)) && Date() < deadline { usleep(1000) }
     let word =
       Int(HeaderFields(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(256))).partitionsOffset)
       + Format.Part.lockWord
