@@ -123,7 +123,7 @@ extension CacheEngine {
       let (p, pl) = (routes[j].partition, routes[j].placement)
       guard p >= 0 else { continue }
       let part = memory.partition(p)
-      if !part.prefetchRecord(named: pl.tag, in: pl.first) && pl.second != pl.first {
+      if part.prefetchRecord(named: pl.tag, in: pl.first).isNone && pl.second != pl.first {
         part.prefetchBucket(pl.second, write: false)
         second |= 1 &<< UInt32(j)  // j < 32: no over-shift check needed
       }

@@ -140,6 +140,17 @@ final class CacheEngine: @unchecked Sendable {
     guard let lock else { throw CacheError.readOnly(path: path) }
     let held = try acquireSettled(p, lock)
     defer { lock.release(p) }
+    return try whileHolding(partition: p, routedWith: count, checkingLogs: checkingLogs, held, body)
+  }
+
+  /// `withWriteLock`'s steps once the lock is held (`held`, taken by `acquireSettled`):
+  /// the routing and repair checks of W1, the intent word around `body`, and repair and
+  /// one retry when `body` finds the partition damaged.
+  @inline(__always)
+  func whileHolding<R>(
+    partition p: Int, routedWith count: Int?, checkingLogs: Bool, _ held: borrowing WriteLock.Held,
+    _ body: (Partition, borrowing WriteLock.Held) throws -> R
+  ) throws -> R {
     if let count, memory.liveRouting() > count, try mustReroute() { throw Rerouted() }
     let part = partition(p)
     let intent = part.memory.word(.intent)
@@ -299,14 +310,23 @@ final class CacheEngine: @unchecked Sendable {
     condition: SetCondition = .always
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
+    guard let lock else { throw CacheError.readOnly(path: path) }
     // The lock of the partition `prepare` routed to, directly: through `withKeyLock`'s
     // loop the body is not inlined, and a set costs 143 more instructions
     // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
-    // `Writer.store` itself, not the out-of-line `store` below: its W2 and W3 (the
-    // common set, an overwrite in place) inline here, and the rest is one call.
+    // The common set, an overwrite in place of the slot W0 saw, is
+    // `Writer.overwriteHinted`, inlined here; anything else is `Writer.store`, under
+    // the same hold of the lock, whose W2 and W3 inline into the locked body and the rest
+    // is one call.
     let engine = unretained
     do {
-      return try withWriteLock(partition: w.partition, routedWith: w.routedWith, checkingLogs: false) { part, held in
+      let held = try acquireSettled(w.partition, lock)
+      defer { lock.release(w.partition) }
+      if condition == .always, let version = writer.overwriteHinted(key, value, w, partition(w.partition), held) {
+        return .stored(version: UInt64(version))
+      }
+      return try whileHolding(partition: w.partition, routedWith: w.routedWith, checkingLogs: false, held) {
+        part, held in
         try engine { try $0.writer.store(key, value, w, condition: condition, part, held) }
       }
     } catch is Rerouted {

@@ -739,14 +739,16 @@ struct PartitionMemory {
 
   /// `prefetchRecord` of the record that `place` names in its first slot whose tag is
   /// `tag`, if any (tags and the slot's word loaded racily: a hint, checked like any
-  /// offset read from the file). Returns whether a slot had the tag.
+  /// offset read from the file). Returns that slot and the word seen (`slot` -1: no
+  /// slot had the tag; `groups` left 0 for the caller).
   @inline(__always) @discardableResult
-  func prefetchRecord(named tag: UInt16, in place: Place, write: Bool = false) -> Bool {
+  func prefetchRecord(named tag: UInt16, in place: Place, write: Bool = false) -> Writer.SlotHint {
     let m = tagMatches(place, tag)
-    guard m != 0 else { return false }
-    let word = entryWord(place, m.trailingZeroBitCount).load(.relaxed)
+    guard m != 0 else { return .none }
+    let slot = m.trailingZeroBitCount
+    let word = entryWord(place, slot).load(.relaxed)
     prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask), write: write)
-    return true
+    return Writer.SlotHint(place: place, slot: slot, word: word, groups: 0)
   }
 
   /// Starts fetching, owned, the header line every write changes (line 1: the lock

@@ -45,6 +45,7 @@ struct Partition {
   /// Whether the group count is in range and the index starts at or above the main
   /// log's limit: what a writer needs before it computes a bucket's address from the
   /// geometry (checked under the lock, W1; a damaged word sends the writer to repair).
+  @inline(__always)
   var geometryIsSane: Bool {
     let groups = index.groups
     guard memory.isValidGroupCount(groups) else { return false }

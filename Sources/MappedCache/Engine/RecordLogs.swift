@@ -95,6 +95,7 @@ struct RecordLogs {
   /// The largest record (`Layout.maxRecord`).
   let maxRecord: Int
 
+  @inline(__always)
   init(part: PartitionMemory) {
     self.part = part
     smallBase = part.limits.smallBase

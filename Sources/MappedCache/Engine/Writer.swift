@@ -48,6 +48,9 @@ struct Writer {
     /// The key's partition, and the partition count it was routed by.
     var partition: Int
     var routedWith: Int = 0
+    /// Where W0 saw the key's tag in its first bucket (`SlotHint`), racily: a hint that
+    /// `overwriteHinted` checks under the lock.
+    var hint = SlotHint.none
 
     /// The same write, routed to partition `p` (the file grew after `prepare`).
     @inline(__always)
@@ -87,11 +90,29 @@ struct Writer {
     let sum = KeyHash.checksum(value, hash: hash)
     // Then the record that bucket names for the key's tag (an overwrite's old record,
     // which W2 reads and W3 may write in place), owned: its miss overlaps taking the lock.
-    if let first { memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first, write: true) }
+    // The slot is kept as the write's hint.
+    var hint = SlotHint.none
+    if let first {
+      hint = memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first.place, write: true)
+      hint.groups = first.groups
+    }
     return PreparedWrite(
       hash: hash, sum: sum,
       size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
-      expiry: stamped, partition: p, routedWith: count)
+      expiry: stamped, partition: p, routedWith: count, hint: hint)
+  }
+
+  /// The first slot of a key's first bucket that held the key's tag when W0 looked
+  /// (before the lock, racily), with the slot's word and the group count the place was
+  /// computed from; `slot` -1 for none.
+  struct SlotHint {
+    var place: Place
+    var slot: Int
+    var word: UInt32
+    var groups: Int
+
+    static var none: SlotHint { SlotHint(place: Place(group: 0, bucket: 0), slot: -1, word: 0, groups: 0) }
+    @inline(__always) var isNone: Bool { slot < 0 }
   }
 
   /// Prefetches, for writing, what a write of the key of hash `hash` starts with under
@@ -101,14 +122,14 @@ struct Writer {
   /// and each such line has to move. Returns the bucket's place, nil when the group
   /// count read is out of range.
   @inline(__always) @discardableResult
-  func prefetchFirstBucket(_ hash: UInt64, partition p: Int) -> Place? {
+  func prefetchFirstBucket(_ hash: UInt64, partition p: Int) -> (place: Place, groups: Int)? {
     let part = memory.partition(p)
     part.prefetchWriteLine()
     let groups = BucketIndex(part: part).geometryRelaxed().groups
     guard part.isValidGroupCount(groups) else { return nil }
     let first = Placement.first(hash: hash, groups: groups)
     part.prefetchBucket(first, write: true)
-    return first
+    return (first, groups)
   }
 
   /// Stores one entry: the write protocol, W2-W7 (see the type's comment). `now` is the
@@ -136,6 +157,45 @@ struct Writer {
     }
     return try storeChanging(
       key, value, w, found: found, placement: placement, now: clock, version: keep, intoMain: intoMain, part, held)
+  }
+
+  /// W1's checks, W2 and W3 of the common set, an overwrite in place, in one short path
+  /// under the lock: the slot W0 saw holding the key's tag in its first bucket (`hint`),
+  /// checked again now that nothing can change it (the same group count and routing, the
+  /// same word and tag, a record that checks out, the key, the value's length, the
+  /// expiry's presence). That slot is the one W2 would find: `find` looks in the first
+  /// place first, at the slots with the key's tag in order, and this is the first of
+  /// them. Returns the write's version; nil (having changed nothing) for anything else,
+  /// which `store` then handles under the same hold of the lock. Inlined into the set:
+  /// it skips W2's placement and tag scan, which W0 already made, and the locked body's
+  /// call. Transparent: `@inline(__always)` left it a call, the set being large.
+  @_transparent
+  func overwriteHinted(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ part: Partition,
+    _ held: borrowing WriteLock.Held
+  ) -> UInt32? {
+    let hint = w.hint
+    guard !hint.isNone, memory.liveRouting() <= w.routedWith else { return nil }
+    let mem = part.memory
+    let intent = mem.word(.intent)
+    // W1: nothing to repair (as `Partition.needsRepair(checkingLogs: false)`).
+    guard intent.load(.relaxed) == 0, part.index.groups == hint.groups, part.geometryIsSane else { return nil }
+    // W2: the hinted slot, as it is now.
+    let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
+    guard word == hint.word, mem.tag(hint.place, hint.slot) == IndexGeometry.tag(w.hash) else { return nil }
+    let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
+    guard let h = mem.record(at: offset, free: false), h.klen == key.count, h.vlen == value.count,
+      h.hasExpiry == (w.expiry != 0), mem.keyEquals(record: offset, h, key, words: KeyHash.shortWords(of: key))
+    else { return nil }
+    // W3, between W1's intent and its clearing, as `CacheEngine.withWriteLock` brackets
+    // the general path.
+    intent.store(Format.intentChange, .relaxed)
+    let version = part.counters.nextVersion(held)
+    let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
+    rewrite(e, value: value, version: version, sum: w.sum, expiry: w.expiry, part, held)
+    part.counters.bump(.sets, held)
+    intent.store(0, .relaxed)
+    return version
   }
 
   /// W3b-W7 of `store`: a new key (`found` nil), or an entry that W3 could not rewrite

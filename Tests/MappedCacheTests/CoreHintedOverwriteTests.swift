@@ -1,0 +1,131 @@
+import CheckedValues
+import Foundation
+import TestSupport
+import Testing
+
+@testable import MappedCache
+
+/// `Writer.overwriteHinted`: the common set, an overwrite in place of the slot W0 saw
+/// holding the key's tag in its first bucket, checked again under the lock. Whatever it
+/// cannot prove (another key behind the tag, a slot changed since W0, another length)
+/// it leaves to the general path, changing nothing.
+@Suite struct CoreHintedOverwriteTests {
+  private func value(_ k: String, _ size: Int, _ seq: Int) -> [UInt8] {
+    CoreValue.make(key: k, writer: 0, seq: seq, size: size)
+  }
+
+  private func cache(_ name: String) throws -> (SharedCache<[UInt8]>, String) {
+    let path = TestFiles.tempPath(name)
+    let options = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    return (try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options), path)
+  }
+
+  /// Two keys of partition 0 with the same first place and the same tag under the
+  /// index's group count now.
+  private func tagTwins(_ engine: CacheEngine) -> (String, String) {
+    let groups = engine.partition(0).index.groups
+    var seen: [Int: String] = [:]
+    var i = 0
+    while true {
+      let k = "twin-\(i)"
+      i += 1
+      let h = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
+      guard engine.partitionNumber(h) == 0 else { continue }
+      let pl = Placement(hash: h, groups: groups)
+      let id = (pl.first.number << 16) | Int(pl.tag)
+      if let twin = seen[id] { return (twin, k) }
+      seen[id] = k
+    }
+  }
+
+  /// An overwrite of the same length keeps the record where it is, takes a new
+  /// version and counts as a set.
+  @Test func aSameLengthOverwriteStaysInPlaceWithANewVersion() throws {
+    let (c, path) = try cache("hint-inplace")
+    defer { TestFiles.cleanup(path) }
+    let k = "steady"
+    try c.setObject(value(k, 64, 1), forKey: k)
+    let before = try #require(try c.engine.entry(of: k))
+    let sets = c.statistics.sets
+    for seq in 2...5 {
+      let v = value(k, 64, seq)
+      try c.setObject(v, forKey: k)
+      #expect(try c.object(forKey: k) == v)
+    }
+    let after = try #require(try c.engine.entry(of: k))
+    #expect(after.at == before.at && after.offset == before.offset, "rewritten in place")
+    #expect(after.header.version > before.header.version)
+    #expect(c.statistics.sets == sets + 4)
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// The hint names the first slot with the key's tag; when that slot holds another
+  /// key (a tag twin), the set goes on to the key's own slot and leaves the twin alone.
+  @Test func aKeyBehindItsTagTwinIsOverwrittenNotTheTwin() throws {
+    let (c, path) = try cache("hint-twins")
+    defer { TestFiles.cleanup(path) }
+    let (a, b) = tagTwins(c.engine)
+    try c.setObject(value(a, 64, 1), forKey: a)
+    try c.setObject(value(b, 64, 1), forKey: b)
+    let ea = try #require(try c.engine.entry(of: a))
+    let eb = try #require(try c.engine.entry(of: b))
+    #expect(ea.at.place == eb.at.place && ea.at.slot < eb.at.slot, "the twin first in the bucket")
+    for seq in 2...4 {
+      try c.setObject(value(b, 64, seq), forKey: b)
+      #expect(try c.object(forKey: b) == value(b, 64, seq))
+      #expect(try c.object(forKey: a) == value(a, 64, 1), "the twin untouched")
+    }
+    #expect(try c.engine.entry(of: b)?.offset == eb.offset, "in place")
+    try c.setObject(value(a, 64, 9), forKey: a)
+    #expect(try c.object(forKey: a) == value(a, 64, 9))
+    #expect(try c.object(forKey: b) == value(b, 64, 4))
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// Under the lock, a hint the slot no longer matches (the key rewritten elsewhere
+  /// since W0), or a value of another length, gives nil and changes nothing.
+  @Test func aStaleHintOrAnotherLengthChangesNothing() throws {
+    let (c, path) = try cache("hint-stale")
+    defer { TestFiles.cleanup(path) }
+    let engine = c.engine
+    let lock = try #require(engine.lock)
+    let k = "moving"
+    let key = Array(k.utf8)
+    try c.setObject(value(k, 64, 1), forKey: k)
+    let next = value(k, 64, 2)
+    let stale = try key.withUnsafeBytes { kb in
+      try next.withUnsafeBytes { try engine.writer.prepare(kb, $0, expiry: 0) }
+    }
+    #expect(!stale.hint.isNone, "W0 saw the key's tag")
+    // The entry moves: removed, then set again with a longer value (a new record).
+    _ = try c.removeObject(forKey: k)
+    try c.setObject(value(k, 200, 3), forKey: k)
+    let sets = c.statistics.sets
+    let done = try lock.withLock(0) { held in
+      key.withUnsafeBytes { kb in
+        next.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, stale, engine.partition(0), held) }
+      }
+    }
+    #expect(done == nil, "the slot's word changed")
+    // A fresh hint, but a value of another length: W3b's, not this path's.
+    let longer = value(k, 100, 4)
+    let fresh = try key.withUnsafeBytes { kb in
+      try longer.withUnsafeBytes { try engine.writer.prepare(kb, $0, expiry: 0) }
+    }
+    let resized = try lock.withLock(0) { held in
+      key.withUnsafeBytes { kb in
+        longer.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, fresh, engine.partition(0), held) }
+      }
+    }
+    #expect(resized == nil, "another length")
+    #expect(try c.object(forKey: k) == value(k, 200, 3), "nothing changed")
+    #expect(c.statistics.sets == sets)
+    #expect(engine.partition(0).memory.word(.intent).load(.relaxed) == 0)
+    try c.setObject(longer, forKey: k)
+    #expect(try c.object(forKey: k) == longer, "the general path stores it")
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+}
