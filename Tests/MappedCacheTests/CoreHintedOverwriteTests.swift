@@ -38,6 +38,13 @@ import Testing
     }
   }
 
+  /// A batch write prepares its entries 16 at a time into two temporary buffers, which
+  /// stay on the stack only within 1 KiB each (`aBatchReadAllocatesNothing` counts the
+  /// heap allocations): the hint must not grow a prepared write past that.
+  @Test func aGroupOfPreparedWritesFitsTheStack() {
+    #expect(MemoryLayout<Writer.PreparedWrite>.stride * CacheEngine.batchGroup <= 1024)
+  }
+
   /// An overwrite of the same length keeps the record where it is, takes a new
   /// version and counts as a set.
   @Test func aSameLengthOverwriteStaysInPlaceWithANewVersion() throws {

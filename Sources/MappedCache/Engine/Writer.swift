@@ -38,19 +38,37 @@ struct Writer {
   typealias SetOutcome = CacheEngine.SetOutcome
 
   /// An encoded entry, checked and hashed, ready to be stored under the lock.
+  ///
+  /// The fields are laid out words first, the hint and the checksum last, so that the
+  /// batch write's two groups of 16 (`BatchWriter`) stay within the 1 KiB a temporary
+  /// allocation takes from the stack rather than the heap.
   struct PreparedWrite {
     var hash: UInt64
-    var sum: UInt16
     /// The record's bytes.
     var size: Int
     /// The expiry word (`Expiry`), 0 for none.
     var expiry: UInt64
     /// The key's partition, and the partition count it was routed by.
     var partition: Int
-    var routedWith: Int = 0
+    var routedWith: Int
     /// Where W0 saw the key's tag in its first bucket (`SlotHint`), racily: a hint that
     /// `overwriteHinted` checks under the lock.
-    var hint = SlotHint.none
+    var hint: SlotHint
+    var sum: UInt16
+
+    @inline(__always)
+    init(
+      hash: UInt64, sum: UInt16, size: Int, expiry: UInt64, partition: Int, routedWith: Int = 0,
+      hint: SlotHint = .none
+    ) {
+      self.hash = hash
+      self.size = size
+      self.expiry = expiry
+      self.partition = partition
+      self.routedWith = routedWith
+      self.hint = hint
+      self.sum = sum
+    }
 
     /// The same write, routed to partition `p` (the file grew after `prepare`).
     @inline(__always)
@@ -104,15 +122,32 @@ struct Writer {
 
   /// The first slot of a key's first bucket that held the key's tag when W0 looked
   /// (before the lock, racily), with the slot's word and the group count the place was
-  /// computed from; `slot` -1 for none.
+  /// computed from; `slot` -1 for none. 14 bytes (group counts are 32-bit in the
+  /// geometry word, a bucket is one of four, a slot one of ten).
   struct SlotHint {
-    var place: Place
-    var slot: Int
+    private var group: UInt32
     var word: UInt32
-    var groups: Int
+    private var groupCount: UInt32
+    private var bucket: UInt8
+    private var slotNumber: Int8
 
+    @inline(__always)
+    init(place: Place, slot: Int, word: UInt32, groups: Int) {
+      group = UInt32(truncatingIfNeeded: place.group)
+      bucket = UInt8(truncatingIfNeeded: place.bucket)
+      slotNumber = Int8(truncatingIfNeeded: slot)
+      self.word = word
+      groupCount = UInt32(truncatingIfNeeded: groups)
+    }
+
+    @inline(__always) var place: Place { Place(group: Int(group), bucket: Int(bucket)) }
+    @inline(__always) var slot: Int { Int(slotNumber) }
+    @inline(__always) var groups: Int {
+      get { Int(groupCount) }
+      set { groupCount = UInt32(truncatingIfNeeded: newValue) }
+    }
     static var none: SlotHint { SlotHint(place: Place(group: 0, bucket: 0), slot: -1, word: 0, groups: 0) }
-    @inline(__always) var isNone: Bool { slot < 0 }
+    @inline(__always) var isNone: Bool { slotNumber < 0 }
   }
 
   /// Prefetches, for writing, what a write of the key of hash `hash` starts with under
