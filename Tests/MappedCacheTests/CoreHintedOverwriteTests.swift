@@ -91,6 +91,39 @@ import Testing
     #expect(r.ok, "\(r.problems)")
   }
 
+  /// `RecentSlots`: a set remembers the slot W0 found its key in, the next set of the
+  /// key starts from it, and a remembered slot that no longer holds the key (it moved)
+  /// is forgotten after the set has stored the value by the general path.
+  @Test func aRememberedSlotIsUsedThenForgottenWhenTheKeyMoves() throws {
+    let (c, path) = try cache("hint-recent")
+    defer { TestFiles.cleanup(path) }
+    let engine = c.engine
+    let k = "recalled"
+    let hash = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
+    try c.setObject(value(k, 64, 1), forKey: k)
+    #expect(engine.writer.recent.hint(for: hash) == nil, "a new key: nothing in its bucket to remember")
+    try c.setObject(value(k, 64, 2), forKey: k)
+    let at = try #require(try engine.entry(of: k)).at
+    let remembered = try #require(engine.writer.recent.hint(for: hash))
+    #expect(remembered.place == at.place && remembered.slot == at.slot)
+    try c.setObject(value(k, 64, 3), forKey: k)
+    #expect(try c.object(forKey: k) == value(k, 64, 3))
+    #expect(try engine.entry(of: k)?.at == at, "in place, from the remembered slot")
+    // The key moves: removed, its slot taken by another key of the bucket, then set again.
+    _ = try c.removeObject(forKey: k)
+    let others = engine.keys(first: at.place, count: at.slot + 1, tag: "other")
+    for o in others { try c.setObject(value(o, 64, 1), forKey: o) }
+    try c.setObject(value(k, 64, 4), forKey: k)
+    #expect(try c.object(forKey: k) == value(k, 64, 4))
+    try c.setObject(value(k, 64, 5), forKey: k)
+    #expect(try c.object(forKey: k) == value(k, 64, 5), "the stale slot is not trusted")
+    for o in others { #expect(try c.object(forKey: o) == value(o, 64, 1), "\(o) untouched") }
+    let moved = try #require(try engine.entry(of: k)).at
+    #expect(engine.writer.recent.hint(for: hash).map { $0.slot == moved.slot && $0.place == moved.place } ?? true)
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
   /// Under the lock, a hint the slot no longer matches (the key rewritten elsewhere
   /// since W0), or a value of another length, gives nil and changes nothing.
   @Test func aStaleHintOrAnotherLengthChangesNothing() throws {

@@ -43,6 +43,8 @@ final class CacheEngine: @unchecked Sendable {
   let writer: Writer
   /// Owned here for `writer`, which holds it unowned.
   let growthTrigger: GrowthTrigger
+  /// The writer's hints of recent sets (`RecentSlots`), freed with the engine.
+  let recentSlots: RecentSlots
 
   var path: String { file.path }
   /// Copied from `file` so the read path touches no reference (and no reference count).
@@ -85,13 +87,16 @@ final class CacheEngine: @unchecked Sendable {
       liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
     let trigger = GrowthTrigger(file: opened.file, layout: opened.layout)
     growthTrigger = trigger
+    let recent = RecentSlots.allocate()
+    recentSlots = recent
     writer = Writer(
       memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path,
-      growthTrigger: trigger)
+      growthTrigger: trigger, recent: recent)
     if opened.created, let policy = options.growthPolicy { try? setGrowthPolicy(policy) }
   }
 
   deinit {
+    recentSlots.deallocate()
     if registration == nil { handleCounters.deallocatePrivate() }
   }
 
@@ -325,6 +330,7 @@ final class CacheEngine: @unchecked Sendable {
       if condition == .always, let version = writer.overwriteHinted(key, value, w, partition(w.partition), held) {
         return .stored(version: UInt64(version))
       }
+      if w.hint.isRecalled { writer.recent.forget(w.hash) }
       return try whileHolding(partition: w.partition, routedWith: w.routedWith, checkingLogs: false, held) {
         part, held in
         try engine { try $0.writer.store(key, value, w, condition: condition, part, held) }

@@ -33,6 +33,9 @@ struct Writer {
   let path: String
   /// Told of ghost hits (the growth policy's signal). Owned by the engine.
   unowned(unsafe) let growthTrigger: GrowthTrigger
+  /// The slots this handle's recent sets found their keys in (W0's hints). Owned by
+  /// the engine.
+  let recent: RecentSlots
 
   typealias SetCondition = CacheEngine.SetCondition
   typealias SetOutcome = CacheEngine.SetOutcome
@@ -111,8 +114,20 @@ struct Writer {
     // The slot is kept as the write's hint.
     var hint = SlotHint.none
     if let first {
-      hint = memory.partition(p).prefetchRecord(named: IndexGeometry.tag(hash), in: first.place, write: true)
-      hint.groups = first.groups
+      let part = memory.partition(p)
+      if var recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.place == first.place,
+        recalled.slot < Format.slotsPerBucket
+      {
+        // A slot an earlier set of this key found: its record is fetched now, with the
+        // bucket, not once the bucket's tags have come.
+        part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
+        recalled.isRecalled = true
+        hint = recalled
+      } else {
+        hint = part.prefetchRecord(named: IndexGeometry.tag(hash), in: first.place, write: true)
+        hint.groups = first.groups
+        if !hint.isNone { recent.remember(hash, hint) }
+      }
     }
     return PreparedWrite(
       hash: hash, sum: sum,
@@ -140,7 +155,7 @@ struct Writer {
       groupCount = UInt32(truncatingIfNeeded: groups)
     }
 
-    @inline(__always) var place: Place { Place(group: Int(group), bucket: Int(bucket)) }
+    @inline(__always) var place: Place { Place(group: Int(group), bucket: Int(bucket & 3)) }
     @inline(__always) var slot: Int { Int(slotNumber) }
     @inline(__always) var groups: Int {
       get { Int(groupCount) }
@@ -148,6 +163,28 @@ struct Writer {
     }
     static var none: SlotHint { SlotHint(place: Place(group: 0, bucket: 0), slot: -1, word: 0, groups: 0) }
     @inline(__always) var isNone: Bool { slotNumber < 0 }
+
+    /// Whether the hint came from `RecentSlots` (an earlier set's), not from W0's look
+    /// at the bucket: one that fails under the lock is forgotten there.
+    @inline(__always) var isRecalled: Bool {
+      get { bucket & 0x80 != 0 }
+      set { bucket = newValue ? bucket | 0x80 : bucket & 3 }
+    }
+
+    /// The hint in two words (`RecentSlots` keeps it so), and back.
+    @inline(__always) var packed: (UInt64, UInt64) {
+      (
+        UInt64(word) | UInt64(group) << 32,
+        UInt64(groupCount) | UInt64(bucket & 3) << 32 | UInt64(UInt8(bitPattern: slotNumber)) << 40
+      )
+    }
+    @inline(__always) init(packed p: (UInt64, UInt64)) {
+      word = UInt32(truncatingIfNeeded: p.0)
+      group = UInt32(truncatingIfNeeded: p.0 >> 32)
+      groupCount = UInt32(truncatingIfNeeded: p.1)
+      bucket = UInt8(truncatingIfNeeded: p.1 >> 32) & 3
+      slotNumber = Int8(bitPattern: UInt8(truncatingIfNeeded: p.1 >> 40))
+    }
   }
 
   /// Prefetches, for writing, what a write of the key of hash `hash` starts with under
