@@ -54,8 +54,8 @@ struct Writer {
     /// The key's partition, and the partition count it was routed by.
     var partition: Int
     var routedWith: Int
-    /// Where W0 saw the key's tag in its first bucket (`SlotHint`), racily: a hint that
-    /// `overwriteHinted` checks under the lock.
+    /// Where W0 saw, or recalled (`RecentSlots`), the key's tag in its first bucket
+    /// (`SlotHint`), racily: a hint that `overwriteHinted` checks under the lock.
     var hint: SlotHint
     var sum: UInt16
 
@@ -135,9 +135,9 @@ struct Writer {
       expiry: stamped, partition: p, routedWith: count, hint: hint)
   }
 
-  /// The first slot of a key's first bucket that held the key's tag when W0 looked
-  /// (before the lock, racily), with the slot's word and the group count the place was
-  /// computed from; `slot` -1 for none. 14 bytes (group counts are 32-bit in the
+  /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
+  /// or, recalled, of an earlier one) looked, before the lock, racily, with the slot's
+  /// word and the group count the place was computed from; `slot` -1 for none. 14 bytes (group counts are 32-bit in the
   /// geometry word, a bucket is one of four, a slot one of ten).
   struct SlotHint {
     private var group: UInt32
@@ -232,12 +232,12 @@ struct Writer {
   }
 
   /// W1's checks, W2 and W3 of the common set, an overwrite in place, in one short path
-  /// under the lock: the slot W0 saw holding the key's tag in its first bucket (`hint`),
-  /// checked again now that nothing can change it (the same group count and routing, the
-  /// same word and tag, a record that checks out, the key, the value's length, the
-  /// expiry's presence). That slot is the one W2 would find: `find` looks in the first
-  /// place first, at the slots with the key's tag in order, and this is the first of
-  /// them. Returns the write's version; nil (having changed nothing) for anything else,
+  /// under the lock: the slot of the key's first bucket that W0 saw holding its tag, or
+  /// that an earlier set of the key found (`hint`, `RecentSlots`), checked again now that
+  /// nothing can change it (the same group count and routing, the same word and tag, a
+  /// record that checks out, the key, the value's length, the expiry's presence). A key
+  /// has one entry, so a slot that holds it is the one W2 would find. Returns the
+  /// write's version; nil (having changed nothing) for anything else,
   /// which `store` then handles under the same hold of the lock. Inlined into the set:
   /// it skips W2's placement and tag scan, which W0 already made, and the locked body's
   /// call. Transparent: `@inline(__always)` left it a call, the set being large.
