@@ -20,6 +20,23 @@ import Testing
     return (try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options), path)
   }
 
+  /// W0 of a set of `v` for `key`, its hint made now.
+  private func prepared(_ engine: CacheEngine, _ key: [UInt8], _ v: [UInt8]) throws -> Writer.PreparedWrite {
+    try key.withUnsafeBytes { kb in try v.withUnsafeBytes { try engine.writer.prepare(kb, $0, expiry: 0) } }
+  }
+
+  /// `Writer.overwriteHinted` of `w` (prepared for `key` and `v`) under partition 0's lock.
+  private func overwrite(_ engine: CacheEngine, _ key: [UInt8], _ v: [UInt8], _ w: Writer.PreparedWrite) throws
+    -> UInt32?
+  {
+    let lock = try #require(engine.lock)
+    return try lock.withLock(0) { held in
+      key.withUnsafeBytes { kb in
+        v.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, w, engine.partition(0), held) }
+      }
+    }
+  }
+
   /// Two keys of partition 0 with the same first place and the same tag under the
   /// index's group count now.
   private func tagTwins(_ engine: CacheEngine) -> (String, String) {
@@ -130,36 +147,20 @@ import Testing
     let (c, path) = try cache("hint-stale")
     defer { TestFiles.cleanup(path) }
     let engine = c.engine
-    let lock = try #require(engine.lock)
     let k = "moving"
     let key = Array(k.utf8)
     try c.setObject(value(k, 64, 1), forKey: k)
     let next = value(k, 64, 2)
-    let stale = try key.withUnsafeBytes { kb in
-      try next.withUnsafeBytes { try engine.writer.prepare(kb, $0, expiry: 0) }
-    }
+    let stale = try prepared(engine, key, next)
     #expect(!stale.hint.isNone, "W0 saw the key's tag")
     // The entry moves: removed, then set again with a longer value (a new record).
     _ = try c.removeObject(forKey: k)
     try c.setObject(value(k, 200, 3), forKey: k)
     let sets = c.statistics.sets
-    let done = try lock.withLock(0) { held in
-      key.withUnsafeBytes { kb in
-        next.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, stale, engine.partition(0), held) }
-      }
-    }
-    #expect(done == nil, "the slot's word changed")
+    #expect(try overwrite(engine, key, next, stale) == nil, "the slot's word changed")
     // A fresh hint, but a value of another length: W3b's, not this path's.
     let longer = value(k, 100, 4)
-    let fresh = try key.withUnsafeBytes { kb in
-      try longer.withUnsafeBytes { try engine.writer.prepare(kb, $0, expiry: 0) }
-    }
-    let resized = try lock.withLock(0) { held in
-      key.withUnsafeBytes { kb in
-        longer.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, fresh, engine.partition(0), held) }
-      }
-    }
-    #expect(resized == nil, "another length")
+    #expect(try overwrite(engine, key, longer, try prepared(engine, key, longer)) == nil, "another length")
     #expect(try c.object(forKey: k) == value(k, 200, 3), "nothing changed")
     #expect(c.statistics.sets == sets)
     #expect(engine.partition(0).memory.word(.intent).load(.relaxed) == 0)

@@ -43,8 +43,6 @@ final class CacheEngine: @unchecked Sendable {
   let writer: Writer
   /// Owned here for `writer`, which holds it unowned.
   let growthTrigger: GrowthTrigger
-  /// The writer's hints of recent sets (`RecentSlots`), freed with the engine.
-  let recentSlots: RecentSlots
 
   var path: String { file.path }
   /// Copied from `file` so the read path touches no reference (and no reference count).
@@ -87,16 +85,14 @@ final class CacheEngine: @unchecked Sendable {
       liveness: Liveness(memory: memory, fd: opened.file.fd, asker: asker))
     let trigger = GrowthTrigger(file: opened.file, layout: opened.layout)
     growthTrigger = trigger
-    let recent = RecentSlots.allocate()
-    recentSlots = recent
     writer = Writer(
       memory: memory, maxKey: opened.layout.maxKey, maxValue: opened.layout.maxValue, path: path,
-      growthTrigger: trigger, recent: recent)
+      growthTrigger: trigger, recent: .allocate())
     if opened.created, let policy = options.growthPolicy { try? setGrowthPolicy(policy) }
   }
 
   deinit {
-    recentSlots.deallocate()
+    writer.recent.deallocate()
     if registration == nil { handleCounters.deallocatePrivate() }
   }
 

@@ -93,27 +93,62 @@ struct SharedWord32 {
   }
 }
 
+/// A private heap block of zeroed atomic words a handle owns (not the mapping), viewed
+/// as `SharedWord`s: for what a handle's threads share among themselves.
+struct PrivateWords {
+  private let base: UnsafeMutablePointer<Atomic<UInt64>>
+  let count: Int
+
+  /// `count` zeroed words. Freed by `deallocate()`.
+  static func allocate(count: Int) -> PrivateWords {
+    let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: count)
+    for i in 0..<count { (p + i).initialize(to: Atomic(0)) }
+    return PrivateWords(base: p, count: count)
+  }
+
+  /// Word `i`. Precondition: `0 <= i < count` (computed by the owner, never read from
+  /// anywhere).
+  @inline(__always)
+  subscript(_ i: Int) -> SharedWord {
+    assert(i >= 0 && i < count)
+    return SharedWord(address: base + i)
+  }
+
+  /// Precondition: nothing uses the block any more.
+  func deallocate() {
+    base.deinitialize(count: count)
+    base.deallocate()
+  }
+}
+
 /// A handle's three statistics counters: words of its process-table entry, or, for a
 /// read-only handle (which has no entry), a private heap block it owns.
 struct HandleCounters {
   let hits: SharedWord
   let misses: SharedWord
   let busy: SharedWord
+  /// The private block, when the counters are one.
+  private let block: PrivateWords?
+
+  init(hits: SharedWord, misses: SharedWord, busy: SharedWord) {
+    self.hits = hits
+    self.misses = misses
+    self.busy = busy
+    block = nil
+  }
+
+  private init(block: PrivateWords) {
+    hits = block[0]
+    misses = block[1]
+    busy = block[2]
+    self.block = block
+  }
 
   /// A private block of three zeroed words. Freed by `deallocatePrivate()`.
-  static func allocatePrivate() -> HandleCounters {
-    let p = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: 3)
-    for i in 0..<3 { (p + i).initialize(to: Atomic(0)) }
-    return HandleCounters(
-      hits: SharedWord(address: p), misses: SharedWord(address: p + 1),
-      busy: SharedWord(address: p + 2))
-  }
+  static func allocatePrivate() -> HandleCounters { HandleCounters(block: .allocate(count: 3)) }
 
   /// Frees a block made by `allocatePrivate()`. Precondition: nothing uses it any more.
-  func deallocatePrivate() {
-    hits.address.deinitialize(count: 3)
-    hits.address.deallocate()
-  }
+  func deallocatePrivate() { block?.deallocate() }
 }
 
 /// The shared mapping: its base address and the validated `Layout`, with named views of

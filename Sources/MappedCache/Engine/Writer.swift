@@ -33,8 +33,8 @@ struct Writer {
   let path: String
   /// Told of ghost hits (the growth policy's signal). Owned by the engine.
   unowned(unsafe) let growthTrigger: GrowthTrigger
-  /// The slots this handle's recent sets found their keys in (W0's hints). Owned by
-  /// the engine.
+  /// The slots this handle's recent sets found their keys in (W0's hints). Freed by
+  /// the engine's `deinit`.
   let recent: RecentSlots
 
   typealias SetCondition = CacheEngine.SetCondition
@@ -115,13 +115,14 @@ struct Writer {
     var hint = SlotHint.none
     if let first {
       let part = memory.partition(p)
-      if var recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.place == first.place,
+      // A recalled hint may be torn: its place must be the one computed here, and its
+      // slot one of the bucket's, before anything forms an address from them.
+      if let recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.place == first.place,
         recalled.slot < Format.slotsPerBucket
       {
         // A slot an earlier set of this key found: its record is fetched now, with the
         // bucket, not once the bucket's tags have come.
         part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
-        recalled.isRecalled = true
         hint = recalled
       } else {
         hint = part.prefetchRecord(named: IndexGeometry.tag(hash), in: first.place, write: true)
@@ -165,24 +166,23 @@ struct Writer {
     @inline(__always) var isNone: Bool { slotNumber < 0 }
 
     /// Whether the hint came from `RecentSlots` (an earlier set's), not from W0's look
-    /// at the bucket: one that fails under the lock is forgotten there.
-    @inline(__always) var isRecalled: Bool {
-      get { bucket & 0x80 != 0 }
-      set { bucket = newValue ? bucket | 0x80 : bucket & 3 }
-    }
+    /// at the bucket (bit 7 of `bucket`): one that fails under the lock is forgotten there.
+    @inline(__always) var isRecalled: Bool { bucket & 0x80 != 0 }
 
-    /// The hint in two words (`RecentSlots` keeps it so), and back.
+    /// The hint in two words, as `RecentSlots` keeps it.
     @inline(__always) var packed: (UInt64, UInt64) {
       (
         UInt64(word) | UInt64(group) << 32,
         UInt64(groupCount) | UInt64(bucket & 3) << 32 | UInt64(UInt8(bitPattern: slotNumber)) << 40
       )
     }
-    @inline(__always) init(packed p: (UInt64, UInt64)) {
+
+    /// A hint `RecentSlots` kept (`packed`), marked recalled.
+    @inline(__always) init(recalled p: (UInt64, UInt64)) {
       word = UInt32(truncatingIfNeeded: p.0)
       group = UInt32(truncatingIfNeeded: p.0 >> 32)
       groupCount = UInt32(truncatingIfNeeded: p.1)
-      bucket = UInt8(truncatingIfNeeded: p.1 >> 32) & 3
+      bucket = UInt8(truncatingIfNeeded: p.1 >> 32) & 3 | 0x80
       slotNumber = Int8(bitPattern: UInt8(truncatingIfNeeded: p.1 >> 40))
     }
   }
