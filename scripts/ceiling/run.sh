@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# run.sh - the ceiling of format 5's read: single gets of `twoload_c` (format 5's read
-# written in C, see twoload_c.c) beside `limit_c` (one slot a get) and cache-stress (the
-# Swift engine), interleaved, on the peers' workload (12-byte keys, 64-byte values,
-# uniform gets, one process).
+# run.sh - the ceiling of format 5's read, or of its set: single gets (or sets) of
+# `twoload_c` (format 5's read and overwrite in place written in C, see twoload_c.c)
+# beside `limit_c` (one slot an operation) and cache-stress (the Swift engine),
+# interleaved, on the peers' workload (12-byte keys, 64-byte values, one process).
 #
-#   scripts/ceiling/run.sh                     # KEYS="1000 100000 10000000", REPS=3
+#   scripts/ceiling/run.sh                     # gets, KEYS="1000 100000 10000000", REPS=3
 #   KEYS="100000" REPS=5 DURATION=2 scripts/ceiling/run.sh
+#   OP=set KEYS="1000 100000" DIST=zipf scripts/ceiling/run.sh   # sets, against limit_c_spin
 #
 # twoload_c / limit_c is what the layout allows (two dependent loads against one);
-# MappedCache / twoload_c is what the Swift read costs beyond the layout.
-# env: KEYS, REPS (3), DURATION (3 s), PEERS_DIR (../shared/peers), STRESS (a cache-stress
-#      binary; built in release when unset).
+# MappedCache / twoload_c is what the Swift engine costs beyond the layout.
+# env: OP (get or set; sets are timed against limit_c's spinlock, `limit_c_spin`, as
+#      bench.sh's set target is), KEYS, DIST (uniform or zipf), REPS (3), DURATION (3 s),
+#      PEERS_DIR (../shared/peers), STRESS (a cache-stress binary; built in release when
+#      unset).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KEYS="${KEYS:-1000 100000 10000000}"
 REPS="${REPS:-3}"
 DURATION="${DURATION:-3}"
+OP="${OP:-get}"
+DIST="${DIST:-uniform}"
+case "$OP" in
+  get) READ=100 LOCK_C=flock BASELINE=limit_c ;;
+  set) READ=0 LOCK_C=spin BASELINE=limit_c_spin ;;
+  *) echo "error: OP must be get or set" >&2; exit 2 ;;
+esac
 PEERS_DIR="${PEERS_DIR:-../shared/peers}"
 [[ -f "$PEERS_DIR/common.h" && -f "$PEERS_DIR/limit_c.c" ]] || { echo "error: no peers in $PEERS_DIR" >&2; exit 2; }
 DIR="$(mktemp -d /tmp/mc-ceiling.XXXXXX)"
@@ -29,13 +39,13 @@ if [[ -z "${STRESS:-}" ]]; then
 fi
 
 peer() {  # binary keys -> ops/s
-  KEYS=$2 VALUE=64 PROCS=1 READ_PCT=100 DIST=uniform DURATION="$DURATION" LOCK=flock "$1" \
+  KEYS=$2 VALUE=64 PROCS=1 READ_PCT=$READ DIST=$DIST DURATION="$DURATION" LOCK=$LOCK_C "$1" \
     | grep -oE 'ops_per_s=[0-9]+' | cut -d= -f2
 }
 stress() {  # keys -> ops/s
   local f="$SHM/cache.mcache"
   "$STRESS" --path "$f" --capacity "$((32 * $1 / 100000 + 1))MiB" --procs 1 --threads 1 --keys "$1" \
-    --key-size 12 --value-size 64 --read-pct 100 --dist uniform --duration "$DURATION" \
+    --key-size 12 --value-size 64 --read-pct "$READ" --dist "$DIST" --duration "$DURATION" \
     --check-every 64 --track-every 16 --json 2>/dev/null \
     | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['passed'], d; print(d['ops_per_s'])"
   rm -f "$f"
@@ -48,13 +58,16 @@ for k in $KEYS; do
     echo "$k mappedcache $(stress "$k")"
   done
 done | tee "$DIR/runs.txt" >&2
-python3 - "$DIR/runs.txt" <<'EOF'
+python3 - "$DIR/runs.txt" "$BASELINE" "$OP" "$DIST" <<'EOF'
 import sys, statistics as st
 d = {}
 for line in open(sys.argv[1]):
     k, who, v = line.split()
     d.setdefault(int(k), {}).setdefault(who, []).append(float(v))
-print("| keys | limit_c | twoload_c | MappedCache | twoload_c / limit_c | MappedCache / limit_c | MappedCache / twoload_c |")
+base, op, dist = sys.argv[2], sys.argv[3], sys.argv[4]
+print("%ss, %s keys" % (op, dist))
+print("| keys | %s | twoload_c | MappedCache | twoload_c / %s | MappedCache / %s | MappedCache / twoload_c |"
+      % (base, base, base))
 print("|---|---|---|---|---|---|---|")
 for k in sorted(d):
     b = {w: max(v) for w, v in d[k].items()}

@@ -1,8 +1,10 @@
-/* twoload_c - format 5's read, written in C as tightly as the layout allows, run by the
- * peers' harness (../shared/peers/common.h) beside limit_c: how fast can a get be that
- * reads a bucket, then the record that bucket names, against limit_c's one slot?
+/* twoload_c - format 5's read and its overwrite in place, written in C as tightly as the
+ * layout allows, run by the peers' harness (../shared/peers/common.h) beside limit_c: how
+ * fast can a get be that reads a bucket, then the record that bucket names, against
+ * limit_c's one slot? And a set that finds its record the same way, then rewrites it?
  *
- * A measuring tool, not a cache: gets only (sets are refused), one process.
+ * A measuring tool, not a cache: gets, and sets of keys it holds (each an overwrite of
+ * the same length, as every set of the peers' workload is), one process.
  * What it keeps of format 5 (DESIGN.md, sections 2 and 3):
  *   - buckets of 64 bytes: a 32-bit sequence word, ten 16-bit tags, ten 32-bit entry
  *     words (a record's offset in the low 29 bits, here in 8-byte units, so that one
@@ -18,9 +20,19 @@
  *     offset bounds-checked, its second and third lines prefetched, its header checked,
  *     the key compared, the value copied; acquire fence; sequence again), R4 the second
  *     bucket, R5 the geometry word again, then the handle's hit counter.
+ *   - the set (`Writer.overwriteHinted`, format 5's common set): W0 the key's hash and
+ *     the value's checksum (`KeyHash.checksum`'s shape: one multiply per 16 bytes), the
+ *     first bucket and the header's write line prefetched for writing; the lock word
+ *     taken with a compare-and-swap; W1 the intent word and the geometry checked; W2 the
+ *     tags compared as vectors, the record's offset bounds-checked, its header checked
+ *     and its key compared; W3 intent = 1, a version from the header's counter, the
+ *     bucket's sequence made odd (release fence), the header's version and checksum and
+ *     the value written, the sequence made even (release store), the set counted,
+ *     intent = 0; the lock released with an exchange (its waiters bit read).
  * What it leaves out: partitions (one), linear hashing (a multiply-shift range), expiry,
- * hit bits, the busy wait's bound, growth's second look. Each costs our Swift read a few
- * instructions; none adds a cache miss.
+ * hit bits, the busy wait's bound, growth's second look, the set's hint and the handle's
+ * table of recent slots (W2 here scans both buckets under the lock). Each costs our Swift
+ * read or set a few instructions; none adds a cache miss.
  *
  *   gcc -O2 -I ../shared/peers -o /tmp/twoload_c scripts/ceiling/twoload_c.c -lm
  *   KEYS=100000 READ_PCT=100 DURATION=3 /tmp/twoload_c   # prints the harness's line
@@ -45,6 +57,13 @@ static char *BASE;
 static uint64_t NBUCKETS, INDEX_BYTES, LOG_BASE, LOG_BYTES, MAPLEN;
 static _Atomic uint64_t *GEOMETRY;
 static uint64_t HITS;
+/* The partition header's write line (format 5's line 1): the lock word, the intent word,
+ * the version counter and the set counter. */
+#define LOCK_OFF 64
+#define INTENT_OFF 72
+#define VERSION_OFF 80
+#define SETS_OFF 88
+#define MY_TOKEN 0x401u /* process-table slot 0, generation 1: any non-zero word */
 
 /* limit_c's hash, so that both sides hash alike. */
 static inline uint64_t mix(uint64_t x) {
@@ -142,6 +161,82 @@ static int tl_get(const char *key, char *out, size_t *olen) {
   }
 }
 
+/* The value's checksum, bound to the key's hash and length (`KeyHash.checksum`: wyhash's
+ * shape, one multiply per 16 bytes, folded to 16 bits). */
+static inline uint16_t checksum(const char *v, size_t n, uint64_t h) {
+  const uint64_t p1 = 0xA0761D6478BD642Full, p2 = 0xE7037ED1A0B428DBull;
+  uint64_t s = h ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull), x = s ^ ((uint64_t)n * p1), a, b;
+  size_t i = 0;
+  for (; i + 16 < n; i += 16) {
+    memcpy(&a, v + i, 8);
+    memcpy(&b, v + i + 8, 8);
+    x = mix2(a ^ p1, b ^ x);
+  }
+  memcpy(&a, v + n - 16, 8);
+  memcpy(&b, v + n - 8, 8);
+  uint64_t w = mix2(p1 ^ n, mix2(a ^ p1, b ^ x ^ p2));
+  uint32_t w32 = (uint32_t)(w ^ (w >> 32));
+  return (uint16_t)(w32 ^ (w32 >> 16));
+}
+
+/* W2 for one bucket: the record of `key` it names, as the slot's bucket and record; 0 when
+ * none. Under the lock: no sequence read. */
+static inline unsigned char *find_record(char *b, uint16_t tag, const char *key) {
+  for (unsigned m = tag_matches(b, tag); m; m &= m - 1) {
+    unsigned slot = (unsigned)__builtin_ctz(m);
+    uint64_t off = (uint64_t)(*(uint32_t *)(b + 24 + 4 * slot) & OFFSET_MASK) << 3;
+    if (off < LOG_BASE || off > MAPLEN - 192) continue;
+    unsigned char *r = (unsigned char *)BASE + off;
+    if (r[0] != KIND_ENTRY) continue;
+    size_t kl = (size_t)r[1] + 1, vl = r[2];
+    if (kl != KEYLEN || kl + vl > MAPLEN - off - REC_HDR) continue;
+    if (memcmp(r + REC_HDR, key, KEYLEN) == 0) return r;
+  }
+  return 0;
+}
+
+/* Format 5's common set, an overwrite of the same length (see the top); 0 when the key is
+ * not held or its value has another length (the workload never asks for that). */
+static int tl_set(const char *key, const char *val, size_t vlen) {
+  uint64_t h = hash_key(key, KEYLEN), first, second; /* W0 */
+  places(h, &first, &second);
+  char *b = bucket_at(first);
+  __builtin_prefetch(b, 1, 3);
+  __builtin_prefetch(BASE + LOCK_OFF, 1, 3);
+  uint16_t sum = checksum(val, vlen, h), tag = tag_of(h);
+  _Atomic uint32_t *lock = (_Atomic uint32_t *)(BASE + LOCK_OFF);
+  uint32_t free_word = 0;
+  while (!atomic_compare_exchange_weak_explicit(lock, &free_word, MY_TOKEN, memory_order_acquire,
+                                                memory_order_relaxed)) {
+    free_word = 0;
+    __builtin_ia32_pause();
+  }
+  uint64_t *intent = (uint64_t *)(BASE + INTENT_OFF);
+  int stored = 0;
+  if (*intent == 0 && atomic_load_explicit(GEOMETRY, memory_order_relaxed) == NBUCKETS) { /* W1 */
+    unsigned char *r = find_record(b, tag, key);                                          /* W2 */
+    if (!r && second != first) r = find_record(b = bucket_at(second), tag, key);
+    if (r && r[2] == vlen) { /* W3 */
+      *intent = 1;
+      uint64_t *counter = (uint64_t *)(BASE + VERSION_OFF);
+      uint32_t version = (uint32_t)++*counter;
+      _Atomic uint32_t *seq = (_Atomic uint32_t *)b;
+      uint32_t s0 = atomic_load_explicit(seq, memory_order_relaxed);
+      atomic_store_explicit(seq, s0 + 1, memory_order_relaxed);
+      atomic_thread_fence(memory_order_release);
+      memcpy(r + 3, &version, 4);
+      memcpy(r + 7, &sum, 2);
+      memcpy(r + REC_HDR + KEYLEN, val, vlen);
+      atomic_store_explicit(seq, s0 + 2, memory_order_release);
+      ++*(uint64_t *)(BASE + SETS_OFF);
+      *intent = 0;
+      stored = 1;
+    }
+  }
+  if (atomic_exchange_explicit(lock, 0, memory_order_release) & 0x80000000u) _exit(3); /* no waiters here */
+  return stored;
+}
+
 static void tl_map(int create) {
   FD = open(PATH, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0600);
   if (FD < 0) { perror(PATH); exit(1); }
@@ -218,6 +313,7 @@ static void peer_prefill(void) {
   MAPLEN = LOG_BASE + LOG_BYTES + 256;
   if (MAPLEN >> 3 > OFFSET_MASK) { fprintf(stderr, "twoload_c: more than 4 GiB; fewer KEYS\n"); exit(2); }
   tl_map(1);
+  atomic_store(GEOMETRY, NBUCKETS);
   char *val = malloc((size_t)P.value + 16);
   uint64_t head = LOG_BASE, dropped = 0;
   for (long i = 0; i < P.keys; i++) {
@@ -253,7 +349,6 @@ static void peer_prefill(void) {
 }
 static void peer_worker_init(int wid) {
   (void)wid;
-  if (P.read_pct != 100) { fprintf(stderr, "twoload_c: gets only (READ_PCT=100)\n"); _exit(2); }
   tl_map(0);
 }
 static int peer_get(uint32_t kidx, const char *key, char *buf, size_t *len) {
@@ -261,8 +356,11 @@ static int peer_get(uint32_t kidx, const char *key, char *buf, size_t *len) {
   return tl_get(key, buf, len);
 }
 static void peer_set(uint32_t kidx, const char *key, const char *val) {
-  (void)kidx, (void)key, (void)val;
-  _exit(2); /* never called: READ_PCT=100 */
+  (void)kidx;
+  if (!tl_set(key, val, (size_t)P.value)) {
+    fprintf(stderr, "twoload_c: a set found no record of its key and length\n");
+    _exit(3);
+  }
 }
 static void peer_worker_fini(void) {
   munmap(BASE, MAPLEN);
