@@ -40,11 +40,8 @@ extension Writer {
         let n = try body(current, out)
         guard n == h.vlen, n <= out.count else { return false }
         let value = UnsafeRawBufferPointer(start: out.baseAddress, count: n)
-        let version = part.counters.nextVersion(held)
         rewrite(
-          e, value: value, version: version, sum: KeyHash.checksum(value, hash: hash), expiry: stamped,
-          midway: midway, part, held)
-        part.counters.bump(.sets, held)
+          e, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: stamped, midway: midway, part, held)
         return true
       }
     }

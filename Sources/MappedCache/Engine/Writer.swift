@@ -138,8 +138,9 @@ struct Writer {
 
   /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
   /// or, recalled, of an earlier one) looked, before the lock, racily, with the slot's
-  /// word and the group count the place was computed from; `slot` -1 for none. 14 bytes (group counts are 32-bit in the
-  /// geometry word, a bucket is one of four, a slot one of ten).
+  /// word and the group count the place was computed from; `slot` -1 for none. 14 bytes
+  /// (group counts are 32-bit in the geometry word, a bucket is one of four, a slot one
+  /// of ten).
   struct SlotHint {
     private var group: UInt32
     var word: UInt32
@@ -221,10 +222,8 @@ struct Writer {
     let found = index.find(key, placement: placement, held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
-    if let e = found, e.header.vlen == value.count, e.header.hasExpiry == (w.expiry != 0) {
-      let version = keep ?? part.counters.nextVersion(held)
-      rewrite(e, value: value, version: version, sum: w.sum, expiry: w.expiry, part, held)
-      part.counters.bump(.sets, held)
+    if let e = found, Self.fitsInPlace(e.header, value, w) {
+      let version = rewrite(e, value: value, version: keep, sum: w.sum, expiry: w.expiry, part, held)
       return .stored(version: UInt64(version))
     }
     return try storeChanging(
@@ -250,24 +249,31 @@ struct Writer {
     guard !hint.isNone, memory.liveRouting() <= w.routedWith else { return nil }
     let mem = part.memory
     let intent = mem.word(.intent)
-    // W1: nothing to repair (as `Partition.needsRepair(checkingLogs: false)`).
+    // W1: nothing to repair (`Partition.needsRepair(checkingLogs: false)`, spelt out: the
+    // intent word's view serves W3's stores too; through the call the set took 6 more
+    // instructions), and the group count the hint's place was computed from.
     guard intent.load(.relaxed) == 0, part.index.groups == hint.groups, part.geometryIsSane else { return nil }
     // W2: the hinted slot, as it is now.
     let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
     guard word == hint.word, mem.tag(hint.place, hint.slot) == IndexGeometry.tag(w.hash) else { return nil }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-    guard let h = mem.record(at: offset, free: false), h.klen == key.count, h.vlen == value.count,
-      h.hasExpiry == (w.expiry != 0), mem.keyEquals(record: offset, h, key, words: KeyHash.shortWords(of: key))
+    guard let h = mem.record(at: offset, free: false), h.klen == key.count, Self.fitsInPlace(h, value, w),
+      mem.keyEquals(record: offset, h, key, words: KeyHash.shortWords(of: key))
     else { return nil }
-    // W3, between W1's intent and its clearing, as `CacheEngine.withWriteLock` brackets
+    // W3, between W1's intent and its clearing, as `CacheEngine.whileHolding` brackets
     // the general path.
     intent.store(Format.intentChange, .relaxed)
-    let version = part.counters.nextVersion(held)
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    rewrite(e, value: value, version: version, sum: w.sum, expiry: w.expiry, part, held)
-    part.counters.bump(.sets, held)
+    let version = rewrite(e, value: value, sum: w.sum, expiry: w.expiry, part, held)
     intent.store(0, .relaxed)
     return version
+  }
+
+  /// Whether W3 rewrites an entry with header `h` in place for write `w` of `value`: the
+  /// same record size (the value's length, an expiry in both or neither).
+  @inline(__always)
+  static func fitsInPlace(_ h: RecordFormat.Header, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite) -> Bool {
+    h.vlen == value.count && h.hasExpiry == (w.expiry != 0)
   }
 
   /// W3b-W7 of `store`: a new key (`found` nil), or an entry that W3 could not rewrite
@@ -568,17 +574,21 @@ struct Writer {
     part.counters.bump(.sets, held)
   }
 
-  /// W3 (and an in-place counter, a touch): `BucketIndex.rewriteValue` with the intent
-  /// word naming the slot for its time, so that repair drops the entry if the writer
-  /// dies with the record half rewritten. `midway` runs with the bucket odd (a test hook).
-  @inline(__always)
+  /// W3 (and an in-place counter): `BucketIndex.rewriteValue` of `e` with a new version
+  /// (or `keep`), with the intent word naming the slot for its time, so that repair drops
+  /// the entry if the writer dies with the record half rewritten; then the set counted.
+  /// Returns the version. `midway` runs with the bucket odd (a test hook).
+  @inline(__always) @discardableResult
   func rewrite(
-    _ e: BucketIndex.Entry, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64?,
-    midway: () -> Void = {}, _ part: Partition, _ held: borrowing WriteLock.Held
-  ) {
+    _ e: BucketIndex.Entry, value: UnsafeRawBufferPointer, version keep: UInt32? = nil, sum: UInt16,
+    expiry: UInt64?, midway: () -> Void = {}, _ part: Partition, _ held: borrowing WriteLock.Held
+  ) -> UInt32 {
+    let version = keep ?? part.counters.nextVersion(held)
     marking(e.at, part) {
       part.index.rewriteValue(e, value: value, version: version, sum: sum, expiry: expiry, midway: midway, held)
     }
+    part.counters.bump(.sets, held)
+    return version
   }
 
   /// Runs `body`, which rewrites slot `at`'s record in place, with the intent word naming
