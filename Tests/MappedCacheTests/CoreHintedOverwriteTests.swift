@@ -6,9 +6,9 @@ import Testing
 @testable import MappedCache
 
 /// `Writer.overwriteHinted`: the common set, an overwrite in place of the slot W0 saw
-/// holding the key's tag in its first bucket, checked again under the lock. Whatever it
-/// cannot prove (another key behind the tag, a slot changed since W0, another length)
-/// it leaves to the general path, changing nothing.
+/// holding the key's tag in its first bucket (else in its second), checked again under
+/// the lock. Whatever it cannot prove (another key behind the tag, a slot changed since
+/// W0, another length) it leaves to the general path, changing nothing.
 @Suite struct CoreHintedOverwriteTests {
   private func value(_ k: String, _ size: Int, _ seq: Int) -> [UInt8] {
     CoreValue.make(key: k, writer: 0, seq: seq, size: size)
@@ -104,6 +104,42 @@ import Testing
     try c.setObject(value(a, 64, 9), forKey: a)
     #expect(try c.object(forKey: a) == value(a, 64, 9))
     #expect(try c.object(forKey: b) == value(b, 64, 4))
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// A key whose first bucket was full when it was added lives in its second. W0 looks
+  /// there when the first has no slot with its tag, so the key's sets are hinted
+  /// overwrites in place too, and the slot is remembered for the next.
+  @Test func aKeyInItsSecondBucketIsOverwrittenFromItsHint() throws {
+    let (c, path) = try cache("hint-second")
+    defer { TestFiles.cleanup(path) }
+    let engine = c.engine
+    let groups = engine.partition(0).index.groups
+    let (k, pl) = try #require(
+      (0..<64).lazy.map { "second-\($0)" }.map { k in
+        (k, Array(k.utf8).withUnsafeBytes { Placement(hash: KeyHash.key($0), groups: groups) })
+      }.first { $0.1.first != $0.1.second })
+    let key = Array(k.utf8)
+    for f in engine.keys(first: pl.first, count: Format.slotsPerBucket, tag: "filler") {
+      try c.setObject(value(f, 64, 1), forKey: f)
+    }
+    try c.setObject(value(k, 64, 1), forKey: k)
+    let before = try #require(try engine.entry(of: k))
+    #expect(before.at.place == pl.second, "its first bucket was full")
+    let next = value(k, 64, 2)
+    let w = try prepared(engine, key, next)
+    #expect(!w.hint.isNone && w.hint.place == pl.second && w.hint.slot == before.at.slot)
+    let sets = c.statistics.sets
+    #expect(try overwrite(engine, key, next, w) != nil, "the hinted overwrite, in the second bucket")
+    #expect(try c.object(forKey: k) == next)
+    #expect(c.statistics.sets == sets + 1)
+    let hash = key.withUnsafeBytes { KeyHash.key($0) }
+    #expect(engine.writer.recent.hint(for: hash)?.place == pl.second, "remembered")
+    try c.setObject(value(k, 64, 3), forKey: k)
+    #expect(try c.object(forKey: k) == value(k, 64, 3))
+    let after = try #require(try engine.entry(of: k))
+    #expect(after.at == before.at && after.offset == before.offset, "rewritten in place")
     let r = try c.verify()
     #expect(r.ok, "\(r.problems)")
   }

@@ -115,17 +115,25 @@ struct Writer {
     var hint = SlotHint.none
     if let first {
       let part = memory.partition(p)
-      // A recalled hint may be torn: its place must be the one computed here, and its
-      // slot one of the bucket's, before anything forms an address from them.
-      if let recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.place == first.place,
-        recalled.slot < Format.slotsPerBucket
+      // A recalled hint may be torn: its place must be one of the two computed here, and
+      // its slot one of the bucket's, before anything forms an address from them.
+      if let recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.slot < Format.slotsPerBucket,
+        recalled.place == first.place || recalled.place == Placement.second(hash: hash, groups: first.groups)
       {
         // A slot an earlier set of this key found: its record is fetched now, with the
         // bucket, not once the bucket's tags have come.
         part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
         hint = recalled
       } else {
-        hint = part.prefetchRecord(named: IndexGeometry.tag(hash), in: first.place, write: true)
+        let tag = IndexGeometry.tag(hash)
+        hint = part.prefetchRecord(named: tag, in: first.place, write: true)
+        if hint.isNone {
+          // Not in its first bucket: a key whose first bucket was full went to its
+          // second (at the index's load, some two in five). Looked at here, not left to
+          // W2 under the lock, the common set stays the hinted overwrite for it too.
+          let second = Placement.second(hash: hash, groups: first.groups)
+          if second != first.place { hint = part.prefetchRecord(named: tag, in: second, write: true) }
+        }
         hint.groups = first.groups
         if !hint.isNone { recent.remember(hash, hint) }
       }

@@ -63,8 +63,7 @@ struct Placement: Equatable {
   @_transparent
   init(hash: UInt64, groups: Int) {
     first = Self.first(hash: hash, groups: groups)
-    let h2 = KeyHash.second(hash)
-    second = Place(group: IndexGeometry.address(h2 >> 2, count: groups), bucket: Int(truncatingIfNeeded: h2 & 3))
+    second = Self.second(hash: hash, groups: groups)
     tag = IndexGeometry.tag(hash)
   }
 
@@ -72,6 +71,14 @@ struct Placement: Equatable {
   @_transparent
   static func first(hash: UInt64, groups: Int) -> Place {
     Place(group: IndexGeometry.address(hash >> 24, count: groups), bucket: Int(truncatingIfNeeded: (hash >> 22) & 3))
+  }
+
+  /// The second place alone (a writer's look before the lock, when the first bucket has
+  /// no slot with the key's tag).
+  @_transparent
+  static func second(hash: UInt64, groups: Int) -> Place {
+    let h2 = KeyHash.second(hash)
+    return Place(group: IndexGeometry.address(h2 >> 2, count: groups), bucket: Int(truncatingIfNeeded: h2 & 3))
   }
 
   /// Whether `place` is one of the two.
