@@ -128,9 +128,9 @@ extension CacheEngine {
         second |= 1 &<< UInt32(j)  // j < 32: no over-shift check needed
       }
     }
-    // B2, second places: the keys not in their first bucket (a fifth of them at the
-    // index's load) have their record prefetched from the second, whose misses
-    // overlapped too; else B3 would wait for each such record in turn.
+    // B2, second places: the keys not in their first bucket (a fifth to two fifths of
+    // them, by the index's load) have their record prefetched from the second, whose
+    // misses overlapped too; else B3 would wait for each such record in turn.
     while second != 0 {
       let j = second.trailingZeroBitCount
       second &= second &- 1

@@ -1,6 +1,6 @@
 /// Where this handle's recent sets found their keys: by key hash, the `Writer.SlotHint`
-/// W0 last made for the key (its first bucket's slot holding the key's tag, with the
-/// slot's word and the group count). The next set of the key prefetches its record
+/// W0 last made for the key (the slot of its first bucket, else of its second, holding
+/// the key's tag, with the slot's word and the group count). The next set of the key prefetches its record
 /// together with its bucket, from the hint, instead of after the bucket has come: W0
 /// learns the record's offset from the bucket's tags. When another CPU wrote both lines
 /// last (two writers of a hot key), the two transfers then overlap instead of following
@@ -8,7 +8,7 @@
 ///
 /// Private to the handle and shared by its threads (`PrivateWords`): each entry is three
 /// relaxed words, which a racing thread may see torn. Only ever a hint: W0 uses one only
-/// for the place it computed itself, and `Writer.overwriteHinted` checks the slot's
+/// for a place it computed itself, and `Writer.overwriteHinted` checks the slot's
 /// word, its tag, its record and its key under the lock; a hint that fails is forgotten
 /// (`forget`), so the next set scans the bucket again.
 struct RecentSlots {

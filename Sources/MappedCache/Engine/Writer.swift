@@ -54,7 +54,7 @@ struct Writer {
     /// The key's partition, and the partition count it was routed by.
     var partition: Int
     var routedWith: Int
-    /// Where W0 saw, or recalled (`RecentSlots`), the key's tag in its first bucket
+    /// Where W0 saw, or recalled (`RecentSlots`), the key's tag in one of its two buckets
     /// (`SlotHint`), racily: a hint that `overwriteHinted` checks under the lock.
     var hint: SlotHint
     var sum: UInt16
@@ -125,15 +125,16 @@ struct Writer {
         part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
         hint = recalled
       } else {
+        // A key whose first bucket was full went to its second (at the index's load,
+        // some two in five). Looked at here, not left to W2 under the lock, the common
+        // set stays the hinted overwrite for it too. The second bucket is fetched
+        // (shared: most keys are not there) while the first's tags come, so that its
+        // miss does not follow the first's.
         let tag = IndexGeometry.tag(hash)
+        let second = Placement.second(hash: hash, groups: first.groups)
+        part.prefetchBucket(second, write: false)
         hint = part.prefetchRecord(named: tag, in: first.place, write: true)
-        if hint.isNone {
-          // Not in its first bucket: a key whose first bucket was full went to its
-          // second (at the index's load, some two in five). Looked at here, not left to
-          // W2 under the lock, the common set stays the hinted overwrite for it too.
-          let second = Placement.second(hash: hash, groups: first.groups)
-          if second != first.place { hint = part.prefetchRecord(named: tag, in: second, write: true) }
-        }
+        if hint.isNone && second != first.place { hint = part.prefetchRecord(named: tag, in: second, write: true) }
         hint.groups = first.groups
         if !hint.isNone { recent.remember(hash, hint) }
       }
@@ -145,8 +146,9 @@ struct Writer {
   }
 
   /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
-  /// or, recalled, of an earlier one) looked, before the lock, racily, with the slot's
-  /// word and the group count the place was computed from; `slot` -1 for none. 14 bytes
+  /// or, recalled, of an earlier one) looked, else of its second bucket, before the lock,
+  /// racily, with the slot's word and the group count the places were computed from;
+  /// `slot` -1 for none. 14 bytes
   /// (group counts are 32-bit in the geometry word, a bucket is one of four, a slot one
   /// of ten).
   struct SlotHint {
@@ -239,7 +241,7 @@ struct Writer {
   }
 
   /// W1's checks, W2 and W3 of the common set, an overwrite in place, in one short path
-  /// under the lock: the slot of the key's first bucket that W0 saw holding its tag, or
+  /// under the lock: the slot of one of the key's buckets that W0 saw holding its tag, or
   /// that an earlier set of the key found (`hint`, `RecentSlots`), checked again now that
   /// nothing can change it (the same group count and routing, the same word and tag, a
   /// record that checks out, the key, the value's length, the expiry's presence). A key
