@@ -1,16 +1,16 @@
 /// Where this handle's recent sets found their keys: by key hash, the `Writer.SlotHint`
 /// W0 last made for the key (the slot of its first bucket, else of its second, holding
-/// the key's tag, with the slot's word and the group count). The next set of the key prefetches its record
-/// together with its bucket, from the hint, instead of after the bucket has come: W0
-/// learns the record's offset from the bucket's tags. When another CPU wrote both lines
-/// last (two writers of a hot key), the two transfers then overlap instead of following
-/// one another.
+/// the key's tag, with the slot's word and the group count). The next set of the key
+/// prefetches its record together with its bucket, from the hint, instead of after the
+/// bucket has come: W0 learns the record's offset from the bucket's tags. When another
+/// CPU wrote both lines last (two writers of a hot key), the two transfers then overlap
+/// instead of following one another.
 ///
-/// Private to the handle and shared by its threads (`PrivateWords`): each entry is three
-/// relaxed words, which a racing thread may see torn. Only ever a hint: W0 uses one only
-/// for a place it computed itself, and `Writer.overwriteHinted` checks the slot's
-/// word, its tag, its record and its key under the lock; a hint that fails is forgotten
-/// (`forget`), so the next set scans the bucket again.
+/// Private to the handle and shared by its threads (`PrivateWords`): each entry is
+/// three relaxed words, which a racing thread may see torn. Only ever a hint: W0 uses
+/// one only for a place it computed itself, and `Writer.overwriteHinted` checks the
+/// slot's word, its tag, its record and its key under the lock; a hint that fails is
+/// forgotten (`forget`), so the next set scans the bucket again.
 struct RecentSlots {
   /// Entries (a power of two): 96 KiB a handle.
   static let entries = 4096

@@ -125,8 +125,8 @@ struct Writer {
         part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
         hint = recalled
       } else {
-        // A key whose first bucket was full went to its second (at the index's load,
-        // some two in five). Looked at here, not left to W2 under the lock, the common
+        // A key whose first bucket was full went to its second (in a full index, two
+        // in five and more). Looked at here, not left to W2 under the lock, the common
         // set stays the hinted overwrite for it too. The second bucket is fetched
         // (shared: most keys are not there) while the first's tags come, so that its
         // miss does not follow the first's.
@@ -148,9 +148,8 @@ struct Writer {
   /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
   /// or, recalled, of an earlier one) looked, else of its second bucket, before the lock,
   /// racily, with the slot's word and the group count the places were computed from;
-  /// `slot` -1 for none. 14 bytes
-  /// (group counts are 32-bit in the geometry word, a bucket is one of four, a slot one
-  /// of ten).
+  /// `slot` -1 for none. 14 bytes (group counts are 32-bit in the geometry word, a
+  /// bucket is one of four, a slot one of ten).
   struct SlotHint {
     private var group: UInt32
     var word: UInt32
