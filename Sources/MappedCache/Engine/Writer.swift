@@ -47,8 +47,10 @@ struct Writer {
   /// allocation takes from the stack rather than the heap.
   struct PreparedWrite {
     var hash: UInt64
-    /// The record's bytes.
-    var size: Int
+    /// The key's and the value's bytes (both at most `UInt32.max`: the header's limits
+    /// are 32-bit), from which `size` follows.
+    var keyCount: UInt32
+    var valueCount: UInt32
     /// The expiry word (`Expiry`), 0 for none.
     var expiry: UInt64
     /// The key's partition, and the partition count it was routed by.
@@ -61,16 +63,26 @@ struct Writer {
 
     @inline(__always)
     init(
-      hash: UInt64, sum: UInt16, size: Int, expiry: UInt64, partition: Int, routedWith: Int = 0,
-      hint: SlotHint = .none
+      hash: UInt64, sum: UInt16, keyCount: Int, valueCount: Int, expiry: UInt64, partition: Int,
+      routedWith: Int = 0, hint: SlotHint = .none
     ) {
       self.hash = hash
-      self.size = size
+      self.keyCount = UInt32(truncatingIfNeeded: keyCount)
+      self.valueCount = UInt32(truncatingIfNeeded: valueCount)
       self.expiry = expiry
       self.partition = partition
       self.routedWith = routedWith
       self.hint = hint
       self.sum = sum
+    }
+
+    /// The record's bytes, computed where a write needs them: the common set, an
+    /// overwrite in place, compares lengths instead (kept in W0, the size cost it 5
+    /// instructions, `scripts/callgrind.sh`). A record has an expiry field exactly when
+    /// its expiry word is not 0, as `PartitionMemory` writes it.
+    @inline(__always)
+    var size: Int {
+      RecordFormat.size(keyCount: Int(keyCount), valueCount: Int(valueCount), expiry: expiry != 0)
     }
 
     /// The same write, routed to partition `p` (the file grew after `prepare`).
@@ -140,9 +152,8 @@ struct Writer {
       }
     }
     return PreparedWrite(
-      hash: hash, sum: sum,
-      size: RecordFormat.size(keyCount: key.count, valueCount: value.count, expiry: stamped != 0),
-      expiry: stamped, partition: p, routedWith: count, hint: hint)
+      hash: hash, sum: sum, keyCount: key.count, valueCount: value.count, expiry: stamped, partition: p,
+      routedWith: count, hint: hint)
   }
 
   /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
@@ -689,9 +700,8 @@ struct Writer {
     // store writes only into `to`.
     let outcome = try from.memory.withKeyAndValue(record: e.offset, e.header, fromHeld) { k, v in
       let w = PreparedWrite(
-        hash: hash, sum: e.header.sum,
-        size: RecordFormat.size(keyCount: k.count, valueCount: v.count, expiry: e.header.hasExpiry),
-        expiry: e.header.expiry, partition: to.number)
+        hash: hash, sum: e.header.sum, keyCount: k.count, valueCount: v.count, expiry: e.header.expiry,
+        partition: to.number)
       return try store(k, v, w, condition: .ifAbsent, version: e.header.version, intoMain: true, to, toHeld)
     }
     return outcome != .exists
@@ -717,8 +727,8 @@ struct Writer {
     let value = part.memory.withValue(record: e.offset, e.header, held) { [UInt8]($0) }
     return try value.withUnsafeBytes { v in
       let w = PreparedWrite(
-        hash: hash, sum: e.header.sum, size: RecordFormat.size(keyCount: key.count, valueCount: v.count, expiry: true),
-        expiry: stamped, partition: part.number)
+        hash: hash, sum: e.header.sum, keyCount: key.count, valueCount: v.count, expiry: stamped,
+        partition: part.number)
       _ = try store(key, v, w, condition: .always, now: now, version: e.header.version, part, held)
       return true
     }
