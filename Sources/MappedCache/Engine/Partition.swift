@@ -49,6 +49,15 @@ struct Partition {
   var geometryIsSane: Bool {
     let groups = index.groups
     guard memory.isValidGroupCount(groups) else { return false }
+    return indexClearsLogs(groups: groups)
+  }
+
+  /// `geometryIsSane`'s second half, for a group count already found in range
+  /// (`isValidGroupCount`): whether an index of `groups` groups starts at or above the
+  /// main log's limit.
+  @inline(__always)
+  func indexClearsLogs(groups: Int) -> Bool {
+    assert(memory.isValidGroupCount(groups))
     return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
   }
 }
