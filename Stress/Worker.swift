@@ -325,7 +325,7 @@ struct ThreadLoop {
       pos &+= 1
       let k = Int(op & ~OpStream.writeBit)
       let timed = n % WorkerTiming.sampleEvery == 0
-      if plant && n % WorkerTiming.plantEvery == 0 { set(ctx.hotKey, cache, timed: false, spoil: true) }
+      if plant && n % WorkerTiming.plantEvery == 0 { setOutOfLine(ctx.hotKey, cache, timed: false, spoil: true) }
       n &+= 1
       var t0: UInt64 = 0
       if timed {
@@ -351,7 +351,7 @@ struct ThreadLoop {
       }
       if timed { getHist.record(Clock.nanoseconds() &- t0) }
       if !judge(k, len, n: n, in: scratch) && readThrough {
-        set(k, cache, timed: timed, spoil: false)
+        setOutOfLine(k, cache, timed: timed, spoil: false)
       }
     }
     publish()
@@ -548,6 +548,13 @@ struct ThreadLoop {
         if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
       }
     }
+  }
+
+  /// `set` as a call, for the loop's rare sets (a planted corruption, a read-through):
+  /// with a second inlined copy in `run`, the compiler kept the common set's a call.
+  @inline(never)
+  mutating func setOutOfLine(_ k: Int, _ cache: SharedCache<[UInt8]>, timed: Bool, spoil: Bool) {
+    set(k, cache, timed: timed, spoil: spoil)
   }
 
   /// One set of a fresh value (with `spoil`, one whose last byte is wrong).
