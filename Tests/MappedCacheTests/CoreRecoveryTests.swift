@@ -174,7 +174,7 @@ import Testing
         if from != 400 { try c.setObject(CoreValue.make(key: k, writer: 0, seq: 2, size: from), forKey: k) }
         let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: to)
         try crashDuringSet(c, k, newValue) { part, held, found, w, kb, vb in
-          let room = e.writer.rewriteExtent(found, w, valueCount: vb.count, part, held)
+          let room = e.writer.rewriteExtent(found, w, part, held)
           let extent = try #require(room, "\(from) -> \(to): W3b applies")
           part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(found.at)), .relaxed)
           part.index._toggleSequence(found.at.place, held)
@@ -207,7 +207,7 @@ import Testing
     let k = ks[0]
     let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: 100)
     try crashDuringSet(c, k, newValue) { part, held, found, w, _, vb in
-      let room = e.writer.rewriteRoom(found, w, valueCount: vb.count, movingLive: true, part, held)
+      let room = e.writer.rewriteRoom(found, w, movingLive: true, part, held)
       try #require((room?.moved ?? 0) > 0, "W3c applies")
       // Its first neighbour, the record right after the key's.
       let next = found.offset + found.header.size

@@ -242,7 +242,7 @@ struct Writer {
     let found = index.find(key, placement: placement, held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
-    if let e = found, Self.fitsInPlace(e.header, value, w) {
+    if let e = found, Self.fitsInPlace(e.header, w) {
       let version = rewrite(e, value: value, version: keep, sum: w.sum, expiry: w.expiry, part, held)
       return .stored(version: UInt64(version))
     }
@@ -281,7 +281,7 @@ struct Writer {
     let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
     guard word == hint.word, mem.tag(hint.place, hint.slot) == IndexGeometry.tag(w.hash) else { return nil }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-    guard let h = mem.record(at: offset, free: false), h.klen == key.count, Self.fitsInPlace(h, value, w),
+    guard let h = mem.record(at: offset, free: false), h.klen == key.count, Self.fitsInPlace(h, w),
       mem.keyEquals(record: offset, h, key, words: KeyHash.shortWords(of: key))
     else { return nil }
     // W3, between W1's intent and its clearing, as `CacheEngine.whileHolding` brackets
@@ -293,11 +293,11 @@ struct Writer {
     return version
   }
 
-  /// Whether W3 rewrites an entry with header `h` in place for write `w` of `value`: the
-  /// same record size (the value's length, an expiry in both or neither).
+  /// Whether W3 rewrites an entry with header `h` in place for write `w`: the same
+  /// record size (the value's length, an expiry in both or neither).
   @inline(__always)
-  static func fitsInPlace(_ h: RecordFormat.Header, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite) -> Bool {
-    h.vlen == value.count && h.hasExpiry == (w.expiry != 0)
+  static func fitsInPlace(_ h: RecordFormat.Header, _ w: PreparedWrite) -> Bool {
+    h.vlen == Int(w.valueCount) && h.hasExpiry == (w.expiry != 0)
   }
 
   /// W3b-W7 of `store`: a new key (`found` nil), or an entry that W3 could not rewrite
@@ -422,7 +422,7 @@ struct Writer {
     _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
     version keep: UInt32?, _ part: Partition, _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome? {
-    guard part.logs.areSane, let extent = rewriteExtent(e, w, valueCount: value.count, part, held) else { return nil }
+    guard part.logs.areSane, let extent = rewriteExtent(e, w, part, held) else { return nil }
     // The free records among the bytes taken leave their lists before they are written.
     var at = e.offset &+ e.header.size
     while at < e.offset &+ extent {
@@ -464,7 +464,7 @@ struct Writer {
     var e = entry
     var evicted = false
     while true {
-      guard part.logs.areSane, let room = rewriteRoom(e, w, valueCount: value.count, movingLive: true, part, held),
+      guard part.logs.areSane, let room = rewriteRoom(e, w, movingLive: true, part, held),
         room.moved > 0, room.moved <= w.size
       else { return evicted ? .changed : .unchanged }
       let id = part.logs.id(containing: e.offset)
@@ -530,20 +530,19 @@ struct Writer {
   /// flags and lengths of the last dead record it takes.
   @inline(__always)
   func rewriteExtent(
-    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, _ part: Partition, _ held: borrowing WriteLock.Held
   ) -> Int? {
-    rewriteRoom(e, w, valueCount: valueCount, movingLive: false, part, held)?.extent
+    rewriteRoom(e, w, movingLive: false, part, held)?.extent
   }
 
   /// `rewriteExtent`'s walk. With `movingLive` (W3c's plan), live records of other keys
   /// count in too, as if moved away; `moved` is their bytes (0 without).
   @inline(__always)
   func rewriteRoom(
-    _ e: BucketIndex.Entry, _ w: PreparedWrite, valueCount: Int, movingLive: Bool, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, movingLive: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
   ) -> (extent: Int, moved: Int)? {
     let h = e.header
-    guard valueCount <= h.vlen || part.counters.costLimit == 0 else { return nil }
+    guard Int(w.valueCount) <= h.vlen || part.counters.costLimit == 0 else { return nil }
     var extent = h.size
     var lastDead = -1
     var moved = 0
