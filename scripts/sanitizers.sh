@@ -12,10 +12,11 @@
 # report exits non-zero, so the test that ran it fails too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-FILTER="${MC_SANITIZER_FILTER:-CoreConcurrencyTests|StressTests|TypedComputeTests|TypedTierTests|TypedAtomicTests|ReliabilityLockTests|ReliabilityResourceTests|ReliabilityFuzzTests}"
+FILTER="${MC_SANITIZER_FILTER:-CABITests|CoreConcurrencyTests|StressTests|TypedComputeTests|TypedTierTests|TypedAtomicTests|ReliabilityLockTests|ReliabilityResourceTests|ReliabilityFuzzTests}"
 export MC_FUZZ_CASES="${MC_FUZZ_CASES:-120}"
 LOGS=/tmp/sanitizer-logs
 SANITIZERS=("${@:-thread address}")
+toolchain="$(dirname "$(readlink -f "$(command -v swift)")")"
 status=0
 for san in ${SANITIZERS[@]}; do
   scratch="/tmp/build-${san:0:1}san"
@@ -29,6 +30,10 @@ for san in ${SANITIZERS[@]}; do
   export TSAN_OPTIONS="log_path=$LOGS/$san/tsan halt_on_error=0 second_deadlock_stack=1"
   # Swift's runtime keeps metadata caches for the process lifetime: leak checks off.
   export ASAN_OPTIONS="log_path=$LOGS/$san/asan detect_leaks=0"
+  # CABITests builds a C program against the instrumented libmappedcache: with the
+  # toolchain's clang and the same sanitizer, whose thread runtime wants libdispatch.
+  export MC_TEST_CC="$toolchain/clang"
+  export MC_TEST_CFLAGS="-fsanitize=$san -L$toolchain/../lib/swift/linux -ldispatch -lBlocksRuntime -Wl,-rpath,$toolchain/../lib/swift/linux"
   echo "== $san: testing --filter '$FILTER'"
   swift test --scratch-path "$scratch" --sanitize="$san" --skip-build --filter "$FILTER" 2>&1 \
     | tee "$LOGS/$san.log" | grep -E '✘|Suite .* (passed|failed)|Test run'

@@ -12,9 +12,17 @@ import Testing
   static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path
 
-  /// The C compiler: `cc`, else the toolchain's clang.
-  static let compiler: String? = ["/usr/bin/cc", "/usr/local/bin/cc", "/usr/bin/clang", "/opt/swift/usr/bin/clang"]
+  /// The C compiler: `MC_TEST_CC` where set, else `cc`, else the toolchain's clang.
+  static let compiler: String? =
+    ([ProcessInfo.processInfo.environment["MC_TEST_CC"]].compactMap { $0 }
+    + ["/usr/bin/cc", "/usr/local/bin/cc", "/usr/bin/clang", "/opt/swift/usr/bin/clang"])
     .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+  /// `MC_TEST_CFLAGS`, split at spaces: what a program needs to link a library built with
+  /// a sanitizer (`scripts/sanitizers.sh` sets both: the toolchain's clang, whose
+  /// sanitizer runtime is the one the library was instrumented for).
+  static let extraFlags: [String] =
+    (ProcessInfo.processInfo.environment["MC_TEST_CFLAGS"] ?? "").split(separator: " ").map(String.init)
 
   @Test func cProgramCallsEveryFunctionWithGoodAndBadArguments() throws {
     let library = TestFiles.binDir + "/libmappedcache.so"
@@ -28,7 +36,7 @@ import Testing
         "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread",
         "-I", Self.repository + "/Sources/CMappedCacheABI/include", Self.repository + "/Tests/CABI/abi_test.c",
         "-L", TestFiles.binDir, "-lmappedcache", "-Wl,-rpath," + TestFiles.binDir, "-lm", "-o", program,
-      ])
+      ] + Self.extraFlags)
     try #require(compile.status == 0, "cc failed: \(compile.stderr)")
     let prefix = "/dev/shm/mctest-cabi-\(getpid())"
     let r = try ChildProcess.run(program, [prefix], timeout: 180)
