@@ -211,11 +211,15 @@ final class RedisCoordinator: @unchecked Sendable {
 
   /// Each write's staleness, over the writes some read saw stale (the versions after 1).
   private func collectWriteStaleness(_ log: WriteLog, into merged: inout RedisMerged) throws {
+    let bound = RedisWorker.boundNs(o)
     for k in 0..<o.keys {
       guard let last = try log.latest(k)?.version, last >= 2 else { continue }
       for v in 2...last {
         merged.writesLogged += 1
-        if let late = try log.staleness(k, version: v) { merged.writeStaleHist.record(late) }
+        guard let late = try log.staleness(k, version: v) else { continue }
+        merged.writeStaleHist.record(late)
+        merged.writeStaleMaxNs = max(merged.writeStaleMaxNs, late)
+        if late > bound { merged.writesPastBound += 1 }
       }
     }
   }
@@ -291,6 +295,11 @@ struct RedisMerged {
   var staleHist = LatencyHistogram()
   /// Staleness of each write that some read saw stale: the latest such read's lateness.
   var writeStaleHist = LatencyHistogram()
+  /// The largest of those, and how many passed the bound (`RedisWorker.boundNs`). From
+  /// the shared write log, so a worker SIGKILLed before it published its counters still
+  /// counts: its reads' lateness reached the log when they were judged.
+  var writeStaleMaxNs: UInt64 = 0
+  var writesPastBound: UInt64 = 0
   var writesLogged: UInt64 = 0
   var messages: [String] = []
 }

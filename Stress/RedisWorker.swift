@@ -313,7 +313,7 @@ struct RedisThreadLoop {
     writerID = worker * o.threads + thread
     self.ops = ops
     self.nearKeys = nearKeys
-    boundNs = UInt64((o.maxStaleness + 0.05) * 1e9)
+    boundNs = RedisWorker.boundNs(o)
     owned = layout.ownedKeys(writerID)
     // A restarted incarnation goes on from the versions its predecessor logged.
     versions = try owned.map { try log.latest($0)?.version ?? 0 }
@@ -487,6 +487,10 @@ struct RedisThreadLoop {
 /// A Redis-mode worker process: one host's process, with its near cache (standing for
 /// the host's invalidation role), its threads, and its result file (`FleetMember`).
 enum RedisWorker {
+  /// The staleness a read may show and still pass: `maxStaleness` and 50 ms of slack
+  /// (scheduling on a loaded machine), in nanoseconds.
+  static func boundNs(_ o: StressOptions) -> UInt64 { UInt64((o.maxStaleness + 0.05) * 1e9) }
+
   static func run(_ o: StressOptions) -> Int32 {
     guard let id = o.workerID, let dirPath = o.controlDir, o.redisURL != nil, o.seed != nil else {
       FileHandle.standardError.write(Data("cache-stress worker: missing internal arguments\n".utf8))
