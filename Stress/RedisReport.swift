@@ -26,7 +26,7 @@ struct RedisRunReport {
   var hitRatio: Double {
     c.reads == 0 ? 0 : max(0, 1 - Double(sum(\.remoteFetches)) / Double(c.reads))
   }
-  var boundMs: Double { (options.maxStaleness + 0.05) * 1000 }
+  var boundMs: Double { Double(RedisWorker.boundNs(options)) / 1e6 }
   func stale(_ p: Double) -> UInt64 { merged.staleHist.percentile(p) }
   func writeStale(_ p: Double) -> UInt64 { merged.writeStaleHist.percentile(p) }
   /// The largest per-write staleness: the write log's (which keeps what a SIGKILLed
