@@ -36,14 +36,15 @@ struct RedisRunReport {
 
   var failureReasons: [String] {
     var r: [String] = []
+    let bound = String(format: "%.0f ms (maxStaleness + slack)", boundMs)
     if c.reads == 0 { r.append("no read completed") }
     if c.corruptReads > 0 { r.append("\(c.corruptReads) corrupt reads") }
     if c.wrongValues > 0 { r.append("\(c.wrongValues) reads went back in time") }
     if c.violations > 0 {
-      r.append("\(c.violations) reads served later than maxStaleness + 50 ms after their overwrite")
+      r.append("\(c.violations) reads served more than \(bound) after their overwrite")
     }
     if merged.writesPastBound > 0 {
-      r.append("\(merged.writesPastBound) writes read later than maxStaleness + 50 ms after them (the write log)")
+      r.append("\(merged.writesPastBound) writes read more than \(bound) after them (the write log)")
     }
     if c.unknownLateness > 0 { r.append("\(c.unknownLateness) stale reads of unknown lateness") }
     if !faults.any && c.errors + c.writeErrors > 0 {
