@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import MappedCacheRedis
-import Synchronization
+import SystemCalls
 
 // Child-process commands for the fleet-wide single flight tests (issue 18).
 let fleetCommands: [String: HelperCommand] = [
@@ -20,7 +20,7 @@ let fleetCommands: [String: HelperCommand] = [
     let raw = try RedisClient(url: url)
     while access(go, F_OK) != 0 { usleep(1000) }
     let options = ComputeOptions(waitTimeout: 30, maxPollInterval: 0.02, fleetWide: true, leaseDuration: leaseMs / 1000)
-    let result = Mutex<Result<(String, Bool), Error>?>(nil)
+    let result = SeenMutex<Result<(String, Bool), Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
       do {

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
-import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -134,7 +134,7 @@ import Testing
   )
     throws -> FakeServer
   {
-    let port = Mutex<UInt16>(0)
+    let port = SeenMutex<UInt16>(0)
     let f = try FakeServer { cmd in
       switch cmd.commandName {
       case "HELLO": return RESPValue.map([]).encoded()

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 @_spi(Tiers) import MappedCache
-import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -79,7 +79,7 @@ struct NearCacheClusterTests {
     for k in keys { try writer.setObject("v-\(k)", forKey: k) }
     for k in keys { #expect(try host.object(forKey: k) == "v-\(k)") }
     #expect(quiet(host, keys))
-    let fetched = Mutex<[String]>([])
+    let fetched = SeenMutex<[String]>([])
     host.afterFetch = { k in fetched.withLock { $0.append(k) } }
     for k in keys { #expect(try host.object(forKey: k) == "v-\(k)") }
     #expect(fetched.withLock { $0 }.isEmpty, "every entry is a hit before the move")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MappedCache
 import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -74,7 +75,7 @@ struct RedisClientTests {
   }
 
   @Test func helloRefusedFallsBackToRESP2() throws {
-    let seen = Mutex<[String]>([])
+    let seen = SeenMutex<[String]>([])
     let fake = try FakeServer { cmd in
       seen.withLock { $0.append(cmd.commandName) }
       switch cmd.commandName {
@@ -135,7 +136,7 @@ struct RedisClientTests {
   }
 
   @Test func notNowRepliesAreRetriedWithBackoff() throws {
-    let count = Mutex(0)
+    let count = SeenMutex(0)
     let fake = try FakeServer { cmd in
       switch cmd.commandName {
       case "HELLO": return RESPValue.map([]).encoded()
@@ -217,7 +218,7 @@ struct RedisClientTests {
       }
     }
     defer { fake.stop() }
-    let got = Mutex<[RESPValue]>([])
+    let got = SeenMutex<[RESPValue]>([])
     let c = try RedisConnection.open(
       try RedisEndpoint(url: fake.url), RedisOptions(),
       pushHandler: { p in got.withLock { $0.append(p) } })
@@ -235,7 +236,7 @@ struct RedisClientTests {
   @Test func pushesReachTheHandlerBetweenReplies() throws {
     let server = try RedisServer.forTest()
     defer { server.stop() }
-    let pushes = Mutex<[RESPValue]>([])
+    let pushes = SeenMutex<[RESPValue]>([])
     let c = server.client()
     let tracked = RedisClient(endpoint: c.endpoint, options: RedisOptions()) { p in pushes.withLock { $0.append(p) } }
     _ = try tracked.call("CLIENT", "TRACKING", "ON")

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
-import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -123,7 +123,7 @@ final class RedisClusterFixture: @unchecked Sendable {
     return out.map { $0! }
   }()
 
-  private static let atExit = Mutex<[RedisServer]>([])
+  private static let atExit = SeenMutex<[RedisServer]>([])
   private static let hook: Void = { atexit { RedisClusterFixture.killAll() } }()
 
   private static func registerForExit(_ servers: [RedisServer]) {

@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 import MappedCache
-import Synchronization
 import SystemCalls
 import TestSupport
 import Testing
@@ -14,7 +13,7 @@ final class FakeServer: @unchecked Sendable {
   let port: UInt16
   private let listener: Int32
   private let respond: @Sendable (RESPValue) -> [UInt8]?
-  private let stopped = Mutex(false)
+  private let stopped = SeenMutex(false)
   private let accepted = DispatchSemaphore(value: 0)
 
   init(respond: @escaping @Sendable (RESPValue) -> [UInt8]?) throws {

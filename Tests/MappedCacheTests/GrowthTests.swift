@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -96,7 +96,7 @@ import Testing
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, options: Self.options(8 << 20))
     let workers = 8
-    let results = Mutex<[ChildProcess.Result]>([])
+    let results = SeenMutex<[ChildProcess.Result]>([])
     let group = DispatchGroup()
     for w in 0..<workers {
       group.enter()

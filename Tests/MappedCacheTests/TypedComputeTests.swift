@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Synchronization
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -10,7 +10,7 @@ import Testing
 // bounds, stale serving, negative caching, and AwesomeCache's cache-block form.
 
 final class TCCounter: @unchecked Sendable {
-  private let m = Mutex(0)
+  private let m = SeenMutex(0)
   func bump() -> Int {
     m.withLock {
       $0 += 1
@@ -22,7 +22,7 @@ final class TCCounter: @unchecked Sendable {
 
 /// A one-shot gate a compute can wait on.
 final class TCGate: @unchecked Sendable {
-  private let open = Mutex(false)
+  private let open = SeenMutex(false)
   func release() { open.withLock { $0 = true } }
   func wait() async { while !open.withLock({ $0 }) { try? await Task.sleep(nanoseconds: 2_000_000) } }
 }

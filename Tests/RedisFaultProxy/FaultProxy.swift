@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 import SystemCalls
 
 /// (A target of its own: the Redis tests and `mc-test-helper near-stale-check` both use it.)
@@ -19,7 +18,7 @@ public final class FaultProxy: @unchecked Sendable {
   public let port: UInt16
   private let target: UInt16
   private let listener: Int32
-  private let state = Mutex<(mode: Mode, stopped: Bool, sockets: Set<Int32>)>((.pass, false, []))
+  private let state = SeenMutex<(mode: Mode, stopped: Bool, sockets: Set<Int32>)>((.pass, false, []))
 
   public init(to target: UInt16) throws {
     self.target = target

@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import MappedCache
 import MappedCacheRedis
-import Synchronization
 import SystemCalls
 
 // (A target of its own: `cache-stress --redis-spawn` and `--redis-spawn-cluster` start
@@ -144,7 +143,7 @@ public final class RedisServerProcess: @unchecked Sendable {
 
   /// Ports handed out by `freePort` in this process: never twice, so that servers
   /// started at once do not race for one.
-  private static let handedOut = Mutex<Set<UInt16>>([])
+  private static let handedOut = SeenMutex<Set<UInt16>>([])
 
   /// A loopback port nobody listens on now (bound to port 0, then closed); a port taken
   /// meanwhile fails `start`, which tries another.

@@ -1,4 +1,4 @@
-import Synchronization
+import SystemCalls
 
 /// Whether and how much a `SharedCache` keeps decoded values in its own process
 /// (`OpenPolicy.decodedValues`), so that reading a hot key again costs a probe of the
@@ -106,7 +106,7 @@ final class DecodedValueCache<Value>: @unchecked Sendable {
   /// in an array, the two atomic counts were about a tenth of a hot read's time).
   @usableFromInline
   struct Stripe: ~Copyable {
-    @usableFromInline let table = Mutex(Table())
+    @usableFromInline let table = SeenMutex(Table())
     @usableFromInline let sets: Int
     @usableFromInline let countLimit: Int
     @usableFromInline let byteLimit: Int

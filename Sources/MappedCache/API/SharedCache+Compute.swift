@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 import SystemCalls
 
 /// How `object(forKey:expires:options:orCompute:)` and `setObject(forKey:cacheBlock:completion:)`
@@ -287,7 +286,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
       ) -> Void,
     _ completion: @escaping @Sendable (Value?, Bool, Error?) -> Void
   ) {
-    let once = Mutex(false)
+    let once = SeenMutex(false)
     @Sendable func first() -> Bool {
       once.withLock { done in
         defer { done = true }
