@@ -227,7 +227,8 @@ final class Coordinator: @unchecked Sendable {
   }
 
   /// Sums every incarnation's latest result: survivors' final counts, and for killed
-  /// incarnations what they had flushed before the kill (at most one flush interval lost).
+  /// incarnations what they had flushed before the kill (at most one flush interval lost;
+  /// a corrupt or wrong read is flushed when found, `ThreadLoop.flagFinding`).
   private func merge(_ fleet: WorkerFleet) -> MergedResults {
     var m = MergedResults(duration: o.duration, workers: o.procs)
     fleet.forEachIncarnation { w, inc in

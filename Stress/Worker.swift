@@ -156,6 +156,10 @@ struct Counters: Codable {
 /// `WorkerTiming.publishNs`; the hot loop itself shares nothing).
 final class StatsBoard: @unchecked Sendable {
   private let lock = NSLock()
+  /// Signalled by a thread that has just published a corrupt or wrong read: the flusher
+  /// writes the result at once, not at its next interval, so that a SIGKILL soon after
+  /// cannot take the finding with it.
+  let urgent = DispatchSemaphore(value: 0)
   private var counters: [Counters]
   private var getHists: [LatencyHistogram]
   private var setHists: [LatencyHistogram]
@@ -480,6 +484,18 @@ struct ThreadLoop {
 
   func publish() { ctx.board.publish(thread, counters, getHist, setHist) }
 
+  /// After a corrupt or wrong read is counted: the 1st, 2nd, 4th, 8th... of the thread's
+  /// are published and flushed at once (`StatsBoard.urgent`), so that a run with any
+  /// reports one even when the worker is SIGKILLed within the flush interval; the
+  /// powers of two bound the cost in a run that plants them.
+  @inline(never)
+  mutating func flagFinding() {
+    let n = counters.corruptReads &+ counters.wrongValues
+    guard n & (n &- 1) == 0 else { return }
+    publish()
+    ctx.board.urgent.signal()
+  }
+
   /// Whether this thread still passes messages on: only its first few (formatting allocates).
   var noting: Bool { notes < 10 }
 
@@ -528,6 +544,7 @@ struct ThreadLoop {
     counters.hits &+= 1
     counters.corruptReads &+= 1
     if noting { note("corrupt read of \(ctx.keys[k]): longer than any value written") }
+    flagFinding()
     return true
   }
 
@@ -538,6 +555,7 @@ struct ThreadLoop {
     case .corrupt:
       counters.corruptReads += 1
       if noting { note("corrupt read of \(ctx.keys[k]): \(len) bytes that are not a whole value for this key") }
+      flagFinding()
     case .untracked:
       break  // whole; too short to carry a sequence number (`ValueFormat.trackedMinimumSize`)
     case .whole(let w, let s):
@@ -546,6 +564,7 @@ struct ThreadLoop {
       {
         counters.wrongValues += 1
         if noting { note("wrong value for \(ctx.keys[k]): writer \(w) sequence \(s) after a later one") }
+        flagFinding()
       }
     }
   }
@@ -608,7 +627,7 @@ enum Worker {
       // Flush until the threads are done; each flush adds what was done since the last
       // one to the timeline's bucket of this moment.
       var flusher = ResultFlusher(duration: o.duration, start: start)
-      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID) {
+      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID, wake: ctx.board.urgent) {
         try? dir.writeResult(flusher.result(ctx.board, worker: id, incarnation: o.incarnation, final: false))
       }
       guard done else { return 2 }  // the coordinator is gone: stop

@@ -235,13 +235,19 @@ enum FleetMember {
     return group
   }
 
-  /// Calls `flush` every `WorkerTiming.flushInterval` until `group`'s threads are done;
-  /// false when the coordinator went away meanwhile.
-  static func flushUntilDone(_ group: DispatchGroup, coordinator: Int32, _ flush: () -> Void) -> Bool {
-    while group.wait(timeout: .now() + WorkerTiming.flushInterval) == .timedOut {
+  /// Calls `flush` every `interval` seconds, and at once whenever `wake` is signalled,
+  /// until `group`'s threads are done (which signals `wake` too); false when the
+  /// coordinator went away meanwhile.
+  static func flushUntilDone(
+    _ group: DispatchGroup, coordinator: Int32, wake: DispatchSemaphore = DispatchSemaphore(value: 0),
+    interval: TimeInterval = WorkerTiming.flushInterval, _ flush: () -> Void
+  ) -> Bool {
+    group.notify(queue: .global()) { wake.signal() }
+    while true {
+      _ = wake.wait(timeout: .now() + interval)
+      if group.wait(timeout: .now()) == .success { return true }
       if Sys.parentProcessID() != coordinator { return false }
       flush()
     }
-    return true
   }
 }
