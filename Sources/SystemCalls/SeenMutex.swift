@@ -12,6 +12,7 @@ import Synchronization
 public struct SeenMutex<Value: ~Copyable>: ~Copyable {
   @usableFromInline let mutex: Mutex<Value>
 
+  /// A lock guarding `value`.
   @inlinable
   public init(_ value: consuming sending Value) { mutex = Mutex(value) }
 
