@@ -227,6 +227,7 @@ struct NearCacheInProcessTests {
     defer { dispose(b) }
     #expect(waitReady(b))
     let computed = Atomic<Int>(0)
+    let start = ContinuousClock.now
     let results = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
       for _ in 0..<8 {
         group.addTask { @Sendable in
@@ -250,7 +251,11 @@ struct NearCacheInProcessTests {
       Issue.record("no ttl")
       return
     }
-    #expect(ttl > 25_000)
+    // Stored for 30 s from a moment after `start`: however slow the run (a sanitizer's),
+    // no more than 30 s, and no less than 30 s less the time since `start`.
+    let elapsed = start.duration(to: .now).components
+    let elapsedMs = Int(elapsed.seconds) * 1000 + Int(elapsed.attoseconds / 1_000_000_000_000_000) + 1
+    #expect(ttl <= 30_000 && ttl >= 30_000 - elapsedMs, "PTTL \(ttl) ms, \(elapsedMs) ms after the first call")
     // Redis down: the compute is called and its value returned.
     server.kill()
     let (v, fromCache) = try await b.object(forKey: "other") { "computed-offline" }
