@@ -228,7 +228,7 @@ final class Coordinator: @unchecked Sendable {
 
   /// Sums every incarnation's latest result: survivors' final counts, and for killed
   /// incarnations what they had flushed before the kill (at most one flush interval lost;
-  /// a corrupt or wrong read is flushed when found, `ThreadLoop.flagFinding`).
+  /// a failed check is flushed when found, `FleetMember.flushesFinding`).
   private func merge(_ fleet: WorkerFleet) -> MergedResults {
     var m = MergedResults(duration: o.duration, workers: o.procs)
     fleet.forEachIncarnation { w, inc in

@@ -550,8 +550,8 @@ enum OptionTable {
       values older than one the same reader saw from the same writer.
       Latencies: 1 operation in \(WorkerTiming.sampleEvery) is timed; histograms of all threads
       and processes are merged. With --chaos-kills, a killed worker's operations count up to
-      its last result flush (every \(WorkerTiming.flushInterval) s, and at once after a corrupt or
-      wrong read); its next incarnation goes on.
+      its last result flush (every \(WorkerTiming.flushInterval) s, and at once after a failed
+      check); its next incarnation goes on.
       After the run the file is verified (as `mapped-cache verify` does).
 
       Exit status: 0 when no read was corrupt or went back in time, no operation failed and the

@@ -232,6 +232,9 @@ struct RedisWorkerResult: Codable {
 /// A Redis-mode thread's figures, handed to the flusher under a lock.
 final class RedisBoard: @unchecked Sendable {
   private let lock = NSLock()
+  /// Signalled after a failed check is published (`RedisThreadLoop.note`), as
+  /// `StatsBoard.urgent` is.
+  let urgent = DispatchSemaphore(value: 0)
   private var counters: [RedisCounters]
   private var hists: [[LatencyHistogram]]
   private var messages: [String] = []
@@ -323,11 +326,18 @@ struct RedisThreadLoop {
   }
 
   /// Passes a message on: the first few errors, and apart from them the first few failed
-  /// checks (so that errors during a fault do not hide them).
+  /// checks (so that errors during a fault do not hide them). A failed check, already
+  /// counted, is also published and flushed at once when it is the thread's 1st, 2nd,
+  /// 4th, 8th... (`FleetMember.flushesFinding`), so that a SIGKILL soon after cannot
+  /// lose it.
   mutating func note(_ s: String, check: Bool = false) {
     if check {
       checkNotes += 1
       if checkNotes <= 10 { board.note(s) }
+      if FleetMember.flushesFinding(checkNotes) {
+        publish()
+        board.urgent.signal()
+      }
     } else {
       notes += 1
       if notes <= 5 { board.note(s) }
@@ -512,7 +522,7 @@ enum RedisWorker {
       }
       let box = Box(loops)
       let group = FleetMember.startThreads(o.threads, at: start, precise: false) { t in { box.loops[t].run(end: end) } }
-      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID) {
+      let done = FleetMember.flushUntilDone(group, coordinator: o.coordinatorPID, wake: board.urgent) {
         try? board.snapshot(worker: id, incarnation: inc, final: false).write(to: dirPath)
       }
       guard done else { return 2 }

@@ -484,14 +484,15 @@ struct ThreadLoop {
 
   func publish() { ctx.board.publish(thread, counters, getHist, setHist) }
 
-  /// After a corrupt or wrong read is counted: the 1st, 2nd, 4th, 8th... of the thread's
-  /// are published and flushed at once (`StatsBoard.urgent`), so that a run with any
-  /// reports one even when the worker is SIGKILLed within the flush interval; the
-  /// powers of two bound the cost in a run that plants them.
+  /// After a corrupt or wrong read is counted: the thread's 1st, 2nd, 4th, 8th...
+  /// (`FleetMember.flushesFinding`) are published and flushed at once
+  /// (`StatsBoard.urgent`), so that a run with any reports one even when the worker is
+  /// SIGKILLed within the flush interval.
   @inline(never)
   mutating func flagFinding() {
-    let n = counters.corruptReads &+ counters.wrongValues
-    guard n & (n &- 1) == 0 else { return }
+    guard FleetMember.flushesFinding(Int(truncatingIfNeeded: counters.corruptReads &+ counters.wrongValues)) else {
+      return
+    }
     publish()
     ctx.board.urgent.signal()
   }

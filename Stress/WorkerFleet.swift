@@ -235,11 +235,17 @@ enum FleetMember {
     return group
   }
 
+  /// Whether a thread's `n`th finding (a corrupt, wrong or late read) is published and
+  /// flushed the moment it is counted: the 1st, 2nd, 4th, 8th..., so that any run with
+  /// findings reports one however soon its worker is SIGKILLed, and a run that plants
+  /// them pays for few flushes.
+  static func flushesFinding(_ n: Int) -> Bool { n > 0 && n & (n &- 1) == 0 }
+
   /// Calls `flush` every `interval` seconds, and at once whenever `wake` is signalled,
   /// until `group`'s threads are done (which signals `wake` too); false when the
   /// coordinator went away meanwhile.
   static func flushUntilDone(
-    _ group: DispatchGroup, coordinator: Int32, wake: DispatchSemaphore = DispatchSemaphore(value: 0),
+    _ group: DispatchGroup, coordinator: Int32, wake: DispatchSemaphore,
     interval: TimeInterval = WorkerTiming.flushInterval, _ flush: () -> Void
   ) -> Bool {
     group.notify(queue: .global()) { wake.signal() }

@@ -7,8 +7,8 @@ import Synchronization
 /// build it is the `Mutex` and nothing more.
 ///
 /// Each section starts with an acquire of the lock's address and ends with a release of
-/// it, inside the lock: TSan then orders a section after the one before it,
-/// as the lock does.
+/// it, inside the lock: TSan then orders a section after the one before it, as the lock
+/// does.
 public struct SeenMutex<Value: ~Copyable>: ~Copyable {
   @usableFromInline let mutex: Mutex<Value>
 

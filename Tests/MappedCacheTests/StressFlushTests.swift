@@ -4,10 +4,15 @@ import Testing
 
 @testable import cache_stress
 
-/// A worker writes its results at once when one of its threads finds a corrupt or wrong
-/// read (`ThreadLoop.flagFinding` signals `StatsBoard.urgent`), not only every flush
-/// interval: a SIGKILL soon after the finding cannot take it with it.
+/// A worker writes its results at once when one of its threads fails a check
+/// (`ThreadLoop.flagFinding`, `RedisThreadLoop.note`: a signal of the board's `urgent`),
+/// not only every flush interval: a SIGKILL soon after the finding cannot take it with it.
 @Suite struct StressFlushTests {
+  @Test func findingsFlushedAtOnceAreTheFirstAndEachPowerOfTwo() {
+    let flushed = (0...20).filter { FleetMember.flushesFinding($0) }
+    #expect(flushed == [1, 2, 4, 8, 16])
+  }
+
   @Test(.timeLimit(.minutes(1)))
   func aSignalledFindingIsFlushedWithoutWaitingForTheInterval() {
     let wake = DispatchSemaphore(value: 0)
