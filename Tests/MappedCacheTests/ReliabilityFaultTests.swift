@@ -71,8 +71,12 @@ import Testing
     p.executableURL = URL(fileURLWithPath: binary)
     p.arguments = args
     p.environment = ProcessInfo.processInfo.environment.merging(env) { _, new in new }
-    p.standardOutput = try #require(FileHandle(forWritingAtPath: outPath))
-    p.standardError = try #require(FileHandle(forWritingAtPath: errPath))
+    // Unwrapped before the assignment: into `Any?` the macro would wrap the optional
+    // again and check nothing.
+    let outHandle: FileHandle = try #require(FileHandle(forWritingAtPath: outPath))
+    let errHandle: FileHandle = try #require(FileHandle(forWritingAtPath: errPath))
+    p.standardOutput = outHandle
+    p.standardError = errHandle
     p.standardInput = FileHandle.nullDevice
     try p.run()
     let deadline = Date().addingTimeInterval(60)
