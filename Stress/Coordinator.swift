@@ -83,7 +83,11 @@ final class Coordinator: @unchecked Sendable {
     let start = Clock.nanoseconds() + 20_000_000
     runStart = start
     let end = start + UInt64(o.duration * 1e9)
-    if let to = o.growTo { grower = try GrowthRunner(path: o.path!, target: to, runStart: start) }
+    if let to = o.growTo {
+      grower = try GrowthRunner(
+        path: o.path!, target: to, runStart: start,
+        killing: o.killGrowers ? SplitMix64(seed: SplitMix64.derive(o.seed!, 0x6E0)) : nil)
+    }
     try fleet.dir.writeGo(start: start, end: end)
     try watch(fleet, start: start, end: end)
     try fleet.waitForAll(deadline: end + 30_000_000_000)
@@ -247,83 +251,6 @@ final class Coordinator: @unchecked Sendable {
     fleet?.stopAll()
     fleet?.dir.remove()
     if ownsFile, let path = o.path { try? Sys.unlink(path) }
-  }
-}
-
-/// A growth of the cache during the run (`--grow-every`), for the report.
-struct GrowthEvent {
-  /// When it started, in seconds after the run's start, and how long it took.
-  var seconds: Double
-  var took: Double
-  var fromCapacity: Int
-  var toCapacity: Int
-  var movedEntries: Int
-  /// The longest step: the most a writer of the run waited for this growth.
-  var longestStep: Double = 0
-  var error: String?
-}
-
-/// Grows the cache on a thread of its own (`--grow-every`), one growth at a time, each
-/// doubling it up to the target, through a handle of its own.
-final class GrowthRunner: @unchecked Sendable {
-  private let lock = NSLock()
-  private let idle = NSCondition()
-  private var events: [GrowthEvent] = []
-  private var busy = false
-  private var reached = false
-  private let file: CacheFile
-  private let target: Int
-  private let runStart: UInt64
-
-  init(path: String, target: Int, runStart: UInt64) throws {
-    file = try CacheFile(path: path, policy: OpenPolicy())
-    self.target = target
-    self.runStart = runStart
-  }
-
-  /// Starts the next growth, unless one is running or the target is reached.
-  func startNext() {
-    idle.lock()
-    defer { idle.unlock() }
-    guard !busy, !reached, file.statistics.capacity < target else { return }
-    busy = true
-    Thread.detachNewThread { [self] in
-      let from = file.statistics.capacity
-      let t0 = Clock.nanoseconds()
-      var e = GrowthEvent(
-        seconds: Double(Int64(bitPattern: t0 &- runStart)) / 1e9, took: 0, fromCapacity: from, toCapacity: from,
-        movedEntries: 0)
-      do {
-        let g = try file.grow(toCapacity: min(target, from * 2))
-        e.toCapacity = g.capacity
-        e.movedEntries = g.movedEntries
-        e.longestStep = g.longestStepSeconds
-      } catch {
-        e.error = "\(error)"
-      }
-      e.took = Double(Clock.nanoseconds() - t0) / 1e9
-      idle.lock()
-      // A growth that added no whole partition (the target is reached) is not one.
-      if e.toCapacity > e.fromCapacity || e.error != nil { events.append(e) } else { reached = true }
-      busy = false
-      idle.broadcast()
-      idle.unlock()
-      guard e.toCapacity > e.fromCapacity || e.error != nil else { return }
-      FileHandle.standardError.write(
-        Data(
-          String(
-            format: "grew the cache from %@ to %@ in %.3f s (%d entries moved)%@\n", Fmt.bytes(e.fromCapacity),
-            Fmt.bytes(e.toCapacity), e.took, e.movedEntries, e.error.map { ": \($0)" } ?? ""
-          ).utf8))
-    }
-  }
-
-  /// Waits for a growth under way; returns every growth of the run.
-  func finish() -> [GrowthEvent] {
-    idle.lock()
-    defer { idle.unlock() }
-    while busy { idle.wait() }
-    return events
   }
 }
 

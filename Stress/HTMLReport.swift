@@ -235,8 +235,9 @@ struct HTMLReport {
       Marker(
         x: g.seconds, label: "grow \(i + 1)",
         title: String(
-          format: "growth %d at %.2f s: %@ to %@ in %.3f s, %d entries moved", i + 1, g.seconds,
-          Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.movedEntries))
+          format: "growth %d at %.2f s: %@ to %@ in %.3f s, %d entries moved%@", i + 1, g.seconds,
+          Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.movedEntries,
+          g.killed ? " (its grower SIGKILLed midway)" : ""))
     }
   }
 

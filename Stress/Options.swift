@@ -39,6 +39,12 @@ struct StressOptions: Sendable {
   var growEvery: Double? = nil
   /// `--grow-to`: the capacity growth stops at.
   var growTo: Int? = nil
+  /// `--kill-growers`: each growth runs in a process of its own, which chaos SIGKILLs
+  /// in the midst of every other growth.
+  var killGrowers = false
+  /// Internal: this process is such a grower, growing the file at `path` to this many
+  /// bytes (`GrowerProcess`).
+  var growerTarget: Int? = nil
   /// `--max-capacity`: the most a new file may grow to.
   var maxCapacity: Int? = nil
   /// `--growth-policy`: a new file's growth policy.
@@ -297,6 +303,15 @@ enum OptionTable {
       apply: { o, v throws(UsageError) in
         o.growTo = try parseSize(v, flag: "--grow-to")
       }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--kill-growers", valueName: nil, defaultText: "off",
+      help:
+        "with --grow-every: grow in a process of its own each time, and SIGKILL every other one at a random moment of its work (the next growth, or the next writer of a partition, finishes the step it left)",
+      apply: { o, _ in o.killGrowers = true }, passOn: { _ in nil }),
+    OptionSpec(
+      flag: "--grower-target", valueName: "BYTES", defaultText: "", help: "internal", hidden: true,
+      apply: { o, v throws(UsageError) in o.growerTarget = try parseSize(v, flag: "--grower-target") },
+      passOn: { _ in nil }),
     OptionSpec(
       flag: "--max-capacity", valueName: "SIZE", defaultText: "64 × --capacity, at most 1TiB",
       help: "the most a new file may grow to (address space every process reserves)",
@@ -687,6 +702,7 @@ enum OptionTable {
       throw UsageError("--grow-to \(to) must be larger than --capacity \(o.capacity)")
     }
     if o.growEvery != nil && o.tracePath != nil { throw UsageError("--grow-every is not used with --trace") }
+    if o.killGrowers && o.growEvery == nil { throw UsageError("--kill-growers needs --grow-every and --grow-to") }
     if o.tracePath != nil && o.mget > 1 {
       throw UsageError("--mget is not used with --trace (a replay reads key by key)")
     }

@@ -107,6 +107,7 @@ struct RunReport {
           o["moved_entries"] = .int(g.movedEntries)
           o["longest_step_s"] = .double(g.longestStep)
           if let e = g.error { o["error"] = .string(e) }
+          if g.killed { o["killed"] = .bool(true) }
           for (k, n) in zip(names, l) { o[k] = .int(Int(n)) }
           return o.rendered
         }.joined(separator: ",") + "]")
@@ -202,8 +203,9 @@ struct RunReport {
       (
         "growth",
         String(
-          format: "at %.1f s: %@ → %@ in %.3f s (longest step %.1f ms), %d entries moved; its seconds: %@",
-          g.seconds, Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.longestStep * 1000,
+          format: "at %.1f s: %@ → %@ in %.3f s (%@), %d entries moved; its seconds: %@",
+          g.seconds, Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took,
+          g.killed ? "its grower SIGKILLed midway" : String(format: "longest step %.1f ms", g.longestStep * 1000),
           g.movedEntries, lat(l))
       )
     }

@@ -6,7 +6,8 @@ import SystemCalls
 // Without --worker-id this process is the coordinator; it re-executes this same binary
 // (never fork without exec) with --worker-id N for each worker. Files by concern:
 //   Options.swift (flag table, parsing, usage), Coordinator.swift (the cache, chaos,
-//   progress, merge, verify), WorkerFleet.swift (the workers' processes, both sides),
+//   progress, merge, verify), Growth.swift (--grow-every's growths, and with
+//   --kill-growers their processes), WorkerFleet.swift (the workers' processes, both sides),
 //   Worker.swift (the timed loop), ValueFormat.swift (what a value holds, how a read is
 //   judged), KeyDistribution.swift (Zipf, RNG, op streams),
 //   Histogram.swift (latencies), Timeline.swift (operations per second), ControlFiles.swift
@@ -38,6 +39,9 @@ if options.help {
 }
 if options.tracePath != nil && options.workerID == nil {
   Sys.exit(TraceReplay.run(options))
+}
+if let target = options.growerTarget, let path = options.path {
+  Sys.exit(GrowerProcess.run(path: path, target: target))
 }
 if options.workerID != nil {
   Sys.exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))

@@ -2,13 +2,14 @@
 # The soak run (issue 21): cache-stress in chaos mode for HOURS, in segments of a few
 # minutes that rotate through workloads (value sizes, TTLs, threads, processes, read
 # mix, key distribution, --lock word|flock, a cache growing while it is used: its
-# partitions split under the kills) and alternate between a file on /dev/shm and
+# partitions split under the kills, and every other grower is killed too) and
+# alternate between a file on /dev/shm and
 # one on a disk-backed file system. After every segment the file is verified twice: by
 # cache-stress itself (its verify_ok) and by `mapped-cache verify` from a fresh process.
 # Prints one line per segment and the totals: reads checked (every read's header, and
 # with the default --check-every 1 every byte), sets, SIGKILLs (and how many found the
 # killed worker holding the write lock: lock takeovers), corrupt reads, wrong values,
-# errors, failed verifies, and growths.
+# errors, failed verifies, and growths (and growers killed midway).
 #
 #   scripts/soak.sh 0.1                       # ~6 minutes: proves the script works
 #   scripts/soak.sh 8                         # the long run (≥ 10^9 reads, ≥ 10^4 kills)
@@ -41,15 +42,17 @@ echo "== soak: $HOURS h in segments of $SEGMENT_S s, $KILLS_PER_S kills/s;" \
 
 # Workloads, rotated one per segment: cache-stress flags (the path, duration, kills and
 # seed are added per segment).
-# The growing ones double their file every 15 or 20 s while kills land among the splits'
-# steps (the workers finish a split a killed one left), up to 1 GiB (a new file's most).
+# The growing ones double their file every 15 or 20 s, up to 1 GiB (a new file's most),
+# each growth in a process of its own, every other one SIGKILLed among its steps
+# (`--kill-growers`: the next growth, or the next writer, finishes what it left), while
+# the workers are killed as in every segment.
 WORKLOADS=(
   "--procs 4 --threads 1 --value-size 24-64 --keys 20000 --capacity 32MiB --read-pct 90 --lock word"
-  "--procs 4 --threads 1 --value-size 24-2000 --keys 200000 --capacity 16MiB --grow-every 20 --grow-to 1GiB --read-pct 80 --lock word"
+  "--procs 4 --threads 1 --value-size 24-2000 --keys 200000 --capacity 16MiB --grow-every 20 --grow-to 1GiB --kill-growers --read-pct 80 --lock word"
   "--procs 3 --threads 2 --value-size 24-4000 --keys 20000 --capacity 64MiB --read-pct 50 --ttl 0.5 --lock flock"
   "--procs 2 --threads 4 --value-size 64 --keys 5000 --capacity 16MiB --read-pct 20 --ttl 2 --lock word"
   "--procs 4 --threads 1 --value-size 24-60000 --keys 2000 --capacity 64MiB --read-pct 70 --lock word"
-  "--procs 3 --threads 2 --value-size 16-600 --keys 300000 --capacity 16MiB --grow-every 15 --grow-to 1GiB --read-pct 50 --dist zipf --ttl 3 --lock flock"
+  "--procs 3 --threads 2 --value-size 16-600 --keys 300000 --capacity 16MiB --grow-every 15 --grow-to 1GiB --kill-growers --read-pct 50 --dist zipf --ttl 3 --lock flock"
   "--procs 3 --threads 2 --value-size 32-512 --keys 100000 --capacity 4MiB --read-through --dist zipf --lock flock"
   "--procs 6 --threads 1 --value-size 24-200 --keys 50000 --capacity 8MiB --read-pct 80 --dist uniform --ttl 5 --lock word"
 )
@@ -91,7 +94,9 @@ except Exception:
     v = False
 rec = {k: j.get(k, 0) for k in ("get_ops", "set_ops", "kills", "lock_takeovers", "corrupt_reads",
                                 "wrong_values", "errors", "recoveries", "evictions", "expirations")}
-rec.update(growths=sum(g.get("to_bytes", 0) > g.get("from_bytes", 0) for g in j.get("growths") or []), verify_ok=bool(j.get("verify_ok")), tool_verify_ok=bool(v), exit=int(rc), tool_exit=int(vrc),
+growths = j.get("growths") or []
+rec.update(growths=sum(g.get("to_bytes", 0) > g.get("from_bytes", 0) and not g.get("killed") for g in growths),
+           grower_kills=sum(bool(g.get("killed")) for g in growths), verify_ok=bool(j.get("verify_ok")), tool_verify_ok=bool(v), exit=int(rc), tool_exit=int(vrc),
            where=where, seconds=int(seconds), flags=flags, passed=bool(j.get("passed")) and int(rc) == 0 and int(vrc) == 0)
 print(json.dumps(rec))
 EOF
@@ -100,7 +105,7 @@ EOF
   echo "$line" | python3 -c "
 import json,sys; r=json.load(sys.stdin)
 print(f\"   segment $seg ({r['where']}, {r['seconds']} s, {r['flags']}): reads {r['get_ops']:,}, sets {r['set_ops']:,}, kills {r['kills']} \"
-      f\"(lock takeovers {r['lock_takeovers']}), growths {r['growths']}, corrupt {r['corrupt_reads']}, wrong {r['wrong_values']}, errors {r['errors']}, \"
+      f\"(lock takeovers {r['lock_takeovers']}), growths {r['growths']} (growers killed {r['grower_kills']}), corrupt {r['corrupt_reads']}, wrong {r['wrong_values']}, errors {r['errors']}, \"
       f\"verify {'ok' if r['verify_ok'] else 'FAILED'}/{'ok' if r['tool_verify_ok'] else 'FAILED'}{'' if r['passed'] else '  <-- FAILED'}\")"
   if ! echo "$line" | grep -q '"passed": true'; then
     status=1
@@ -118,7 +123,7 @@ print(f"   time {tot('seconds'):,} s ({sum(r['seconds'] for r in rs if r['where'
       f"{sum(r['seconds'] for r in rs if r['where'] == 'disk'):,} s on disk)")
 print(f"   reads checked {tot('get_ops'):,}, sets {tot('set_ops'):,}")
 print(f"   SIGKILLs {tot('kills'):,} (of a worker holding the write lock: {tot('lock_takeovers'):,} lock takeovers), recoveries {tot('recoveries'):,}")
-print(f"   growths {tot('growths')} (their splits' steps under the same kills)")
+print(f"   growths {tot('growths')}, growers SIGKILLed midway {tot('grower_kills')} (the splits' steps under the workers' kills too)")
 print(f"   corrupt reads {tot('corrupt_reads')}, wrong values {tot('wrong_values')}, errors {tot('errors')}")
 print(f"   verifies: cache-stress {sum(r['verify_ok'] for r in rs)}/{len(rs)} ok, mapped-cache verify {sum(r['tool_verify_ok'] for r in rs)}/{len(rs)} ok")
 print(f"   segments passed {sum(r['passed'] for r in rs)}/{len(rs)}")

@@ -118,6 +118,37 @@ import Testing
     #expect(err.contains("chaos: killed worker"))
   }
 
+  /// Growers SIGKILLed among their steps (`--kill-growers`: every other growth, in a
+  /// process of its own) while workers read, write and are killed too: nothing read is
+  /// wrong, the next growth finishes what a killed one left, and the file verifies.
+  @Test func growersKilledMidwayLoseNothing() throws {
+    let (status, j, err) = try runJSON([
+      "--procs", "2", "--duration", "4", "--keys", "20000", "--value-size", "24-400", "--capacity", "4MiB",
+      "--read-pct", "70", "--grow-every", "0.4", "--grow-to", "64MiB", "--kill-growers", "--chaos-kills", "4",
+      "--seed", "7",
+    ])
+    #expect(status == 0, "stderr: \(err)")
+    expectConsistent(j)
+    #expect(int(j, "corrupt_reads") == 0)
+    #expect(int(j, "wrong_values") == 0)
+    #expect(int(j, "errors") == 0)
+    #expect(j["verify_ok"] as? Bool == true)
+    let growths = try #require(j["growths"] as? [[String: Any]])
+    let killed = growths.filter { $0["killed"] as? Bool == true }
+    let whole = growths.filter { $0["killed"] == nil }
+    #expect(!killed.isEmpty, "no grower was killed: \(growths)")
+    #expect(!whole.isEmpty, "no growth ran to its end: \(growths)")
+    for g in growths {
+      #expect(g["error"] == nil, "\(g)")
+      #expect(int(g, "to_bytes") >= int(g, "from_bytes"))
+    }
+    // Every growth that ran to its end doubled the file (or reached the target), killed
+    // ones or not before it.
+    for g in whole { #expect(int(g, "to_bytes") > int(g, "from_bytes"), "\(g)") }
+    #expect(int(j, "capacity_bytes") > 4 << 20)
+    #expect(err.contains("its grower SIGKILLed midway"))
+  }
+
   /// The checker cannot pass vacuously: one value with a wrong byte, written through
   /// the normal API, must be reported and fail the run.
   @Test func plantedCorruptionFailsTheRun() throws {
@@ -217,7 +248,7 @@ import Testing
     ["--procs", "0"], ["--bogus"], ["--value-size", "7"], ["--value-size", "4-64"], ["--capacity", "64MB"],
     ["--dist", "pareto"], ["--capacity", "12XB"],
     ["--procs"], ["--read-pct", "101"], ["--key-size", "3"], ["--lock", "spin"], ["stray"],
-    ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"],
+    ["--check-every", "3"], ["--check-every", "0"], ["--track-every", "6"], ["--kill-growers"],
   ])
   func badFlagsExit64(_ args: [String]) throws {
     let r = try ChildProcess.run(Self.stress, args, timeout: 30)
@@ -249,6 +280,7 @@ import Testing
       #expect((line + entry).contains("(default: "), "no default in: \(line)")
     }
     #expect(!r.stdout.contains("--worker-id"), "internal flags stay hidden")
+    #expect(!r.stdout.contains("--grower-target"), "internal flags stay hidden")
     #expect(r.stderr.isEmpty)
   }
 }
