@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MappedCache
+import Synchronization
 import SystemCalls
 
 /// A growth of the cache during the run (`--grow-every`), for the report.
@@ -43,6 +44,12 @@ final class GrowthRunner: @unchecked Sendable {
   /// result: a kill's moment is drawn from that span, and the next growth, of a file
   /// twice as large, takes longer, so the kill lands among its steps.
   private var lastWork = 0.01
+  /// Set when the watchdog killed a grower that ran past `growerLimit` (one growth at a
+  /// time: reset by each).
+  private let watchdogFired = Atomic<Bool>(false)
+  /// A grower waits for no one but the partitions' writers, a step each: one still
+  /// running after this long is stuck, and is killed as a failure of the run.
+  static let growerLimit: Double = 60
 
   init(path: String, target: Int, runStart: UInt64, killing: SplitMix64?) throws {
     file = try CacheFile(path: path, policy: OpenPolicy())
@@ -118,6 +125,15 @@ final class GrowthRunner: @unchecked Sendable {
       e.error = "cannot start a grower: \(error)"
       return
     }
+    // The watchdog also ends a grower stuck before its first line (the reads below
+    // block until a line comes or the pipe closes).
+    watchdogFired.store(false, ordering: .relaxed)
+    let watchdog = DispatchWorkItem { [self] in
+      guard p.isRunning else { return }
+      watchdogFired.store(true, ordering: .relaxed)
+      kill(p.processIdentifier, SIGKILL)
+    }
+    DispatchQueue.global().asyncAfter(deadline: .now() + Self.growerLimit, execute: watchdog)
     // Its first line says it opened the file; its second is the growth's result.
     let reader = LineReader(out.fileHandleForReading)
     let opened = reader.line() == GrowerProcess.openedLine
@@ -130,25 +146,24 @@ final class GrowthRunner: @unchecked Sendable {
         e.killed = true
       }
     }
-    // A grower waits for no one but the partitions' writers (a step each): one still
-    // running after a minute is stuck, and is killed as a failure.
-    let limit = Clock.nanoseconds() + 60_000_000_000
-    while p.isRunning && Clock.nanoseconds() < limit { Sys.sleep(microseconds: 1000) }
-    if p.isRunning {
-      kill(p.processIdentifier, SIGKILL)
-      e.error = "the grower was still running after 60 s"
-    }
-    p.waitUntilExit()
     let result = e.killed ? nil : reader.line()
+    p.waitUntilExit()
+    watchdog.cancel()
+    if watchdogFired.load(ordering: .relaxed) {
+      e.killed = false
+      e.error = "the grower was still running after \(Int(Self.growerLimit)) s"
+    }
     let work = Double(Clock.nanoseconds() - openedAt) / 1e9
     if e.killed {
       e.toCapacity = file.statistics.capacity
+    } else if e.error != nil {
+      return
     } else if let result, let g = GrowerProcess.Result(json: result), p.terminationStatus == 0 {
       e.toCapacity = g.capacity
       e.movedEntries = g.movedEntries
       e.longestStep = g.longestStep
       if opened { lastWork = max(work, 0.002) }
-    } else if e.error == nil {
+    } else {
       let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
       let said = message.trimmingCharacters(in: .whitespacesAndNewlines)
       e.error = "the grower exited with status \(p.terminationStatus): \(said)"
