@@ -29,7 +29,6 @@ struct GrowthEvent {
 /// read and write (and are killed) as ever. The next growth, or the next writer of a
 /// partition a step left half split, finishes what the killed grower left.
 final class GrowthRunner: @unchecked Sendable {
-  private let lock = NSLock()
   private let idle = NSCondition()
   private var events: [GrowthEvent] = []
   private var busy = false
@@ -131,7 +130,7 @@ final class GrowthRunner: @unchecked Sendable {
     let watchdog = DispatchWorkItem { [self] in
       guard p.isRunning else { return }
       watchdogFired.store(true, ordering: .relaxed)
-      kill(p.processIdentifier, SIGKILL)
+      try? Sys.kill(p.processIdentifier, SIGKILL)
     }
     DispatchQueue.global().asyncAfter(deadline: .now() + Self.growerLimit, execute: watchdog)
     // Its first line says it opened the file; its second is the growth's result.
@@ -142,7 +141,7 @@ final class GrowthRunner: @unchecked Sendable {
       let deadline = Clock.nanoseconds() + UInt64(after * 1e9)
       while p.isRunning && Clock.nanoseconds() < deadline { Sys.sleep(microseconds: 200) }
       if p.isRunning {
-        kill(p.processIdentifier, SIGKILL)
+        try? Sys.kill(p.processIdentifier, SIGKILL)
         e.killed = true
       }
     }
