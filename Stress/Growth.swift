@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 import MappedCache
-import Synchronization
 import SystemCalls
 
 /// A growth of the cache during the run (`--grow-every`), for the report.
@@ -19,6 +18,16 @@ struct GrowthEvent {
   /// in the file, `toCapacity` is the capacity the header showed after the kill, and
   /// the moved entries and the longest step are unknown (0).
   var killed = false
+
+  /// How the reports say `killed`.
+  static let killedNote = "its grower SIGKILLed midway"
+
+  /// Takes in what a growth that ran to its end did.
+  mutating func record(_ r: GrowerProcess.Result) {
+    toCapacity = r.capacity
+    movedEntries = r.movedEntries
+    longestStep = r.longestStep
+  }
 }
 
 /// Grows the cache on a thread of its own (`--grow-every`), one growth at a time, each
@@ -43,9 +52,6 @@ final class GrowthRunner: @unchecked Sendable {
   /// result: a kill's moment is drawn from that span, and the next growth, of a file
   /// twice as large, takes longer, so the kill lands among its steps.
   private var lastWork = 0.01
-  /// Set when the watchdog killed a grower that ran past `growerLimit` (one growth at a
-  /// time: reset by each).
-  private let watchdogFired = Atomic<Bool>(false)
   /// A grower waits for no one but the partitions' writers, a step each: one still
   /// running after this long is stuck, and is killed as a failure of the run.
   static let growerLimit: Double = 60
@@ -76,12 +82,7 @@ final class GrowthRunner: @unchecked Sendable {
         movedEntries: 0)
       let to = min(target, from * 2)
       if inProcess {
-        do {
-          let g = try file.grow(toCapacity: to)
-          e.toCapacity = g.capacity
-          e.movedEntries = g.movedEntries
-          e.longestStep = g.longestStepSeconds
-        } catch {
+        do { e.record(GrowerProcess.Result(try file.grow(toCapacity: to))) } catch {
           e.error = "\(error)"
         }
       } else {
@@ -100,7 +101,7 @@ final class GrowthRunner: @unchecked Sendable {
         Data(
           String(
             format: "grew the cache from %@ to %@ in %.3f s (%d entries moved)%@%@\n", Fmt.bytes(e.fromCapacity),
-            Fmt.bytes(e.toCapacity), e.took, e.movedEntries, e.killed ? ", its grower SIGKILLed midway" : "",
+            Fmt.bytes(e.toCapacity), e.took, e.movedEntries, e.killed ? ", \(GrowthEvent.killedNote)" : "",
             e.error.map { ": \($0)" } ?? ""
           ).utf8))
     }
@@ -111,9 +112,7 @@ final class GrowthRunner: @unchecked Sendable {
   /// and fills in `e` from what it printed, or from the file after the kill.
   private func growInProcessOfItsOwn(to: Int, killAfter: Double?, _ e: inout GrowthEvent) {
     let p = Process()
-    p.executableURL = URL(
-      fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        ?? CommandLine.arguments[0])
+    p.executableURL = URL(fileURLWithPath: FleetMember.ownBinary)
     p.arguments = ["--path", path, "--grower-target", "\(to)"]
     let out = Pipe()
     let err = Pipe()
@@ -126,11 +125,9 @@ final class GrowthRunner: @unchecked Sendable {
     }
     // The watchdog also ends a grower stuck before its first line (the reads below
     // block until a line comes or the pipe closes).
-    watchdogFired.store(false, ordering: .relaxed)
-    let watchdog = DispatchWorkItem { [self] in
-      guard p.isRunning else { return }
-      watchdogFired.store(true, ordering: .relaxed)
-      try? Sys.kill(p.processIdentifier, SIGKILL)
+    let started = Clock.nanoseconds()
+    let watchdog = DispatchWorkItem {
+      if p.isRunning { try? Sys.kill(p.processIdentifier, SIGKILL) }
     }
     DispatchQueue.global().asyncAfter(deadline: .now() + Self.growerLimit, execute: watchdog)
     // Its first line says it opened the file; its second is the growth's result.
@@ -148,19 +145,18 @@ final class GrowthRunner: @unchecked Sendable {
     let result = e.killed ? nil : reader.line()
     p.waitUntilExit()
     watchdog.cancel()
-    if watchdogFired.load(ordering: .relaxed) {
-      e.killed = false
-      e.error = "the grower was still running after \(Int(Self.growerLimit)) s"
-    }
     let work = Double(Clock.nanoseconds() - openedAt) / 1e9
     if e.killed {
       e.toCapacity = file.statistics.capacity
-    } else if e.error != nil {
-      return
+    } else if p.terminationReason == .uncaughtSignal {
+      // Not by us: the watchdog's, once the limit passed, or another's.
+      let ran = Double(Clock.nanoseconds() - started) / 1e9
+      e.error =
+        ran >= Self.growerLimit
+        ? "the grower was still running after \(Int(Self.growerLimit)) s"
+        : "the grower died of signal \(p.terminationStatus)"
     } else if let result, let g = GrowerProcess.Result(json: result), p.terminationStatus == 0 {
-      e.toCapacity = g.capacity
-      e.movedEntries = g.movedEntries
-      e.longestStep = g.longestStep
+      e.record(g)
       if opened { lastWork = max(work, 0.002) }
     } else {
       let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -196,8 +192,7 @@ enum GrowerProcess {
       let file = try CacheFile(path: path, policy: OpenPolicy())
       // Written straight to the pipe (no buffering): the runner waits for the first line.
       FileHandle.standardOutput.write(Data((openedLine + "\n").utf8))
-      let g = try file.grow(toCapacity: target)
-      let result = Result(capacity: g.capacity, movedEntries: g.movedEntries, longestStep: g.longestStepSeconds)
+      let result = Result(try file.grow(toCapacity: target))
       FileHandle.standardOutput.write(Data((result.json + "\n").utf8))
       return 0
     } catch {
@@ -208,6 +203,11 @@ enum GrowerProcess {
 }
 
 extension GrowerProcess.Result {
+  /// What `CacheFile.grow` returned.
+  init(_ g: (capacity: Int, partitions: Int, movedEntries: Int, longestStepSeconds: Double)) {
+    self.init(capacity: g.capacity, movedEntries: g.movedEntries, longestStep: g.longestStepSeconds)
+  }
+
   /// The result a grower printed (`json`); nil for anything else.
   init?(json line: String) {
     guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],

@@ -237,7 +237,7 @@ struct HTMLReport {
         title: String(
           format: "growth %d at %.2f s: %@ to %@ in %.3f s, %d entries moved%@", i + 1, g.seconds,
           Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took, g.movedEntries,
-          g.killed ? " (its grower SIGKILLed midway)" : ""))
+          g.killed ? " (\(GrowthEvent.killedNote))" : ""))
     }
   }
 

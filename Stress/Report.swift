@@ -205,7 +205,7 @@ struct RunReport {
         String(
           format: "at %.1f s: %@ → %@ in %.3f s (%@), %d entries moved; its seconds: %@",
           g.seconds, Fmt.bytes(g.fromCapacity), Fmt.bytes(g.toCapacity), g.took,
-          g.killed ? "its grower SIGKILLed midway" : String(format: "longest step %.1f ms", g.longestStep * 1000),
+          g.killed ? GrowthEvent.killedNote : String(format: "longest step %.1f ms", g.longestStep * 1000),
           g.movedEntries, lat(l))
       )
     }

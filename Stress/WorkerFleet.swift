@@ -39,9 +39,7 @@ final class WorkerFleet: @unchecked Sendable {
     // `MC_STRESS_WORKER_EXEC`: a program to start in place of this one for each worker,
     // with the same arguments (a profiler's wrapper: `scripts/callgrind.sh` counts a
     // worker's instructions a get so); it must run cache-stress with them.
-    executable =
-      ProcessInfo.processInfo.environment["MC_STRESS_WORKER_EXEC"]
-      ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    executable = ProcessInfo.processInfo.environment["MC_STRESS_WORKER_EXEC"] ?? FleetMember.ownBinary
     for sig in [SIGINT, SIGTERM] {
       Sys.ignoreSignal(sig)
       let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
@@ -234,6 +232,11 @@ enum FleetMember {
     }
     return group
   }
+
+  /// This binary's path, which every process of a run re-executes (never fork without
+  /// exec): the workers, and `--kill-growers`' growers.
+  static let ownBinary =
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
 
   /// Whether a thread's `n`th finding (a corrupt, wrong or late read) is published and
   /// flushed the moment it is counted: the 1st, 2nd, 4th, 8th..., so that any run with
