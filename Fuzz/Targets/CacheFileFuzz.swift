@@ -2,12 +2,13 @@
 // scripts/fuzz-guided.sh (compiled against the library built with `-enable-testing`, so
 // the layout is read from the engine); see docs/fuzzing.md.
 //
-// Once per process, two valid 1 MiB caches are made and filled (one untyped in one
-// partition, one typed `[UInt8]` in two; entries in both logs, some expired, some removed,
-// the small log wrapped so that main holds promoted survivors and the ghost lines tags).
-// Their images are kept in memory. Each input then says:
+// Once per process, four valid caches are made and filled (one untyped in one partition
+// of 1 MiB, one typed `[UInt8]` in two; entries in both logs, some expired, some removed,
+// the small log wrapped so that main holds promoted survivors and the ghost lines tags;
+// and each of those grown by one partition, then written again, so that routing runs
+// between linear hashing's levels). Their images are kept in memory. Each input then says:
 //
-//     byte 0        flags: bit 0 template, bit 1 recompute the header's layout
+//     byte 0        flags: bits 0 and 7 template (bit 7: grown), bit 1 recompute the header's layout
 //                   fingerprint after patching (so damage past the identity bytes is
 //                   reached), bit 2 open with flock, bit 3 checksums on read (SharedCache),
 //                   bit 4 also open read-only first, bit 5 skip the SharedCache phase,
@@ -60,7 +61,8 @@ final class FuzzWorld: @unchecked Sendable {
       rmdir("\(base)/\(name)")
     }
     mkdir(dir, 0o700)
-    templates = [makeTemplate(typed: false), makeTemplate(typed: true)]
+    templates = [false, true].map { makeTemplate(typed: $0, grown: false) }
+    templates += [false, true].map { makeTemplate(typed: $0, grown: true) }
     atexit { FuzzWorld.cleanUp() }
   }
 
@@ -73,7 +75,7 @@ final class FuzzWorld: @unchecked Sendable {
 
   static let keys: [String] = (0..<160).map { i in i % 7 == 0 ? "user:\(i):profile:with-a-longer-key" : "k\(i)" }
 
-  private func makeTemplate(typed: Bool) -> Template {
+  private func makeTemplate(typed: Bool, grown: Bool) -> Template {
     let p = path + ".template"
     unlink(p)
     var o = CacheOptions(capacity: 1 << 20)
@@ -86,15 +88,18 @@ final class FuzzWorld: @unchecked Sendable {
     o.averageEntrySize = 2000
     o.partitionCount = typed ? 2 : 1
     do {
-      if typed {
-        let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20, options: o)
-        try fill(c, typed: true)
-      } else {
-        let f = try CacheFile(creating: p, options: o)
-        let c = try SharedCache<[UInt8]>(path: p, capacity: 1 << 20)
-        try fill(c, typed: false)
-        _ = f
+      // The untyped file is made by `CacheFile`, the typed one by `SharedCache`.
+      let f = typed ? nil : try CacheFile(creating: p, options: o)
+      let c =
+        typed
+        ? try SharedCache<[UInt8]>(path: p, capacity: 1 << 20, options: o)
+        : try SharedCache<[UInt8]>(path: p, capacity: 1 << 20)
+      try fill(c, typed: typed)
+      if grown {
+        _ = try c.grow(toCapacity: c.capacity + c.capacity / c.partitionCount)
+        try fill(c, typed: typed)
       }
+      _ = f
       let image = try [UInt8](Data(contentsOf: URL(fileURLWithPath: p)))
       let layout = try CacheFile(path: p, readOnly: true).engine.layout
       unlink(p)
@@ -443,7 +448,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
   let world = FuzzWorld.shared
   var r = InputReader(bytes: UnsafeRawBufferPointer(start: start, count: count))
   let flags = r.u8()
-  let t = world.templates[flags & 1]
+  let t = world.templates[flags & 1 | flags >> 6 & 2]
   var image = t.image
   let liveMode = flags & 64 != 0
   let (size, edits) = CacheFileFuzz.patch(&image, t.layout, &r, live: liveMode)

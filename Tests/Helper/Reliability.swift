@@ -123,16 +123,34 @@ enum Fuzz {
 
   /// Builds a valid, filled cache: varied key and value sizes, overwritten, removed and
   /// expired entries, and enough inserts (≈3× the capacity) to evict, promote and wrap.
-  /// Variant 0: default options (32-byte slots, values in the logs); variant 1: small
-  /// average entries, so slots have an inline area and small values live in them.
   static func buildBase(path: String, seed: UInt64, variant: Int) throws -> Int32 {
     unlink(path)
-    // Variant 0: one partition of 1 MiB; variant 1: two partitions of 1 MiB each.
+    // Variant 0: one partition of 1 MiB; variant 1: two partitions of 1 MiB each;
+    // variant 2: one partition of 1 MiB grown to three (linear hashing between its
+    // levels: partition 0 split, partition 1 not), then written again; variants 3 and
+    // 4: one partition of 1 MiB, for the test to grow with a grower it kills midway (in
+    // its first split; once the file is extended, before anything is published).
     var options = CacheOptions(capacity: variant == 1 ? 2 << 20 : 1 << 20)
     options.partitionCount = variant == 1 ? 2 : 1
     let c = try SharedCache<[UInt8]>(path: path, capacity: options.capacity, options: options)
     var rng = SplitMix(seed)
-    for step in 0..<8000 {
+    try traffic(c, steps: 0..<8000, &rng)
+    if variant == 2 {
+      _ = try c.grow(toCapacity: c.capacity * 3)
+      try traffic(c, steps: 8000..<14000, &rng)
+    }
+    let s = c.statistics
+    let report = try c.verify()
+    emit(
+      "partitions=\(c.partitionCount) entries=\(s.entries) evictions=\(s.evictions) expirations=\(s.expirations) promotions=\(s.promotions) reinsertions=\(s.reinsertions) verify=\(report.ok)"
+    )
+    return report.ok ? 0 : 1
+  }
+
+  /// Random operations on the pattern's keys, one a step (a step's number is the version
+  /// of the value it sets): gets, sets (some expired, some with a TTL) and removals.
+  private static func traffic(_ c: SharedCache<[UInt8]>, steps: Range<Int>, _ rng: inout SplitMix) throws {
+    for step in steps {
       let i = rng.below(keySpace)
       let r = rng.below(100)
       let v = Pattern.value(index: i, version: UInt32(step), count: Pattern.size(&rng, limit: c.maxValueSize))
@@ -148,12 +166,6 @@ enum Fuzz {
         try c.setObject(v, forKey: Pattern.key(i))
       }
     }
-    let s = c.statistics
-    let report = try c.verify()
-    emit(
-      "entries=\(s.entries) evictions=\(s.evictions) expirations=\(s.expirations) promotions=\(s.promotions) reinsertions=\(s.reinsertions) verify=\(report.ok)"
-    )
-    return report.ok ? 0 : 1
   }
 
   /// What one case did.
@@ -166,6 +178,8 @@ enum Fuzz {
     var wrongOps: Set<String> = []
     var repairedClean = true
     var readBack = true
+    /// Whether the case's growth by a partition succeeded.
+    var grew = false
   }
 
   /// Runs every public operation on each file. Prints `BEGIN path` before and
@@ -177,7 +191,7 @@ enum Fuzz {
       let o = runCase(path)
       wrongTotal += o.wrong
       emit(
-        "END \(path) opened=\(o.opened ? 1 : 0) thrown=\(o.thrown) hits=\(o.hits) wrong=\(o.wrong) repairedClean=\(o.repairedClean ? 1 : 0) readBack=\(o.readBack ? 1 : 0) wrongOps=\(o.wrongOps.sorted().joined(separator: ","))"
+        "END \(path) opened=\(o.opened ? 1 : 0) thrown=\(o.thrown) hits=\(o.hits) wrong=\(o.wrong) repairedClean=\(o.repairedClean ? 1 : 0) readBack=\(o.readBack ? 1 : 0) grew=\(o.grew ? 1 : 0) wrongOps=\(o.wrongOps.sorted().joined(separator: ","))"
       )
     }
     return wrongTotal == 0 ? 0 : 2
@@ -347,6 +361,18 @@ enum Fuzz {
     }
 
     operations(round: 0)
+    // Half the cases grow the damaged file by a partition: a split copies entries out of
+    // whatever the source holds, and its errors must be thrown, never trapped.
+    if rng.below(2) == 0 {
+      attempt {
+        let before = cache.capacity
+        o.grew = try cache.grow(toCapacity: before + before / max(1, cache.partitionCount)) > before
+      }
+      for _ in 0..<24 {
+        let i = rng.below(keySpace)
+        attempt { check(try cache.object(forKey: Pattern.key(i)), i, "get after grow") }
+      }
+    }
     attempt {
       _ = try cache.verify(repair: true)
       let after = try cache.verify()

@@ -135,6 +135,35 @@ import Testing
   /// The steps `MC_TEST_GROW_PAUSE` stops at (see `CacheEngine.pauseForTest`).
   static let steps = ["extended", "formatted", "published", "moving"]
 
+  /// Runs `mapped-cache grow PATH --capacity CAPACITY` until it stops at `step`
+  /// (`MC_TEST_GROW_PAUSE`), and SIGKILLs it there: the file is left as a grower killed
+  /// at that step leaves it.
+  static func killGrower(_ path: String, capacity: String, at step: String) throws {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
+    p.arguments = ["grow", path, "--capacity", capacity]
+    var env = ProcessInfo.processInfo.environment
+    env["MC_TEST_GROW_PAUSE"] = step
+    p.environment = env
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    defer {
+      Glibc.kill(p.processIdentifier, SIGKILL)
+      p.waitUntilExit()
+    }
+    let deadline = Date().addingTimeInterval(30)
+    while !ReliabilityCreationTests.StoppedCreator.isStopped(p.processIdentifier) {
+      guard p.isRunning, Date() < deadline else { throw GrowerNeverStopped(step: step) }
+      usleep(2_000)
+    }
+  }
+
+  struct GrowerNeverStopped: Error, CustomStringConvertible {
+    var step: String
+    var description: String { "the grower never stopped at \(step)" }
+  }
+
   /// `mapped-cache grow` SIGKILLed at each step: every entry is still there, the next
   /// write finishes an interrupted split, verify is clean, and growing again works.
   @Test(arguments: steps) func aGrowerKilledAtEachStepLosesNothing(step: String) throws {
@@ -145,26 +174,7 @@ import Testing
       let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
       for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
     }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-    p.arguments = ["grow", path, "--capacity", "8MiB"]
-    var env = ProcessInfo.processInfo.environment
-    env["MC_TEST_GROW_PAUSE"] = step
-    p.environment = env
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    try p.run()
-    let deadline = Date().addingTimeInterval(30)
-    while !ReliabilityCreationTests.StoppedCreator.isStopped(p.processIdentifier) {
-      guard p.isRunning, Date() < deadline else {
-        Glibc.kill(p.processIdentifier, SIGKILL)
-        Issue.record("the grower never stopped at \(step)")
-        return
-      }
-      usleep(2_000)
-    }
-    Glibc.kill(p.processIdentifier, SIGKILL)
-    p.waitUntilExit()
+    try Self.killGrower(path, capacity: "8MiB", at: step)
 
     let c = try SharedCache<String>(path: path)
     // Reads first: lock-free, they find every entry wherever the dead grower left it.
@@ -178,6 +188,47 @@ import Testing
     let grown = try c.grow(toCapacity: 12 << 20)
     #expect(grown > 4 << 20 && c.capacity == grown)
     for i in 0..<n { #expect(try c.object(forKey: Self.key(i)) == Self.value(i, 1)) }
+    #expect(try c.verify().ok)
+  }
+
+  /// A dead grower's split whose source lock word is free but for stray bits (damage
+  /// found by the damaged-file fuzz: owner 0, generation bits set): the writers of the
+  /// new partition take the source's word as free, finish the split and store, where
+  /// they used to let go and retry forever.
+  @Test(arguments: [UInt32(0xF_B000), 0x8000_0000]) func aStraySourceLockWordDoesNotStallAnInterruptedSplit(
+    word: UInt32
+  ) throws {
+    let path = TestFiles.tempPath("grow-stray-word")
+    defer { TestFiles.cleanup(path) }
+    let n = 2000
+    do {
+      let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+      for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
+    }
+    // Two partitions grown towards four: the first split, partition 2 from 0, stopped
+    // with one entry moved, both words held by the dead grower.
+    try Self.killGrower(path, capacity: "8MiB", at: "moving")
+    let c = try SharedCache<String>(path: path)
+    #expect(c.partitionCount == 3)
+    c.engine.memory.partition(0).lockWord.store(word, .releasing)
+    // Only keys of partition 2: nothing else takes partition 0's word first.
+    let keys = (0..<n).filter { i in
+      Array(Self.key(i).utf8).withUnsafeBytes { IndexGeometry.partition(KeyHash.key($0), count: 3) } == 2
+    }
+    #expect(!keys.isEmpty)
+    let done = DispatchSemaphore(value: 0)
+    let writer = Thread {
+      for i in keys { try? c.setObject(Self.value(i, 1), forKey: Self.key(i)) }
+      done.signal()
+    }
+    writer.start()
+    guard done.wait(timeout: .now() + 20) == .success else {
+      Issue.record("the writers of the new partition never finished the split")
+      return
+    }
+    for i in keys { #expect(try c.object(forKey: Self.key(i)) == Self.value(i, 1)) }
+    for i in 0..<n where !keys.contains(i) { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
+    #expect(c.engine.memory.partition(2).word(.splitSource).load(.relaxed) == 0)
     #expect(try c.verify().ok)
   }
 

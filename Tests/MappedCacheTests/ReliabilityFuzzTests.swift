@@ -5,7 +5,9 @@ import Testing
 
 @testable import MappedCache
 
-/// Fuzzing the file format: a valid, filled cache file is damaged in many ways (byte
+/// Fuzzing the file format: a valid, filled cache file (in one partition, in two, grown
+/// to three, or left by a grower killed mid-split or once it extended the file) is
+/// damaged in many ways (byte
 /// flips, zeroed and 0xFF ranges, hostile header values with and without a recomputed
 /// layout fingerprint, a valid header of another geometry over the old contents,
 /// hostile partition words, bucket words and tags, record headers, truncation,
@@ -13,7 +15,8 @@ import Testing
 /// child process runs every public operation on each damaged copy (`mc-test-helper
 /// fuzz-case`: open read-only and read-write, get in all its forms, set, add, replace,
 /// compare-and-swap, touch, remove, bulk get/set, iteration, removeAll, removeExpired,
-/// limits, statistics, verify, verify(repair:), the same again, and the untyped
+/// limits, statistics, verify, in half the cases a growth by one partition,
+/// verify(repair:), the same again, and the untyped
 /// `CacheFile` API). Acceptable: the child exits 0, every error thrown and handled.
 /// A signal, a timeout or another exit status fails the case and prints its seed; so do
 /// a value that some set did not write whole for its key (values are self-describing),
@@ -49,19 +52,26 @@ import Testing
     let dir = "/dev/shm/mcfuzz-\(getpid())-\(UUID().uuidString.prefix(6))"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { if !keep { try? FileManager.default.removeItem(atPath: dir) } }
-    // Two bases: one partition, and two.
+    // Five bases (`Fuzz.buildBase`): one partition; two; one grown to three; one whose
+    // grower was killed in the middle of its first split (partition 1 marked as filled
+    // from 0, an entry copied, both partitions' locks held by the dead grower with their
+    // intent words set); and one whose grower was killed once it had extended the file
+    // (unused bytes past the size the header gives).
     var mutators: [FileMutator] = []
     var baseReports: [String] = []
-    for variant in 0..<2 {
+    for variant in 0..<5 {
       let basePath = dir + "/base\(variant).mcache"
       let built = try ChildProcess.run(
         TestFiles.binary("mc-test-helper"), ["fuzz-base", basePath, "1", "\(variant)"], timeout: 120)
       try #require(built.status == 0 && !built.signaled, "base: \(built.stdout) \(built.stderr)")
+      if variant >= 3 {
+        try GrowthTests.killGrower(basePath, capacity: "3MiB", at: variant == 3 ? "moving" : "extended")
+      }
       let base = try [UInt8](Data(contentsOf: URL(fileURLWithPath: basePath)))
-      let m = try FileMutator(base: base)
+      let m = try FileMutator(
+        base: base, name: ["partitions", "partitions", "grown", "mid-split", "extended"][variant])
       mutators.append(m)
-      baseReports.append(
-        "partitions \(m.layout.partitionCount): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+      baseReports.append("\(m.name): " + built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     if env["MC_FUZZ_DRY"] == "1" {
@@ -102,13 +112,15 @@ import Testing
       """
       fuzz: bases: \(baseReports.joined(separator: "; "))
       fuzz: \(t.cases) cases in \(String(format: "%.1f", seconds)) s (\(workers) jobs): opened \(t.opened), \
-      errors thrown \(t.thrown), reads checked \(t.hits), failures \(t.failures.count), \
+      errors thrown \(t.thrown), reads checked \(t.hits), grown by a partition \(t.grown), failures \(t.failures.count), \
       not clean after repair \(t.notClean.count), read-back failures after repair \(t.readBackFailed.count)
       """)
     for (category, n) in t.byCategory.sorted(by: { $0.key < $1.key }) { print("fuzz:   \(category): \(n)") }
     for f in t.failures.prefix(30) { print("fuzz FAILURE \(f)") }
     for f in t.notClean.prefix(10) { print("fuzz note: verify not clean after repair: \(f)") }
     #expect(t.cases == seeds.count)
+    // Half the cases try a growth: some must have made one (a run of a few cases may not).
+    #expect(seeds.count < 40 || t.grown > 0, "no damaged file grew")
     #expect(t.failures.isEmpty, "\(t.failures.count) failing cases, first: \(t.failures.first ?? "")")
     // A repaired cache must be usable: what is set afterwards reads back.
     #expect(t.readBackFailed.isEmpty, "read-back after repair failed: \(t.readBackFailed.prefix(5))")
@@ -117,7 +129,7 @@ import Testing
 
   final class Tally: @unchecked Sendable {
     struct State {
-      var cases = 0, opened = 0, thrown = 0, hits = 0
+      var cases = 0, opened = 0, thrown = 0, hits = 0, grown = 0
       var failures: [String] = []
       var notClean: [String] = []
       var readBackFailed: [String] = []
@@ -136,7 +148,7 @@ import Testing
     for seed in batch {
       let mutator = mutators[Int((seed >> 7) % UInt64(mutators.count))]
       var bytes = mutator.base
-      let what = "partitions\(mutator.layout.partitionCount) " + mutator.mutate(&bytes, seed: seed)
+      let what = "\(mutator.name) " + mutator.mutate(&bytes, seed: seed)
       let path = "\(dir)/case-\(String(seed, radix: 16)).mcache"
       guard RelSupport.tryWriteFile(path, bytes) else {
         tally.update { $0.failures.append("seed=0x\(String(seed, radix: 16)): cannot write case file") }
@@ -186,6 +198,7 @@ import Testing
           $0.opened += f["opened"] ?? 0
           $0.thrown += f["thrown"] ?? 0
           $0.hits += f["hits"] ?? 0
+          $0.grown += f["grew"] ?? 0
           if (f["wrong"] ?? 0) != 0 { $0.failures.append("\(name): \(f["wrong"]!) wrong values read, by \(wrongOps)") }
           if f["repairedClean"] == 0 { $0.notClean.append(name) }
           if f["readBack"] == 0 { $0.readBackFailed.append(name) }
@@ -215,6 +228,8 @@ import Testing
 /// Damages a copy of a valid cache file, deterministically from a seed.
 struct FileMutator: Sendable {
   let base: [UInt8]
+  /// The base's kind and its partition count (published), as cases are tallied.
+  let name: String
   let layout: Layout
   let header: HeaderFields
   /// Occupied slots in the base file (the file offsets of their buckets, and their
@@ -222,10 +237,12 @@ struct FileMutator: Sendable {
   let liveSlots: [(bucket: Int, slot: Int)]
   let liveRecords: [Int]
 
-  init(base: [UInt8]) throws {
+  init(base: [UInt8], name: String) throws {
     self.base = base
-    header = HeaderFields(bytes: Array(base[0..<256]))
+    // Through line 6: a grown file's size and partition count are there.
+    header = HeaderFields(bytes: Array(base[0..<Format.headerPage]))
     layout = try Layout(header: header, actualFileSize: base.count)
+    self.name = name + String(layout.partitionCount)
     var slots: [(Int, Int)] = []
     var records: [Int] = []
     for p in 0..<layout.partitionCount {

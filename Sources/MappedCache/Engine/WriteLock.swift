@@ -154,12 +154,19 @@ struct WriteLock: @unchecked Sendable {
 
   /// Takes partition `partition`'s word if it is free now (or its holder is dead), for
   /// a writer that holds a higher-numbered partition and must not wait for a lower one.
+  /// Free is what `acquireContendedWord` takes as free: no owner, whatever the other
+  /// bits (a waiters bit, or damage in the generation's). Taking only a zero word, a
+  /// writer that finishes a dead grower's split would find such a source word never
+  /// free, and retry forever.
   func tryAcquireWord(_ partition: Int) -> Held? {
     let word = memory.partition(partition).lockWord
     if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return Held(partition: partition) }
     let cur = word.load(.relaxed)
-    if cur & Format.Lock.ownerMask != 0,
-      Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
+    if cur & Format.Lock.ownerMask == 0 {
+      let want = myToken | (cur & Format.Lock.waitersBit)
+      return word.compareExchange(expected: cur, desired: want, .acquiring) ? Held(partition: partition) : nil
+    }
+    if Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
       word.compareExchange(expected: cur, desired: myToken | (cur & Format.Lock.waitersBit), .acquiring)
     {
       context.memory.header(.lockTakeovers).add(1, .relaxed)
