@@ -159,6 +159,16 @@ import Testing
     }
   }
 
+  /// A cache of two partitions (4 MiB) holding keys 0..<`n`, then a grower towards
+  /// four partitions (8 MiB) killed at `step`.
+  static func fillAndKillGrower(_ path: String, entries n: Int, at step: String) throws {
+    do {
+      let c = try SharedCache<String>(path: path, options: options(4 << 20))
+      for i in 0..<n { try c.setObject(value(i), forKey: key(i)) }
+    }
+    try killGrower(path, capacity: "8MiB", at: step)
+  }
+
   struct GrowerNeverStopped: Error, CustomStringConvertible {
     var step: String
     var description: String { "the grower never stopped at \(step)" }
@@ -170,11 +180,7 @@ import Testing
     let path = TestFiles.tempPath("grow-kill")
     defer { TestFiles.cleanup(path) }
     let n = 3000
-    do {
-      let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
-      for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
-    }
-    try Self.killGrower(path, capacity: "8MiB", at: step)
+    try Self.fillAndKillGrower(path, entries: n, at: step)
 
     let c = try SharedCache<String>(path: path)
     // Reads first: lock-free, they find every entry wherever the dead grower left it.
@@ -201,13 +207,9 @@ import Testing
     let path = TestFiles.tempPath("grow-stray-word")
     defer { TestFiles.cleanup(path) }
     let n = 2000
-    do {
-      let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
-      for i in 0..<n { try c.setObject(Self.value(i), forKey: Self.key(i)) }
-    }
-    // Two partitions grown towards four: the first split, partition 2 from 0, stopped
-    // with one entry moved, both words held by the dead grower.
-    try Self.killGrower(path, capacity: "8MiB", at: "moving")
+    // The first split, partition 2 from 0, stopped with one entry moved, both words held
+    // by the dead grower.
+    try Self.fillAndKillGrower(path, entries: n, at: "moving")
     let c = try SharedCache<String>(path: path)
     #expect(c.partitionCount == 3)
     c.engine.memory.partition(0).lockWord.store(word, .releasing)

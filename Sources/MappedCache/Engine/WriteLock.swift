@@ -160,19 +160,24 @@ struct WriteLock: @unchecked Sendable {
   /// free, and retry forever.
   func tryAcquireWord(_ partition: Int) -> Held? {
     let word = memory.partition(partition).lockWord
-    if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return Held(partition: partition) }
     let cur = word.load(.relaxed)
-    if cur & Format.Lock.ownerMask == 0 {
-      let want = myToken | (cur & Format.Lock.waitersBit)
-      return word.compareExchange(expected: cur, desired: want, .acquiring) ? Held(partition: partition) : nil
+    guard
+      cur & Format.Lock.ownerMask == 0
+        || Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
+      claim(word, from: cur)
+    else { return nil }
+    return Held(partition: partition)
+  }
+
+  /// Takes `word` from `cur`, a value just read that names no owner or a dead one: one
+  /// compare-and-swap, which fails if the word changed since. The waiters bit is kept
+  /// (others may sleep on the word); taking a dead owner's word is a takeover, counted.
+  private func claim(_ word: SharedWord32, from cur: UInt32) -> Bool {
+    guard word.compareExchange(expected: cur, desired: myToken | (cur & Format.Lock.waitersBit), .acquiring) else {
+      return false
     }
-    if Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
-      word.compareExchange(expected: cur, desired: myToken | (cur & Format.Lock.waitersBit), .acquiring)
-    {
-      context.memory.header(.lockTakeovers).add(1, .relaxed)
-      return Held(partition: partition)
-    }
-    return nil
+    if cur & Format.Lock.ownerMask != 0 { context.memory.header(.lockTakeovers).add(1, .relaxed) }
+    return true
   }
 
   /// Releases a word `acquireWord` or `tryAcquireWord` took.
@@ -233,11 +238,7 @@ struct WriteLock: @unchecked Sendable {
         continue
       }
       if Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur) {
-        let want = myToken | (cur & Format.Lock.waitersBit)
-        if word.compareExchange(expected: cur, desired: want, .acquiring) {
-          context.memory.header(.lockTakeovers).add(1, .relaxed)
-          return true
-        }
+        if claim(word, from: cur) { return true }
         continue
       }
       let sleeping = cur | Format.Lock.waitersBit
