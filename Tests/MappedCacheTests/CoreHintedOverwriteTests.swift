@@ -205,4 +205,70 @@ import Testing
     let r = try c.verify()
     #expect(r.ok, "\(r.problems)")
   }
+
+  /// `CacheEngine.set`'s straight path takes keys of up to 16 bytes, but only within the
+  /// file's key limit: a file made for 8-byte keys refuses a 12-byte one, as the
+  /// general path does, however its bytes came (a key of that length written earlier
+  /// is never overwritten by it), and keeps storing keys that fit.
+  @Test func theStraightPathKeepsTheFilesKeyLimit() throws {
+    let path = TestFiles.tempPath("hint-keylimit")
+    defer { TestFiles.cleanup(path) }
+    var o = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    o.maxKeySize = 8
+    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
+    for seq in 1...3 {
+      try c.setObject(value("eight-ch", 64, seq), forKey: "eight-ch")
+      #expect(try c.object(forKey: "eight-ch") == value("eight-ch", 64, seq))
+    }
+    #expect(throws: CacheError.keyTooLarge(size: 12, limit: 8)) {
+      try c.setObject(value("twelve-chars", 64, 1), forKey: "twelve-chars")
+    }
+    #expect(throws: CacheError.emptyKey) { try c.setObject([1], forKey: "") }
+    #expect(c.statistics.entries == 1)
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// What the straight path leaves to the general one is stored all the same, each
+  /// overwrite in place where the record's size allows: a key longer than 16 bytes, a
+  /// value with an expiry, a set under a condition, a set while another holder has the
+  /// partition's lock word (here a live one: this process's own token, released
+  /// meanwhile by a thread), and the new key that the path finds no slot for.
+  @Test func theGeneralPathTakesWhatTheStraightPathLeaves() throws {
+    let (c, path) = try cache("hint-general")
+    defer { TestFiles.cleanup(path) }
+    let long = String(repeating: "l", count: 40)
+    for seq in 1...3 {
+      try c.setObject(value(long, 64, seq), forKey: long)
+      try c.setObject(value("ttl", 64, seq), forKey: "ttl", expires: .seconds(600))
+    }
+    #expect(try c.object(forKey: long) == value(long, 64, 3))
+    #expect(try c.object(forKey: "ttl") == value("ttl", 64, 3))
+    let inPlace = try #require(try c.engine.entry(of: long)).offset
+    try c.setObject(value(long, 64, 4), forKey: long)
+    #expect(try c.engine.entry(of: long)?.offset == inPlace, "a long key's overwrite stays in place")
+    #expect(try c.add(value("fresh", 64, 1), forKey: "fresh"))
+    #expect(try !c.add(value("fresh", 64, 2), forKey: "fresh"))
+    #expect(try c.object(forKey: "fresh") == value("fresh", 64, 1))
+    // The lock word held by a thread: the set waits in the general path until it lets go.
+    let lock = try #require(c.engine.lock)
+    let word = c.engine.partition(0).memory.lockWord
+    let taken = DispatchSemaphore(value: 0)
+    let released = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+      _ = try? lock.withLock(0) { _ in
+        taken.signal()
+        Thread.sleep(forTimeInterval: 0.05)
+      }
+      released.signal()
+    }
+    taken.wait()
+    #expect(word.load(.relaxed) != 0, "held by the thread")
+    try c.setObject(value("fresh", 64, 3), forKey: "fresh")
+    released.wait()
+    #expect(try c.object(forKey: "fresh") == value("fresh", 64, 3))
+    #expect(word.load(.relaxed) == 0, "released after the set")
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
 }

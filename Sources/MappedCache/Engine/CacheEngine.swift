@@ -32,6 +32,9 @@ final class CacheEngine: @unchecked Sendable {
   let created: Bool
   /// nil for a read-only handle.
   let lock: WriteLock?
+  /// `lock`'s token for the common set's one compare-and-swap
+  /// (`WriteLock.uncontendedToken`): 0 for a read-only handle or one in `.flock` mode.
+  private let quickToken: UInt32
   /// The lock's slow-path state, kept alive here for the lock's whole life.
   private let lockContext: WriteLock.Context?
   let registration: ProcessTable.Registration?
@@ -71,11 +74,13 @@ final class CacheEngine: @unchecked Sendable {
       lockContext = context
       let lock = WriteLock(mode: lockMode, context: context, generation: reg.generation)
       self.lock = lock
+      quickToken = lock.uncontendedToken
       asker = lock.asker
       handleCounters = ProcessTable.counters(of: reg, memory: memory)
     } else {
       registration = nil
       lock = nil
+      quickToken = 0
       lockContext = nil
       handleCounters = HandleCounters.allocatePrivate()
     }
@@ -303,22 +308,64 @@ final class CacheEngine: @unchecked Sendable {
     try writer.prepare(key, value, expiry: expiry)
   }
 
-  /// Stores one entry: prepared before the lock (W0), then the write protocol under the
-  /// key's partition's lock (`Writer.store`).
+  /// Stores one entry. An unconditional set in `.sharedWord` mode runs straight through
+  /// here, the parts of its write kept apart in registers rather than in a
+  /// `PreparedWrite` on the stack: W0 (the key's hash and place, the checksum,
+  /// `Writer.lookAhead`), the lock's one compare-and-swap, and the common case, an
+  /// overwrite in place of the slot W0 saw (`Writer.overwriteHinted`, W1-W3), then the
+  /// release. A new key or a change of size goes on under the same hold of the lock
+  /// (`setHolding`); anything else (a condition, the `.flock` mode, a held lock, a
+  /// partition to settle first) goes the general way, `setPrepared`. (`scripts/
+  /// callgrind.sh`: 687 instructions a set the general way, 580 here.)
   @usableFromInline
   func set(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
     condition: SetCondition = .always
   ) throws -> SetOutcome {
+    let n = key.count
+    let token = quickToken
+    guard condition == .always, token != 0, expiry == 0, let kp = key.baseAddress, UInt(bitPattern: n &- 1) < 16,
+      n <= maxKey, value.count <= writer.maxValue
+    else { return try setPrepared(key, value, expiry: expiry, condition: condition) }
+    // W0: `Writer.prepare`'s steps, the key hashed from its words (which W2 compares).
+    let (hash, words) = KeyHash.shortKey(kp, n)
+    let count = memory.partitionCount
+    let p = IndexGeometry.partition(hash, count: count)
+    guard let first = writer.prefetchFirstBucket(hash, partition: p) else {
+      return try setPrepared(key, value, expiry: expiry, condition: condition)
+    }
+    let sum = KeyHash.checksum(value, hash: hash)
+    let part = memory.partition(p)
+    let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
+    // The lock, when it is free and the partition settled (`acquireSettled`'s check).
+    guard let held = WriteLock.tryAcquireUncontended(part.lockWord, token: token, partition: p) else {
+      return try setPrepared(key, value, expiry: expiry, condition: condition)
+    }
+    guard part.word(.intent).load(.relaxed) == 0 else {
+      WriteLock.releaseUncontended(part.lockWord, held)
+      return try setPrepared(key, value, expiry: expiry, condition: condition)
+    }
+    if let version = writer.overwriteHinted(
+      key, words: words, value, hint: hint, tag: IndexGeometry.tag(hash), sum: sum, expiry: 0,
+      routedWith: count, shortOnly: true, Partition(p, file: memory), held)
+    {
+      WriteLock.releaseUncontended(part.lockWord, held)
+      return .stored(version: UInt64(version))
+    }
+    let w = PreparedWrite(
+      hash: hash, sum: sum, keyCount: n, valueCount: value.count, expiry: 0, partition: p, routedWith: count,
+      hint: hint)
+    return try setHolding(key, value, w, condition, held)
+  }
+
+  /// `set` the general way: prepared before the lock (W0), then the write protocol under
+  /// the key's partition's lock, the hinted overwrite first when unconditional.
+  @inline(never)
+  private func setPrepared(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64, condition: SetCondition
+  ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
     guard let lock else { throw CacheError.readOnly(path: path) }
-    // The lock of the partition `prepare` routed to, directly: through `withKeyLock`'s
-    // loop the body is not inlined, and a set costs 143 more instructions
-    // (`scripts/callgrind.sh`). Only a set that finds the file grown goes through it.
-    // The common set, an overwrite in place of the slot W0 saw, is
-    // `Writer.overwriteHinted`, inlined here; anything else is `setHolding`, out of line
-    // (`Writer.store` under the same hold of the lock): kept out of this function, its
-    // frame and its `defer` cost the common set 24 instructions (`scripts/callgrind.sh`).
     let held: WriteLock.Held
     do { held = try acquireSettled(w.partition, lock) } catch is Rerouted {
       return try setRerouted(key, value, w, condition)
@@ -327,15 +374,16 @@ final class CacheEngine: @unchecked Sendable {
       lock.release(w.partition)
       return .stored(version: UInt64(version))
     }
-    return try setHolding(key, value, w, condition, lock, held)
+    return try setHolding(key, value, w, condition, held)
   }
 
   /// `set`'s general path, under the lock `set` took (`held`), which it releases.
   @inline(never)
   private func setHolding(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ condition: SetCondition,
-    _ lock: WriteLock, _ held: borrowing WriteLock.Held
+    _ held: borrowing WriteLock.Held
   ) throws -> SetOutcome {
+    guard let lock else { throw CacheError.readOnly(path: path) }
     let engine = unretained
     do {
       defer { lock.release(w.partition) }

@@ -608,6 +608,28 @@ struct PartitionMemory {
       headerBytes: RecordFormat.shortHeaderBytes)
   }
 
+  /// `record(at:free: false)` for the common entry alone (`shortRecord`'s: no expiry, a
+  /// key of at most 256 bytes, a value of at most 255): nil for any other record. Never
+  /// a call, so a caller's values stay in registers around it.
+  @inline(__always)
+  func shortEntry(at offset: Int, keyCount: Int, valueCount: Int) -> RecordFormat.Header? {
+    assert(keyCount >= 1 && keyCount <= maxKey && valueCount <= maxValue)
+    let span = bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
+    guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
+    let p = base + offset
+    let flags = p.load(as: UInt8.self)
+    let mask =
+      RecordFormat.kindMask | RecordFormat.invalidFlags | RecordFormat.formMask | RecordFormat.expiryFlag
+      | RecordFormat.listedFlag
+    guard flags & mask == RecordFormat.kindEntry, Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1 == keyCount,
+      Int(p.load(fromByteOffset: 2, as: UInt8.self)) == valueCount
+    else { return nil }
+    return RecordFormat.Header(
+      flags: flags, klen: keyCount, vlen: valueCount, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
+      sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
+      headerBytes: RecordFormat.shortHeaderBytes)
+  }
+
   /// The header of the entry record at `offset`, when its bytes check out: an entry's
   /// flags (no other kind, no unknown bit), its whole record inside the partition past
   /// its header lines, its key 1 to `maxKey` bytes. With `free` false (a record a slot
@@ -894,7 +916,7 @@ struct PartitionMemory {
     Self.storeTrailer(
       p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
       expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
-    if value.count > 0 { (p + h.headerBytes + h.klen).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+    if let v = value.baseAddress { mc_move_value_bytes(p + h.headerBytes + h.klen, v, value.count) }
   }
 
   /// Rewrites the checked entry record at `offset` as a record of its key with another

@@ -130,6 +130,30 @@ struct WriteLock: @unchecked Sendable {
     return Held(partition: partition)
   }
 
+  /// The token the common set's compare-and-swap stores (`tryAcquireUncontended`): this
+  /// lock's, or 0 in `.flock` mode, where every write goes through `acquire`.
+  var uncontendedToken: UInt32 { usesFlock ? 0 : myToken }
+
+  /// `word` (partition `partition`'s) if it is free now: the common set's one
+  /// compare-and-swap, with the token of a lock in `.sharedWord` mode
+  /// (`uncontendedToken`), the same as `acquire`'s first. Nil when the word is held or
+  /// names a dead holder: the set then goes through `acquire`. Released by
+  /// `releaseUncontended` (or `release`).
+  @inline(__always)
+  static func tryAcquireUncontended(_ word: SharedWord32, token: UInt32, partition: Int) -> Held? {
+    guard word.compareExchange(expected: 0, desired: token, .acquiring) else { return nil }
+    return Held(partition: partition)
+  }
+
+  /// `release` in `.sharedWord` mode, from the word alone: the common set's.
+  @inline(__always)
+  static func releaseUncontended(_ word: SharedWord32, _ held: borrowing Held) {
+    if word.exchange(0, .releasing) & Format.Lock.waitersBit != 0 { wakeWaiter(word) }
+  }
+
+  @inline(never)
+  private static func wakeWaiter(_ word: SharedWord32) { word.futexWake(1) }
+
   /// Releases partition `partition`'s lock, which `acquire` took.
   @inline(__always)
   func release(_ partition: Int) {

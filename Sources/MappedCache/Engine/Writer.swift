@@ -125,32 +125,7 @@ struct Writer {
     // which W2 reads and W3 may write in place), owned: its miss overlaps taking the lock.
     // The slot is kept as the write's hint.
     var hint = SlotHint.none
-    if let first {
-      let part = memory.partition(p)
-      // A recalled hint may be torn: its place must be one of the two computed here, and
-      // its slot one of the bucket's, before anything forms an address from them.
-      if let recalled = recent.hint(for: hash), recalled.groups == first.groups, recalled.slot < Format.slotsPerBucket,
-        recalled.place == first.place || recalled.place == Placement.second(hash: hash, groups: first.groups)
-      {
-        // A slot an earlier set of this key found: its record is fetched now, with the
-        // bucket, not once the bucket's tags have come.
-        part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
-        hint = recalled
-      } else {
-        // A key whose first bucket was full went to its second (in a full index, two
-        // in five and more). Looked at here, not left to W2 under the lock, the common
-        // set stays the hinted overwrite for it too. The second bucket is fetched
-        // (shared: most keys are not there) while the first's tags come, so that its
-        // miss does not follow the first's.
-        let tag = IndexGeometry.tag(hash)
-        let second = Placement.second(hash: hash, groups: first.groups)
-        part.prefetchBucket(second, write: false)
-        hint = part.prefetchRecord(named: tag, in: first.place, write: true)
-        if hint.isNone && second != first.place { hint = part.prefetchRecord(named: tag, in: second, write: true) }
-        hint.groups = first.groups
-        if !hint.isNone { recent.remember(hash, hint) }
-      }
-    }
+    if let first { hint = lookAhead(hash: hash, first: first.place, groups: first.groups, memory.partition(p)) }
     return PreparedWrite(
       hash: hash, sum: sum, keyCount: key.count, valueCount: value.count, expiry: stamped, partition: p,
       routedWith: count, hint: hint)
@@ -225,6 +200,37 @@ struct Writer {
     return (first, groups)
   }
 
+  /// W0's look for the slot an overwrite will rewrite, before the lock, racily: the slot
+  /// an earlier set of the key found (`RecentSlots`), when it lies in one of the two
+  /// places computed here from `groups`, else the first slot of the key's first bucket
+  /// holding its tag, else of its second; `.none` when neither has the tag (a new key).
+  /// The record it names is fetched owned now, so that its miss overlaps the checksum
+  /// and the lock: a recalled slot's together with the bucket, not once the bucket's
+  /// tags have come. A slot found in the buckets is remembered for the next set.
+  /// A recalled hint may be torn: its place must be one of the two computed here, and
+  /// its slot one of the bucket's, before anything forms an address from them.
+  @_transparent
+  func lookAhead(hash: UInt64, first: Place, groups: Int, _ part: PartitionMemory) -> SlotHint {
+    if let recalled = recent.hint(for: hash), recalled.groups == groups, recalled.slot < Format.slotsPerBucket,
+      recalled.place == first || recalled.place == Placement.second(hash: hash, groups: groups)
+    {
+      part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
+      return recalled
+    }
+    // A key whose first bucket was full went to its second (in a full index, two in five
+    // and more). Looked at here, not left to W2 under the lock, its set stays the hinted
+    // overwrite too. The second bucket is fetched (shared: most keys are not there)
+    // while the first's tags come, so that its miss does not follow the first's.
+    let tag = IndexGeometry.tag(hash)
+    let second = Placement.second(hash: hash, groups: groups)
+    part.prefetchBucket(second, write: false)
+    var hint = part.prefetchRecord(named: tag, in: first, write: true)
+    if hint.isNone && second != first { hint = part.prefetchRecord(named: tag, in: second, write: true) }
+    hint.groups = groups
+    if !hint.isNone { recent.remember(hash, hint) }
+    return hint
+  }
+
   /// Stores one entry: the write protocol, W2-W7 (see the type's comment). `now` is the
   /// expiry clock, or 0 to read it when first needed. `version`, when given, is kept
   /// instead of taking a new one (a touch that has to rewrite the record).
@@ -265,8 +271,21 @@ struct Writer {
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ part: Partition,
     _ held: borrowing WriteLock.Held
   ) -> UInt32? {
-    let hint = w.hint
-    guard !hint.isNone, memory.liveRouting() <= w.routedWith else { return nil }
+    overwriteHinted(
+      key, words: KeyHash.shortWords(of: key), value, hint: w.hint, tag: IndexGeometry.tag(w.hash), sum: w.sum,
+      expiry: w.expiry, routedWith: w.routedWith, part, held)
+  }
+
+  /// `overwriteHinted` of a write whose parts the caller holds apart: the key's
+  /// `KeyHash.shortWords` and tag, the value's checksum, the stamped expiry word, the
+  /// partition count W0 routed by (`CacheEngine.set` keeps them in registers).
+  @_transparent
+  func overwriteHinted(
+    _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), _ value: UnsafeRawBufferPointer, hint: SlotHint,
+    tag: UInt16, sum: UInt16, expiry: UInt64, routedWith: Int, shortOnly: Bool = false, _ part: Partition,
+    _ held: borrowing WriteLock.Held
+  ) -> UInt32? {
+    guard !hint.isNone, memory.liveRouting() <= routedWith else { return nil }
     let mem = part.memory
     let intent = mem.word(.intent)
     // W1: nothing to repair (`Partition.needsRepair(checkingLogs: false)`, spelt out: the
@@ -279,16 +298,21 @@ struct Writer {
     else { return nil }
     // W2: the hinted slot, as it is now.
     let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
-    guard word == hint.word, mem.tag(hint.place, hint.slot) == IndexGeometry.tag(w.hash) else { return nil }
+    guard word == hint.word, mem.tag(hint.place, hint.slot) == tag else { return nil }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
-    guard let h = mem.record(at: offset, free: false), h.klen == key.count, Self.fitsInPlace(h, w),
-      mem.keyEquals(record: offset, h, key, words: KeyHash.shortWords(of: key))
+    // With `shortOnly` (the straight set's), only the common record's form, read with the
+    // key's and the value's lengths: no call on the set's way (`shortEntry`).
+    let header =
+      shortOnly
+      ? mem.shortEntry(at: offset, keyCount: key.count, valueCount: value.count) : mem.record(at: offset, free: false)
+    guard let h = header, h.klen == key.count, Self.fitsInPlace(h, valueCount: value.count, expiry: expiry),
+      mem.keyEquals(record: offset, h, key, words: words)
     else { return nil }
     // W3, between W1's intent and its clearing, as `CacheEngine.whileHolding` brackets
     // the general path.
     intent.store(Format.intentChange, .relaxed)
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    let version = rewrite(e, value: value, sum: w.sum, expiry: w.expiry, part, held)
+    let version = rewrite(e, value: value, sum: sum, expiry: expiry, part, held)
     intent.store(0, .relaxed)
     return version
   }
@@ -297,7 +321,13 @@ struct Writer {
   /// record size (the value's length, an expiry in both or neither).
   @inline(__always)
   static func fitsInPlace(_ h: RecordFormat.Header, _ w: PreparedWrite) -> Bool {
-    h.vlen == Int(w.valueCount) && h.hasExpiry == (w.expiry != 0)
+    fitsInPlace(h, valueCount: Int(w.valueCount), expiry: w.expiry)
+  }
+
+  /// `fitsInPlace` of a value of `valueCount` bytes with expiry word `expiry`.
+  @inline(__always)
+  static func fitsInPlace(_ h: RecordFormat.Header, valueCount: Int, expiry: UInt64) -> Bool {
+    h.vlen == valueCount && h.hasExpiry == (expiry != 0)
   }
 
   /// W3b-W7 of `store`: a new key (`found` nil), or an entry that W3 could not rewrite
