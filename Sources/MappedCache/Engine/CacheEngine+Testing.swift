@@ -100,3 +100,14 @@ extension SharedCache {
     try withKey(key) { try engine._holdWriteLockMidMove(key: $0, whileHeld) }
   }
 }
+
+extension CacheFile {
+  /// Test hook: the 16-bit checksum a record keeps for `value` stored under `key`
+  /// (`KeyHash.checksum`, seeded with the key's hash). A test that reads a damaged value
+  /// back tells by it a value no 16-bit check can see (its checksum equals the written
+  /// value's: one damaged value in 65,536) from one a read should have refused.
+  @_spi(Testing)
+  public static func _recordChecksum(of value: [UInt8], forKey key: [UInt8]) -> UInt16 {
+    key.withUnsafeBytes { k in value.withUnsafeBytes { KeyHash.checksum($0, hash: KeyHash.key(k)) } }
+  }
+}
