@@ -14,9 +14,12 @@ import Testing
     CoreValue.make(key: k, writer: 0, seq: seq, size: size)
   }
 
-  private func cache(_ name: String) throws -> (SharedCache<[UInt8]>, String) {
+  private func cache(_ name: String, _ adjust: (inout CacheOptions) -> Void = { _ in }) throws -> (
+    SharedCache<[UInt8]>, String
+  ) {
     let path = TestFiles.tempPath(name)
-    let options = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    var options = CoreOptions.make(partitioned: false, capacity: 1 << 20)
+    adjust(&options)
     return (try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: options), path)
   }
 
@@ -211,11 +214,8 @@ import Testing
   /// general path does, however its bytes came (a key of that length written earlier
   /// is never overwritten by it), and keeps storing keys that fit.
   @Test func theStraightPathKeepsTheFilesKeyLimit() throws {
-    let path = TestFiles.tempPath("hint-keylimit")
+    let (c, path) = try cache("hint-keylimit") { $0.maxKeySize = 8 }
     defer { TestFiles.cleanup(path) }
-    var o = CoreOptions.make(partitioned: false, capacity: 1 << 20)
-    o.maxKeySize = 8
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     for seq in 1...3 {
       try c.setObject(value("eight-ch", 64, seq), forKey: "eight-ch")
       #expect(try c.object(forKey: "eight-ch") == value("eight-ch", 64, seq))

@@ -102,11 +102,13 @@ static inline __attribute__((always_inline)) void mc_copy_from_both_ends(char *d
   __builtin_memcpy(destination + n - w, source + n - w, w);
 }
 
-/// Copies `n` bytes from `source` (a record in the mapping, read racily inside a bucket's
-/// seqlock read, whose `seq` judges the copy) to `destination`, which has room for
-/// exactly `n`. Up to 64 bytes (a small entry's value) inline, from both ends of the run;
-/// more through `memcpy`. Inline because the libc call was the read's one call on its
-/// straight path.
+/// Copies `n` bytes from `source` to `destination`, which has room for exactly `n`: a
+/// read's copy out of a record in the mapping (read racily inside a bucket's seqlock
+/// read, whose `seq` judges the copy), or a writer's rewrite of a value in place (the
+/// caller's bytes never overlap the record's in part: at most, they are its own value).
+/// Up to 64 bytes (a small entry's value) inline, from both ends of the run; more
+/// through `memcpy`. Inline because the libc call was the one call on the read's, and
+/// on the common set's, straight path.
 /// Like `mc_tag_matches`, these racy loads are not reported by ThreadSanitizer: Swift
 /// compiles this header's inline functions without its instrumentation (so a TSan
 /// build checks the read's protocol, not this copy).
@@ -128,47 +130,6 @@ static inline __attribute__((always_inline)) void mc_copy_record_bytes(void *des
     d[0] = s[0];
     d[n / 2] = s[n / 2];
     d[n - 1] = s[n - 1];
-  }
-}
-
-/// Moves `n` bytes from `source` to `destination` as `memmove` does (every load before
-/// any store, so the runs may overlap): up to 64 bytes (a small entry's value) inline,
-/// from both ends of the run, more through `memmove`. A writer's rewrite of a value in
-/// place: the libc call was the one call on the common set's locked path, and the
-/// registers a call may clobber cost the set its values' spills around it.
-static inline __attribute__((always_inline)) void mc_move_value_bytes(void *destination, const void *source,
-                                                                      size_t n) {
-  typedef char mc_lanes32 __attribute__((vector_size(32), aligned(1)));
-  typedef char mc_lanes16u __attribute__((vector_size(16), aligned(1)));
-  char *d = (char *)destination;
-  const char *s = (const char *)source;
-  if (n > 64) {
-    __builtin_memmove(d, s, n);
-  } else if (n >= 32) {
-    mc_lanes32 a = *(const mc_lanes32 *)s, b = *(const mc_lanes32 *)(s + n - 32);
-    *(mc_lanes32 *)d = a;
-    *(mc_lanes32 *)(d + n - 32) = b;
-  } else if (n >= 16) {
-    mc_lanes16u a = *(const mc_lanes16u *)s, b = *(const mc_lanes16u *)(s + n - 16);
-    *(mc_lanes16u *)d = a;
-    *(mc_lanes16u *)(d + n - 16) = b;
-  } else if (n >= 8) {
-    uint64_t a, b;
-    __builtin_memcpy(&a, s, 8);
-    __builtin_memcpy(&b, s + n - 8, 8);
-    __builtin_memcpy(d, &a, 8);
-    __builtin_memcpy(d + n - 8, &b, 8);
-  } else if (n >= 4) {
-    uint32_t a, b;
-    __builtin_memcpy(&a, s, 4);
-    __builtin_memcpy(&b, s + n - 4, 4);
-    __builtin_memcpy(d, &a, 4);
-    __builtin_memcpy(d + n - 4, &b, 4);
-  } else if (n > 0) {
-    char a = s[0], b = s[n / 2], c = s[n - 1];
-    d[0] = a;
-    d[n / 2] = b;
-    d[n - 1] = c;
   }
 }
 

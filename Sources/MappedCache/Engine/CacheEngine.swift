@@ -300,14 +300,6 @@ final class CacheEngine: @unchecked Sendable {
   @usableFromInline @inline(__always)
   func checkKey(_ key: UnsafeRawBufferPointer) throws(CacheError) { try writer.checkKey(key) }
 
-  @inline(__always)
-  func prepare(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-    expiry: UInt64
-  ) throws(CacheError) -> PreparedWrite {
-    try writer.prepare(key, value, expiry: expiry)
-  }
-
   /// Stores one entry. An unconditional set without expiry, of a key of 1 to 16 bytes
   /// within the file's key limit, in `.sharedWord` mode, runs straight through here
   /// (DESIGN.md section 4, the straight set), the parts of its write kept apart in
@@ -317,7 +309,7 @@ final class CacheEngine: @unchecked Sendable {
   /// W1-W3), then the release. A new key or a change of size goes on under the same hold
   /// of the lock (`setHolding`); anything else (a condition, an expiry, a longer key, the
   /// `.flock` mode, a held lock, a partition to settle first) goes the general way,
-  /// `setPrepared`. (`scripts/callgrind.sh`: 569 instructions a set here, 687 when every
+  /// `setPrepared`. (`scripts/callgrind.sh`: 581 instructions a set here, 687 when every
   /// set went that way.)
   @usableFromInline
   func set(

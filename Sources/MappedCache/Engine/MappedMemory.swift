@@ -591,6 +591,24 @@ struct PartitionMemory {
   /// mostly this check's cost, so it pays to skip the general decode's branches.
   @inline(__always)
   private func shortRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
+    shortRecord(at: offset, free: free) { klen, vlen in klen <= maxKey && (free || vlen <= maxValue) }
+  }
+
+  /// `record(at:free: false)` for the common entry alone (`shortRecord`'s form), of a key
+  /// of `keyCount` bytes and a value of `valueCount` (both within the limits): nil for any
+  /// other record. Never a call, so a caller's values stay in registers around it.
+  @inline(__always)
+  func shortEntry(at offset: Int, keyCount: Int, valueCount: Int) -> RecordFormat.Header? {
+    assert(keyCount >= 1 && keyCount <= maxKey && valueCount <= maxValue)
+    return shortRecord(at: offset, free: false) { klen, vlen in klen == keyCount && vlen == valueCount }
+  }
+
+  /// The common record's range check, flags check and decode, its lengths judged by
+  /// `lengthsFit(klen, vlen)`.
+  @inline(__always)
+  private func shortRecord(
+    at offset: Int, free: Bool, lengthsFit: (_ klen: Int, _ vlen: Int) -> Bool
+  ) -> RecordFormat.Header? {
     let span = bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
     guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
     let p = base + offset
@@ -601,31 +619,9 @@ struct PartitionMemory {
     guard flags & mask == RecordFormat.kindEntry else { return nil }
     let klen = Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1
     let vlen = Int(p.load(fromByteOffset: 2, as: UInt8.self))
-    guard klen <= maxKey, free || vlen <= maxValue else { return nil }
+    guard lengthsFit(klen, vlen) else { return nil }
     return RecordFormat.Header(
       flags: flags, klen: klen, vlen: vlen, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
-      sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
-      headerBytes: RecordFormat.shortHeaderBytes)
-  }
-
-  /// `record(at:free: false)` for the common entry alone (`shortRecord`'s: no expiry, a
-  /// key of at most 256 bytes, a value of at most 255): nil for any other record. Never
-  /// a call, so a caller's values stay in registers around it.
-  @inline(__always)
-  func shortEntry(at offset: Int, keyCount: Int, valueCount: Int) -> RecordFormat.Header? {
-    assert(keyCount >= 1 && keyCount <= maxKey && valueCount <= maxValue)
-    let span = bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
-    guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
-    let p = base + offset
-    let flags = p.load(as: UInt8.self)
-    let mask =
-      RecordFormat.kindMask | RecordFormat.invalidFlags | RecordFormat.formMask | RecordFormat.expiryFlag
-      | RecordFormat.listedFlag
-    guard flags & mask == RecordFormat.kindEntry, Int(p.load(fromByteOffset: 1, as: UInt8.self)) &+ 1 == keyCount,
-      Int(p.load(fromByteOffset: 2, as: UInt8.self)) == valueCount
-    else { return nil }
-    return RecordFormat.Header(
-      flags: flags, klen: keyCount, vlen: valueCount, version: p.loadUnaligned(fromByteOffset: 3, as: UInt32.self),
       sum: p.loadUnaligned(fromByteOffset: 3 &+ RecordFormat.versionBytes, as: UInt16.self), expiry: 0,
       headerBytes: RecordFormat.shortHeaderBytes)
   }
@@ -916,7 +912,7 @@ struct PartitionMemory {
     Self.storeTrailer(
       p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
       expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
-    if let v = value.baseAddress { mc_move_value_bytes(p + h.headerBytes + h.klen, v, value.count) }
+    if let v = value.baseAddress { mc_copy_record_bytes(p + h.headerBytes + h.klen, v, value.count) }
   }
 
   /// Rewrites the checked entry record at `offset` as a record of its key with another

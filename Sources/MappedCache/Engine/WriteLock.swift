@@ -147,7 +147,12 @@ struct WriteLock: @unchecked Sendable {
 
   /// `release` in `.sharedWord` mode, from the word alone: the common set's.
   @inline(__always)
-  static func releaseUncontended(_ word: SharedWord32, _ held: borrowing Held) {
+  static func releaseUncontended(_ word: SharedWord32, _ held: borrowing Held) { release(word: word) }
+
+  /// The word's release (every release's): exchange with 0, and wake one sleeper if the
+  /// waiters bit was set.
+  @inline(__always)
+  private static func release(word: SharedWord32) {
     if word.exchange(0, .releasing) & Format.Lock.waitersBit != 0 { wakeWaiter(word) }
   }
 
@@ -157,14 +162,9 @@ struct WriteLock: @unchecked Sendable {
   /// Releases partition `partition`'s lock, which `acquire` took.
   @inline(__always)
   func release(_ partition: Int) {
-    let word = memory.partition(partition).lockWord
-    let prev = word.exchange(0, .releasing)
-    if prev & Format.Lock.waitersBit != 0 { wakeOne(word) }
+    Self.release(word: memory.partition(partition).lockWord)
     if usesFlock { releaseFlock() }
   }
-
-  @inline(never)
-  private func wakeOne(_ word: SharedWord32) { word.futexWake(1) }
 
   // MARK: Two partitions at once (growth)
 
@@ -205,11 +205,7 @@ struct WriteLock: @unchecked Sendable {
   }
 
   /// Releases a word `acquireWord` or `tryAcquireWord` took.
-  func releaseWord(_ partition: Int) {
-    let word = memory.partition(partition).lockWord
-    let prev = word.exchange(0, .releasing)
-    if prev & Format.Lock.waitersBit != 0 { wakeOne(word) }
-  }
+  func releaseWord(_ partition: Int) { Self.release(word: memory.partition(partition).lockWord) }
 
   @inline(never)
   private func acquireWithFlock(_ word: SharedWord32) throws -> Bool {
