@@ -9,7 +9,9 @@
 #   OP=set KEYS="1000 100000" DIST=zipf scripts/ceiling/run.sh   # sets, against limit_c_spin
 #
 # twoload_c / limit_c is what the layout allows (two dependent loads against one);
-# MappedCache / twoload_c is what the Swift engine costs beyond the layout.
+# MappedCache / twoload_c is what the Swift engine costs beyond the layout. With OP=set,
+# twoload_swift is twoload_c with its set written in Swift (twoload_swift.swift): what
+# the same work costs in Swift.
 # env: OP (get or set; sets are timed against limit_c's spinlock, `limit_c_spin`, as
 #      bench.sh's set target is), KEYS, DIST (uniform or zipf), REPS (3), DURATION (3 s),
 #      PEERS_DIR (../shared/peers), STRESS (a cache-stress binary; built in release when
@@ -33,6 +35,13 @@ SHM="$(mktemp -d /dev/shm/mc-ceiling.XXXXXX)"  # cache-stress's files: this run'
 trap 'rm -rf "$DIR" "$SHM"' EXIT
 gcc -O2 -I "$PEERS_DIR" -o "$DIR/twoload_c" scripts/ceiling/twoload_c.c -lm
 gcc -O2 -o "$DIR/limit_c" "$PEERS_DIR/limit_c.c" -lm -lpthread
+SYSTEMS="limit_c twoload_c"
+if [[ "$OP" = set ]]; then
+  gcc -O2 -DSWIFT_SET -I "$PEERS_DIR" -c scripts/ceiling/twoload_c.c -o "$DIR/twoload_swift.o"
+  swiftc -O -parse-as-library -import-objc-header scripts/ceiling/twoload_swift.h \
+    scripts/ceiling/twoload_swift.swift "$DIR/twoload_swift.o" -o "$DIR/twoload_swift"
+  SYSTEMS="$SYSTEMS twoload_swift"
+fi
 if [[ -z "${STRESS:-}" ]]; then
   swift build -c release --product cache-stress >&2
   STRESS="$(swift build -c release --show-bin-path)/cache-stress"
@@ -53,8 +62,7 @@ stress() {  # keys -> ops/s
 
 for k in $KEYS; do
   for r in $(seq 1 "$REPS"); do
-    echo "$k limit_c $(peer "$DIR/limit_c" "$k")"
-    echo "$k twoload_c $(peer "$DIR/twoload_c" "$k")"
+    for p in $SYSTEMS; do echo "$k $p $(peer "$DIR/$p" "$k")"; done
     echo "$k mappedcache $(stress "$k")"
   done
 done | tee "$DIR/runs.txt" >&2
@@ -66,15 +74,18 @@ for line in open(sys.argv[1]):
     d.setdefault(int(k), {}).setdefault(who, []).append(float(v))
 base, op, dist = sys.argv[2], sys.argv[3], sys.argv[4]
 print("%ss, %s keys" % (op, dist))
-print("| keys | %s | twoload_c | MappedCache | twoload_c / %s | MappedCache / %s | MappedCache / twoload_c |"
-      % (base, base, base))
-print("|---|---|---|---|---|---|---|")
+swift = any("twoload_swift" in d[k] for k in d)
+print("| keys | %s | twoload_c |%s MappedCache | twoload_c / %s |%s MappedCache / %s | MappedCache / twoload_c |"
+      % (base, " twoload_swift |" if swift else "", base, " twoload_swift / twoload_c |" if swift else "", base))
+print("|---|---|---|---|---|---|---|" + ("---|---|" if swift else ""))
 for k in sorted(d):
     b = {w: max(v) for w, v in d[k].items()}
     m = {w: st.median(v) for w, v in d[k].items()}
     cell = lambda w: "%.2fM (%.2fM)" % (b[w] / 1e6, m[w] / 1e6)
     ratio = lambda x, y: "%.2f (%.2f)" % (b[x] / b[y], m[x] / m[y])
-    print("| %s | %s | %s | %s | %s | %s | %s |" % (f"{k:,}", cell("limit_c"), cell("twoload_c"), cell("mappedcache"),
-          ratio("twoload_c", "limit_c"), ratio("mappedcache", "limit_c"), ratio("mappedcache", "twoload_c")))
+    extra = (" %s |" % cell("twoload_swift"), " %s |" % ratio("twoload_swift", "twoload_c")) if swift else ("", "")
+    print("| %s | %s | %s |%s %s | %s |%s %s | %s |" % (f"{k:,}", cell("limit_c"), cell("twoload_c"), extra[0],
+          cell("mappedcache"), ratio("twoload_c", "limit_c"), extra[1], ratio("mappedcache", "limit_c"),
+          ratio("mappedcache", "twoload_c")))
 print("best (median) of %d interleaved reps" % len(next(iter(d.values()))["limit_c"]))
 EOF

@@ -302,7 +302,11 @@ static int tl_insert(const char *key, const char *val, uint64_t *head) {
 }
 
 static void peer_prefill(void) {
+#ifdef SWIFT_SET
+  PEER_NAME = "twoload_swift";
+#else
   PEER_NAME = "twoload_c";
+#endif
   if (P.value > 255) { fprintf(stderr, "twoload_c: VALUE must be at most 255\n"); exit(2); }
   const char *dir = getenv("DIR");
   if (!dir || !*dir) dir = "/dev/shm";
@@ -351,9 +355,17 @@ static void peer_prefill(void) {
            (unsigned long long)NBUCKETS, (double)in_second / (double)P.keys, (double)INDEX_BYTES / 1048576.0,
            (double)(head - LOG_BASE) / 1048576.0);
 }
+#ifdef SWIFT_SET
+/* twoload_swift.swift: the same set in Swift (`run.sh` builds it with -DSWIFT_SET). */
+extern void tl_swift_init(void *base, long maplen, uint64_t nbuckets, long logbase);
+extern int tl_set_swift(const char *key, const char *val, long vlen);
+#endif
 static void peer_worker_init(int wid) {
   (void)wid;
   tl_map(0);
+#ifdef SWIFT_SET
+  tl_swift_init(BASE, (long)MAPLEN, NBUCKETS, (long)LOG_BASE);
+#endif
 }
 static int peer_get(uint32_t kidx, const char *key, char *buf, size_t *len) {
   (void)kidx;
@@ -361,7 +373,11 @@ static int peer_get(uint32_t kidx, const char *key, char *buf, size_t *len) {
 }
 static void peer_set(uint32_t kidx, const char *key, const char *val) {
   (void)kidx;
+#ifdef SWIFT_SET
+  if (!tl_set_swift(key, val, (long)P.value)) {
+#else
   if (!tl_set(key, val, (size_t)P.value)) {
+#endif
     fprintf(stderr, "twoload_c: a set found no record of its key and length\n");
     _exit(3);
   }
