@@ -82,6 +82,60 @@ private final class Scratch {
   }
 }
 
+@Suite struct KeyHashTests {
+  /// `fold` as the format defines it (DESIGN.md section 2's checksum and hash): one
+  /// multiply per 16 bytes, then the last 16 bytes. Written out here as a loop, so that
+  /// `KeyHash.fold`'s unrolled and short forms are checked against the definition.
+  private static func reference(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
+    let p1: UInt64 = 0xA076_1D64_78BD_642F
+    let p2: UInt64 = 0xE703_7ED1_A0B4_28DB
+    func mix(_ a: UInt64, _ b: UInt64) -> UInt64 {
+      let m = a.multipliedFullWidth(by: b)
+      return m.high ^ m.low
+    }
+    func word(_ at: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * $1) } }
+    let n = bytes.count
+    var h = seed ^ (UInt64(n) &* p1)
+    guard n > 0 else { return mix(h ^ p2, p1) }
+    guard n > 16 else {
+      // The key's two words, as `shortWords` makes them.
+      func tail(_ from: Int, _ r: Int) -> UInt64 {
+        if r >= 4 {
+          let lo = (0..<4).reduce(UInt64(0)) { $0 | UInt64(bytes[from + $1]) << (8 * $1) }
+          let hi = (0..<4).reduce(UInt64(0)) { $0 | UInt64(bytes[from + r - 4 + $1]) << (8 * $1) }
+          return lo | hi << 32
+        }
+        if r > 0 {
+          return UInt64(bytes[from]) << 16 | UInt64(bytes[from + r / 2]) << 8 | UInt64(bytes[from + r - 1])
+        }
+        return 0
+      }
+      let (a, b) = n >= 8 ? (word(0), tail(8, n - 8)) : (tail(0, n), 0)
+      return mix(p1 ^ UInt64(n), mix(a ^ p1, b ^ h ^ p2))
+    }
+    var i = 0
+    while i + 16 < n {
+      h = mix(word(i) ^ p1, word(i + 8) ^ h)
+      i += 16
+    }
+    return mix(p1 ^ UInt64(n), mix(word(n - 16) ^ p1, word(n - 8) ^ h ^ p2))
+  }
+
+  /// Every length from 0 to 300 bytes (short, unrolled and looped forms), three seeds,
+  /// random bytes: `fold` is the definition. A checksum that changed would make every
+  /// stored record of that length fail its check.
+  @Test func foldIsTheDefinitionAtEveryLength() {
+    var rng = SplitMix(29)
+    for n in 0...300 {
+      let bytes = (0..<n).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+      for seed in [UInt64(0), 0x243F_6A88_85A3_08D3, rng.next()] {
+        let got = bytes.withUnsafeBytes { KeyHash.fold($0, seed: seed) }
+        #expect(got == Self.reference(bytes, seed: seed), "length \(n), seed \(seed)")
+      }
+    }
+  }
+}
+
 @Suite struct RecordFormatTests {
   /// Header sizes by form and expiry; a record's size is its header, key and value.
   @Test func sizesAndForms() {
