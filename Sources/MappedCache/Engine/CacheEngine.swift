@@ -309,8 +309,8 @@ final class CacheEngine: @unchecked Sendable {
   /// W1-W3), then the release. A new key or a change of size goes on under the same hold
   /// of the lock (`setHolding`); anything else (a condition, an expiry, a longer key, the
   /// `.flock` mode, a held lock, a partition to settle first) goes the general way,
-  /// `setPrepared`. (`scripts/callgrind.sh`: 581 instructions a set here, 687 when every
-  /// set went that way.)
+  /// `setPrepared`. (`scripts/callgrind.sh`: some 560 instructions a set here, against
+  /// some 690 when every set went that way.)
   @usableFromInline
   func set(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
