@@ -38,8 +38,9 @@ gcc -O2 -o "$DIR/limit_c" "$PEERS_DIR/limit_c.c" -lm -lpthread
 SYSTEMS="limit_c twoload_c"
 if [[ "$OP" = set ]]; then
   gcc -O2 -DSWIFT_SET -I "$PEERS_DIR" -c scripts/ceiling/twoload_c.c -o "$DIR/twoload_swift.o"
-  swiftc -O -parse-as-library -import-objc-header scripts/ceiling/twoload_swift.h \
-    scripts/ceiling/twoload_swift.swift "$DIR/twoload_swift.o" -o "$DIR/twoload_swift"
+  swiftc -O -wmo -parse-as-library -import-objc-header scripts/ceiling/twoload_swift.h \
+    scripts/ceiling/twoload_swift.swift Sources/MappedCache/Format/KeyHash.swift "$DIR/twoload_swift.o" \
+    -o "$DIR/twoload_swift"
   SYSTEMS="$SYSTEMS twoload_swift"
 fi
 if [[ -z "${STRESS:-}" ]]; then

@@ -1,11 +1,14 @@
 // twoload_swift - twoload_c.c's set (format 5's overwrite in place, one partition, no
 // hints) written in Swift, linked into twoload_c.c's harness (built with -DSWIFT_SET):
 // what the same work costs in Swift. A measuring tool, not a cache; see twoload_c.c for
-// what it keeps of format 5 and what it leaves out. scripts/ceiling/run.sh builds it:
+// what it keeps of format 5 and what it leaves out. The value's checksum is the engine's
+// own (`KeyHash.checksum`, its source file compiled in; twoload_c.c's `checksum` is the
+// same function, written as `fold`'s loop). scripts/ceiling/run.sh builds it:
 //
 //   gcc -O2 -DSWIFT_SET -I ../shared/peers -c scripts/ceiling/twoload_c.c -o /tmp/tl.o
-//   swiftc -O -parse-as-library -import-objc-header scripts/ceiling/twoload_swift.h \
-//     scripts/ceiling/twoload_swift.swift /tmp/tl.o -o /tmp/twoload_swift
+//   swiftc -O -wmo -parse-as-library -import-objc-header scripts/ceiling/twoload_swift.h \
+//     scripts/ceiling/twoload_swift.swift Sources/MappedCache/Format/KeyHash.swift \
+//     /tmp/tl.o -o /tmp/twoload_swift
 import Synchronization
 
 #if canImport(Glibc)
@@ -27,8 +30,6 @@ final class TwoLoad {
     self.logBase = logBase
   }
 
-  static let p1: UInt64 = 0xA076_1D64_78BD_642F
-  static let p2: UInt64 = 0xE703_7ED1_A0B4_28DB
   static let keyLength = 12
   static let headerBytes = 9
 
@@ -50,23 +51,6 @@ final class TwoLoad {
     var x: UInt64 = 0
     for i in 0..<r { x |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << (8 &* UInt64(i)) }
     return mix2(h ^ x ^ 0x5851_F42D_4C95_7F2D, 0x9E37_79B9_7F4A_7C15) | 1
-  }
-
-  /// `KeyHash.checksum`'s shape, as twoload_c.c's `checksum`.
-  @inline(__always) static func checksum(_ v: UnsafeRawPointer, _ n: Int, _ h: UInt64) -> UInt16 {
-    var x = h ^ (UInt64(n) &* 0x9E37_79B9_7F4A_7C15) ^ (UInt64(n) &* p1)
-    var i = 0
-    while i &+ 16 < n {
-      x = mix2(
-        v.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
-        v.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ x)
-      i &+= 16
-    }
-    let a = v.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
-    let b = v.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-    let w = mix2(p1 ^ UInt64(n), mix2(a ^ p1, b ^ x ^ p2))
-    let w32 = UInt32(truncatingIfNeeded: w ^ (w >> 32))
-    return UInt16(truncatingIfNeeded: w32 ^ (w32 >> 16))
   }
 
   @inline(__always) func bucket(_ b: UInt64) -> UnsafeMutableRawPointer {
@@ -111,7 +95,7 @@ final class TwoLoad {
     var b = bucket(first)
     tls_prefetch_for_write(b)
     tls_prefetch_for_write(base + 64)
-    let sum = Self.checksum(value, count, h)
+    let sum = KeyHash.checksum(UnsafeRawBufferPointer(start: value, count: count), hash: h)
     let tag = UInt16(truncatingIfNeeded: h >> 46) | (h >> 46 & 0xFFFF == 0 ? 1 : 0)
     let lock = (base + 64).assumingMemoryBound(to: Atomic<UInt32>.self)
     while !lock.pointee.compareExchange(expected: 0, desired: 0x401, ordering: .acquiring).exchanged { tls_pause() }

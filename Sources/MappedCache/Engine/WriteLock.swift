@@ -141,8 +141,14 @@ struct WriteLock: @unchecked Sendable {
   /// `releaseUncontended` (or `release`).
   @inline(__always)
   static func tryAcquireUncontended(_ word: SharedWord32, token: UInt32, partition: Int) -> Held? {
-    guard word.compareExchange(expected: 0, desired: token, .acquiring) else { return nil }
+    guard takeFree(word, token: token) else { return nil }
     return Held(partition: partition)
+  }
+
+  /// Every acquisition's first try: `word` from 0 (free, no waiters) to `token`.
+  @inline(__always)
+  private static func takeFree(_ word: SharedWord32, token: UInt32) -> Bool {
+    word.compareExchange(expected: 0, desired: token, .acquiring)
   }
 
   /// `release` in `.sharedWord` mode, from the word alone: the common set's.
@@ -228,7 +234,7 @@ struct WriteLock: @unchecked Sendable {
   /// The word's uncontended path, inlined into every write: one compare-and-swap.
   @inline(__always)
   private func acquireWord(_ word: SharedWord32) -> Bool {
-    if word.compareExchange(expected: 0, desired: myToken, .acquiring) { return false }
+    if Self.takeFree(word, token: myToken) { return false }
     return acquireContendedWord(word)
   }
 

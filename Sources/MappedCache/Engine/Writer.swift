@@ -248,7 +248,7 @@ struct Writer {
     let found = index.find(key, placement: placement, held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
-    if let e = found, Self.fitsInPlace(e.header, w) {
+    if let e = found, Self.fitsInPlace(e.header, valueCount: Int(w.valueCount), expiry: w.expiry) {
       let version = rewrite(e, value: value, version: keep, sum: w.sum, expiry: w.expiry, part, held)
       return .stored(version: UInt64(version))
     }
@@ -293,7 +293,9 @@ struct Writer {
     // instructions), and the group count the hint's place was computed from. W0 found
     // that count in range (`prefetchFirstBucket`; a recalled hint's must equal it), so
     // of `geometryIsSane` only the index's clearance of the logs is left to check (the
-    // whole check cost the set 14 more instructions, `scripts/callgrind.sh`).
+    // whole check cost the set 14 more instructions, `scripts/callgrind.sh`). The
+    // intent word is looked at again after `acquireSettled`, which hands back a
+    // partition whose intent a dead writer set (not a split) for `store` to repair.
     guard intent.load(.relaxed) == 0, part.index.groups == hint.groups, part.indexClearsLogs(groups: hint.groups)
     else { return nil }
     // W2: the hinted slot, as it is now.
@@ -301,7 +303,9 @@ struct Writer {
     guard word == hint.word, mem.tag(hint.place, hint.slot) == tag else { return nil }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     // With `shortOnly` (the straight set's), only the common record's form, read with the
-    // key's and the value's lengths: no call on the set's way (`shortEntry`).
+    // key's and the value's lengths: no call on the set's way (`shortEntry`). The checks
+    // after it then repeat what it judged; skipping them (`shortOnly ||`) cost the set 4
+    // more instructions (`scripts/callgrind.sh`).
     let header =
       shortOnly
       ? mem.shortEntry(at: offset, keyCount: key.count, valueCount: value.count) : mem.record(at: offset, free: false)
@@ -317,14 +321,9 @@ struct Writer {
     return version
   }
 
-  /// Whether W3 rewrites an entry with header `h` in place for write `w`: the same
-  /// record size (the value's length, an expiry in both or neither).
-  @inline(__always)
-  static func fitsInPlace(_ h: RecordFormat.Header, _ w: PreparedWrite) -> Bool {
-    fitsInPlace(h, valueCount: Int(w.valueCount), expiry: w.expiry)
-  }
-
-  /// `fitsInPlace` of a value of `valueCount` bytes with expiry word `expiry`.
+  /// Whether W3 rewrites an entry with header `h` in place for a value of `valueCount`
+  /// bytes with expiry word `expiry`: the same record size (the value's length, an
+  /// expiry in both or neither).
   @inline(__always)
   static func fitsInPlace(_ h: RecordFormat.Header, valueCount: Int, expiry: UInt64) -> Bool {
     h.vlen == valueCount && h.hasExpiry == (expiry != 0)
