@@ -40,6 +40,15 @@ import Testing
     }
   }
 
+  /// The slot `RecentSlots` remembers for `key`, its place computed under the index's
+  /// group count now (as W0 computes it).
+  private func remembered(_ engine: CacheEngine, _ key: String) -> BucketIndex.Slot? {
+    let hash = Array(key.utf8).withUnsafeBytes { KeyHash.key($0) }
+    guard let r = engine.writer.recent.recall(hash) else { return nil }
+    let pl = Placement(hash: hash, groups: engine.partition(0).index.groups)
+    return BucketIndex.Slot(place: r.second ? pl.second : pl.first, slot: r.slot)
+  }
+
   /// Two keys of partition 0 with the same first place and the same tag under the
   /// index's group count now.
   private func tagTwins(_ engine: CacheEngine) -> (String, String) {
@@ -137,8 +146,7 @@ import Testing
     #expect(try overwrite(engine, key, next, w) != nil, "the hinted overwrite, in the second bucket")
     #expect(try c.object(forKey: k) == next)
     #expect(c.statistics.sets == sets + 1)
-    let hash = key.withUnsafeBytes { KeyHash.key($0) }
-    #expect(engine.writer.recent.hint(for: hash)?.place == pl.second, "remembered")
+    #expect(remembered(engine, k)?.place == pl.second, "remembered")
     try c.setObject(value(k, 64, 3), forKey: k)
     #expect(try c.object(forKey: k) == value(k, 64, 3))
     let after = try #require(try engine.entry(of: k))
@@ -155,13 +163,11 @@ import Testing
     defer { TestFiles.cleanup(path) }
     let engine = c.engine
     let k = "recalled"
-    let hash = Array(k.utf8).withUnsafeBytes { KeyHash.key($0) }
     try c.setObject(value(k, 64, 1), forKey: k)
-    #expect(engine.writer.recent.hint(for: hash) == nil, "a new key: nothing in its bucket to remember")
+    #expect(remembered(engine, k) == nil, "a new key: nothing in its bucket to remember")
     try c.setObject(value(k, 64, 2), forKey: k)
     let at = try #require(try engine.entry(of: k)).at
-    let remembered = try #require(engine.writer.recent.hint(for: hash))
-    #expect(remembered.place == at.place && remembered.slot == at.slot)
+    #expect(remembered(engine, k) == at)
     try c.setObject(value(k, 64, 3), forKey: k)
     #expect(try c.object(forKey: k) == value(k, 64, 3))
     #expect(try engine.entry(of: k)?.at == at, "in place, from the remembered slot")
@@ -175,9 +181,66 @@ import Testing
     #expect(try c.object(forKey: k) == value(k, 64, 5), "the stale slot is not trusted")
     for o in others { #expect(try c.object(forKey: o) == value(o, 64, 1), "\(o) untouched") }
     let moved = try #require(try engine.entry(of: k)).at
-    #expect(engine.writer.recent.hint(for: hash).map { $0.slot == moved.slot && $0.place == moved.place } ?? true)
+    #expect(remembered(engine, k).map { $0 == moved } ?? true)
     let r = try c.verify()
     #expect(r.ok, "\(r.problems)")
+  }
+
+  /// A remembered slot names a slot of one of the key's places as W0 computes them now,
+  /// whatever the index did since: after splits, then merges, moved entries, each key's
+  /// next set stores its value (in place where the slot still holds the key, else by the
+  /// general path), and no other key changes.
+  @Test func rememberedSlotsStaySafeWhenTheIndexSplitsAndMerges() throws {
+    let (c, path) = try cache("hint-split")
+    defer { TestFiles.cleanup(path) }
+    let engine = c.engine
+    let ks = (0..<300).map { "resized-\($0)" }
+    for seq in 1...2 { for k in ks { try c.setObject(value(k, 64, seq), forKey: k) } }
+    #expect(ks.contains { remembered(engine, $0) != nil })
+    let places = try ks.map { try engine.entry(of: $0)?.at }
+    let lock = try #require(engine.lock)
+    let groups = engine.partition(0).index.groups
+    let split = try lock.withLock(0) { held in
+      var n = 0
+      for _ in 0..<8 where engine.partition(0).resizer.split(held) { n += 1 }
+      return n
+    }
+    #expect(split > 0 && engine.partition(0).index.groups == groups + split)
+    #expect(try zip(ks, places).contains { try engine.entry(of: $0.0)?.at != $0.1 }, "some entries moved")
+    for k in ks { try c.setObject(value(k, 64, 3), forKey: k) }
+    for k in ks { #expect(try c.object(forKey: k) == value(k, 64, 3), "\(k) after \(split) splits") }
+    let merged = try lock.withLock(0) { held in
+      var n = 0
+      for _ in 0..<split where engine.partition(0).resizer.merge(held) { n += 1 }
+      return n
+    }
+    #expect(merged > 0 && engine.partition(0).index.groups == groups + split - merged)
+    for k in ks { try c.setObject(value(k, 64, 4), forKey: k) }
+    for k in ks { #expect(try c.object(forKey: k) == value(k, 64, 4), "\(k) after \(merged) merges") }
+    #expect(c.statistics.entries == ks.count)
+    let r = try c.verify()
+    #expect(r.ok, "\(r.problems)")
+  }
+
+  /// `RecentSlots` keeps an entry in one word: `recall` gives back what `remember` stored,
+  /// for that key's hash only (a key sharing the entry gets nil), `forget` drops only
+  /// its own key's entry, and another key's `remember` replaces it.
+  @Test func recentSlotsKeepEachEntryWhole() {
+    let r = RecentSlots.allocate()
+    defer { r.deallocate() }
+    let h: UInt64 = 0xDEAD_BEEF_0000_1235
+    let twin = h ^ (1 << 50)
+    #expect(r.recall(h) == nil)
+    r.remember(h, word: 0xFFFF_FFFF, slot: 9, second: true)
+    let got = r.recall(h)
+    #expect(got?.word == 0xFFFF_FFFF && got?.slot == 9 && got?.second == true)
+    #expect(r.recall(twin) == nil, "another key's entry")
+    r.forget(twin)
+    #expect(r.recall(h)?.slot == 9, "forget drops only its own key's entry")
+    r.remember(twin, word: 7, slot: 0, second: false)
+    #expect(r.recall(h) == nil && r.recall(twin)?.word == 7 && r.recall(twin)?.second == false)
+    r.forget(twin)
+    #expect(r.recall(twin) == nil)
   }
 
   /// Under the lock, a hint the slot no longer matches (the key rewritten elsewhere

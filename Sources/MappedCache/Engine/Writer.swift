@@ -143,10 +143,12 @@ struct Writer {
     private var bucket: UInt8
     private var slotNumber: Int8
 
+    /// A hint of W0's look at the bucket, or recalled from `RecentSlots` (an earlier
+    /// set's: `recalled`).
     @inline(__always)
-    init(place: Place, slot: Int, word: UInt32, groups: Int) {
+    init(place: Place, slot: Int, word: UInt32, groups: Int, recalled: Bool = false) {
       group = UInt32(truncatingIfNeeded: place.group)
-      bucket = UInt8(truncatingIfNeeded: place.bucket)
+      bucket = UInt8(truncatingIfNeeded: place.bucket) | (recalled ? 0x80 : 0)
       slotNumber = Int8(truncatingIfNeeded: slot)
       self.word = word
       groupCount = UInt32(truncatingIfNeeded: groups)
@@ -164,23 +166,6 @@ struct Writer {
     /// Whether the hint came from `RecentSlots` (an earlier set's), not from W0's look
     /// at the bucket (bit 7 of `bucket`): one that fails under the lock is forgotten there.
     @inline(__always) var isRecalled: Bool { bucket & 0x80 != 0 }
-
-    /// The hint in two words, as `RecentSlots` keeps it.
-    @inline(__always) var packed: (UInt64, UInt64) {
-      (
-        UInt64(word) | UInt64(group) << 32,
-        UInt64(groupCount) | UInt64(bucket & 3) << 32 | UInt64(UInt8(bitPattern: slotNumber)) << 40
-      )
-    }
-
-    /// A hint `RecentSlots` kept (`packed`), marked recalled.
-    @inline(__always) init(recalled p: (UInt64, UInt64)) {
-      word = UInt32(truncatingIfNeeded: p.0)
-      group = UInt32(truncatingIfNeeded: p.0 >> 32)
-      groupCount = UInt32(truncatingIfNeeded: p.1)
-      bucket = UInt8(truncatingIfNeeded: p.1 >> 32) & 3 | 0x80
-      slotNumber = Int8(bitPattern: UInt8(truncatingIfNeeded: p.1 >> 40))
-    }
   }
 
   /// Prefetches, for writing, what a write of the key of hash `hash` starts with under
@@ -201,21 +186,19 @@ struct Writer {
   }
 
   /// W0's look for the slot an overwrite will rewrite, before the lock, racily: the slot
-  /// an earlier set of the key found (`RecentSlots`), when it lies in one of the two
-  /// places computed here from `groups`, else the first slot of the key's first bucket
-  /// holding its tag, else of its second; `.none` when neither has the tag (a new key).
-  /// The record it names is fetched owned now, so that its miss overlaps the checksum
-  /// and the lock: a recalled slot's together with the bucket, not once the bucket's
-  /// tags have come. A slot found in the buckets is remembered for the next set.
-  /// A recalled hint may be torn: its place must be one of the two computed here, and
-  /// its slot one of the bucket's, before anything forms an address from them.
+  /// an earlier set of the key found (`RecentSlots`), else the first slot of the key's
+  /// first bucket holding its tag, else of its second; `.none` when neither has the tag
+  /// (a new key). The record it names is fetched owned now, so that its miss overlaps
+  /// the checksum and the lock: a recalled slot's together with the bucket, not once the
+  /// bucket's tags have come. A slot found in the buckets is remembered for the next set.
+  /// A recalled hint's place is computed here, from the key's hash and `groups`, and its
+  /// slot checked to be one of a bucket's, before anything forms an address from them.
   @_transparent
   func lookAhead(hash: UInt64, first: Place, groups: Int, _ part: PartitionMemory) -> SlotHint {
-    if let recalled = recent.hint(for: hash), recalled.groups == groups, recalled.slot < Format.slotsPerBucket,
-      recalled.place == first || recalled.place == Placement.second(hash: hash, groups: groups)
-    {
-      part.prefetchRecord(at: Int(truncatingIfNeeded: recalled.word & Format.offsetMask), write: true)
-      return recalled
+    if let r = recent.recall(hash), r.slot < Format.slotsPerBucket {
+      part.prefetchRecord(at: Int(truncatingIfNeeded: r.word & Format.offsetMask), write: true)
+      let place = r.second ? Placement.second(hash: hash, groups: groups) : first
+      return SlotHint(place: place, slot: r.slot, word: r.word, groups: groups, recalled: true)
     }
     // A key whose first bucket was full went to its second (in a full index, two in five
     // and more). Looked at here, not left to W2 under the lock, its set stays the hinted
@@ -225,9 +208,13 @@ struct Writer {
     let second = Placement.second(hash: hash, groups: groups)
     part.prefetchBucket(second, write: false)
     var hint = part.prefetchRecord(named: tag, in: first, write: true)
-    if hint.isNone && second != first { hint = part.prefetchRecord(named: tag, in: second, write: true) }
+    var inSecond = false
+    if hint.isNone && second != first {
+      hint = part.prefetchRecord(named: tag, in: second, write: true)
+      inSecond = true
+    }
     hint.groups = groups
-    if !hint.isNone { recent.remember(hash, hint) }
+    if !hint.isNone { recent.remember(hash, word: hint.word, slot: hint.slot, second: inSecond) }
     return hint
   }
 
