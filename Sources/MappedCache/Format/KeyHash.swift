@@ -115,9 +115,7 @@ enum KeyHash {
         p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
       i &+= 16
     }
-    let a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
-    let b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-    return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
+    return finish(p, n, h)
   }
 
   /// `fold`'s loop for 17 to 64 bytes (the common value; a set checksums its value
@@ -137,15 +135,26 @@ enum KeyHash {
         p.loadUnaligned(fromByteOffset: 32, as: UInt64.self) ^ p1,
         p.loadUnaligned(fromByteOffset: 40, as: UInt64.self) ^ h)
     }
+    return finish(p, n, h)
+  }
+
+  /// How every `fold` ends: the last 16 bytes (`a`, `b`; a short key's `shortWords`)
+  /// mixed into `h`, then the length.
+  @inline(__always)
+  private static func finish(_ a: UInt64, _ b: UInt64, _ h: UInt64, _ n: Int) -> UInt64 {
+    mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
+  }
+
+  /// `finish` of the last 16 of `n` (more than 16) bytes at `p`.
+  @inline(__always)
+  private static func finish(_ p: UnsafeRawPointer, _ n: Int, _ h: UInt64) -> UInt64 {
     let a = p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
-    let b = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-    return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
+    return finish(a, p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self), h, n)
   }
 
   /// `fold` of a key of 1 to 16 bytes whose `shortWords` are `a` and `b`.
   @inline(__always)
   static func foldShort(_ a: UInt64, _ b: UInt64, _ n: Int, seed: UInt64) -> UInt64 {
-    let h = seed ^ (UInt64(truncatingIfNeeded: n) &* p1)
-    return mix(p1 ^ UInt64(truncatingIfNeeded: n), mix(a ^ p1, b ^ h ^ p2))
+    finish(a, b, seed ^ (UInt64(truncatingIfNeeded: n) &* p1), n)
   }
 }
