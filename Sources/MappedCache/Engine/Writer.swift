@@ -208,13 +208,9 @@ struct Writer {
     let second = Placement.second(hash: hash, groups: groups)
     part.prefetchBucket(second, write: false)
     var hint = part.prefetchRecord(named: tag, in: first, write: true)
-    var inSecond = false
-    if hint.isNone && second != first {
-      hint = part.prefetchRecord(named: tag, in: second, write: true)
-      inSecond = true
-    }
+    if hint.isNone && second != first { hint = part.prefetchRecord(named: tag, in: second, write: true) }
     hint.groups = groups
-    if !hint.isNone { recent.remember(hash, word: hint.word, slot: hint.slot, second: inSecond) }
+    if !hint.isNone { recent.remember(hash, word: hint.word, slot: hint.slot, second: hint.place != first) }
     return hint
   }
 
