@@ -200,20 +200,18 @@ import Testing
     let places = try ks.map { try engine.entry(of: $0)?.at }
     let lock = try #require(engine.lock)
     let groups = engine.partition(0).index.groups
-    let split = try lock.withLock(0) { held in
-      var n = 0
-      for _ in 0..<8 where engine.partition(0).resizer.split(held) { n += 1 }
-      return n
+    /// Up to `times` of `step` under partition 0's lock; how many did something.
+    func resize(_ times: Int, _ step: (IndexResizer, borrowing WriteLock.Held) -> Bool) throws -> Int {
+      try lock.withLock(0) { held in
+        (0..<times).reduce(0) { n, _ in step(engine.partition(0).resizer, held) ? n + 1 : n }
+      }
     }
+    let split = try resize(8) { $0.split($1) }
     #expect(split > 0 && engine.partition(0).index.groups == groups + split)
     #expect(try zip(ks, places).contains { try engine.entry(of: $0.0)?.at != $0.1 }, "some entries moved")
     for k in ks { try c.setObject(value(k, 64, 3), forKey: k) }
     for k in ks { #expect(try c.object(forKey: k) == value(k, 64, 3), "\(k) after \(split) splits") }
-    let merged = try lock.withLock(0) { held in
-      var n = 0
-      for _ in 0..<split where engine.partition(0).resizer.merge(held) { n += 1 }
-      return n
-    }
+    let merged = try resize(split) { $0.merge($1) }
     #expect(merged > 0 && engine.partition(0).index.groups == groups + split - merged)
     for k in ks { try c.setObject(value(k, 64, 4), forKey: k) }
     for k in ks { #expect(try c.object(forKey: k) == value(k, 64, 4), "\(k) after \(merged) merges") }
