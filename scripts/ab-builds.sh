@@ -14,9 +14,10 @@
 # Each run has --procs 1 --threads 1 --key-size 12 --value-size 64 --read-pct 100
 # --dist uniform --capacity (32 MiB per 100,000 keys) --track-every 16 --check-every 64
 # unless the options given say otherwise (later options win).
-# env: DURATION (seconds a run, default 2), FRESH=1 (a new file each run).
+# env: DURATION (seconds a run, default 2), FRESH=1 (a new file each run), LABELS (a
+#      name for each binary, in order, default their paths), KEEP=1 (keep the file).
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n 2,18p "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n 2,19p "$0" >&2; exit 2; }
 KEYS=$1 REPS=$2
 shift 2
 bins=()
@@ -28,7 +29,7 @@ done
 [ $# -gt 0 ] && shift
 cap=$(( 32 * KEYS / 100000 + 1 ))MiB
 F="$(mktemp -u /dev/shm/mc-ab-builds.XXXXXX.mcache)"
-trap 'rm -f "$F"' EXIT
+[ "${KEEP:-0}" = 1 ] || trap 'rm -f "$F"' EXIT
 common=(--procs 1 --threads 1 --keys "$KEYS" --key-size 12 --value-size 64 --read-pct 100 --dist uniform
   --capacity "$cap" --track-every 16 --check-every 64)
 [ -n "${FRESH:-}" ] || "${bins[0]}" "${common[@]}" --duration 1 --path "$F" >/dev/null 2>&1 ||
@@ -46,9 +47,10 @@ import sys, statistics
 d = {}
 for l in sys.stdin:
     i, v = l.split(); d.setdefault(int(i), []).append(float(v))
-names = sys.argv[1:]
+names = sys.argv[1].split() or sys.argv[2:]
 b, m = max(d[0]), statistics.median(d[0])
 for i in sorted(d):
-    print('%-40s best %.2fM med %.2fM  /first: best %.3f med %.3f' % (names[i][-40:], max(d[i]) / 1e6,
-          statistics.median(d[i]) / 1e6, max(d[i]) / b, statistics.median(d[i]) / m))
-" "${bins[@]}"
+    print('%s best %.2fM med %.2fM  /%s: best %.3f med %.3f  runs %s' % (names[i], max(d[i]) / 1e6,
+          statistics.median(d[i]) / 1e6, names[0], max(d[i]) / b, statistics.median(d[i]) / m,
+          ' '.join('%.2f' % (x / 1e6) for x in d[i])))
+" "${LABELS:-}" "${bins[@]}"
