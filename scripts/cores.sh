@@ -15,7 +15,7 @@
 #      (100000), and bench.sh's PEERS_DIR, NO_INSTALL, CAPACITY (default: 16 MiB for each
 #      of the machine's default partitions, at least 32 MiB), OUT.
 # A machine without Swift, a compiler or the network (how the 16-core run in
-# docs/bench-history.md was made): build both here, carry them there, then
+# docs/history/bench-history.md was made): build both here, carry them there, then
 #   swift build -c release --product cache-stress --static-swift-stdlib     # here
 #   gcc -O2 -o prebuilt/limit_c ../shared/peers/limit_c.c -lm -lpthread       # here
 #   STRESS=./cache-stress PEERS_PREBUILT=prebuilt NO_INSTALL=1 scripts/cores.sh   # there
