@@ -1,34 +1,38 @@
 #!/usr/bin/env python3
 """Fails when the documentation names, in backticks, something the tree does not have.
 
-Scanned: DESIGN.md, README.md, CHANGELOG.md is not (it records names as they were),
-docs/*.md (not docs/history/, whose dated runs keep the names of their day),
-bindings/*/README.md. (The DocC articles' symbol links are
-checked by the documentation build, scripts/docs.sh.)
+Scanned: DESIGN.md, README.md, docs/*.md and bindings/*/README.md. Not scanned:
+docs/history/ and CHANGELOG.md, which keep the names of their day, and the DocC
+articles, whose symbol links the documentation build (scripts/docs.sh) checks.
 
 Only spans that look like names of this project's code are checked; everything else in
 backticks (shell commands, options, values, environment variables, C constants, other
-projects' calls) is left alone. The rule, for a span of one word:
+projects' calls) and fenced code blocks are left alone. For a span of one word:
 
 - a path: it has a `/` or ends in a known extension (.swift .md .py .sh .c .h ...). It
   must exist from the repository's root, from the document's folder, or as the tail of
-  a path in the tree (`Engine/Writer.swift`, `FreeLists.swift`, `API/`). Globs match at
-  least one file. Paths outside the tree (`/dev/shm`, `../shared/...`) are skipped.
-- `Type`, `Type.member`, `Type.member(label:)`: a type is a word that starts with a
-  capital and has a lower-case letter (`WriteLock`, not `MAP_SHARED` nor `B`). The type
-  must be declared (Swift `struct`, `enum`, `class`, `protocol`, `actor`, `typealias`,
-  `extension`; a Python `class`; a C `struct` or `typedef`; a module's folder), and the
-  member declared in a file that declares or extends the type.
+  a path in the tree (`Engine/Writer.swift`, `FreeLists.swift`, `API/`). A glob must
+  match a file; a placeholder (`<target>`) stands for any name. Paths outside the tree
+  (`/dev/shm`, `../shared/...`) and build products (`.build/...`) are skipped.
+- `Type`, `Type.member`, `Type.member(label:)`, `Type(label:)`: a type is a word that
+  starts with a capital and has a lower-case letter (`WriteLock`, not `MAP_SHARED` nor
+  `B`). It must be declared (Swift `struct`, `enum`, `class`, `protocol`, `actor`,
+  `typealias`, `extension`; a Python `class`; a C `struct` or `typedef`; a module's
+  folder), and the member in a file that declares or extends the type (or a Python base).
 - `member(label:other:)` and bare `lowerCamelCase` names (a capital after the first
   letter, no `_`): declared somewhere (a Swift `func`, `var`, `let`, `case`, `init`; a
-  Python `def`), with those argument labels when they are given.
-- `mc_name` and `mc_name()`: a C function or macro of the C ABI.
+  Python `def`; a shell function).
+- `mc_name`, `mc_name()`: a C function, type or macro (the C ABI).
+
+Labels must be among the declaration's, in order: the project names an overload by the
+labels that tell it apart (`writeRecord(over:)`) and leaves out the lock's `_ held`.
 
 In a span of several words (a command), the words that start with a folder of the tree
 (`scripts/bench.sh`, `Sources/...`) are checked as paths. Names the tree cannot hold
-(Swift's, the C library's, Python's) are listed in scripts/doc-names-allowlist.txt.
+(Swift's, Python's, other projects') are listed in scripts/doc-names-allowlist.txt.
 
-Usage: check-doc-names.py [--root DIR] [FILE.md ...]   (exit status 1 on a stale name)
+Usage: check-doc-names.py [--root DIR] [--allowlist FILE] [FILE.md ...]
+Exits 1 when a name is stale, printing each as `doc:line: `name`: why`.
 """
 
 import argparse
@@ -78,12 +82,12 @@ class Tree:
         self.file_set = set(self.files)
         self.types = {}  # type name -> set of files declaring or extending it
         self.members = {}  # member name -> set of files declaring it
-        self.labels = {}  # function name -> list of (labels, defaulted) per declaration
-        self.c_names = set()
+        self.labels = {}  # function name -> [(its [(label, defaulted)], file)], one a declaration
+        self.c_names = set()  # C functions (declared or called) and macros
         self.bases = {}  # Python class -> its base classes' names
-        for d in ("Sources", "Tests"):
-            for name in os.listdir(os.path.join(root, d)) if os.path.isdir(os.path.join(root, d)) else []:
-                self.types.setdefault(name, set())
+        for d in self.dirs:
+            if d.count("/") == 1 and d.split("/")[0] in ("Sources", "Tests"):
+                self.types.setdefault(d.split("/")[1], set())  # a module
         for path in self.files:
             if not path.split("/")[0] in CODE_DIRS:
                 continue
@@ -151,6 +155,7 @@ class Tree:
     def path_exists(self, span, doc_dir):
         if span.startswith(("/", "~", "../", ".build", "http:", "https:")):
             return True
+        span = re.sub(r"<[^<>]*>", "*", span)  # a placeholder: `Fuzz/corpus/<target>/`
         p = span.rstrip("/")
         if not p or p == ".":
             return True
@@ -270,11 +275,11 @@ class Checker:
         words = span.split()
         if len(words) > 1:
             for w in words:
-                w = w.strip("\"'(),;")
-                if w.startswith(TOP_FOLDERS) and not self.tree.path_exists(w.split("=")[-1], doc_dir):
+                w = w.strip("\"'(),;").split("=")[-1]
+                if w.startswith(TOP_FOLDERS) and not self.tree.path_exists(w, doc_dir):
                     return "no such path: " + w
             return None
-        if span.startswith(("-", "@", "$", "#")) or "=" in span or "://" in span or "<" in span.split("(")[0] and "/" in span:
+        if span.startswith(("-", "@", "$", "#")) or "=" in span or "://" in span:
             return None
         m = NAME_RE.match(span)
         looks_path = "/" in span or span.endswith(EXTENSIONS)
