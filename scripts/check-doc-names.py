@@ -17,11 +17,12 @@ projects' calls) and fenced code blocks are left alone. For a span of one word:
 - `Type`, `Type.member`, `Type.member(label:)`, `Type(label:)`: a type is a word that
   starts with a capital and has a lower-case letter (`WriteLock`, not `MAP_SHARED` nor
   `B`). It must be declared (Swift `struct`, `enum`, `class`, `protocol`, `actor`,
-  `typealias`, `extension`; a Python `class`; a C `struct` or `typedef`; a module's
-  folder), and the member in a file that declares or extends the type (or a Python base).
+  `typealias`, `extension`; a Python, JavaScript, Ruby or PHP `class` or `module`; a C
+  `struct` or `typedef`; a module's folder), and the member in a file that declares or extends the type (or a Python base).
 - `member(label:other:)` and bare `lowerCamelCase` names (a capital after the first
   letter, no `_`): declared somewhere (a Swift `func`, `var`, `let`, `case`, `init`; a
-  Python `def`; a shell function).
+  Python `def`; a shell function; a binding's JavaScript, Ruby or PHP function or
+  method, or one its C extension registers).
 - `mc_name`, `mc_name()`: a C function, type or macro (the C ABI).
 
 Labels must be among the declaration's, in order: the project names an overload by the
@@ -101,6 +102,8 @@ class Tree:
             elif path.endswith(".sh"):
                 for m in re.finditer(r"^\s*(?:function\s+)?(" + IDENT + r")\s*\(\)", read(full), re.M):
                     self._member(m.group(1), path)
+            elif path.endswith((".js", ".mjs", ".cjs", ".ts", ".rb", ".php")):
+                self._script(path, read(full))
 
     def type_files(self, name, seen=()):
         """The files that declare or extend a type, and its Python base classes'."""
@@ -142,7 +145,26 @@ class Tree:
         for m in re.finditer(r"^\s*(?:self\.)?(" + IDENT + r")\s*(?::[^=\n]*)?=", text, re.M):
             self._member(m.group(1), path)
 
+    def _script(self, path, text):
+        """A binding's JavaScript, Ruby or PHP: its classes, modules and functions."""
+        for m in re.finditer(r"\b(?:class|module|interface|trait)\s+(?:" + IDENT + r"(?:::|\\))*(" + IDENT + ")", text):
+            self.types.setdefault(m.group(1), set()).add(path)
+        for m in re.finditer(r"\b(?:function|def)\s+(?:self\.)?(" + IDENT + ")", text):
+            self._member(m.group(1), path)
+        for m in re.finditer(r"^\s*(?:static\s+|async\s+|get\s+|set\s+)*(" + IDENT + r")\s*\([^()]*\)\s*\{", text, re.M):
+            self._member(m.group(1), path)
+        for m in re.finditer(r"\b(?:exports|prototype)\.(" + IDENT + ")", text):
+            self._member(m.group(1), path)
+
     def _c(self, path, text):
+        # Names a C extension gives its language: method tables ({"name", ...}), Ruby's
+        # rb_define_*, PHP's PHP_FUNCTION and PHP_METHOD.
+        for m in re.finditer(r"\{\s*\"(" + IDENT + r")\"|\brb_define_\w+\([^\"]*\"(" + IDENT + r")\"", text):
+            self._member(m.group(1) or m.group(2), path)
+        for m in re.finditer(r"\brb_define_(?:class|module)\w*\([^\"]*\"(" + IDENT + r")\"", text):
+            self.types.setdefault(m.group(1), set()).add(path)
+        for m in re.finditer(r"\bPHP_(?:FUNCTION|METHOD)\((?:\s*" + IDENT + r"\s*,)?\s*(" + IDENT + r")\s*\)", text):
+            self._member(m.group(1), path)
         for m in re.finditer(r"#\s*define\s+(" + IDENT + ")", text):
             self.c_names.add(m.group(1))
         for m in re.finditer(r"\b(" + IDENT + r")\s*\(", text):
@@ -397,6 +419,9 @@ def main():
                 stale += 1
                 print("%s:%d: `%s`: %s" % (doc, line, span, why))
     print("check-doc-names: %d documents, %d names in backticks, %d stale" % (len(docs), checked, stale))
+    if stale:
+        print("Rename each to what the code calls it now; a name of another project or language"
+              " goes in scripts/doc-names-allowlist.txt.")
     return 1 if stale else 0
 
 
