@@ -549,22 +549,21 @@ private final class Scratch {
   @Test func tokensAndTheLivenessOfWhatTheyName() throws {
     let s = try Scratch("lock-token")
     let reg = try #require(s.engine.registration)
-    let token = WriteLock.token(slot: reg.slot, generation: reg.generation)
-    #expect(Int(token & Format.Lock.ownerMask) == reg.slot + 1)
-    #expect(
-      UInt64(token >> Format.Lock.generationShift) & Format.Lock.generationMask == reg.generation
-        & Format.Lock.generationMask)
+    let token = WriteLock.token(slot: reg.slot, generation: reg.generation, in: s.engine.memory)
+    let bits = s.engine.memory.lockBits
+    #expect(Int(token & bits.ownerMask) == reg.slot + 1)
+    #expect(UInt64(token >> bits.generationShift) & bits.generationMask == reg.generation & bits.generationMask)
     let asker = try #require(s.engine.lock).asker
     let liveness = Liveness(memory: s.engine.memory, fd: s.engine.file.fd, asker: asker)
     #expect(!liveness.holderIsDead(token), "this handle's own token: another of its threads")
     #expect(
-      liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1)),
+      liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1, in: s.engine.memory)),
       "its slot's previous (or a planted) generation")
     #expect(liveness.holderIsDead(UInt32(s.engine.memory.procCount + 1)), "a slot past the table")
     // Another live handle's token: alive while it is open (its witness byte is locked).
     let other = try SharedCache<[UInt8]>(path: s.path)
     let otherReg = try #require(other.engine.registration)
-    #expect(!liveness.holderIsDead(WriteLock.token(slot: otherReg.slot, generation: otherReg.generation)))
+    #expect(!liveness.holderIsDead(WriteLock.token(slot: otherReg.slot, generation: otherReg.generation, in: s.engine.memory)))
   }
 
   /// Each partition's lock excludes threads of one handle and of two handles: counters
