@@ -70,23 +70,22 @@ enum CacheFileOpener {
     let (fd, writable, made) = try openDescriptor(path, policy: policy, mode: options.mode)
     var keepFD = false
     defer { if !keepFD { Sys.close(fd) } }
+    // A file this call made is removed if it fails before the cache is laid out.
+    var laidOut = !made
+    defer { if !laidOut { removeUnfinished(fd, path: path) } }
     try checkOwnershipAndMode(fd, path: path, policy: policy, group: group)
 
     try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
     defer { _ = try? Sys.flock(fd, LOCK_UN) }
     var st = try system { () throws(SystemError) in try Sys.fstat(fd) }
-    if !lastAttempt, !pathNames(path, st) { return nil }
-    let created: Bool
-    do {
-      created = try createOrTakeOver(
-        fd, path: path, canCreate: writable && policy.create, options: options,
-        group: group, typeFingerprint: typeFingerprint, typeName: typeName)
-    } catch {
-      // Under the `flock`: whoever opened this file meanwhile waits for it, then finds
-      // the path gone and opens again.
-      if made, pathNames(path, st) { try? Sys.unlink(path) }
-      throw error
+    if !lastAttempt, !pathNames(path, st) {
+      laidOut = true  // not this call's to remove any more
+      return nil
     }
+    let created = try createOrTakeOver(
+      fd, path: path, canCreate: writable && policy.create, options: options,
+      group: group, typeFingerprint: typeFingerprint, typeName: typeName)
+    laidOut = true
     st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
@@ -97,6 +96,22 @@ enum CacheFileOpener {
       writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
+  }
+
+  /// After a failed creation by this call: removes the file at `path` if it is still the
+  /// one `fd` opened and holds no finished cache (empty, or the creation marker). Under
+  /// the `flock`, so that an opener laying the file out meanwhile is waited for and its
+  /// cache kept; openers waiting for the `flock` then find the path gone and open again.
+  private static func removeUnfinished(_ fd: Int32, path: String) {
+    guard (try? Sys.flock(fd, LOCK_EX)) != nil else { return }
+    defer { _ = try? Sys.flock(fd, LOCK_UN) }
+    guard let st = try? Sys.fstat(fd), pathNames(path, st) else { return }
+    if st.st_size > 0 {
+      guard let first = try? Sys.pread(fd, count: 8, at: 0), first.count == 8,
+        HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic != Format.magic
+      else { return }
+    }
+    try? Sys.unlink(path)
   }
 
   /// Whether `path` names the file `st` describes (the same device and inode).

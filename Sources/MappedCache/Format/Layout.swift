@@ -304,12 +304,12 @@ public struct CacheOptions: Sendable, Equatable {
   /// Permission bits of a new file. Default 0600.
   public var mode: UInt32 = 0o600
   /// Most processes that can write the file at once (its process table), 1 to 16,383,
-  /// or nil (the default) to choose from the capacity: 8,192, enough for a pre-fork
-  /// fleet of 4,096 workers and its parents, but at most one entry per 4 KiB of capacity
-  /// (the table, 64 bytes an entry, then takes at most 1/64 of the file) and at least 256.
-  /// Every handle one process opens on one file shares that process's entry, so this
-  /// counts processes, not handles. A table over 1,000 entries opens only with this
-  /// version or later (earlier ones refuse it at open).
+  /// or nil (the default) to choose from the capacity: 8,192 for 32 MiB or more, enough
+  /// for a pre-fork fleet of 4,096 workers and its parents (the table, 64 bytes an entry,
+  /// then takes at most 1/64 of the file), and 256 below. Every handle one process opens
+  /// on one file shares that process's entry, so this counts processes, not handles. A
+  /// table over 1,000 entries opens only with this version or later (earlier ones refuse
+  /// it at open): give 1,000 or fewer for a file that older versions must open too.
   public var maxProcesses: Int? = nil
   /// Ignored since format 5, which stores every entry in a record (kept so that code
   /// written for earlier versions still compiles). Must be nil or 0 to 208.
@@ -448,11 +448,12 @@ struct Layout: Equatable {
 
   /// The process table's entries for `options` (see `CacheOptions.maxProcesses`).
   static func processTableSize(_ o: CacheOptions) -> Int {
-    o.maxProcesses ?? min(defaultProcessTable, max(256, o.capacity / 4096))
+    o.maxProcesses ?? (o.capacity >= 32 << 20 ? largeProcessTable : smallProcessTable)
   }
 
-  /// The automatic process table's most entries.
-  static let defaultProcessTable = 8192
+  /// The automatic process table's sizes.
+  static let largeProcessTable = 8192
+  static let smallProcessTable = 256
 
   /// Most groups a partition's index starts with (2,560 slots).
   static let initialGroupsLimit = 64
