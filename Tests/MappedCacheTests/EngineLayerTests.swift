@@ -560,10 +560,17 @@ private final class Scratch {
       liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1, in: s.engine.memory)),
       "its slot's previous (or a planted) generation")
     #expect(liveness.holderIsDead(UInt32(s.engine.memory.procCount + 1)), "a slot past the table")
-    // Another live handle's token: alive while it is open (its witness byte is locked).
+    // Another handle of this process shares the entry, and so the token.
     let other = try SharedCache<[UInt8]>(path: s.path)
-    let otherReg = try #require(other.engine.registration)
-    #expect(!liveness.holderIsDead(WriteLock.token(slot: otherReg.slot, generation: otherReg.generation, in: s.engine.memory)))
+    #expect(other.engine.registration?.slot == reg.slot && other.engine.registration?.generation == reg.generation)
+    // Another process's registration (made here through a descriptor of its own): its
+    // token is alive while its witness byte is locked, dead once the descriptor closes.
+    let fd = open(s.path, O_RDWR | O_CLOEXEC)
+    let foreign = try ProcessTable.register(memory: s.engine.memory, fd: fd)
+    let foreignToken = WriteLock.token(slot: foreign.slot, generation: foreign.generation, in: s.engine.memory)
+    #expect(foreign.slot != reg.slot && !liveness.holderIsDead(foreignToken))
+    close(fd)
+    #expect(liveness.holderIsDead(foreignToken))
   }
 
   /// Each partition's lock excludes threads of one handle and of two handles: counters
