@@ -175,6 +175,23 @@ import Testing
     #expect(try again.verify().ok)
   }
 
+  /// `mapped-cache create --max-processes` sizes the table, and `migrate` resizes it;
+  /// out of range is a usage error.
+  @Test func theToolSizesTheTable() throws {
+    let path = TestFiles.tempPath("slot-cli")
+    defer {
+      TestFiles.cleanup(path)
+      TestFiles.cleanup(path + ".2")
+    }
+    let tool = TestFiles.binary("mapped-cache")
+    #expect(try ChildProcess.run(tool, ["create", path, "--max-processes", "2000"]).status == 0)
+    #expect(try CacheFile(path: path, readOnly: true).info.processSlots == 2000)
+    #expect(try ChildProcess.run(tool, ["migrate", path, path + ".2", "--max-processes", "300"]).status == 0)
+    #expect(try CacheFile(path: path + ".2", readOnly: true).info.processSlots == 300)
+    let bad = try ChildProcess.run(tool, ["create", path + ".3", "--max-processes", "16384"])
+    #expect(bad.status == 64 && bad.stderr.contains("--max-processes must be a whole number from 1 to 16383"))
+  }
+
   /// 1,000 processes at once, each opening the default-option file twice, writing and
   /// reading back, all holding their handles until every one has written; then 300
   /// children forked from a parent that holds a handle, each using it and one of its

@@ -88,7 +88,7 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
         + Self.sharedMemoryNote(p)
     case .tooManyProcesses(let n):
       return
-        "all \(n) process slots of the cache are held by live processes (one per process, whatever its handles); create the file with a larger maxProcesses (max_processes in the C ABI and Python; up to \(Format.Lock.largestTable))"
+        "all \(n) process slots of the cache are held by live processes (one per process, whatever its handles); create the file with a larger maxProcesses (max_processes in the C ABI and Python, mapped-cache create --max-processes; up to \(Format.Lock.largestTable))"
     case .invalidArgument(let why):
       return "invalid argument: \(why)"
     case .notAnInteger(let k):
