@@ -71,6 +71,31 @@ import Testing
     #expect(try first.verify().ok)
   }
 
+  /// A thread of this process holding every partition's lock through one handle is a
+  /// live holder to a thread writing through another handle (the same token): the writer
+  /// waits, far past its 2 ms looks at the holder, never takes the lock over, and writes
+  /// once the holder lets go.
+  @Test func aLockHeldThroughOneHandleIsWaitedForThroughAnother() throws {
+    let path = TestFiles.tempPath("slot-held")
+    defer { TestFiles.cleanup(path) }
+    let holder = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
+    let writer = try SharedCache<[UInt8]>(path: path)
+    #expect(writer.engine.registration?.slot == holder.engine.registration?.slot)
+    let wrote = CoreFlag()
+    try holder.engine._holdWriteLock(oddKey: nil) {
+      Thread.detachNewThread {
+        _ = try? writer.setObject([9], forKey: "late")
+        wrote.set()
+      }
+      usleep(200_000)
+      #expect(!wrote.value, "a write went through while another handle of the process held the lock")
+    }
+    #expect(Self.eventually { wrote.value })
+    #expect(try holder.object(forKey: "late") == [9])
+    #expect(holder.statistics.lockTakeovers == 0)
+    #expect(try holder.verify().ok)
+  }
+
   /// The entry's witness outlives the handle that registered it while another handle
   /// shares it, and goes with the last one; the next handle then registers afresh.
   @Test func theEntryLivesUntilItsLastHandleCloses() throws {
