@@ -266,6 +266,27 @@ package enum Sys {
     return overflow ? Int.max : n
   }
 
+  /// The size and the bytes an unprivileged user may still allocate of the file system
+  /// holding `path`, or nil when it cannot be asked. The corresponding C function is
+  /// `statvfs`.
+  package static func fileSystemSpace(_ path: String) -> (size: Int, free: Int)? {
+    var st = statvfs()
+    guard retrying({ statvfs(path, &st) }) == 0 else { return nil }
+    func bytes(_ blocks: UInt) -> Int {
+      let (n, overflow) = Int(clamping: blocks).multipliedReportingOverflow(by: Int(clamping: st.f_frsize))
+      return overflow ? Int.max : n
+    }
+    return (bytes(st.f_blocks), bytes(st.f_bavail))
+  }
+
+  /// A second descriptor for `fd`'s open file description (its OFD locks included),
+  /// closed on exec. The corresponding C function is `fcntl(F_DUPFD_CLOEXEC)`.
+  package static func duplicate(_ fd: Int32) throws(SystemError) -> Int32 {
+    let r = retrying { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+    if r < 0 { throw SystemError(errno: Glibc.errno, operation: "fcntl(F_DUPFD_CLOEXEC)") }
+    return r
+  }
+
   /// The environment variable `name`, or nil. The corresponding C function is `getenv`.
   package static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 

@@ -27,6 +27,11 @@ enum CreationOptions {
       name: "--max-capacity", value: "SIZE", defaultValue: "64 × capacity, at most 1TiB",
       help: "The most the file may grow to (mapped-cache grow): address space every process reserves, not memory."),
     OptionSpec(
+      name: "--max-processes", value: "N", defaultValue: "8192 from 32MiB, 256 below",
+      help:
+        "Most processes writing the file at once, 1 to 16383 (one entry each, shared by its handles; over 1000 needs this version or later)."
+    ),
+    OptionSpec(
       name: "--mode", value: "MODE", defaultValue: "0600",
       help: "Permission bits (octal), before the umask; with create --group: exactly, 0660 unless given."),
     OptionSpec(
@@ -46,6 +51,7 @@ enum CreationOptions {
     if let a = try inv.size("--avg-entry") { o.averageEntrySize = a }
     if let p = try inv.integer("--partitions", in: 1...(1 << 20)) { o.partitionCount = p }
     if let m = try inv.size("--max-capacity") { o.maxCapacity = m }
+    if let n = try inv.integer("--max-processes", in: 1...16383) { o.maxProcesses = n }
     if let m = try inv.mode("--mode") { o.mode = m }
     let typeName = inv.value("--type") ?? ""
     if typeName.utf8.count > 100 { throw inv.usageError("--type must be at most 100 bytes") }

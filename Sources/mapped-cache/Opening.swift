@@ -71,16 +71,9 @@ enum Opening {
       }
       return file
     } catch {
-      removeEmptyFile(path, existedBefore: existed)
       if case .invalidArgument(let why) = error { throw inv.usageError(why) }
       throw CLIFailure(error)
     }
-  }
-
-  /// After a failed creation: the empty file it left is removed, unless the path was
-  /// there before (whoever made it keeps it).
-  static func removeEmptyFile(_ path: String, existedBefore: Bool) {
-    if !existedBefore, let st = Sys.statIfPresent(path), st.st_size == 0 { try? Sys.unlink(path) }
   }
 
   /// The message for a file that was never published as a cache: empty (its creator

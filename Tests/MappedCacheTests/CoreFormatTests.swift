@@ -371,9 +371,9 @@ import Testing
     }
   }
 
-  /// Each handle takes a process-table entry and gives it back when it is released: many
-  /// handles opened and closed in turn leak neither entries nor descriptors, counters
-  /// survive their handles, and a full table is a clear error.
+  /// The handles of one process share its process-table entry, given back when the last
+  /// is released: many handles opened and closed in turn leak neither entries nor
+  /// descriptors, counters survive their handles, and a full table is a clear error.
   @Test func handlesComeAndGoWithoutLeaking() throws {
     let path = TestFiles.tempPath("fmt-handles")
     defer { TestFiles.cleanup(path) }
@@ -381,33 +381,27 @@ import Testing
     o.maxProcesses = 4
     let first = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     try first.setObject([1], forKey: "k")
-    // A closed handle's entry is free once its descriptor's lock is gone. A child that
-    // another test spawns at that instant holds a copy of our descriptors until it execs,
-    // so an entry can look busy for a moment: retry (a leak would never clear).
-    func open() throws -> SharedCache<[UInt8]> {
-      let deadline = Date().addingTimeInterval(10)
-      while true {
-        do { return try SharedCache<[UInt8]>(path: path, capacity: 1 << 20) } catch CacheError.tooManyProcesses(let n) {
-          if Date() > deadline { throw CacheError.tooManyProcesses(limit: n) }
-          usleep(2000)
-        }
-      }
-    }
     let fds = Support.openDescriptorCount()
     for _ in 0..<300 {
-      let h = try open()
+      let h = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
       #expect(try h.object(forKey: "k") == [1])  // one hit each
     }
     // Other tests run in parallel and open descriptors too: a leak here would be 300.
     #expect(Support.openDescriptorCount() < fds + 100, "descriptors leaked")
     #expect(first.statistics.hits == 300, "hits of closed handles still count")
-    // Four entries: `first` plus three more; the fifth handle is refused, cleanly.
-    let more = try (0..<3).map { _ in try open() }
-    #expect(throws: CacheError.tooManyProcesses(limit: 4)) { try SharedCache<[UInt8]>(path: path, capacity: 1 << 20) }
+    // Entries as other processes take them (through descriptors of their own): `first`'s
+    // plus three; the fifth is refused, cleanly, while this process opens on.
+    let others = (0..<4).map { _ in open(path, O_RDWR | O_CLOEXEC) }
+    defer { for fd in others { close(fd) } }
+    for fd in others.prefix(3) { _ = try ProcessTable.register(memory: first.engine.memory, fd: fd) }
+    #expect(throws: CacheError.tooManyProcesses(limit: 4)) {
+      _ = try ProcessTable.register(memory: first.engine.memory, fd: others[3])
+    }
+    let more = try (0..<3).map { _ in try SharedCache<[UInt8]>(path: path, capacity: 1 << 20) }
+    #expect(more.allSatisfy { $0.engine.registration?.slot == first.engine.registration?.slot })
     // Read-only handles take no entry.
     let ro = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true))
     #expect(try ro.object(forKey: "k") == [1])
-    _ = more.count
     #expect(try first.verify().ok)
   }
 }

@@ -549,22 +549,28 @@ private final class Scratch {
   @Test func tokensAndTheLivenessOfWhatTheyName() throws {
     let s = try Scratch("lock-token")
     let reg = try #require(s.engine.registration)
-    let token = WriteLock.token(slot: reg.slot, generation: reg.generation)
-    #expect(Int(token & Format.Lock.ownerMask) == reg.slot + 1)
-    #expect(
-      UInt64(token >> Format.Lock.generationShift) & Format.Lock.generationMask == reg.generation
-        & Format.Lock.generationMask)
+    let token = WriteLock.token(slot: reg.slot, generation: reg.generation, in: s.engine.memory)
+    let bits = s.engine.memory.lockBits
+    #expect(Int(token & bits.ownerMask) == reg.slot + 1)
+    #expect(UInt64(token >> bits.generationShift) & bits.generationMask == reg.generation & bits.generationMask)
     let asker = try #require(s.engine.lock).asker
     let liveness = Liveness(memory: s.engine.memory, fd: s.engine.file.fd, asker: asker)
     #expect(!liveness.holderIsDead(token), "this handle's own token: another of its threads")
     #expect(
-      liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1)),
+      liveness.holderIsDead(WriteLock.token(slot: reg.slot, generation: reg.generation + 1, in: s.engine.memory)),
       "its slot's previous (or a planted) generation")
     #expect(liveness.holderIsDead(UInt32(s.engine.memory.procCount + 1)), "a slot past the table")
-    // Another live handle's token: alive while it is open (its witness byte is locked).
+    // Another handle of this process shares the entry, and so the token.
     let other = try SharedCache<[UInt8]>(path: s.path)
-    let otherReg = try #require(other.engine.registration)
-    #expect(!liveness.holderIsDead(WriteLock.token(slot: otherReg.slot, generation: otherReg.generation)))
+    #expect(other.engine.registration?.slot == reg.slot && other.engine.registration?.generation == reg.generation)
+    // Another process's registration (made here through a descriptor of its own): its
+    // token is alive while its witness byte is locked, dead once the descriptor closes.
+    let fd = open(s.path, O_RDWR | O_CLOEXEC)
+    let foreign = try ProcessTable.register(memory: s.engine.memory, fd: fd)
+    let foreignToken = WriteLock.token(slot: foreign.slot, generation: foreign.generation, in: s.engine.memory)
+    #expect(foreign.slot != reg.slot && !liveness.holderIsDead(foreignToken))
+    close(fd)
+    #expect(liveness.holderIsDead(foreignToken))
   }
 
   /// Each partition's lock excludes threads of one handle and of two handles: counters

@@ -512,7 +512,7 @@ struct FileMutator: Sendable {
       HeaderFields(
         layout: nl, typeFingerprint: header.typeFingerprint, typeName: header.typeName, createdMs: header.createdMs))
     return
-      "reshape: key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses) partitions \(o.partitionCount!)"
+      "reshape: key \(o.maxKeySize) value \(o.maxValueSize) procs \(o.maxProcesses ?? 0) partitions \(o.partitionCount!)"
   }
 
   /// Hostile values in a partition's header lines (geometry, lock, intent, counters, log

@@ -197,7 +197,8 @@ typedef struct mc_options {
   /** Ignored since format 5, where every entry is a record in a log (kept so that code
    *  written for earlier versions still compiles); -1, or 0 to 208. */
   int32_t inline_entry_size;
-  /** Most processes that can have the file open at once (0: 256). */
+  /** Most processes that can write the file at once, 1 to 16383 (0: 8192 for a capacity
+   *  of 32 MiB or more, 256 below). A process's handles on one file share one entry. */
   uint32_t max_processes;
   /** Permission bits of a new file (0: 0600). */
   uint32_t mode;

@@ -29,7 +29,9 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
   case fileReplaced(path: String)
   /// The file system is full: the cache's blocks could not be reserved.
   case diskFull(path: String, bytes: Int)
-  /// Every process slot in the file's registration table is in use by a live process.
+  /// Every process slot in the file's registration table is in use by a live process
+  /// (a process's handles on one file share one slot); the table's size is fixed when the
+  /// file is created (`CacheOptions.maxProcesses`).
   case tooManyProcesses(limit: Int)
   /// An argument is out of its documented range.
   case invalidArgument(String)
@@ -82,9 +84,11 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .fileReplaced(let p):
       return "\(p) was replaced by another file while mapped; open the cache again"
     case .diskFull(let p, let n):
-      return "no space to reserve \(n) bytes for \(p); free space or choose a smaller capacity"
+      return "no space to reserve \(n) bytes for \(p)\(Self.spaceNote(p)); free space or choose a smaller capacity"
+        + Self.sharedMemoryNote(p)
     case .tooManyProcesses(let n):
-      return "all \(n) process slots of the cache are held by live processes; close some handles"
+      return
+        "all \(n) process slots of the cache are held by live processes (one per process, whatever its handles); create the file with a larger maxProcesses (max_processes in the C ABI and Python, mapped-cache create --max-processes; up to \(Format.Lock.largestTable))"
     case .invalidArgument(let why):
       return "invalid argument: \(why)"
     case .notAnInteger(let k):
@@ -105,5 +109,35 @@ public enum CacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case .remoteError(let ep, let msg):
       return "\(ep) answered with an error: \(msg)"
     }
+  }
+}
+
+extension CacheError {
+  /// The size and free space of the file system holding `path` (asked when the message
+  /// is made: the file itself may be gone), or nothing when they cannot be had.
+  static func spaceNote(_ path: String) -> String {
+    let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+    guard let space = Sys.fileSystemSpace(directory.isEmpty ? "/" : directory) else { return "" }
+    return " (the file system there holds \(roughBytes(space.size)), \(roughBytes(space.free)) of it free)"
+  }
+
+  /// For a file under /dev/shm: what sizes it in a container, where it is small.
+  static func sharedMemoryNote(_ path: String) -> String {
+    guard path.hasPrefix("/dev/shm/") else { return "" }
+    return
+      "; /dev/shm in a container is sized by `docker run --shm-size` (64 MiB unless set), and in Kubernetes by "
+      + "an emptyDir volume with `medium: Memory` (and a `sizeLimit`) mounted at /dev/shm"
+  }
+
+  /// `bytes` in binary units, rounded down, keeping at least two digits.
+  static func roughBytes(_ bytes: Int) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    var n = bytes
+    var unit = 0
+    while n >= 10 * 1024, unit < units.count - 1 {
+      n /= 1024
+      unit += 1
+    }
+    return "\(n) \(units[unit])"
   }
 }

@@ -43,11 +43,15 @@ extension CacheEngine {
   }
 
   /// Processes that have the file open for writing now. This handle's own entry is not
-  /// listed (a process cannot see its own lock through its own descriptor).
+  /// listed (a process cannot see its own lock through its own descriptor). Entries never
+  /// registered (generation 0) are passed over without a system call: most of a large
+  /// table.
   func attachedProcesses() -> [AttachedProcess] {
     var out: [AttachedProcess] = []
     for i in 0..<layout.procCount where i != registration?.slot {
-      guard Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i)) else { continue }
+      guard memory.procWord(i, Format.P.generation).load(.acquiring) != 0,
+        Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i))
+      else { continue }
       out.append(attachedProcess(slot: i))
     }
     return out

@@ -8,7 +8,8 @@ import SystemCalls
 ///
 ///     MappedMemory    the only place that forms or dereferences pointers into the mapping
 ///     WriteLock       the partitions' cross-process write locks; hands out `WriteLock.Held`
-///     ProcessTable    this handle's entry: its lock witness and statistics counters
+///     ProcessTable    the process's entry (its handles on the file share it): its lock
+///                     witness and statistics counters
 ///     BucketIndex     a partition's buckets: placement, seqlock reads and writes, lookups,
 ///                     free slots and displacements
 ///     IndexResizer    the index growing into the logs' space and giving it back
@@ -38,6 +39,9 @@ final class CacheEngine: @unchecked Sendable {
   /// The lock's slow-path state, kept alive here for the lock's whole life.
   private let lockContext: WriteLock.Context?
   let registration: ProcessTable.Registration?
+  /// The process's registration in the file, which this handle shares with the
+  /// process's other handles on it and keeps alive (nil for a read-only handle).
+  private let sharedRegistration: ProcessRegistrations.Shared?
   /// Where this handle counts its hits and misses: its process-table entry, or a private
   /// block for read-only handles.
   private let handleCounters: HandleCounters
@@ -68,7 +72,9 @@ final class CacheEngine: @unchecked Sendable {
     writable = opened.file.writable
     var asker = WriteLock.Asker.none
     if opened.file.writable {
-      let reg = try ProcessTable.register(memory: memory, fd: opened.file.fd)
+      let shared = try ProcessRegistrations.register(file: opened.file, memory: memory)
+      sharedRegistration = shared
+      let reg = shared.registration
       registration = reg
       let context = WriteLock.Context(memory: memory, fd: opened.file.fd, slot: reg.slot)
       lockContext = context
@@ -79,6 +85,7 @@ final class CacheEngine: @unchecked Sendable {
       handleCounters = ProcessTable.counters(of: reg, memory: memory)
     } else {
       registration = nil
+      sharedRegistration = nil
       lock = nil
       quickToken = 0
       lockContext = nil

@@ -10,7 +10,10 @@ import SystemCalls
 ///    one else, unless the policy allows otherwise.
 /// 4. `createOrTakeOver`, under an exclusive `flock`: lay out an empty file, or redo a
 ///    creation that a process left unfinished (it died holding the `flock`, which the
-///    kernel then released).
+///    kernel then released). A creation that fails (no space, say) removes the file if
+///    this call made it, so a failed creation leaves nothing at the path; an opener that
+///    was waiting for the `flock` on the removed file finds the path no longer names it
+///    and opens again.
 /// 5. `readHeader`: magic, version, layout fingerprint, sizes, value type.
 /// 5b. `reserveHoles`: for writing, allocate the blocks of an existing file copied sparse.
 /// 6. map the file (`MappedFile`).
@@ -28,10 +31,29 @@ enum CacheFileOpener {
     var created: Bool
   }
 
+  /// Opens found the path naming another file after they took the `flock` (a failed
+  /// creator removed it, or it was replaced) before the last opens what it has.
+  static let reopenAttempts = 4
+
   static func open(
     path: String, options: CacheOptions, policy: OpenPolicy,
     typeFingerprint: UInt64, typeName: String
   ) throws(CacheError) -> Opened {
+    for attempt in 1...reopenAttempts {
+      let opened = try openOnce(
+        path: path, options: options, policy: policy, typeFingerprint: typeFingerprint,
+        typeName: typeName, lastAttempt: attempt == reopenAttempts)
+      if let opened { return opened }
+    }
+    preconditionFailure("the last attempt returns or throws")
+  }
+
+  /// One open; nil when the path named another file once this call held the `flock` on
+  /// its descriptor (and this is not the last attempt).
+  private static func openOnce(
+    path: String, options: CacheOptions, policy: OpenPolicy,
+    typeFingerprint: UInt64, typeName: String, lastAttempt: Bool
+  ) throws(CacheError) -> Opened? {
     try refuseSymlink(path)
     let group = try policy.sharedGroup.map { name throws(CacheError) in try SharedGroup(name) }
     if !policy.readOnly && policy.create && Sys.lstatIfPresent(path) == nil {
@@ -45,17 +67,26 @@ enum CacheFileOpener {
             + "(or root) may give a file to a group")
       }
     }
-    let (fd, writable) = try openDescriptor(path, policy: policy, mode: options.mode)
+    let (fd, writable, made) = try openDescriptor(path, policy: policy, mode: options.mode)
     var keepFD = false
     defer { if !keepFD { Sys.close(fd) } }
+    // A file this call made is removed if it fails before the cache is laid out.
+    var laidOut = !made
+    defer { if !laidOut { removeUnfinished(fd, path: path) } }
     try checkOwnershipAndMode(fd, path: path, policy: policy, group: group)
 
     try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
     defer { _ = try? Sys.flock(fd, LOCK_UN) }
+    var st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    if !lastAttempt, !pathNames(path, st) {
+      laidOut = true  // not this call's to remove any more
+      return nil
+    }
     let created = try createOrTakeOver(
       fd, path: path, canCreate: writable && policy.create, options: options,
       group: group, typeFingerprint: typeFingerprint, typeName: typeName)
-    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    laidOut = true
+    st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
@@ -65,6 +96,28 @@ enum CacheFileOpener {
       writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
+  }
+
+  /// After a failed creation by this call: removes the file at `path` if it is still the
+  /// one `fd` opened and holds no finished cache (empty, or the creation marker). Under
+  /// the `flock`, so that an opener laying the file out meanwhile is waited for and its
+  /// cache kept; openers waiting for the `flock` then find the path gone and open again.
+  private static func removeUnfinished(_ fd: Int32, path: String) {
+    guard (try? Sys.flock(fd, LOCK_EX)) != nil else { return }
+    defer { _ = try? Sys.flock(fd, LOCK_UN) }
+    guard let st = try? Sys.fstat(fd), pathNames(path, st) else { return }
+    if st.st_size > 0 {
+      guard let first = try? Sys.pread(fd, count: 8, at: 0), first.count == 8,
+        HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic != Format.magic
+      else { return }
+    }
+    try? Sys.unlink(path)
+  }
+
+  /// Whether `path` names the file `st` describes (the same device and inode).
+  private static func pathNames(_ path: String, _ st: stat) -> Bool {
+    guard let now = Sys.lstatIfPresent(path) else { return false }
+    return now.st_dev == st.st_dev && now.st_ino == st.st_ino
   }
 
   // MARK: Steps
@@ -77,29 +130,37 @@ enum CacheFileOpener {
     }
   }
 
-  /// Step 2. Returns the descriptor and whether it is open for writing: an existing file
-  /// this user may read but not write (its permissions, a read-only file system) opens
+  /// Step 2. Returns the descriptor, whether it is open for writing, and whether this
+  /// call made the file (`O_EXCL` decides between two creators): an existing file this
+  /// user may read but not write (its permissions, a read-only file system) opens
   /// read-only, and the handle then refuses writes with `CacheError.readOnly`.
   private static func openDescriptor(
     _ path: String, policy: OpenPolicy,
     mode: UInt32
-  ) throws(CacheError) -> (fd: Int32, writable: Bool) {
+  ) throws(CacheError) -> (fd: Int32, writable: Bool, made: Bool) {
     let writable = !policy.readOnly
     let creating = policy.create && writable
-    let existed = Sys.lstatIfPresent(path) != nil
     // O_NONBLOCK: opening a FIFO planted at the path for reading would otherwise block
     // until a writer came (no effect on regular files). O_NOCTTY: a terminal is never adopted.
-    let flags = (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | (creating ? O_CREAT : 0)
-    do {
-      let fd = try Sys.open(path, flags: flags, mode: mode_t(mode & 0o777))
-      if creating && !existed { pauseForTest(at: "opened") }
-      return (fd, writable)
+    let flags = (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY
+    do throws(SystemError) {
+      if creating, Sys.lstatIfPresent(path) == nil {
+        do throws(SystemError) {
+          let fd = try Sys.open(path, flags: flags | O_CREAT | O_EXCL, mode: mode_t(mode & 0o777))
+          pauseForTest(at: "opened")
+          return (fd, writable, true)
+        } catch {
+          // EEXIST: another creator made it first; open theirs.
+          guard error.code.rawValue == EEXIST else { throw error }
+        }
+      }
+      return (try Sys.open(path, flags: flags | (creating ? O_CREAT : 0), mode: mode_t(mode & 0o777)), writable, false)
     } catch {
       if error.code == .tooManySymbolicLinks { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
       if writable, error.code == .permissionDenied || error.code == .readOnlyFileSystem, Sys.statIfPresent(path) != nil,
         let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0)
       {
-        return (ro, false)
+        return (ro, false, false)
       }
       throw .system(error)
     }

@@ -324,6 +324,9 @@ struct MappedMemory {
 
   // MARK: Process table
 
+  /// The lock word's bits in this file (their widths follow the process table's size).
+  @inline(__always) var lockBits: Format.Lock { Format.Lock(procCount: procCount) }
+
   /// Word `field` (a `Format.P` constant) of process-table entry `i`.
   @inline(__always)
   func procWord(_ i: Int, _ field: Int) -> SharedWord {

@@ -19,9 +19,13 @@ enum ProcessTable {
   static let backoffMicroseconds: UInt32 = 50
   static let attempts = 3
 
+  /// Claims a free entry for this process, looking from a place drawn from its PID so
+  /// that processes starting together mostly look at different entries first.
   static func register(memory: MappedMemory, fd: Int32) throws(CacheError) -> Registration {
+    let start = Int(Sys.processID()) % memory.procCount
     for attempt in 0..<attempts {
-      for i in 0..<memory.procCount {
+      for k in 0..<memory.procCount {
+        let i = (start + k) % memory.procCount
         let byte = WriteLock.witnessBase + Int64(i)
         if Sys.byteIsLocked(fd, at: byte) { continue }
         let locked: Bool
@@ -63,5 +67,69 @@ enum ProcessTable {
       hits: memory.procWord(registration.slot, Format.P.hits),
       misses: memory.procWord(registration.slot, Format.P.misses),
       busy: memory.procWord(registration.slot, Format.P.busy))
+  }
+}
+
+/// One registration per file and process: every writable handle a process opens on one
+/// file (one inode, whatever the path) shares the first one's process-table entry, its
+/// token and its counters, so a process takes one entry however many handles it opens.
+///
+/// The entry's witness byte is locked through a duplicate of the registering handle's
+/// descriptor (`Shared`), closed when the last handle sharing the entry is gone, whichever
+/// closes first: the entry stays alive exactly as long as some handle of the process
+/// uses it, and the kernel still drops it when the process dies. A child of fork() finds
+/// its parent's registrations (another PID) and registers afresh on first open; a file
+/// replaced at the path is another inode, so another registration.
+enum ProcessRegistrations {
+  /// A registration and the descriptor that holds its witness.
+  final class Shared: Sendable {
+    let registration: ProcessTable.Registration
+    let processID: Int32
+    private let witnessFD: Int32
+
+    fileprivate init(_ registration: ProcessTable.Registration, witnessFD: Int32) {
+      self.registration = registration
+      processID = Sys.processID()
+      self.witnessFD = witnessFD
+    }
+
+    deinit { Sys.close(witnessFD) }
+  }
+
+  private struct FileID: Hashable {
+    var device: UInt64
+    var inode: UInt64
+  }
+
+  private struct Entry {
+    weak var shared: Shared?
+  }
+
+  private static let table = SeenMutex([FileID: Entry]())
+
+  /// This process's registration in `file`'s process table: the one its other handles on
+  /// the file share, or a new one. A new one first releases the lock words the entry's
+  /// previous owner left (`WriteLock.releaseWordsLeftBySlotsLastOwner`), before any
+  /// handle of this process can hold one.
+  static func register(file: MappedFile, memory: MappedMemory) throws(CacheError) -> Shared {
+    let id = FileID(device: file.device, inode: file.inode)
+    let pid = Sys.processID()
+    return try table.withLock { (entries: inout [FileID: Entry]) throws(CacheError) -> Shared in
+      if let shared = entries[id]?.shared, shared.processID == pid { return shared }
+      let witness: Int32
+      do throws(SystemError) { witness = try Sys.duplicate(file.fd) } catch { throw .system(error) }
+      let registration: ProcessTable.Registration
+      do throws(CacheError) {
+        registration = try ProcessTable.register(memory: memory, fd: witness)
+      } catch {
+        Sys.close(witness)
+        throw error
+      }
+      WriteLock.releaseWordsLeftBySlotsLastOwner(slot: registration.slot, memory: memory)
+      let shared = Shared(registration, witnessFD: witness)
+      entries = entries.filter { $0.value.shared != nil }
+      entries[id] = Entry(shared: shared)
+      return shared
+    }
   }
 }

@@ -15,15 +15,19 @@ import SystemCalls
 ///     bits 10..29  owner's generation (low 20 bits of its table entry's generation)
 ///     bit  31      waiters: someone may sleep on the futex; the releaser must wake
 ///
+/// (In a file whose process table has over 1,000 entries the owner takes bits 0..13
+/// and the generation's low 16 bits bits 14..29: `Format.Lock`.)
+///
 /// States: 0 (free) → owned (CAS by an acquirer) → 0 (release, exchange) or → owned by
 /// another (CAS by a waiter that proved the owner dead: its witness byte is unlocked,
 /// or its slot's generation moved on). The owner's witness is an OFD read lock on byte
 /// `witnessBase + slot` of the file, taken at registration and dropped by the kernel
 /// when the owner's descriptor closes, that is, when the process dies. A live but slow
 /// or stopped owner keeps its witness, so it is never declared dead. A word naming this
-/// handle's own token is held by another of its threads, alive by definition (an OFD
-/// lock cannot witness for its own descriptor: `F_OFD_GETLK` ignores the caller's own
-/// locks).
+/// handle's own token is held by another of its threads, or by a thread of its process
+/// using another handle on the file (they share one registration and token:
+/// `ProcessRegistrations`), alive by definition (an OFD lock cannot witness for its own
+/// descriptor: `F_OFD_GETLK` ignores the caller's own locks).
 ///
 /// Holding a partition's lock is proved by `Held`, a token only `acquire` makes, which
 /// names the partition: every function that changes a partition takes one, so calling
@@ -77,36 +81,41 @@ struct WriteLock: @unchecked Sendable {
   private let myToken: UInt32
   private let usesFlock: Bool
 
-  /// Precondition: `context` outlives the lock (its owner keeps both).
+  /// Precondition: `context` outlives the lock (its owner keeps both), and
+  /// `releaseWordsLeftBySlotsLastOwner` ran when the registration was made.
   init(mode: LockMode, context: Context, generation: UInt64) {
     memory = context.memory
     usesFlock = mode == .flock
-    myToken = Self.token(slot: context.mySlot, generation: generation)
+    myToken = Self.token(slot: context.mySlot, generation: generation, in: context.memory)
     self.context = context
-    for p in 0..<memory.partitionCount { releaseIfLeftBySlotsLastOwner(memory.partition(p).lockWord) }
   }
 
-  /// The lock-word value naming process-table slot `slot` at `generation`.
-  static func token(slot: Int, generation: UInt64) -> UInt32 {
-    UInt32(slot + 1)
-      | (UInt32(truncatingIfNeeded: generation & Format.Lock.generationMask) << Format.Lock.generationShift)
+  /// The lock-word value naming process-table slot `slot` at `generation` in `memory`'s file.
+  static func token(slot: Int, generation: UInt64, in memory: MappedMemory) -> UInt32 {
+    memory.lockBits.token(slot: slot, generation: generation)
   }
 
-  /// Invariant behind "a word with this handle's token is held by one of its threads":
-  /// from registration on, only this handle's threads put its token in the word. A word
-  /// that names this handle's slot already at registration was left by the slot's last
-  /// owner, which is dead (registration just found its witness free), or was planted by
-  /// damage or a hostile file, possibly with exactly the token this registration drew.
-  /// Waiting on it would never end, so it is released here, as a takeover would (the
-  /// intent word, if the owner died mid-change, makes the next writer repair). No thread
-  /// of this handle can hold the lock yet. A waiter taking the same word over at the
-  /// same moment is fine: of the two compare-and-swaps, one wins.
-  private func releaseIfLeftBySlotsLastOwner(_ word: SharedWord32) {
-    let w = word.load(.acquiring)
-    guard w & Format.Lock.ownerMask == myToken & Format.Lock.ownerMask else { return }
-    if word.compareExchange(expected: w, desired: w & Format.Lock.waitersBit, .acquiringAndReleasing) {
-      context.memory.header(.lockTakeovers).add(1, .relaxed)
-      if w & Format.Lock.waitersBit != 0 { word.futexWake(1) }
+  /// Invariant behind "a word with this process's token is held by one of its threads":
+  /// from registration on, only the threads of the handles sharing the registration (one
+  /// process's, `ProcessRegistrations`) put its token in the word. A word that names the
+  /// slot already when it is registered was left by the slot's last owner, which is dead
+  /// (registration just found its witness free), or was planted by damage or a hostile
+  /// file, possibly with exactly the token this registration drew. Waiting on it would
+  /// never end, so it is released here, as a takeover would (the intent word, if the
+  /// owner died mid-change, makes the next writer repair). Called once per registration,
+  /// before any handle has it, so no thread of this process can hold the lock yet. A
+  /// waiter taking the same word over at the same moment is fine: of the two
+  /// compare-and-swaps, one wins.
+  static func releaseWordsLeftBySlotsLastOwner(slot: Int, memory: MappedMemory) {
+    let owner = memory.lockBits.ownerMask
+    for p in 0..<memory.partitionCount {
+      let word = memory.partition(p).lockWord
+      let w = word.load(.acquiring)
+      guard w & owner == UInt32(slot + 1) else { continue }
+      if word.compareExchange(expected: w, desired: w & Format.Lock.waitersBit, .acquiringAndReleasing) {
+        memory.header(.lockTakeovers).add(1, .relaxed)
+        if w & Format.Lock.waitersBit != 0 { word.futexWake(1) }
+      }
     }
   }
 
@@ -192,7 +201,7 @@ struct WriteLock: @unchecked Sendable {
     let word = memory.partition(partition).lockWord
     let cur = word.load(.relaxed)
     guard
-      cur & Format.Lock.ownerMask == 0
+      cur & memory.lockBits.ownerMask == 0
         || Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
       claim(word, from: cur)
     else { return nil }
@@ -206,7 +215,7 @@ struct WriteLock: @unchecked Sendable {
     guard word.compareExchange(expected: cur, desired: myToken | (cur & Format.Lock.waitersBit), .acquiring) else {
       return false
     }
-    if cur & Format.Lock.ownerMask != 0 { context.memory.header(.lockTakeovers).add(1, .relaxed) }
+    if cur & memory.lockBits.ownerMask != 0 { context.memory.header(.lockTakeovers).add(1, .relaxed) }
     return true
   }
 
@@ -245,9 +254,10 @@ struct WriteLock: @unchecked Sendable {
     var spins = 0
     var pauses = 1
     var waited = false
+    let owner = memory.lockBits.ownerMask
     while true {
       let cur = word.load(.relaxed)
-      if cur & Format.Lock.ownerMask == 0 {
+      if cur & owner == 0 {
         // Having slept, keep the waiters bit: others may still sleep behind us.
         let want = myToken | (waited ? Format.Lock.waitersBit : cur & Format.Lock.waitersBit)
         if word.compareExchange(expected: cur, desired: want, .acquiring) { return false }
@@ -310,20 +320,21 @@ struct Liveness {
   /// `holderIsDead` has bounds-checked it.
   func liveHolder(_ partition: Int) -> Int? {
     let cur = memory.partition(partition).lockWord.load(.relaxed)
-    guard cur & Format.Lock.ownerMask != 0, !holderIsDead(cur) else { return nil }
-    return Int(cur & Format.Lock.ownerMask) - 1
+    let owner = memory.lockBits.ownerMask
+    guard cur & owner != 0, !holderIsDead(cur) else { return nil }
+    return Int(cur & owner) - 1
   }
 
   /// Whether the process named in lock word `word` is gone: its witness byte is
   /// unlocked, or its process-table slot has moved to another generation.
   func holderIsDead(_ word: UInt32) -> Bool {
-    let slot = Int(word & Format.Lock.ownerMask) - 1
+    let slot = Int(word & memory.lockBits.ownerMask) - 1
     guard slot >= 0, slot < memory.procCount else { return true }
     // The asker's slot: another of its threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
     if slot == asker.slot { return word & ~Format.Lock.waitersBit != asker.token }
     let generation = memory.procWord(slot, Format.P.generation).load(.acquiring)
-    if WriteLock.token(slot: slot, generation: generation) != word & ~Format.Lock.waitersBit { return true }
+    if WriteLock.token(slot: slot, generation: generation, in: memory) != word & ~Format.Lock.waitersBit { return true }
     return !Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
   }
 }

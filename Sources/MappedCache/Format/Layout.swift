@@ -134,14 +134,39 @@ enum Format {
   static let intentChange: UInt64 = 1
   static let intentRewriteBase: UInt64 = 2
 
-  /// The lock word's bits (see `WriteLock`): owner slot + 1 in bits 0..9, the owner's
-  /// generation (its low 20 bits) in bits 10..29, waiters in bit 31.
-  enum Lock {
-    static let ownerBits: UInt32 = 10
-    static let ownerMask: UInt32 = (1 << ownerBits) - 1
-    static let generationShift: UInt32 = ownerBits
-    static let generationMask: UInt64 = (1 << 20) - 1
+  /// The lock word's bits (see `WriteLock`): owner slot + 1 in the low bits, the owner's
+  /// generation (its low bits) above them up to bit 29, waiters in bit 31.
+  ///
+  /// The owner field is as wide as the file's process table needs: 10 bits (a 20-bit
+  /// generation) for a table of at most `narrowTable` entries, 14 bits (a 16-bit
+  /// generation) for a larger one. A table of up to `narrowTable` entries is all that
+  /// libraries before the wide form create or open (they refuse a larger one at open, as
+  /// a process table size out of range), so every word of a file is read one way only.
+  struct Lock {
     static let waitersBit: UInt32 = 1 << 31
+    /// The largest table whose words have the 10-bit owner field.
+    static let narrowTable = 1000
+    /// The largest table at all: the 14-bit owner field's last slot + 1.
+    static let largestTable = (1 << 14) - 1
+
+    let ownerMask: UInt32
+    let generationShift: UInt32
+    let generationMask: UInt64
+
+    /// The bits of a file whose process table has `procCount` entries.
+    @inline(__always)
+    init(procCount: Int) {
+      let bits: UInt32 = procCount <= Self.narrowTable ? 10 : 14
+      ownerMask = (1 << bits) - 1
+      generationShift = bits
+      generationMask = (1 << (30 - UInt64(bits))) - 1
+    }
+
+    /// The word naming process-table slot `slot` at `generation`.
+    @inline(__always)
+    func token(slot: Int, generation: UInt64) -> UInt32 {
+      UInt32(slot + 1) | (UInt32(truncatingIfNeeded: generation & generationMask) << generationShift)
+    }
   }
 
   // The index (`BucketIndex`, `IndexGeometry`).
@@ -278,8 +303,14 @@ public struct CacheOptions: Sendable, Equatable {
   public var averageEntrySize: Int = 320
   /// Permission bits of a new file. Default 0600.
   public var mode: UInt32 = 0o600
-  /// Most processes (handles) that can use the file at once. Default 256.
-  public var maxProcesses: Int = 256
+  /// Most processes that can write the file at once (its process table), 1 to 16,383,
+  /// or nil (the default) to choose from the capacity: 8,192 for 32 MiB or more, enough
+  /// for a pre-fork fleet of 4,096 workers and its parents (the table, 64 bytes an entry,
+  /// then takes at most 1/64 of the file), and 256 below. Every handle one process opens
+  /// on one file shares that process's entry, so this counts processes, not handles. A
+  /// table over 1,000 entries opens only with this version or later (earlier ones refuse
+  /// it at open): give 1,000 or fewer for a file that older versions must open too.
+  public var maxProcesses: Int? = nil
   /// Ignored since format 5, which stores every entry in a record (kept so that code
   /// written for earlier versions still compiles). Must be nil or 0 to 208.
   public var inlineEntrySize: Int? = nil
@@ -301,7 +332,8 @@ public struct CacheOptions: Sendable, Equatable {
   public var maxCapacity: Int? = nil
 
   /// The defaults: 64 MiB, keys up to 250 bytes, values up to 1 MiB, an average entry of
-  /// 320 bytes, mode 0600, 256 processes, partitions chosen from the machine.
+  /// 320 bytes, mode 0600, 8,192 processes (fewer below 32 MiB), partitions chosen from
+  /// the machine.
   public init() {}
 
   /// The defaults with a capacity of `capacity` bytes (1 MiB to 64 TiB; checked when the
@@ -350,7 +382,7 @@ struct Layout: Equatable {
   init(options o: CacheOptions, cores: Int = Sys.cpuCount()) throws(CacheError) {
     try Self.validate(o)
     let size = o.capacity & ~4095
-    procCount = o.maxProcesses
+    procCount = Self.processTableSize(o)
     headerBytes = Format.align(Format.headerPage + procCount * Format.procEntryBytes, 4096)
     let usable = size - headerBytes
     let count = try Self.partitionCount(size: size, usable: usable, options: o, cores: cores)
@@ -405,14 +437,23 @@ struct Layout: Equatable {
     guard (8...(1 << 24)).contains(o.averageEntrySize) else {
       throw .invalidArgument("averageEntrySize \(o.averageEntrySize) must be between 8 and 16 MiB")
     }
-    guard (1...1000).contains(o.maxProcesses) else {
-      throw .invalidArgument("maxProcesses \(o.maxProcesses) must be between 1 and 1000")
+    if let n = o.maxProcesses, !(1...Format.Lock.largestTable).contains(n) {
+      throw .invalidArgument("maxProcesses \(n) must be between 1 and \(Format.Lock.largestTable)")
     }
     if let policy = o.growthPolicy { try policy.validate() }
     if let inline = o.inlineEntrySize, !(0...208).contains(inline) {
       throw .invalidArgument("inlineEntrySize \(inline) must be between 0 and 208")
     }
   }
+
+  /// The process table's entries for `options` (see `CacheOptions.maxProcesses`).
+  static func processTableSize(_ o: CacheOptions) -> Int {
+    o.maxProcesses ?? (o.capacity >= 32 << 20 ? largeProcessTable : smallProcessTable)
+  }
+
+  /// The automatic process table's sizes.
+  static let largeProcessTable = 8192
+  static let smallProcessTable = 256
 
   /// Most groups a partition's index starts with (2,560 slots).
   static let initialGroupsLimit = 64
@@ -454,7 +495,7 @@ struct Layout: Equatable {
     try need(size >= h.fileSize && size <= h.maxCapacity, "grown size \(size)")
     try need(count >= h.partitionCount && count <= Format.maxPartitions, "grown partition count \(count)")
     try need(actualFileSize >= size, "header says \(size) bytes, file has \(actualFileSize)")
-    try need((1...1000).contains(h.procCount), "process table size \(h.procCount)")
+    try need((1...Format.Lock.largestTable).contains(h.procCount), "process table size \(h.procCount)")
     try need(
       h.headerBytes == Format.align(Format.headerPage + h.procCount * Format.procEntryBytes, 4096),
       "header size \(h.headerBytes)")

@@ -27,8 +27,6 @@ enum CreateCommand {
         creating: path, options: o, typeName: typeName,
         policy: OpenPolicy(verifyChecksumsOnRead: true, sharedGroup: group))
     } catch {
-      // Leave nothing behind: an empty file made by this failed attempt goes.
-      Opening.removeEmptyFile(path, existedBefore: existing != nil)
       if case .invalidArgument(let why) = error { throw inv.usageError(why) }
       throw CLIFailure(error)
     }

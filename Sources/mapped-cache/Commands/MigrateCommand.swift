@@ -20,6 +20,7 @@ enum MigrateCommand {
         if names.contains("--max-value") { o.maxValueSize = given.maxValueSize }
         if names.contains("--avg-entry") { o.averageEntrySize = given.averageEntrySize }
         if names.contains("--partitions") { o.partitionCount = given.partitionCount }
+        if names.contains("--max-processes") { o.maxProcesses = given.maxProcesses }
         if names.contains("--mode") { o.mode = given.mode }
       }
     } catch {
