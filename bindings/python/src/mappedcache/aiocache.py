@@ -133,9 +133,15 @@ class MappedCache(BaseCache):
         current = self.cache.gets(k)
         if current is None or current[0] != value:
             return 0
-        # Only the version read (this holder's lock) goes: replaced by an entry that is
-        # gone at once, so a lock another holder took meanwhile stays.
-        return 1 if self.cache.cas(k, value, current[1], 1e-9) else 0
+        # Only the version read (this holder's lock) goes: replaced by an entry that
+        # expires at once, so a lock another holder took meanwhile stays. Expiry has the
+        # clock's resolution, so what is still this holder's value is then removed.
+        if not self.cache.cas(k, value, current[1], 1e-9):
+            return 0
+        again = self.cache.gets(k)
+        if again is not None and again[0] == value:
+            self.cache.delete(k)
+        return 1
 
     async def get_or_compute(
         self,
