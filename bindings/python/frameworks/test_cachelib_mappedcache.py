@@ -97,3 +97,24 @@ class TestMappedCache(CommonTests, ClearTests, HasTests, DeleteManyWithPrefixTes
         cache = self.cache_factory(key_prefix="p:")
         cache.set("n", 41)
         assert Cache(cache.cache.path).get("p:n") == 41  # another handle reads an int
+
+    def test_add_and_inc_are_atomic_across_processes(self):
+        cache = self.cache_factory()
+        pids = []
+        for n in range(6):
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    added = cache.add("once", n)  # of the six, one adds
+                    for _ in range(200):
+                        cache.inc("hits")
+                    code = 10 if added else 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+        assert sorted(codes) == [0, 0, 0, 0, 0, 10]
+        assert cache.get("once") == codes.index(10)
+        assert cache.get("hits") == 1200
+
