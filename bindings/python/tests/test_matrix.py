@@ -83,6 +83,22 @@ class MatrixTest(CacheTest):
                     self.assertEqual(self.cli_get(key), value, key)
                     self.assertEqual(self.swift("bytes", "get", key), value.hex(), key)
 
+    def test_an_untyped_file_opens_as_bytes_however_it_is_opened(self):
+        self.create("untyped")
+        self.cli("set", self.path, "k", "hello")
+        for options in ({}, {"create": False}, {"read_only": True}, {"pickle": True}):
+            with self.subTest(**options):
+                c = mappedcache.Cache(self.path, **options)
+                self.assertEqual((c.value_type, c.get("k")), ("bytes", b"hello"))
+                c.close()
+        # Asked for another type, the untyped file is that type (nothing is misread: the
+        # tag check refuses the CLI's untagged value).
+        c = mappedcache.Cache(self.path, value_type="python")
+        with self.assertRaises(mappedcache.DecodingError):
+            c.get("k")
+        c.close()
+        self.assertEqual(self.cli_get("k"), b"hello")  # nothing lost
+
     # Strings
 
     def test_strings_in_string_files(self):

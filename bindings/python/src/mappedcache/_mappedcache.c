@@ -429,12 +429,13 @@ static PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int
  * what the CLI or Swift's CacheFile stored there has no tag to read. An existing typed
  * file opens as its own type either way; a missing one is created as asked. */
 static int open_file(const char *path, const mc_options *options, mc_cache **cache) {
-  if (options->value_type != NULL || (options->flags & MC_OPEN_NO_CREATE) != 0) return mc_open(path, options, cache);
+  if (options->value_type != NULL) return mc_open(path, options, cache);
   mc_options existing = *options;
   existing.flags |= MC_OPEN_NO_CREATE;
   existing.create_value_type = "bytes";
   int s = mc_open(path, &existing, cache);
-  if (s == MC_E_SYSTEM && mc_last_errno() == ENOENT) s = mc_open(path, options, cache);
+  if (s == MC_E_SYSTEM && mc_last_errno() == ENOENT && (options->flags & MC_OPEN_NO_CREATE) == 0)
+    s = mc_open(path, options, cache);
   return s;
 }
 

@@ -61,9 +61,12 @@ class MappedCache(BaseCache):
         """``mappedcache:///dev/shm/app.mcache``: the path is the file's."""
         return {"path": path} if path else {}
 
-    def _key(self, key: str) -> str:
-        if len(key.encode("utf-8")) > self.cache.max_key_size:
-            return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+    def _key(self, key: Union[str, bytes]) -> Union[str, bytes]:
+        raw = key.encode("utf-8") if isinstance(key, str) else key
+        if not isinstance(raw, bytes):
+            raise TypeError(f"a key is str or bytes, not {type(key).__name__}")
+        if len(raw) > self.cache.max_key_size:
+            return "sha256:" + hashlib.sha256(raw).hexdigest()
         return key
 
     @staticmethod
