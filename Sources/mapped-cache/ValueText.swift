@@ -21,6 +21,12 @@ enum ValueText {
     }
   }
 
+  /// `shown`, or the stored bytes themselves where `get` would refuse them (a listing
+  /// shows every entry: a pickle, a malformed value).
+  static func readable(_ stored: [UInt8], type: String) -> [UInt8] {
+    (try? shown(stored, type: type)) ?? stored
+  }
+
   /// The bytes `set` stores for the bytes it was given.
   static func stored(_ given: [UInt8], type: String) throws(CLIFailure) -> [UInt8] {
     switch type {

@@ -129,6 +129,8 @@ class MatrixTest(CacheTest):
         self.assertEqual(self.cli_get("bytes"), b"\x00\xff")
         self.assertEqual(self.cli_get("int"), b"-42")
         self.assertEqual(self.cli_get("float"), b"1.5")
+        listed = {r["key"]: r.get("value") for r in json.loads(self.cli("dump", self.path, "--json", "--values"))}
+        self.assertEqual(listed, {"str": "v", "bytes": None, "int": "-42", "float": "1.5"})  # bytes: value_base64
         self.cli("set", self.path, "from-cli", "héllo")
         self.cli("set", self.path, "from-cli-binary", "-", stdin=b"\xff\x00")
         self.assertEqual(py.get("from-cli"), "héllo")  # text reads back as str
