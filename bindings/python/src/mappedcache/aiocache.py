@@ -56,11 +56,6 @@ class MappedCache(BaseCache):
         kwargs.setdefault("pickle", True)
         self.cache = Cache(path, capacity, value_type="python", **kwargs)
 
-    @classmethod
-    def parse_uri_path(cls, path: str) -> dict:
-        """``mappedcache:///dev/shm/app.mcache``: the path is the file's."""
-        return {"path": path} if path else {}
-
     def _key(self, key: Union[str, bytes]) -> Union[str, bytes]:
         raw = key.encode("utf-8") if isinstance(key, str) else key
         if not isinstance(raw, bytes):
