@@ -1,6 +1,6 @@
 """Django's own BaseCacheTests (tests/cache/tests.py of Django's sdist) against
 mappedcache.django.MappedCache, run as Django runs them for FileBasedCache and
-LocMemCache: scripts/python-frameworks.sh copies this file into the sdist's tests/cache/
+LocMemCache: .ci/python-frameworks.sh copies this file into the sdist's tests/cache/
 and runs `runtests.py cache.tests_mappedcache`.
 
 The caches Django's tests name ("default", "prefix", "v2", "custom_key", ...) share one

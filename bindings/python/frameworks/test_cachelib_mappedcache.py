@@ -1,6 +1,6 @@
 """cachelib's own backend tests (tests/common.py and its mixins, from cachelib's sdist)
 against mappedcache.cachelib.MappedCache and mappedcache.flask.MappedCache, run as
-cachelib runs them for FileSystemCache: scripts/python-frameworks.sh copies this file
+cachelib runs them for FileSystemCache: .ci/python-frameworks.sh copies this file
 into the sdist's tests/ and runs pytest there. Every mixin cachelib's backends share
 runs whole; nothing is left out."""
 
