@@ -105,10 +105,14 @@ enum CommandTable {
         """,
       run: AgentCommand.run),
     CommandSpec(
-      name: "get", summary: "Write the value's bytes to standard output (exit 1 when missing).",
+      name: "get",
+      summary:
+        "Write the value to standard output as it was given, by the file's value type (an int64 in decimal, a Python value without its type tag); exit 1 when missing.",
       arguments: [path, key], run: EntryCommands.get),
     CommandSpec(
-      name: "set", summary: "Store a value, from the argument or from standard input with -.",
+      name: "set",
+      summary:
+        "Store a value, from the argument or from standard input with -, as the file's value type reads it (an int64 from decimal, text as a Python str).",
       arguments: [
         path, key,
         ArgumentSpec(

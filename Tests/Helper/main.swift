@@ -16,6 +16,7 @@ let commands: [String: HelperCommand] =
   .merging(fleetCommands) { a, _ in a }
   .merging(batchCommands) { a, _ in a }
   .merging(interopCommands) { a, _ in a }
+  .merging(matrixCommands) { a, _ in a }
   .merging(cabiBenchCommands) { a, _ in a }
 
 let args = Array(CommandLine.arguments.dropFirst())

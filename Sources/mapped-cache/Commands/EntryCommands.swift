@@ -4,14 +4,15 @@ import SystemCalls
 
 /// `get`, `set` and `delete`: one key each.
 enum EntryCommands {
-  /// `mapped-cache get PATH KEY`: the value's raw bytes to stdout; exit 1 when missing.
+  /// `mapped-cache get PATH KEY`: the value as it was given (`ValueText`) to stdout; exit 1
+  /// when missing.
   static func get(_ inv: Invocation) throws -> Int32 {
     let key = try Opening.key(inv)
     let file = try Opening.forReading(inv)
     guard let (value, _) = try file.get(key) else {
       throw CLIFailure.notFound("key not found: \(Units.printable(key))")
     }
-    Output.bytes(value)
+    Output.bytes(try ValueText.shown(value, type: file.info.valueTypeName))
     return ExitCode.ok
   }
 
@@ -37,7 +38,7 @@ enum EntryCommands {
     } else {
       value = try readStandardInput(limit: file.info.maxValueSize)
     }
-    try file.set(key, value, ttl: ttl == 0 ? nil : ttl)
+    try file.set(key, try ValueText.stored(value, type: file.info.valueTypeName), ttl: ttl == 0 ? nil : ttl)
     return ExitCode.ok
   }
 

@@ -18,6 +18,7 @@ enum ListingCommands {
     let limit = try inv.integer("--limit", in: 0...Int.max) ?? Int.max
     let values = inv.flag("--values")
     let file = try Opening.forReading(inv)
+    let type = file.info.valueTypeName
     let now = Date()
     var shown = 0
 
@@ -25,7 +26,7 @@ enum ListingCommands {
       var writer = JSON.ArrayWriter()
       if limit > 0 {
         file.forEachEntry(prefix: prefix, values: values) { e in
-          writer.append(jsonObject(e, now: now, detailed: detailed))
+          writer.append(jsonObject(e, now: now, detailed: detailed, type: type))
           shown += 1
           return shown < limit
         }
@@ -47,7 +48,7 @@ enum ListingCommands {
         var row = [Units.printable(e.key), Units.bytes(e.valueCount), ttlText(e, now: now)]
         if detailed {
           row += [e.expiry.map(Units.date) ?? "never", "\(e.version)", e.inMainLog ? "main" : "small"]
-          if values { row.append(Units.printable(e.value ?? [])) }
+          if values { row.append(Units.printable(ValueText.readable(e.value ?? [], type: type))) }
         }
         table.add(row)
         bytes += e.valueCount
@@ -69,8 +70,8 @@ enum ListingCommands {
 
   /// Fields: key (or key_base64), value_bytes, ttl_seconds (null = never);
   /// dump adds expires (ISO 8601 or null), expires_ms, version, log, and value (or
-  /// value_base64) with --values.
-  static func jsonObject(_ e: CacheFile.Entry, now: Date, detailed: Bool) -> [String: Any] {
+  /// value_base64) with --values, as `get` prints it (`ValueText`).
+  static func jsonObject(_ e: CacheFile.Entry, now: Date, detailed: Bool, type: String) -> [String: Any] {
     var o: [String: Any] = ["value_bytes": e.valueCount]
     JSON.bytesField("key", e.key, into: &o)
     o["ttl_seconds"] = e.timeToLive(now: now).map { JSON.number(max(0, $0), digits: 3) } ?? NSNull()
@@ -79,7 +80,7 @@ enum ListingCommands {
       o["expires_ms"] = e.expiryMilliseconds.map { Int(truncatingIfNeeded: $0) } ?? NSNull()
       o["version"] = Int(truncatingIfNeeded: e.version)
       o["log"] = e.inMainLog ? "main" : "small"
-      if let v = e.value { JSON.bytesField("value", v, into: &o) }
+      if let v = e.value { JSON.bytesField("value", ValueText.readable(v, type: type), into: &o) }
     }
     return o
   }

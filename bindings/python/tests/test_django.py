@@ -111,9 +111,11 @@ class BackendTests(unittest.TestCase):
         self.assertEqual(c.decr("n", 20), -9)
         with self.assertRaises(ValueError):
             c.incr("missing")
-        c.set("text", "abc")
-        with self.assertRaises(ValueError):
-            c.incr("text")
+        for value in ("abc", None, [1]):
+            c.set("other", value)
+            with self.assertRaises(TypeError):  # as Django's own backends raise
+                c.incr("other")
+            self.assertEqual(c.get("other"), value)
         c.set("timed", 1, timeout=50)
         c.incr("timed")
         self.assertTrue(49 < c.cache.ttl(c.make_key("timed")) <= 50)
@@ -188,6 +190,21 @@ class BackendTests(unittest.TestCase):
 
         with self.assertRaises(ValueError):
             MappedCache(PATH, {"OPTIONS": {"capacty": 1}})
+        for bad in ({"MAX_ENTRIES": "many"}, {"MAX_ENTRIES": -1}, {"CULL_FREQUENCY": 1.5}):
+            with self.assertRaises(ValueError):
+                MappedCache(PATH, {"OPTIONS": bad})
+
+    def test_max_entries_is_the_files_count_limit(self):
+        from mappedcache.django import MappedCache
+
+        path = temp_path("django-max-entries")
+        self.addCleanup(remove, path)
+        c = MappedCache(path, {"OPTIONS": {"MAX_ENTRIES": 10, "CULL_FREQUENCY": 3, "capacity": 4 << 20}})
+        for i in range(25):
+            c.set(f"k{i}", i)
+        self.assertEqual(sum(c.has_key(f"k{i}") for i in range(25)), 10)
+        self.assertTrue(c.has_key("k24"))  # the newest stays
+        self.assertEqual(len(c.cache), 10)
 
 
 if __name__ == "__main__":

@@ -96,8 +96,9 @@ class Cache(_mappedcache.CacheBase):
     machine's cores); more let more writers run at once, and ``partition_count`` says
     what a file has.
 
-    Values, by the file's value type (``value_type``; by default the file's own, and
-    ``create_value_type`` for a new file, "python" unless told otherwise):
+    Values, by the file's value type (``value_type``; by default the file's own, "bytes"
+    for an untyped file such as ``mapped-cache create`` makes, and ``create_value_type``
+    for a new file, "python" unless told otherwise):
 
     * ``"python"``: ``bytes``, ``str``, ``int`` and ``float`` stored as such, and with
       ``pickle=True`` any picklable value (read back only by handles opened with

@@ -15,10 +15,12 @@
  *   string  str in, str out                  (Swift String)
  *   int64   int in, int out (8 bytes, LE)    (Swift Int)
  *   python  a tag byte, then the value: B bytes, S str (UTF-8), I int (ASCII decimal,
- *           the form mc_incr changes), F float (8 bytes LE), P pickle (with pickle=True).
+ *           the form mc_incr changes), F float (8 bytes LE), P pickle (with pickle=True);
+ *           J (JSON text, the Node addon's other values) is read too.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -367,6 +369,15 @@ static PyObject *decode_value(CacheObject *self, const char *p, size_t n) {
     Py_DECREF(b);
     return r;
   }
+  case 'J': {
+    /* JSON text: what the Node addon stores for values that are none of the above. */
+    PyObject *text = PyUnicode_DecodeUTF8(d, m, "strict");
+    PyObject *json = text != NULL ? PyImport_ImportModule("json") : NULL;
+    PyObject *r = json != NULL ? PyObject_CallMethod(json, "loads", "O", text) : NULL;
+    Py_XDECREF(json);
+    Py_XDECREF(text);
+    return r;
+  }
   default:
     PyErr_Format(DecodingError, "an unknown value tag 0x%02x in a cache of python values", (unsigned char)p[0]);
     return NULL;
@@ -413,6 +424,21 @@ static PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int
   return raise_status(s);
 }
 
+/* mc_open, except that with no value type asked for, an existing untyped file (`mapped-cache
+ * create`'s default) opens as bytes rather than as the type a new file is created with:
+ * what the CLI or Swift's CacheFile stored there has no tag to read. An existing typed
+ * file opens as its own type either way; a missing one is created as asked. */
+static int open_file(const char *path, const mc_options *options, mc_cache **cache) {
+  if (options->value_type != NULL) return mc_open(path, options, cache);
+  mc_options existing = *options;
+  existing.flags |= MC_OPEN_NO_CREATE;
+  existing.create_value_type = "bytes";
+  int s = mc_open(path, &existing, cache);
+  if (s == MC_E_SYSTEM && mc_last_errno() == ENOENT && (options->flags & MC_OPEN_NO_CREATE) == 0)
+    s = mc_open(path, options, cache);
+  return s;
+}
+
 static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"path", "capacity", "value_type", "create_value_type", "pickle", "read_only", "create",
                            "max_key_size", "max_value_size", "average_entry_size", "max_processes", "mode",
@@ -449,7 +475,7 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   o.flags = (read_only ? MC_OPEN_READ_ONLY : 0) | (create ? 0 : MC_OPEN_NO_CREATE) |
             (verify ? MC_OPEN_VERIFY_CHECKSUMS : 0) | (flock ? MC_OPEN_FLOCK : 0);
   mc_cache *cache = NULL;
-  int s = mc_open(PyBytes_AS_STRING(path), &o, &cache);
+  int s = open_file(PyBytes_AS_STRING(path), &o, &cache);
   if (s != MC_OK) {
     Py_DECREF(path);
     raise_status(s);

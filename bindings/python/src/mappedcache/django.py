@@ -7,7 +7,8 @@ no server runs::
             "BACKEND": "mappedcache.django.MappedCache",
             "LOCATION": "/dev/shm/django.mcache",
             "TIMEOUT": 300,                        # seconds; None: forever
-            "OPTIONS": {"capacity": 256 << 20},    # and max_value_size, average_entry_size, ...
+            "OPTIONS": {"capacity": 256 << 20,     # and max_value_size, average_entry_size, ...
+                        "MAX_ENTRIES": 100_000},   # the file's entry count limit
         }
     }
 
@@ -16,7 +17,14 @@ less expires it at once, the default is the cache's ``TIMEOUT``. Keys go through
 Django's key function, prefix and version; a key longer than the file's key limit is
 hashed (SHA-256) to fit. Values are stored as the Python package stores them (bytes,
 str, int, float as such, anything else pickled), so ``incr``/``decr`` change integers in
-place, atomically across processes.
+place, atomically across processes; they raise ``ValueError`` for a missing key and
+``TypeError`` for a value that is not an integer, as Django's own backends do.
+
+``MAX_ENTRIES`` is the file's entry count limit: set in the file when the backend opens
+it, honoured by every process, and enforced by evicting what the file's policy evicts
+first (expired entries, then those read least). ``CULL_FREQUENCY`` is accepted
+(an integer, 0 or more) and has nothing to choose: Django's own backends remove a
+fraction of their entries when full, and this file never needs to.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 
-from . import Cache
+from . import Cache, NotAnIntegerError
 
+# Django's own options for every backend (see BaseCache); the rest are Cache's.
+_DJANGO_OPTION_NAMES = {"MAX_ENTRIES", "CULL_FREQUENCY"}
 _OPTION_NAMES = {
     "capacity",
     "max_key_size",
@@ -49,10 +59,12 @@ class MappedCache(BaseCache):
         super().__init__(params)
         self._path = location or "/dev/shm/django-mappedcache.mcache"
         options = dict(params.get("OPTIONS") or {})
-        unknown = set(options) - _OPTION_NAMES
+        unknown = set(options) - _OPTION_NAMES - _DJANGO_OPTION_NAMES
         if unknown:
             raise ValueError(f"unknown OPTIONS for mappedcache.django.MappedCache: {sorted(unknown)}")
-        self._options = options
+        self._count_limit = _count_option(options, "MAX_ENTRIES")
+        _count_option(options, "CULL_FREQUENCY")
+        self._options = {k: v for k, v in options.items() if k not in _DJANGO_OPTION_NAMES}
         self._lock = threading.Lock()
         self._cache: Optional[Cache] = None
 
@@ -63,7 +75,10 @@ class MappedCache(BaseCache):
         if cache is None:
             with self._lock:
                 if self._cache is None:
-                    self._cache = Cache(self._path, pickle=True, value_type="python", **self._options)
+                    opened = Cache(self._path, pickle=True, value_type="python", **self._options)
+                    if self._count_limit is not None:
+                        opened.set_limits(count=self._count_limit)
+                    self._cache = opened
                 cache = self._cache
         return cache
 
@@ -139,7 +154,10 @@ class MappedCache(BaseCache):
         if k not in self.cache:
             raise ValueError(f"Key '{key}' not found")
         # In place under the file's write lock; the entry keeps its expiry.
-        return self.cache.incr(k, delta)
+        try:
+            return self.cache.incr(k, delta)
+        except NotAnIntegerError:
+            raise TypeError(f"the value of key '{key}' is not an integer") from None
 
     def clear(self) -> None:
         self.cache.clear()
@@ -148,3 +166,13 @@ class MappedCache(BaseCache):
         # The handle stays open for the life of the process: opening the file costs a
         # system call or two per request otherwise, and the file is shared anyway.
         pass
+
+
+def _count_option(options: Dict[str, Any], name: str) -> Optional[int]:
+    """An OPTIONS entry that must be an integer, 0 or more (None when not given)."""
+    if name not in options:
+        return None
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"OPTIONS {name} must be an int, 0 or more, not {value!r}")
+    return value
