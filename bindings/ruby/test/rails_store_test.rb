@@ -13,7 +13,7 @@ require "active_support/testing/method_call_assertions"
 require "active_support/logger"
 require "active_support/cache/mapped_cache_store"
 
-RAILS_TESTS = ENV.fetch("MAPPEDCACHE_RAILS_TESTS", File.join(TestSupport::REPO, ".build", "rails-tests", "activesupport", "test"))
+RAILS_TESTS = File.expand_path(ENV.fetch("MAPPEDCACHE_RAILS_TESTS", File.join(TestSupport::REPO, ".build", "rails-tests", "activesupport", "test")))
 RAILS_BEHAVIORS = File.exist?(File.join(RAILS_TESTS, "cache", "behaviors.rb"))
 if RAILS_BEHAVIORS
   ActiveSupport::Deprecation.silenced = true if ActiveSupport::Deprecation.respond_to?(:silenced=)

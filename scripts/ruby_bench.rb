@@ -1,0 +1,119 @@
+# frozen_string_literal: true
+
+# Rails cache store reads and writes, MappedCacheStore beside RedisCacheStore and
+# MemCacheStore (dalli) over unix sockets and MemoryStore in-process: KEYS keys of
+# VALUE_BYTES-byte values, read at random for SECONDS per measurement, by 1 and by 2
+# processes at once, in ROUNDS interleaved rounds (every store once per round, in turn).
+# Prints each store's best and median operations per second and MappedCacheStore's ratio
+# to each. Run through scripts/ruby-bench.sh, which starts the servers.
+#
+#   ruby scripts/ruby_bench.rb CACHE_PATH REDIS_SOCKET MEMCACHED_SOCKET
+require "active_support"
+require "active_support/cache"
+require "active_support/cache/mapped_cache_store"
+require "redis"
+require "dalli"
+require "json"
+
+KEYS = Integer(ENV.fetch("KEYS", "100000"))
+VALUE_BYTES = Integer(ENV.fetch("VALUE_BYTES", "64"))
+SECONDS = Float(ENV.fetch("SECONDS", "0.5"))
+ROUNDS = Integer(ENV.fetch("ROUNDS", "5"))
+PROCESSES = ENV.fetch("PROCESSES", "1,2").split(",").map(&:to_i)
+
+path, redis_socket, memcached_socket = ARGV
+abort "usage: ruby_bench.rb CACHE_PATH REDIS_SOCKET MEMCACHED_SOCKET" unless memcached_socket
+
+# Each process (the parent, then every forked child) builds its own clients.
+STORES = {
+  "MappedCacheStore" => -> { ActiveSupport::Cache.lookup_store(:mapped_cache_store, path, { capacity: 256 << 20 }) },
+  "RedisCacheStore" => -> { ActiveSupport::Cache.lookup_store(:redis_cache_store, { url: "unix://#{redis_socket}" }) },
+  "MemCacheStore" => -> { ActiveSupport::Cache.lookup_store(:mem_cache_store, memcached_socket) },
+  "MemoryStore" => -> { ActiveSupport::Cache.lookup_store(:memory_store, { size: 512 << 20 }) },
+}.freeze
+
+KEY_NAMES = Array.new(KEYS) { |i| "bench:key:#{i}" }
+VALUE = ("v" * VALUE_BYTES).freeze
+
+def fill(store)
+  KEY_NAMES.each_slice(1000) { |slice| store.write_multi(slice.to_h { |k| [k, VALUE] }) }
+end
+
+# Operations one process does in SECONDS.
+def run_ops(store, op)
+  rng = Random.new(Process.pid)
+  n = 0
+  finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + SECONDS
+  while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
+    100.times do
+      key = KEY_NAMES[rng.rand(KEYS)]
+      if op == :read
+        store.read(key) or raise "#{key} missing from #{store.class}"
+      else
+        store.write(key, VALUE)
+      end
+    end
+    n += 100
+  end
+  n
+end
+
+# Operations per second of `processes` processes at once (forked; each builds its own
+# client; MemoryStore's children read the parent's copy, filled before the fork).
+def measure(name, stores, processes, op)
+  return run_ops(stores[name], op) / SECONDS if processes == 1
+
+  go_r, go_w = IO.pipe
+  results = Array.new(processes) do
+    r, w = IO.pipe
+    pid = fork do
+      r.close
+      go_w.close
+      store = name == "MemoryStore" ? stores[name] : STORES[name].call
+      store.read(KEY_NAMES[0]) # connected before the start
+      go_r.read(1)
+      w.write(run_ops(store, op).to_s)
+      exit!(0)
+    end
+    w.close
+    [pid, r]
+  end
+  go_r.close
+  sleep 0.2
+  go_w.write("g" * processes)
+  go_w.close
+  total = results.sum { |pid, r| r.read.to_i.tap { r.close; Process.wait(pid) } }
+  total / SECONDS
+end
+
+stores = STORES.transform_values(&:call)
+stores.each_value { |s| s.clear }
+stores.each_value { |s| fill(s) }
+results = Hash.new { |h, k| h[k] = [] }
+ROUNDS.times do
+  PROCESSES.each do |processes|
+    %i[read write].each do |op|
+      STORES.each_key { |name| results[[op, processes, name]] << measure(name, stores, processes, op) }
+    end
+  end
+end
+
+def median(xs)
+  s = xs.sort
+  s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
+end
+
+puts "#{KEYS} keys, #{VALUE_BYTES}-byte values, #{ROUNDS} interleaved rounds of #{SECONDS} s; Ruby #{RUBY_VERSION}, " \
+     "activesupport #{ActiveSupport::VERSION::STRING}, redis-rb #{Redis::VERSION}, dalli #{Dalli::VERSION}"
+%i[read write].each do |op|
+  PROCESSES.each do |processes|
+    puts "\n#{op}s, #{processes} process#{processes > 1 ? 'es' : ''} (operations/s, all processes together)"
+    puts format("  %-18s %12s %12s %14s %14s", "store", "best", "median", "MCS/it best", "MCS/it median")
+    mine = results[[op, processes, "MappedCacheStore"]]
+    STORES.each_key do |name|
+      xs = results[[op, processes, name]]
+      puts format("  %-18s %12.0f %12.0f %13.2fx %13.2fx", name, xs.max, median(xs), mine.max / xs.max, median(mine) / median(xs))
+    end
+  end
+end
+File.write(ENV["BENCH_JSON"], JSON.generate(results.transform_keys { |k| k.join("/") })) if ENV["BENCH_JSON"]
