@@ -32,7 +32,15 @@ STORES = {
   "MemoryStore" => -> { ActiveSupport::Cache.lookup_store(:memory_store, { size: 512 << 20 }) },
 }.freeze
 
+# The clients under the stores, read directly (the stores' keys, the stores' payloads).
+CLIENTS = {
+  "MappedCache#get" => -> { MappedCache::Cache.new(path) },
+  "Redis#get" => -> { Redis.new(path: redis_socket) },
+  "Dalli::Client#get" => -> { Dalli::Client.new(memcached_socket) },
+}.freeze
+
 KEY_NAMES = Array.new(KEYS) { |i| "bench:key:#{i}" }
+RAW_KEYS = Array.new(KEYS) { |i| "bench:raw:#{i}" }
 VALUE = ("v" * VALUE_BYTES).freeze
 
 def fill(store)
@@ -46,9 +54,12 @@ def run_ops(store, op)
   finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + SECONDS
   while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
     100.times do
-      key = KEY_NAMES[rng.rand(KEYS)]
-      if op == :read
+      key = (op == :get ? RAW_KEYS : KEY_NAMES)[rng.rand(KEYS)]
+      case op
+      when :read
         store.read(key) or raise "#{key} missing from #{store.class}"
+      when :get
+        store.get(key) or raise "#{key} missing from #{store.class}"
       else
         store.write(key, VALUE)
       end
@@ -69,8 +80,8 @@ def measure(name, stores, processes, op)
     pid = fork do
       r.close
       go_w.close
-      store = name == "MemoryStore" ? stores[name] : STORES[name].call
-      store.read(KEY_NAMES[0]) # connected before the start
+      store = name == "MemoryStore" ? stores[name] : (STORES[name] || CLIENTS[name]).call
+      op == :get ? store.get(RAW_KEYS[0]) : store.read(KEY_NAMES[0]) # connected before the start
       go_r.read(1)
       w.write(run_ops(store, op).to_s)
       exit!(0)
@@ -89,12 +100,20 @@ end
 stores = STORES.transform_values(&:call)
 stores.each_value { |s| s.clear }
 stores.each_value { |s| fill(s) }
+clients = CLIENTS.transform_values(&:call)
+# The clients read plain values under keys of their own (RAW_KEYS), beside the stores'.
+RAW_KEYS.each_slice(1000) do |slice|
+  clients["MappedCache#get"].set_multi(slice.to_h { |k| [k, VALUE] })
+  clients["Redis#get"].mset(*slice.flat_map { |k| [k, VALUE] })
+  slice.each { |k| clients["Dalli::Client#get"].set(k, VALUE, 0, raw: true) }
+end
 results = Hash.new { |h, k| h[k] = [] }
 ROUNDS.times do
   PROCESSES.each do |processes|
     %i[read write].each do |op|
       STORES.each_key { |name| results[[op, processes, name]] << measure(name, stores, processes, op) }
     end
+    CLIENTS.each_key { |name| results[[:get, processes, name]] << measure(name, clients, processes, :get) }
   end
 end
 
@@ -105,12 +124,12 @@ end
 
 puts "#{KEYS} keys, #{VALUE_BYTES}-byte values, #{ROUNDS} interleaved rounds of #{SECONDS} s; Ruby #{RUBY_VERSION}, " \
      "activesupport #{ActiveSupport::VERSION::STRING}, redis-rb #{Redis::VERSION}, dalli #{Dalli::VERSION}"
-%i[read write].each do |op|
+{ read: STORES, write: STORES, get: CLIENTS }.each do |op, table|
   PROCESSES.each do |processes|
     puts "\n#{op}s, #{processes} process#{processes > 1 ? 'es' : ''} (operations/s, all processes together)"
-    puts format("  %-18s %12s %12s %14s %14s", "store", "best", "median", "MCS/it best", "MCS/it median")
-    mine = results[[op, processes, "MappedCacheStore"]]
-    STORES.each_key do |name|
+    puts format("  %-18s %12s %12s %14s %14s", "", "best", "median", "ours/it best", "ours/it median")
+    mine = results[[op, processes, table.keys.first]]
+    table.each_key do |name|
       xs = results[[op, processes, name]]
       puts format("  %-18s %12.0f %12.0f %13.2fx %13.2fx", name, xs.max, median(xs), mine.max / xs.max, median(mine) / median(xs))
     end

@@ -179,7 +179,7 @@ module ActiveSupport
       # hold it (longer than its key limit, or not UTF-8), the hash after a readable part.
       def normalize_key(key, options = nil)
         key = super
-        return key if key.nil?
+        return key if key.nil? || (key.encoding == Encoding::UTF_8 && key.bytesize <= @cache.max_key_size && key.valid_encoding?)
 
         bytes = key.b
         utf8 = bytes.dup.force_encoding(Encoding::UTF_8)
