@@ -40,10 +40,12 @@ cleanup() {
 trap cleanup EXIT
 redis-server --port 0 --unixsocket "$dir/redis.sock" --save "" --appendonly no --daemonize no >"$dir/redis.log" 2>&1 &
 pids+=($!)
+export REDIS_PID=$!
 user=()
 if [[ $(id -u) -eq 0 ]]; then user=(-u root); fi
 memcached "${user[@]}" -s "$dir/memcached.sock" -m 512 >"$dir/memcached.log" 2>&1 &
 pids+=($!)
+export MEMCACHED_PID=$!
 for _ in $(seq 100); do [[ -S $dir/redis.sock && -S $dir/memcached.sock ]] && break; sleep 0.05; done
 echo "library: $lib; machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 GEM_PATH="$gems:$(gem env gempath)" ruby scripts/ruby_bench.rb /dev/shm/ruby-bench-$$.mcache "$dir/redis.sock" "$dir/memcached.sock"

@@ -5,7 +5,10 @@
 # VALUE_BYTES-byte values, read at random for SECONDS per measurement, by 1 and by 2
 # processes at once, in ROUNDS interleaved rounds (every store once per round, in turn).
 # Prints each store's best and median operations per second and MappedCacheStore's ratio
-# to each. Run through scripts/ruby-bench.sh, which starts the servers.
+# to each, and the CPU time each operation took over all rounds: the clients' (user and
+# system) and, for Redis and memcached, the server's (REDIS_PID, MEMCACHED_PID, from
+# /proc), which a machine shared with other work disturbs less than wall-clock rates.
+# Run through scripts/ruby-bench.sh, which starts the servers.
 #
 #   ruby scripts/ruby_bench.rb CACHE_PATH REDIS_SOCKET MEMCACHED_SOCKET
 require "active_support"
@@ -51,6 +54,7 @@ end
 def run_ops(store, op)
   rng = Random.new(Process.pid)
   n = 0
+  cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + SECONDS
   while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
     100.times do
@@ -66,14 +70,30 @@ def run_ops(store, op)
     end
     n += 100
   end
-  n
+  [n, Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu]
 end
+
+# CPU seconds a server process has used (user + system, from /proc; 0 for none).
+def server_cpu(pid)
+  return 0.0 unless pid
+
+  fields = File.read("/proc/#{pid}/stat").split(") ").last.split
+  (fields[11].to_i + fields[12].to_i) / 100.0 # utime, stime in clock ticks (USER_HZ)
+end
+
+SERVER_PIDS = { "RedisCacheStore" => ENV["REDIS_PID"], "Redis#get" => ENV["REDIS_PID"],
+                "MemCacheStore" => ENV["MEMCACHED_PID"], "Dalli::Client#get" => ENV["MEMCACHED_PID"] }.freeze
 
 # Operations per second of `processes` processes at once (forked; each builds its own
 # client; MemoryStore's children read the parent's copy, filled before the fork).
+# [operations/s, operations, CPU seconds of the clients and the server together].
 def measure(name, stores, processes, op)
-  return run_ops(stores[name], op) / SECONDS if processes == 1
+  server = server_cpu(SERVER_PIDS[name])
+  n, cpu = processes == 1 ? run_ops(stores[name], op) : run_forked(name, stores, processes, op)
+  [n / SECONDS, n, cpu + server_cpu(SERVER_PIDS[name]) - server]
+end
 
+def run_forked(name, stores, processes, op)
   go_r, go_w = IO.pipe
   results = Array.new(processes) do
     r, w = IO.pipe
@@ -83,7 +103,7 @@ def measure(name, stores, processes, op)
       store = name == "MemoryStore" ? stores[name] : (STORES[name] || CLIENTS[name]).call
       op == :get ? store.get(RAW_KEYS[0]) : store.read(KEY_NAMES[0]) # connected before the start
       go_r.read(1)
-      w.write(run_ops(store, op).to_s)
+      w.write(run_ops(store, op).join(" "))
       exit!(0)
     end
     w.close
@@ -93,8 +113,8 @@ def measure(name, stores, processes, op)
   sleep 0.2
   go_w.write("g" * processes)
   go_w.close
-  total = results.sum { |pid, r| r.read.to_i.tap { r.close; Process.wait(pid) } }
-  total / SECONDS
+  counts = results.map { |pid, r| r.read.split.map(&:to_f).tap { r.close; Process.wait(pid) } }
+  [counts.sum(&:first).to_i, counts.sum(&:last)]
 end
 
 stores = STORES.transform_values(&:call)
@@ -127,11 +147,16 @@ puts "#{KEYS} keys, #{VALUE_BYTES}-byte values, #{ROUNDS} interleaved rounds of 
 { read: STORES, write: STORES, get: CLIENTS }.each do |op, table|
   PROCESSES.each do |processes|
     puts "\n#{op}s, #{processes} process#{processes > 1 ? 'es' : ''} (operations/s, all processes together)"
-    puts format("  %-18s %12s %12s %14s %14s", "", "best", "median", "ours/it best", "ours/it median")
+    puts format("  %-18s %10s %10s %13s %14s %12s %12s", "", "best", "median", "ours/it best", "ours/it median",
+                "CPU us/op", "it/ours CPU")
     mine = results[[op, processes, table.keys.first]]
+    mine_cpu = mine.sum { |m| m[2] } / mine.sum { |m| m[1] }
     table.each_key do |name|
-      xs = results[[op, processes, name]]
-      puts format("  %-18s %12.0f %12.0f %13.2fx %13.2fx", name, xs.max, median(xs), mine.max / xs.max, median(mine) / median(xs))
+      runs = results[[op, processes, name]]
+      xs = runs.map(&:first)
+      cpu = runs.sum { |m| m[2] } / runs.sum { |m| m[1] }
+      puts format("  %-18s %10.0f %10.0f %12.2fx %13.2fx %12.2f %11.2fx", name, xs.max, median(xs),
+                  mine.map(&:first).max / xs.max, median(mine.map(&:first)) / median(xs), cpu * 1e6, cpu / mine_cpu)
     end
   end
 end
