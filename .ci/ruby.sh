@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 
-packages=(ruby-dev ruby-activesupport ruby-minitest make gcc xz-utils)
+packages=(ruby-dev ruby-activesupport ruby-minitest make gcc xz-utils dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

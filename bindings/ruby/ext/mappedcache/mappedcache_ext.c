@@ -119,7 +119,8 @@ static double ttl_seconds(VALUE ttl) {
   return t;
 }
 
-/* A value's bytes for the file's type; *holder keeps them alive (int64's are in `word`). */
+/* A value's bytes for the file's type: a String's own (the caller keeps `value` alive), or
+ * an Integer's 8 bytes written into `word`. */
 static void encode_value(const cache_t *c, VALUE value, const char **p, size_t *n, char word[8]) {
   if (c->value_type == VT_INT64) {
     if (!RB_INTEGER_TYPE_P(value))
@@ -374,7 +375,7 @@ static VALUE cache_get_many_raw(VALUE self, VALUE keys) {
   Check_Type(keys, T_ARRAY);
   long count = RARRAY_LEN(keys);
   const long slot = 256;
-  VALUE strings = rb_ary_new_capa(count), h1, h2, h3;
+  VALUE strings = rb_ary_new_capa(count), h1, h2;
   for (long j = 0; j < count; j++) rb_ary_push(strings, key_string(RARRAY_AREF(keys, j)));
   const void **kp = scratch(count * (long)(2 * sizeof(void *) + 2 * sizeof(size_t) + sizeof(int64_t)), &h1);
   void **bp = (void **)(kp + count);
@@ -402,8 +403,7 @@ static VALUE cache_get_many_raw(VALUE self, VALUE keys) {
       rb_ary_push(out, v == Qundef ? Qnil : v);
     }
   }
-  h3 = h1;
-  RB_GC_GUARD(h3);
+  RB_GC_GUARD(h1);
   RB_GC_GUARD(h2);
   RB_GC_GUARD(strings);
   return out;
