@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI for the Ruby gem (bindings/ruby): installs Debian's Ruby and activesupport, builds the
+# CI for the Ruby gem (bindings/ruby): installs Debian's Ruby, activesupport, puma and unicorn, builds the
 # gem and installs it (offline, --local) against the debug libmappedcache that swift test
 # built, extracts Rails' cache behaviour tests from Debian's rails source package into
 # .build/rails-tests, and runs every test of the gem with MAPPEDCACHE_REQUIRE_ALL=1 (a test
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 
-packages=(ruby-dev ruby-activesupport ruby-minitest make gcc xz-utils dpkg-dev)
+packages=(ruby-dev ruby-activesupport ruby-minitest puma unicorn make gcc xz-utils dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
