@@ -36,9 +36,9 @@ fi
 bindings/ruby/test/rails-tests.sh .build/rails-tests
 
 # The gem, built and installed as a user would (gem build, gem install --local).
-gems=.build/ruby-gems
+gems=$PWD/.build/ruby-gems
 rm -rf "$gems" && mkdir -p "$gems"
-(cd bindings/ruby && gem build mappedcache.gemspec --output "../../$gems/mappedcache.gem")
+(cd bindings/ruby && gem build mappedcache.gemspec --output "$gems/mappedcache.gem")
 MAPPEDCACHE_LIB_DIR="$PWD/.build/debug" gem install --local --no-document --install-dir "$gems" "$gems/mappedcache.gem"
 # Without a library to find, the install fails and says what to do.
 if MAPPEDCACHE_LIB_DIR=/nonexistent gem install --local --no-document --install-dir "$gems/none" "$gems/mappedcache.gem" \

@@ -25,9 +25,9 @@ if [[ -z $lib ]]; then
   for d in .build/release .build/debug; do [[ -e $d/libmappedcache.so ]] && { lib=$d; break; }; done
 fi
 [[ -n $lib ]] || { echo "error: no libmappedcache.so: run swift build -c release --product mappedcache" >&2; exit 1; }
-gems=.build/ruby-bench-gems
+gems=$PWD/.build/ruby-bench-gems
 rm -rf "$gems" && mkdir -p "$gems"
-(cd bindings/ruby && gem build mappedcache.gemspec --output "../../$gems/mappedcache.gem" >/dev/null)
+(cd bindings/ruby && gem build mappedcache.gemspec --output "$gems/mappedcache.gem" >/dev/null)
 MAPPEDCACHE_LIB_DIR=$lib gem install --local --no-document --install-dir "$gems" "$gems/mappedcache.gem" >/dev/null
 
 dir=$(mktemp -d)

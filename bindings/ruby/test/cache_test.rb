@@ -105,6 +105,11 @@ class CacheTest < CacheTestCase
     assert_equal false, c.computing?("boom")
     assert_equal "ok", c.fetch("boom") { "ok" }
     assert_raises(ArgumentError) { c.fetch("k") }
+    big = "b" * 5000 # past the extension's stack buffer: read again at its size
+    assert_equal big, c.fetch("big") { big }
+    assert_equal big, c.fetch("big") { flunk "computed twice" }
+    assert_equal big, c.get("big")
+    assert_equal big, c.gets("big")[0]
   end
 
   def test_fetch_waits_for_another_process

@@ -32,7 +32,12 @@ class PreloadAppTest < CacheTestCase
     pid = Process.spawn({ "MC_PATH" => @path }, *command, chdir: File.dirname(socket_path), out: File::NULL,
                         err: "#{socket_path}.log", pgroup: true)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
-    sleep 0.1 until File.socket?(socket_path) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    until File.socket?(socket_path) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      pid = nil if Process.wait(pid, Process::WNOHANG)
+      break if pid.nil?
+
+      sleep 0.1
+    end
     assert File.socket?(socket_path), "the server did not start: #{File.read("#{socket_path}.log") rescue ''}"
     yield
   ensure
