@@ -98,6 +98,11 @@ module MappedCache
       "#<#{self.class} #{@path} (#{closed? ? 'closed' : @value_type})>"
     end
 
+    # dup and clone: a copy would share the handle, and closing either would close both.
+    def initialize_copy(_other)
+      raise TypeError, "a MappedCache::Cache cannot be copied: open its path again"
+    end
+
     # The value of +key+, or nil when it is missing or expired.
     def get(key)
       value = get_raw(key)

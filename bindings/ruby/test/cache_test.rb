@@ -185,6 +185,8 @@ class CacheTest < CacheTestCase
     ro = open_cache(read_only: true)
     assert_raises(MappedCache::ReadOnlyError) { ro.set("k", "v") }
     assert_equal "v", ro["keep"]
+    assert_raises(TypeError) { c.dup }
+    assert_raises(TypeError) { Marshal.dump(c) }
     c.close
     assert_raises(MappedCache::ClosedError) { c.get("keep") }
     assert c.closed?
