@@ -78,7 +78,8 @@ class ChaosTest < CacheTestCase
       assert status.success?, err
       assert_equal 0, JSON.parse(out.lines.last)["corrupt"]
     end
-    assert_operator kills, :>=, (SECONDS / 0.3).to_i
+    # A kill every 0.1-0.3 s, and a restart: at least one per 0.5 s on a loaded machine.
+    assert_operator kills, :>=, (SECONDS / 0.5).to_i
 
     # Every entry left in the file checks, and the file verifies clean.
     entries = cache.to_a
