@@ -59,7 +59,9 @@ end
 def locate
   if (given = ENV["MAPPEDCACHE_LIB_DIR"])
     dir = File.expand_path(given)
-    fail_build("MAPPEDCACHE_LIB_DIR=#{given} holds no libmappedcache.so") unless File.exist?(File.join(dir, "libmappedcache.so"))
+    unless File.exist?(File.join(dir, "libmappedcache.so"))
+      fail_build("MAPPEDCACHE_LIB_DIR=#{given} holds no libmappedcache.so")
+    end
     return [dir, header_dir_for(dir)]
   end
   inc, lib = dir_config("mappedcache")
@@ -69,7 +71,8 @@ def locate
   system_dir = %w[/usr/local/lib /usr/lib /usr/lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu]
                .find { |d| File.exist?(File.join(d, "libmappedcache.so")) }
   return [system_dir, header_dir_for(system_dir)] if system_dir
-  fail_build("no libmappedcache.so found (MAPPEDCACHE_LIB_DIR is not set, no checkout, none in the system's library directories)")
+  fail_build("no libmappedcache.so found (MAPPEDCACHE_LIB_DIR is not set, no checkout, " \
+             "none in the system's library directories)")
 end
 
 lib_dir, include_dir = locate

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "pathname"
 require "active_support/cache"
 require "active_support/digest"
 require "mappedcache"
@@ -34,8 +35,8 @@ module ActiveSupport
                          shared_group verify_checksums use_flock].freeze
 
       # Rails 7.0 and later give serialize_entry the call's options (compress, raw).
-      SERIALIZE_TAKES_OPTIONS = Store.instance_method(:serialize_entry).parameters.any? { |kind, _| kind == :keyrest }
-      DESERIALIZE_TAKES_OPTIONS = Store.instance_method(:deserialize_entry).parameters.any? { |kind, _| kind == :keyrest }
+      SERIALIZE_TAKES_OPTIONS = Store.instance_method(:serialize_entry).parameters.any? { |k, _| k == :keyrest }
+      DESERIALIZE_TAKES_OPTIONS = Store.instance_method(:deserialize_entry).parameters.any? { |k, _| k == :keyrest }
 
       prepend Strategy::LocalCache
 
@@ -53,8 +54,11 @@ module ActiveSupport
         @cache =
           case path_or_cache
           when MappedCache::Cache then path_or_cache
-          when String, Pathname then MappedCache::Cache.new(path_or_cache.to_s, value_type: "bytes", create_value_type: "bytes", **cache_options)
-          else raise ArgumentError, "MappedCacheStore needs the path of its cache file (e.g. \"/dev/shm/app.mcache\"), not #{path_or_cache.inspect}"
+          when String, Pathname
+            MappedCache::Cache.new(path_or_cache.to_s, value_type: "bytes", create_value_type: "bytes", **cache_options)
+          else
+            raise ArgumentError, "MappedCacheStore needs the path of its cache file (e.g. \"/dev/shm/app.mcache\"), " \
+                                 "not #{path_or_cache.inspect}"
           end
         return if @cache.value_type == "bytes" && !@cache.marshal?
 
@@ -179,7 +183,8 @@ module ActiveSupport
       # hold it (longer than its key limit, or not UTF-8), the hash after a readable part.
       def normalize_key(key, options = nil)
         key = super
-        return key if key.nil? || (key.encoding == Encoding::UTF_8 && key.bytesize <= @cache.max_key_size && key.valid_encoding?)
+        return key if key.nil?
+        return key if key.encoding == Encoding::UTF_8 && key.bytesize <= @cache.max_key_size && key.valid_encoding?
 
         bytes = key.b
         utf8 = bytes.dup.force_encoding(Encoding::UTF_8)
@@ -212,7 +217,8 @@ module ActiveSupport
         payload = SERIALIZE_TAKES_OPTIONS ? serialize_entry(entry, **options) : serialize_entry(entry)
         return payload if payload.is_a?(String)
 
-        raise TypeError, "MappedCacheStore stores Strings: its coder must dump an entry to a String, not #{payload.class}"
+        raise TypeError, "MappedCacheStore stores Strings: its coder must dump an entry to a String, " \
+                         "not #{payload.class}"
       end
 
       # A payload that does not load as an entry is a raw value (written with raw: true,
