@@ -1,0 +1,239 @@
+# frozen_string_literal: true
+
+require "pathname"
+require "active_support/cache"
+require "active_support/digest"
+require "mappedcache"
+begin
+  # Marshal.load autoloads the classes an entry names (FileStore and MemCacheStore load
+  # it too), where this version of Rails has it.
+  require "active_support/core_ext/marshal"
+rescue LoadError
+  nil
+end
+
+module ActiveSupport
+  module Cache
+    # A cache store that every process of the host shares through one memory-mapped
+    # file (MappedCache): reads take no lock and make no system call, so a read costs
+    # what MemoryStore's does, yet every Puma or Unicorn worker, job runner and console
+    # on the machine sees one cache.
+    #
+    #   config.cache_store = :mapped_cache_store, "/dev/shm/app.mcache", { capacity: 256.megabytes }
+    #
+    # The options beside Rails' own (namespace, expires_in, race_condition_ttl,
+    # compress, compress_threshold, coder, ...) are MappedCache::Cache's: +capacity+
+    # (bytes, for a new file), +max_key_size+, +max_value_size+, +partitions+, +mode+,
+    # +shared_group+. Entries are stored as the coder dumps them (Marshal by default);
+    # +raw: true+ stores the value's to_s, which other languages read as it is, and
+    # increment and decrement change such counters in place, atomically across every
+    # process. Keys that are longer than the file allows, or not UTF-8, are hashed the
+    # way MemCacheStore hashes long keys. The store opened before a fork keeps working in
+    # every child (each child opens the file again on its first use).
+    class MappedCacheStore < Store
+      CACHE_OPTIONS = %i[capacity max_key_size max_value_size average_entry_size max_processes mode partitions
+                         shared_group verify_checksums use_flock].freeze
+
+      # Rails 7.0 and later give serialize_entry the call's options (compress, raw).
+      SERIALIZE_TAKES_OPTIONS = Store.instance_method(:serialize_entry).parameters.any? { |k, _| k == :keyrest }
+      DESERIALIZE_TAKES_OPTIONS = Store.instance_method(:deserialize_entry).parameters.any? { |k, _| k == :keyrest }
+
+      prepend Strategy::LocalCache
+
+      def self.supports_cache_versioning?
+        true
+      end
+
+      attr_reader :cache
+
+      # +MappedCacheStore.new(path, capacity: 256.megabytes, **options)+, or a
+      # MappedCache::Cache of bytes opened elsewhere in place of the path.
+      def initialize(path_or_cache = nil, **options)
+        cache_options = options.slice(*CACHE_OPTIONS)
+        super(options.except(*CACHE_OPTIONS))
+        @cache =
+          case path_or_cache
+          when MappedCache::Cache then path_or_cache
+          when String, Pathname
+            MappedCache::Cache.new(path_or_cache.to_s, value_type: "bytes", create_value_type: "bytes", **cache_options)
+          else
+            raise ArgumentError, "MappedCacheStore needs the path of its cache file (e.g. \"/dev/shm/app.mcache\"), " \
+                                 "not #{path_or_cache.inspect}"
+          end
+        return if @cache.value_type == "bytes" && !@cache.marshal?
+
+        raise ArgumentError, "MappedCacheStore needs a cache of bytes without marshal (it stores the coder's strings)"
+      end
+
+      # Adds +amount+ to the integer under +name+ atomically across every process and
+      # returns it; a missing entry starts from 0. nil when the entry holds no integer
+      # (an entry written without raw: true).
+      def increment(name, amount = 1, options = nil)
+        options = merged_options(options)
+        instrument(:increment, name, amount: amount) do
+          count(normalize_key(name, options), amount, options)
+        end
+      end
+
+      # Subtracts +amount+, as increment does.
+      def decrement(name, amount = 1, options = nil)
+        options = merged_options(options)
+        instrument(:decrement, name, amount: amount) do
+          count(normalize_key(name, options), -amount, options)
+        end
+      end
+
+      # Deletes every entry of this store's namespace whose key matches +matcher+: a
+      # Regexp (as FileStore and MemoryStore take it), or a String glob (as RedisCacheStore
+      # takes it: "user:*", "h?llo", "h[ae]llo").
+      def delete_matched(matcher, options = nil)
+        options = merged_options(options)
+        instrument(:delete_matched, matcher.inspect) do
+          matching =
+            if matcher.is_a?(Regexp)
+              pattern = key_matcher(matcher, options)
+              @cache.keys.select { |key| key.match?(pattern) }
+            else
+              glob = namespace_key(matcher.to_s, options)
+              @cache.keys.select { |key| File.fnmatch?(glob, key, File::FNM_DOTMATCH) }
+            end
+          @cache.delete_multi(matching)
+        end
+      end
+
+      # Removes every entry of this store's namespace (with no namespace, every entry of
+      # the file, in every process's view).
+      def clear(options = nil)
+        options = merged_options(options)
+        namespace = options[:namespace].is_a?(Proc) ? options[:namespace].call : options[:namespace]
+        return @cache.clear.then { true } if namespace.nil?
+
+        prefix = "#{namespace}:"
+        @cache.delete_multi(@cache.keys.select { |key| key.start_with?(prefix) })
+        true
+      end
+
+      # Removes every expired entry of the file now.
+      def cleanup(options = nil)
+        options = merged_options(options)
+        instrument(:cleanup, size: @cache.stats[:entries]) { @cache.sweep }
+      end
+
+      # The file's counters (hits, misses, entries, evictions, ...).
+      def stats
+        @cache.stats
+      end
+
+      def inspect
+        "#<#{self.class.name} #{@cache.path} options=#{options.inspect}>"
+      end
+
+      private
+
+      def read_entry(key, **options)
+        deserialize(read_serialized_entry(key, **options), options)
+      end
+
+      def read_serialized_entry(key, **_options)
+        @cache.get_raw(key)
+      end
+
+      def write_entry(key, entry, **options)
+        write_serialized_entry(key, serialize(entry, options), **options)
+      end
+
+      def write_serialized_entry(key, payload, **options)
+        ttl = file_ttl(options)
+        options[:unless_exist] ? @cache.add(key, payload, ttl:) : @cache.set(key, payload, ttl:)
+      rescue MappedCache::InvalidValueError => e
+        logger&.error("MappedCacheStore: not written (#{e.message})")
+        false
+      end
+
+      def delete_entry(key, **_options)
+        @cache.delete(key)
+      end
+
+      def read_multi_entries(names, **options)
+        keys_to_names = names.index_by { |name| normalize_key(name, options) }
+        found = @cache.get_multi(keys_to_names.keys)
+        found.each_with_object({}) do |(key, payload), values|
+          entry = deserialize(payload, options)
+          name = keys_to_names[key]
+          next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
+
+          values[name] = entry.value
+        end
+      end
+
+      def write_multi_entries(hash, **options)
+        # The local cache (with_local_cache) keeps each entry: written one by one.
+        return super if options[:unless_exist] || hash.empty? || local_cache
+
+        @cache.set_multi(hash.to_h { |key, entry| [key, serialize(entry, options)] }, ttl: file_ttl(options))
+      rescue MappedCache::InvalidValueError
+        super # one by one: each entry too large is logged and skipped
+      end
+
+      def delete_multi_entries(entries, **_options)
+        @cache.delete_multi(entries)
+      end
+
+      # Keys as MemCacheStore makes them: the namespaced key, hashed when the file cannot
+      # hold it (longer than its key limit, or not UTF-8), the hash after a readable part.
+      def normalize_key(key, options = nil)
+        key = super
+        return key if key.nil?
+        return key if key.encoding == Encoding::UTF_8 && key.bytesize <= @cache.max_key_size && key.valid_encoding?
+
+        bytes = key.b
+        utf8 = bytes.dup.force_encoding(Encoding::UTF_8)
+        return utf8 if utf8.valid_encoding? && bytes.bytesize <= @cache.max_key_size
+
+        digest = ActiveSupport::Digest.hexdigest(bytes)
+        readable = bytes.gsub(/[\x80-\xFF]/n, "?")
+        "#{readable[0, @cache.max_key_size - digest.size - 5]}:md5:#{digest}"
+      end
+
+      def count(key, delta, options)
+        @cache.incr(key, delta, ttl: options[:expires_in]&.to_f)
+      rescue MappedCache::NotAnIntegerError
+        nil
+      end
+
+      # Seconds the file keeps the entry: expires_in (the entry itself says when it
+      # expires), and 5 minutes more while race_condition_ttl may serve it stale.
+      def file_ttl(options)
+        seconds = options[:expires_in].to_f
+        return nil unless seconds.positive?
+
+        seconds += 300 if options[:race_condition_ttl] && !options[:raw]
+        seconds
+      end
+
+      def serialize(entry, options)
+        return entry.value.to_s if options[:raw]
+
+        payload = SERIALIZE_TAKES_OPTIONS ? serialize_entry(entry, **options) : serialize_entry(entry)
+        return payload if payload.is_a?(String)
+
+        raise TypeError, "MappedCacheStore stores Strings: its coder must dump an entry to a String, " \
+                         "not #{payload.class}"
+      end
+
+      # A payload that does not load as an entry is a raw value (written with raw: true,
+      # by increment, or by another language), read as the String it is.
+      def deserialize(payload, options)
+        return nil if payload.nil?
+
+        entry =
+          begin
+            DESERIALIZE_TAKES_OPTIONS ? deserialize_entry(payload, **options.except(:raw)) : deserialize_entry(payload)
+          rescue StandardError
+            nil
+          end
+        entry.is_a?(Entry) ? entry : Entry.new(payload, compress: false)
+      end
+    end
+  end
+end
