@@ -598,9 +598,30 @@ static PHP_GINIT_FUNCTION(mappedcache) {
   memset(mappedcache_globals, 0, sizeof *mappedcache_globals);
 }
 
+/* CacheException's constants: the C ABI's error codes (getCode()), named as in mappedcache.h. */
+static const struct {
+  const char *name;
+  int code;
+} error_codes[] = {
+    {"INVALID_ARGUMENT", MC_E_INVALID_ARGUMENT}, {"CLOSED", MC_E_CLOSED}, {"NO_MEMORY", MC_E_NO_MEMORY},
+    {"EMPTY_KEY", MC_E_EMPTY_KEY}, {"KEY_TOO_LARGE", MC_E_KEY_TOO_LARGE}, {"INVALID_KEY", MC_E_INVALID_KEY},
+    {"VALUE_TOO_LARGE", MC_E_VALUE_TOO_LARGE}, {"INVALID_VALUE", MC_E_INVALID_VALUE},
+    {"NOT_A_CACHE_FILE", MC_E_NOT_A_CACHE_FILE}, {"INCOMPATIBLE_FORMAT", MC_E_INCOMPATIBLE_FORMAT},
+    {"TYPE_MISMATCH", MC_E_TYPE_MISMATCH}, {"DECODING_FAILED", MC_E_DECODING_FAILED},
+    {"ENCODING_FAILED", MC_E_ENCODING_FAILED}, {"CORRUPTED", MC_E_CORRUPTED}, {"READ_ONLY", MC_E_READ_ONLY},
+    {"UNSAFE_FILE", MC_E_UNSAFE_FILE}, {"FILE_REPLACED", MC_E_FILE_REPLACED}, {"DISK_FULL", MC_E_DISK_FULL},
+    {"TOO_MANY_PROCESSES", MC_E_TOO_MANY_PROCESSES}, {"NOT_AN_INTEGER", MC_E_NOT_AN_INTEGER},
+    {"TIMED_OUT", MC_E_TIMED_OUT}, {"COMPUTE_FAILED", MC_E_COMPUTE_FAILED}, {"SYSTEM", MC_E_SYSTEM},
+    {"FORKED", MC_E_FORKED}, {"OTHER", MC_E_OTHER},
+};
+
 static PHP_MINIT_FUNCTION(mappedcache) {
   REGISTER_INI_ENTRIES();
   mc_php_ce_exception = register_class_MappedCache_CacheException(spl_ce_RuntimeException);
+  for (size_t i = 0; i < sizeof error_codes / sizeof error_codes[0]; i++) {
+    zend_declare_class_constant_long(mc_php_ce_exception, error_codes[i].name, strlen(error_codes[i].name),
+                                     error_codes[i].code);
+  }
   mc_php_ce_invalid_key = register_class_MappedCache_InvalidKeyException(mc_php_ce_exception);
   mc_php_ce_cache = register_class_MappedCache_Cache(zend_ce_aggregate);
   mc_php_ce_cache->create_object = cache_create;

@@ -13,8 +13,9 @@
  *                  UTF-8 (the library refuses other bytes).
  *   int64          An int: 8 bytes, little-endian (Swift's SharedCache<Int>).
  *   python         bindings/python's tags: 'S' UTF-8 or 'B' other bytes for a string, 'I'
- *                  and ASCII decimal for an int, 'F' and 8 bytes for a float; 'Z' or 'G'
- *                  and a serialization for anything else (which Python does not read).
+ *                  and ASCII decimal for an int, 'F' and 8 bytes for a float (the library
+ *                  accepts no other tag: other values are refused). A pickle ('P') does
+ *                  not read in PHP.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -271,12 +272,12 @@ static zend_result encode_python(zval *value, mc_php_encoded *out) {
     take(out, zend_string_init(buf, 9, 0));
     return SUCCESS;
   }
-  default: {
-    zend_string *s = serialize_value(value, "", 0);
-    if (s == NULL) return FAILURE;
-    take(out, s);
-    return SUCCESS;
-  }
+  default:
+    zend_throw_exception_ex(mc_php_ce_exception, MC_E_INVALID_VALUE,
+                            "a cache of Python values holds strings, ints and floats (bindings/python's tags), not "
+                            "%s; store it in a cache of bytes",
+                            zend_zval_type_name(value));
+    return FAILURE;
   }
 }
 
@@ -360,8 +361,6 @@ static zend_result decode_python(const char *p, size_t n, zval *out) {
     ZVAL_DOUBLE(out, d);
     return SUCCESS;
   }
-  case 'Z':
-  case 'G': return unserialize_into(p + 1, n - 1, p[0], out);
   case 'P': throw_decoding("a pickled Python object, which PHP does not read"); return FAILURE;
   default: throw_decoding("an unknown tag in a cache of Python values"); return FAILURE;
   }
