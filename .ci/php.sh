@@ -37,6 +37,7 @@ if ! "$python" -c 'import mappedcache' >/dev/null 2>&1; then
 fi
 
 cd bindings/php
+phpize --clean >/dev/null
 phpize >/dev/null
 ./configure --quiet --with-mappedcache="$lib_dir"
 make -s -j2 >/dev/null

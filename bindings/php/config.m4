@@ -4,8 +4,8 @@ dnl   phpize && ./configure [--with-mappedcache=DIR] && make     -> modules/mapp
 dnl
 dnl DIR holds libmappedcache.so (in DIR or DIR/lib) and, optionally, mappedcache.h (in
 dnl DIR/include); the default is this checkout's .build/release, with the header from
-dnl Sources/CMappedCacheABI/include. The library's directory is recorded as the
-dnl extension's run path, so nothing else is needed at run time.
+dnl Sources/CMappedCacheABI/include (or $MAPPEDCACHE_INCLUDE_DIR when set). The library's
+dnl directory is recorded as the extension's run path, so nothing else is needed at run time.
 
 PHP_ARG_WITH([mappedcache],
   [for MappedCache support],
@@ -33,8 +33,8 @@ if test "$PHP_MAPPEDCACHE" != "no"; then
 
   AC_MSG_CHECKING([for mappedcache.h])
   MC_INCDIR=""
-  for d in "$PHP_MAPPEDCACHE/include" "$mc_checkout/Sources/CMappedCacheABI/include"; do
-    if test -f "$d/mappedcache.h"; then MC_INCDIR="$d"; break; fi
+  for d in "$MAPPEDCACHE_INCLUDE_DIR" "$PHP_MAPPEDCACHE/include" "$mc_checkout/Sources/CMappedCacheABI/include"; do
+    if test -n "$d" && test -f "$d/mappedcache.h"; then MC_INCDIR="$d"; break; fi
   done
   if test -z "$MC_INCDIR"; then
     AC_MSG_RESULT([not found])

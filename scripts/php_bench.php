@@ -1,0 +1,123 @@
+<?php
+
+/*
+ * One run of scripts/php-bench.sh: fills BACKEND with KEYS keys of 64-byte values, forks
+ * PROCS readers that each get random keys for SECONDS, and prints the total gets per
+ * second as JSON. Forking after the fill is what lets APCu's readers share its memory
+ * (APCu's segment belongs to one process tree); every backend runs the same way.
+ *
+ *   php scripts/php_bench.php BACKEND KEYS PROCS SECONDS [SOCKET|PATH]
+ *
+ * BACKEND: mappedcache (MappedCache\Cache::get), mappedcache_fetch (the APCu-style
+ * function), apcu (apcu_fetch), redis (phpredis over a unix socket), memcached
+ * (php-memcached over a unix socket).
+ */
+
+declare(strict_types=1);
+
+[, $backend, $keys, $procs, $seconds] = $argv;
+$target = $argv[5] ?? '';
+$keys = (int) $keys;
+$procs = (int) $procs;
+$seconds = (float) $seconds;
+
+/** A getter for the backend, connected in the calling process. */
+function connect(string $backend, string $target): callable
+{
+    switch ($backend) {
+        case 'mappedcache':
+            $cache = new MappedCache\Cache($target);
+            return fn (string $key) => $cache->get($key);
+        case 'mappedcache_fetch':
+            ini_set('mappedcache.path', $target);
+            return fn (string $key) => mappedcache_fetch($key);
+        case 'apcu':
+            return fn (string $key) => apcu_fetch($key);
+        case 'redis':
+            $redis = new Redis();
+            $redis->connect($target);
+            return fn (string $key) => $redis->get($key);
+        case 'memcached':
+            $memcached = new Memcached();
+            $memcached->addServer($target, 0);
+            return fn (string $key) => $memcached->get($key);
+    }
+    throw new InvalidArgumentException("unknown backend $backend");
+}
+
+function fill(string $backend, string $target, int $keys): void
+{
+    $value = str_repeat('v', 64);
+    for ($start = 0; $start < $keys; $start += 1000) {
+        $batch = [];
+        for ($i = $start; $i < min($keys, $start + 1000); $i++) {
+            $batch["key:$i"] = substr(sprintf('%08d', $i) . $value, 0, 64);
+        }
+        match ($backend) {
+            'mappedcache', 'mappedcache_fetch' => (new MappedCache\Cache($target))->setMany($batch),
+            'apcu' => apcu_store($batch),
+            'redis' => (function () use ($target, $batch) {
+                $r = new Redis();
+                $r->connect($target);
+                $r->mset($batch);
+            })(),
+            'memcached' => (function () use ($target, $batch) {
+                $m = new Memcached();
+                $m->addServer($target, 0);
+                $m->setMulti($batch);
+            })(),
+        };
+    }
+}
+
+fill($backend, $target, $keys);
+$results = [];
+$children = [];
+for ($p = 0; $p < $procs; $p++) {
+    $out = tempnam(sys_get_temp_dir(), 'phpbench');
+    $pid = pcntl_fork();
+    if ($pid === 0) {
+        $get = connect($backend, $target);
+        mt_srand(getmypid());
+        $order = [];
+        for ($i = 0; $i < 65536; $i++) {
+            $order[] = 'key:' . mt_rand(0, $keys - 1);
+        }
+        $get($order[0]);
+        $n = 0;
+        $bad = 0;
+        $t0 = hrtime(true);
+        $deadline = $t0 + (int) ($seconds * 1e9);
+        do {
+            for ($i = 0; $i < 1024; $i++) {
+                $v = $get($order[($n + $i) & 65535]);
+                if (!is_string($v) || strlen($v) !== 64) {
+                    $bad++;
+                }
+            }
+            $n += 1024;
+            $now = hrtime(true);
+        } while ($now < $deadline);
+        file_put_contents($out, json_encode(['gets' => $n, 'ns' => $now - $t0, 'bad' => $bad]));
+        posix_kill(posix_getpid(), SIGKILL);
+    }
+    $children[$pid] = $out;
+}
+$total = 0.0;
+$bad = 0;
+foreach ($children as $pid => $out) {
+    pcntl_waitpid($pid, $status);
+    $r = json_decode((string) file_get_contents($out), true);
+    unlink($out);
+    if (!is_array($r)) {
+        fwrite(STDERR, "a reader of $backend failed\n");
+        exit(1);
+    }
+    $total += $r['gets'] / ($r['ns'] / 1e9);
+    $bad += $r['bad'];
+}
+if ($bad > 0) {
+    fwrite(STDERR, "$backend: $bad gets missed or returned a wrong value\n");
+    exit(1);
+}
+echo json_encode(['backend' => $backend, 'procs' => $procs, 'gets_per_s' => round($total)]), "\n";
