@@ -82,6 +82,30 @@ final class CacheTest extends CacheTestCase
         $this->assertStringStartsWith("\0", $stored('list'));
     }
 
+    public function testEitherSerializerReadsWhatTheOtherWrote(): void
+    {
+        if (!extension_loaded('igbinary')) {
+            $this->unavailable('the igbinary extension is not loaded (php-igbinary)');
+        }
+        $value = ['list' => [1, 2.5, null], 'object' => (object) ['a' => 'b']];
+        try {
+            ini_set('mappedcache.serializer', 'php');
+            $this->cache->set('by php', $value);
+            ini_set('mappedcache.serializer', 'igbinary');
+            $this->cache->set('by igbinary', $value);
+            $this->assertEquals($value, $this->cache->get('by php'));
+            ini_set('mappedcache.serializer', 'php');
+            $this->assertEquals($value, $this->cache->get('by igbinary'));
+        } finally {
+            ini_restore('mappedcache.serializer');
+        }
+        $cli = Processes::swiftBinary('mapped-cache') ?? $this->unavailable('mapped-cache is not built');
+        $stored = fn (string $key) => Processes::run([$cli, 'get', $this->path, '--', $key])[1];
+        $this->assertStringStartsWith("\0Za:2:{", $stored('by php'));
+        $this->assertStringStartsWith("\0G", $stored('by igbinary'));
+        $this->assertFalse(@ini_set('mappedcache.serializer', 'json'), 'an unknown serializer is refused');
+    }
+
     public function testMissingKeysGiveTheDefault(): void
     {
         $this->assertNull($this->cache->get('missing'));
