@@ -3,7 +3,9 @@
 # MappedCache\Cache::get and mappedcache_fetch against APCu's apcu_fetch (CLI,
 # apc.enable_cli=1), phpredis and php-memcached (each over a unix socket to its own
 # server): 100,000 keys, 64-byte values, 1 and 2 reader processes, REPS interleaved
-# passes, best and median, and mappedcache's ratio to each (scripts/php_bench.php). APCu
+# passes, best and median, and mappedcache's ratio to each (scripts/php_bench.php); and,
+# where valgrind is installed, the instructions a get costs in PHP's process for
+# mappedcache and APCu (callgrind: the same on every run; servers' work is not counted). APCu
 # runs with apc.entries_hint sized for the keys (its default, 4,096 slots, would chain
 # every lookup through some 25 entries).
 #
@@ -46,11 +48,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The extension, built out of the checkout against that library.
+# The extension, built out of the checkout against a stripped copy of that library
+# (valgrind 3.19 cannot read the toolchain's DWARF and gives up on the unstripped one).
+mkdir "$work/lib"
+strip -o "$work/lib/libmappedcache.so" "$lib_dir/libmappedcache.so"
 cp -r bindings/php "$work/ext"
 (cd "$work/ext" && phpize --clean >/dev/null
   phpize >/dev/null && MAPPEDCACHE_INCLUDE_DIR="$repo/Sources/CMappedCacheABI/include" \
-    ./configure --quiet --with-mappedcache="$lib_dir" && make -s -j2 >/dev/null) >&2
+    ./configure --quiet --with-mappedcache="$work/lib" && make -s -j2 >/dev/null) >&2
 ext="$work/ext/modules/mappedcache.so"
 
 redis-server --port 0 --unixsocket "$work/redis.sock" --save '' --appendonly no --daemonize no \
@@ -83,6 +88,26 @@ for rep in $(seq "$REPS"); do
   done
 done
 
+if command -v valgrind >/dev/null 2>&1; then
+  # Two counts of gets differenced: the fill and PHP's start cancel out. The baseline (a
+  # closure returning a string) is the loop's own cost, taken off the others.
+  insn() { # BACKEND GETS
+    rm -f "$work/insn.mcache" "$work/callgrind.out"
+    valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" php -d extension="$ext" \
+      -d apc.enable_cli=1 -d apc.shm_size=256M -d apc.entries_hint=131072 -d opcache.enable_cli=0 \
+      scripts/php_bench.php "$1" "$KEYS" 0 "$2" "$work/insn.mcache" >/dev/null 2>&1
+    awk '/^totals:/ {print $2}' "$work/callgrind.out"
+  }
+  per_get() { echo $((($(insn "$1" 20000) - $(insn "$1" 10000)) / 10000)); }
+  loop=$(per_get baseline)
+  {
+    echo "instructions a get costs the PHP process (callgrind; the loop's own $loop taken off):"
+    for backend in mappedcache mappedcache_fetch apcu; do
+      echo "  $backend $(($(per_get "$backend") - loop))"
+    done
+  } >"$work/insn"
+fi
+
 php -r '
 $rows = array_map(fn ($l) => json_decode($l, true), file($argv[1], FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINES));
 $by = [];
@@ -98,3 +123,7 @@ foreach ($by as $procs => $backends) {
       $mcBest / max($v), $mcMedian / $median($v));
   }
 }' "$results" "$KEYS" "$REPS" "$SECONDS_PER_RUN"
+if [[ -f $work/insn ]]; then
+  echo
+  cat "$work/insn"
+fi

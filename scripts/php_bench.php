@@ -7,10 +7,16 @@
  * (APCu's segment belongs to one process tree); every backend runs the same way.
  *
  *   php scripts/php_bench.php BACKEND KEYS PROCS SECONDS [SOCKET|PATH]
+ *   php scripts/php_bench.php BACKEND KEYS 0 GETS [SOCKET|PATH]
+ *
+ * The second form does GETS gets in this process, without forking or timing: run under
+ * callgrind at two counts, the difference over the difference in gets is the instructions
+ * a get costs (scripts/php-bench.sh does).
  *
  * BACKEND: mappedcache (MappedCache\Cache::get), mappedcache_fetch (the APCu-style
  * function), apcu (apcu_fetch), redis (phpredis over a unix socket), memcached
- * (php-memcached over a unix socket).
+ * (php-memcached over a unix socket); baseline (a closure returning a string: the
+ * harness's own cost, for the instruction counts).
  */
 
 declare(strict_types=1);
@@ -33,6 +39,9 @@ function connect(string $backend, string $target): callable
             return fn (string $key) => mappedcache_fetch($key);
         case 'apcu':
             return fn (string $key) => apcu_fetch($key);
+        case 'baseline':
+            $value = str_repeat('v', 64);
+            return fn (string $key) => $value;
         case 'redis':
             $redis = new Redis();
             $redis->connect($target);
@@ -56,6 +65,7 @@ function fill(string $backend, string $target, int $keys): void
         match ($backend) {
             'mappedcache', 'mappedcache_fetch' => (new MappedCache\Cache($target))->setMany($batch),
             'apcu' => apcu_store($batch),
+            'baseline' => null,
             'redis' => (function () use ($target, $batch) {
                 $r = new Redis();
                 $r->connect($target);
@@ -71,6 +81,18 @@ function fill(string $backend, string $target, int $keys): void
 }
 
 fill($backend, $target, $keys);
+if ($procs === 0) {
+    $get = connect($backend, $target);
+    $gets = (int) $seconds;
+    $bad = 0;
+    for ($i = 0; $i < $gets; $i++) {
+        $v = $get('key:' . (($i * 7919) % $keys));
+        if (!is_string($v) || strlen($v) !== 64) {
+            $bad++;
+        }
+    }
+    exit($bad === 0 ? 0 : 1);
+}
 $results = [];
 $children = [];
 for ($p = 0; $p < $procs; $p++) {

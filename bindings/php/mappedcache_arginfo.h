@@ -1,6 +1,6 @@
 /*
  * Argument and return types of the extension's functions and methods, as
- * mappedcache.stub.php declares them (written by hand in gen_stub.php's form: the build
+ * stubs/mappedcache.php declares them (written by hand in gen_stub.php's form: the build
  * runs offline, and gen_stub.php fetches a parser).
  */
 
