@@ -3,9 +3,10 @@ dnl
 dnl   phpize && ./configure [--with-mappedcache=DIR] && make     -> modules/mappedcache.so
 dnl
 dnl DIR holds libmappedcache.so (in DIR or DIR/lib) and, optionally, mappedcache.h (in
-dnl DIR/include); the default is this checkout's .build/release, with the header from
-dnl Sources/CMappedCacheABI/include (or $MAPPEDCACHE_INCLUDE_DIR when set). The library's
-dnl directory is recorded as the extension's run path, so nothing else is needed at run time.
+dnl DIR/include). The default is this checkout's .build/release, built with swift build
+dnl when missing, with the header from Sources/CMappedCacheABI/include (or from
+dnl $MAPPEDCACHE_INCLUDE_DIR when set). The library's directory is recorded as the
+dnl extension's run path, so nothing else is needed at run time.
 
 PHP_ARG_WITH([mappedcache],
   [for MappedCache support],
@@ -17,6 +18,12 @@ if test "$PHP_MAPPEDCACHE" != "no"; then
   mc_checkout=`cd "$abs_srcdir/../.." && pwd`
   if test "$PHP_MAPPEDCACHE" = "yes"; then
     PHP_MAPPEDCACHE="$mc_checkout/.build/release"
+    dnl The default: the checkout's release library, built here when missing.
+    if test ! -f "$PHP_MAPPEDCACHE/libmappedcache.so" && test -f "$mc_checkout/Package.swift"; then
+      AC_MSG_NOTICE([building libmappedcache.so: swift build -c release --product mappedcache in $mc_checkout])
+      (cd "$mc_checkout" && swift build -c release --product mappedcache) ||
+        AC_MSG_ERROR([swift build failed; build libmappedcache.so yourself and pass --with-mappedcache=DIR])
+    fi
   fi
   PHP_MAPPEDCACHE=`cd "$PHP_MAPPEDCACHE" 2>/dev/null && pwd || echo "$PHP_MAPPEDCACHE"`
 
