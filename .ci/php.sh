@@ -9,7 +9,7 @@ repo=$PWD
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 
-packages=(php-cli php-dev php-igbinary phpunit php-psr-simple-cache php-cache-integration-tests)
+packages=(php-cli php-dev php-fpm php-igbinary libfcgi-bin phpunit php-psr-simple-cache php-cache-integration-tests)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
