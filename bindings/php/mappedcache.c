@@ -172,14 +172,14 @@ PHP_METHOD(MappedCache_Cache, gets) {
   void *data = NULL;
   size_t length = 0;
   uint64_t version = 0;
-  /* mc_gets into a buffer of the length asked first (the value may grow between). */
+  /* Asks the length first (capacity 0), then reads into a buffer of that length, again
+   * while the value grows between the calls. */
   int status = mc_gets(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), NULL, 0, &length, &version);
-  while (status == MC_E_BUFFER_TOO_SMALL || (status == MC_OK && data == NULL && length > 0)) {
+  while (status == MC_E_BUFFER_TOO_SMALL) {
     efree(data);
     data = emalloc(length + 1);
     size_t capacity = length;
     status = mc_gets(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), data, capacity, &length, &version);
-    if (status == MC_OK) break;
   }
   if (status == MC_NOT_FOUND) {
     efree(data);

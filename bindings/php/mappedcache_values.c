@@ -159,11 +159,11 @@ static bool use_igbinary(void) {
   return igbinary_function("igbinary_serialize") != NULL || (s != NULL && strcmp(s, "igbinary") == 0);
 }
 
-/* The value serialized, as a new string: prefix (0 or 1 bytes), then 'G' and igbinary's
- * form, or 'Z' and serialize()'s. */
-static zend_string *serialize_value(zval *value, const char *prefix, size_t prefix_length) {
+/* The value serialized and tagged, as a new string: NUL, then 'G' and igbinary's form, or
+ * 'Z' and serialize()'s. */
+static zend_string *serialize_value(zval *value) {
   smart_str buf = {0};
-  smart_str_appendl(&buf, prefix, prefix_length);
+  smart_str_appendc(&buf, MC_TAG);
   if (use_igbinary()) {
     zend_function *fn = igbinary_function("igbinary_serialize");
     if (fn == NULL) {
@@ -317,7 +317,7 @@ zend_result mc_php_encode(zval *value, int type, mc_php_encoded *out) {
     return SUCCESS;
   }
   default: {
-    zend_string *s = serialize_value(value, "\0", 1);
+    zend_string *s = serialize_value(value);
     if (s == NULL) return FAILURE;
     take(out, s);
     return SUCCESS;
