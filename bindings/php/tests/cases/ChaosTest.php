@@ -61,7 +61,7 @@ final class ChaosTest extends CacheTestCase
         $cache = new Cache($this->path, 32 << 20, 'bytes');
         $problems = $this->removeLater($this->path . '.problems');
         $stop = $this->removeLater($this->path . '.stop');
-        $worker = __DIR__ . '/support/chaos_worker.php';
+        $worker = __DIR__ . '/../support/chaos_worker.php';
         $swiftWriter = fn (int $id) => $this->start([$helper, 'writer', $this->path, (string) $id,
             (string) ($seconds + 1), (string) self::KEYS, '16', '2000']);
         $phpWorker = fn (int $slot) => $this->start(Processes::php($worker, $this->path, (string) $slot,
