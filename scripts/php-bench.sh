@@ -98,7 +98,7 @@ if command -v valgrind >/dev/null 2>&1; then
       scripts/php_bench.php "$1" "$KEYS" 0 "$2" "$work/insn.mcache" >/dev/null 2>&1
     awk '/^totals:/ {print $2}' "$work/callgrind.out"
   }
-  per_get() { echo $((($(insn "$1" 20000) - $(insn "$1" 10000)) / 10000)); }
+  per_get() { echo $((($(insn "$1" 20480) - $(insn "$1" 10240)) / 10240)); }
   loop=$(per_get baseline)
   {
     echo "instructions a get costs the PHP process (callgrind; the loop's own $loop taken off):"
