@@ -217,14 +217,14 @@ PHP_METHOD(MappedCache_Cache, getMany) {
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *key = key_string(k);
-    if (key == NULL) RETURN_THROWS();
+    if (key == NULL) MC_PHP_RETURN_THROWS_FREEING();
     zval value;
     int status = mc_php_read(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), self->value_type, &value);
     if (status == MC_OK) {
       zend_symtable_update(Z_ARRVAL_P(return_value), key, &value);
     } else if (status != MC_NOT_FOUND && failed(status)) {
       zend_string_release(key);
-      RETURN_THROWS();
+      MC_PHP_RETURN_THROWS_FREEING();
     }
     zend_string_release(key);
   }
@@ -490,7 +490,7 @@ static void collect(INTERNAL_FUNCTION_PARAMETERS, bool keys_only) {
   array_init(return_value);
   visit_context v = {.array = return_value, .value_type = self->value_type, .keys_only = keys_only};
   int status = mc_foreach(self->cache, keys_only ? MC_FOREACH_KEYS_ONLY : 0, visit_entry, &v);
-  if (v.failed || failed(status)) RETURN_THROWS();
+  if (v.failed || failed(status)) MC_PHP_RETURN_THROWS_FREEING();
 }
 
 PHP_METHOD(MappedCache_Cache, keys) {

@@ -70,6 +70,21 @@ static zend_string *key_of(zval *k) {
   return NULL;
 }
 
+/* Whether every element of keys is a string or an int (else a TypeError is thrown), checked
+ * before a call acts on any of them. */
+static bool all_keys(HashTable *keys) {
+  zval *k;
+  ZEND_HASH_FOREACH_VAL(keys, k) {
+    ZVAL_DEREF(k);
+    if (Z_TYPE_P(k) != IS_STRING && Z_TYPE_P(k) != IS_LONG) {
+      zend_type_error("a cache key must be a string, %s given", zend_zval_type_name(k));
+      return false;
+    }
+  }
+  ZEND_HASH_FOREACH_END();
+  return true;
+}
+
 static void set_success(zval *success, bool value) {
   if (success != NULL) ZEND_TRY_ASSIGN_REF_BOOL(success, value);
 }
@@ -97,16 +112,17 @@ PHP_FUNCTION(mappedcache_fetch) {
     warned(status);
     RETURN_FALSE;
   }
+  if (!all_keys(keys)) RETURN_THROWS();
   array_init(return_value);
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
-    if (s == NULL) RETURN_THROWS();
+    if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
     zval value;
     int status = mc_php_read(cache, ZSTR_VAL(s), ZSTR_LEN(s), type, &value);
     if (status == MC_OK) zend_symtable_update(Z_ARRVAL_P(return_value), s, &value);
     zend_string_release(s);
-    if (EG(exception)) RETURN_THROWS();
+    if (EG(exception)) MC_PHP_RETURN_THROWS_FREEING();
     if (warned(status)) {
       zval_ptr_dtor(return_value);
       RETURN_FALSE;
@@ -162,7 +178,7 @@ static void store_values(INTERNAL_FUNCTION_PARAMETERS, store_fn fn) {
     zend_string *s = skey != NULL ? zend_string_copy(skey) : zend_long_to_str((zend_long)ikey);
     int status = store_one(cache, fn, s, v, ttl);
     zend_string_release(s);
-    if (EG(exception)) RETURN_THROWS();
+    if (EG(exception)) MC_PHP_RETURN_THROWS_FREEING();
     if (status != MC_OK) {
       if (skey != NULL) {
         add_assoc_long(return_value, ZSTR_VAL(skey), -1);
@@ -190,11 +206,12 @@ PHP_FUNCTION(mappedcache_delete) {
     if (warned(status)) RETURN_FALSE;
     RETURN_BOOL(status == MC_OK);
   }
+  if (!all_keys(keys)) RETURN_THROWS();
   array_init(return_value);
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
-    if (s == NULL) RETURN_THROWS();
+    if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
     int status = mc_delete(cache, ZSTR_VAL(s), ZSTR_LEN(s));
     warned(status);
     if (status != MC_OK) add_next_index_str(return_value, zend_string_copy(s));
@@ -216,11 +233,12 @@ PHP_FUNCTION(mappedcache_exists) {
     if (warned(status)) RETURN_FALSE;
     RETURN_BOOL(status == MC_OK);
   }
+  if (!all_keys(keys)) RETURN_THROWS();
   array_init(return_value);
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
-    if (s == NULL) RETURN_THROWS();
+    if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
     int status = mc_exists(cache, ZSTR_VAL(s), ZSTR_LEN(s));
     warned(status);
     if (status == MC_OK) add_assoc_bool_ex(return_value, ZSTR_VAL(s), ZSTR_LEN(s), true);

@@ -58,6 +58,15 @@ zend_result mc_php_ttl(zval *ttl, uint32_t arg_num, double *seconds);
 zend_result mc_php_get_or_compute(mc_cache *cache, int type, zend_string *key, zend_fcall_info *fci,
                                   zend_fcall_info_cache *fcc, double ttl, double wait, uint32_t flags, zval *out);
 
+/* Returns after an exception from a function that had begun filling return_value (an
+ * array), freeing what it held. */
+#define MC_PHP_RETURN_THROWS_FREEING()                                                                                 \
+  do {                                                                                                                 \
+    zval_ptr_dtor(return_value);                                                                                       \
+    ZVAL_NULL(return_value);                                                                                           \
+    RETURN_THROWS();                                                                                                   \
+  } while (0)
+
 extern zend_class_entry *mc_php_ce_cache, *mc_php_ce_exception, *mc_php_ce_invalid_key;
 
 void mc_php_register_functions_globals(void);

@@ -281,6 +281,15 @@ final class CacheTest extends CacheTestCase
         }
         $this->assertSame('value', $this->cache->get('kept'));
         $this->assertSame(['kept'], $this->cache->keys());
+        foreach ([fn () => $this->cache->getMany(['kept', []]), fn () => $this->cache->deleteMany(['kept', 1.5])] as $call) {
+            try {
+                $call();
+                $this->fail('a key that is not a string is refused');
+            } catch (\TypeError $e) {
+                $this->assertStringContainsString('must be a string', $e->getMessage());
+            }
+        }
+        $this->assertSame('value', $this->cache->get('kept'));
     }
 
     public function testBadValuesAndTtlsThrow(): void

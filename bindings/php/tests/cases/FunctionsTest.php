@@ -111,8 +111,19 @@ final class FunctionsTest extends CacheTestCase
         $this->assertWarns('mappedcache.path', fn () => mappedcache_fetch('k'));
         ini_set('mappedcache.path', '/nonexistent-dir/x.mcache');
         $this->assertWarns('cannot open', fn () => mappedcache_store('k', 1));
-        $this->expectException(\ValueError::class);
         ini_set('mappedcache.path', $this->path);
+        mappedcache_store('kept', 1);
+        foreach ([fn () => mappedcache_fetch(['kept', new \stdClass()]), fn () => mappedcache_delete(['kept', []]),
+            fn () => mappedcache_exists(['kept', null])] as $call) {
+            try {
+                $call();
+                $this->fail('a key that is not a string is refused');
+            } catch (\TypeError $e) {
+                $this->assertStringContainsString('must be a string', $e->getMessage());
+            }
+        }
+        $this->assertSame(1, mappedcache_fetch('kept'));
+        $this->expectException(\ValueError::class);
         mappedcache_store('k', 1, -5);
     }
 
