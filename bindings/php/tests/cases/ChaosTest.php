@@ -109,7 +109,9 @@ final class ChaosTest extends CacheTestCase
             $lines = explode("\n", trim($out));
             $this->assertSame(0, json_decode(end($lines), true, 512, JSON_THROW_ON_ERROR)['corrupt']);
         }
-        $this->assertGreaterThanOrEqual((int) ($seconds / 0.3), $kills);
+        // A kill every 0.1 to 0.3 s, plus the wait for each victim: on a loaded machine the
+        // sleeps overrun, so half of the nominal rate is the bound.
+        $this->assertGreaterThanOrEqual((int) ($seconds / 0.6), $kills);
 
         // Every entry left in the file checks, and the file verifies clean.
         $entries = $cache->toArray();
