@@ -207,11 +207,21 @@ static zend_result unserialize_into(const char *p, size_t n, char kind, zval *ou
       throw_decoding("it was serialized by igbinary, which is not loaded here");
       return FAILURE;
     }
+    /* igbinary's header is 4 bytes, 0 0 0 and its version (1 or 2); it reports garbage as
+     * null (with a warning), which is stored only as the header and one 0 byte. */
+    if (n < 5 || memcmp(p, "\0\0\0", 3) != 0 || (p[3] != 1 && p[3] != 2)) {
+      throw_decoding("igbinary's header is missing");
+      return FAILURE;
+    }
     zval arg;
     ZVAL_STRINGL(&arg, p, n);
     zend_call_known_function(fn, NULL, NULL, out, 1, &arg, NULL);
     zval_ptr_dtor(&arg);
     if (EG(exception)) return FAILURE;
+    if (Z_TYPE_P(out) == IS_NULL && !(n == 5 && p[4] == 0)) {
+      throw_decoding("igbinary_unserialize() failed on its bytes");
+      return FAILURE;
+    }
     return SUCCESS;
   }
   php_unserialize_data_t var_hash;

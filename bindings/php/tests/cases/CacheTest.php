@@ -106,6 +106,28 @@ final class CacheTest extends CacheTestCase
         $this->assertFalse(@ini_set('mappedcache.serializer', 'json'), 'an unknown serializer is refused');
     }
 
+    public function testTaggedGarbageFromElsewhereIsADecodingError(): void
+    {
+        $cli = Processes::swiftBinary('mapped-cache') ?? $this->unavailable('mapped-cache is not built');
+        $this->cache->set('kept', 'value');
+        $garbage = ['php' => "\0Zgarbage", 'truncated' => "\0Za:1:{i:0;O:8:\"stdClass\":0:{}",
+            'igbinary header' => "\0Ggarbage", 'empty tag' => "\0Z"];
+        foreach ($garbage as $key => $bytes) {
+            [$code, , $err] = Processes::run([$cli, 'set', $this->path, $key, '-'], $bytes);
+            $this->assertSame(0, $code, $err);
+            try {
+                $this->cache->get($key);
+                $this->fail("$key decodes");
+            } catch (CacheException $e) {
+                $this->assertSame(CacheException::DECODING_FAILED, $e->getCode(), $e->getMessage());
+            }
+        }
+        $this->assertSame('value', $this->cache->get('kept'));
+        $this->assertCount(5, $this->cache->keys());
+        $this->expectException(CacheException::class);
+        $this->cache->toArray();
+    }
+
     public function testMissingKeysGiveTheDefault(): void
     {
         $this->assertNull($this->cache->get('missing'));
