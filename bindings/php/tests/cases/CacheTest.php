@@ -340,7 +340,7 @@ final class CacheTest extends CacheTestCase
         $other->close();
         $other->close();
         $this->assertThrowsCode(CacheException::CLOSED, fn () => $other->get('k'));
-        $notACache = $this->removeLater(self::tempPath('notacache'));
+        $notACache = $this->removeLater(self::tempPath('notacache') . '.txt');
         file_put_contents($notACache, str_repeat('not a cache ', 100));
         $this->assertThrowsCode(CacheException::NOT_A_CACHE_FILE, fn () => new Cache($notACache));
         $this->assertSame(str_repeat('not a cache ', 100), file_get_contents($notACache), 'left untouched');

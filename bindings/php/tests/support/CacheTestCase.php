@@ -8,8 +8,8 @@ use MappedCache\Cache;
 use PHPUnit\Framework\TestCase;
 
 /**
- * A fresh cache file per test (under /dev/shm), which must verify clean when the test
- * ends; removed afterwards. With MAPPEDCACHE_REQUIRE_ALL=1 (CI) a test that would skip
+ * A fresh cache file per test (under /dev/shm); it and every other cache file the test
+ * names for removal must verify clean when the test ends, and are removed afterwards. With MAPPEDCACHE_REQUIRE_ALL=1 (CI) a test that would skip
  * for want of a program fails instead.
  */
 abstract class CacheTestCase extends TestCase
@@ -26,10 +26,12 @@ abstract class CacheTestCase extends TestCase
 
     protected function tearDown(): void
     {
-        if (is_file($this->path)) {
-            $cache = new Cache($this->path);
-            $this->assertSame(0, $cache->verify(), "{$this->path} does not verify clean");
-            $cache->close();
+        foreach ($this->files as $file) {
+            if (str_ends_with($file, '.mcache') && is_file($file)) {
+                $cache = new Cache($file);
+                $this->assertSame(0, $cache->verify(), "$file does not verify clean");
+                $cache->close();
+            }
         }
         foreach ($this->files as $file) {
             if (is_file($file)) {
