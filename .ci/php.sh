@@ -47,8 +47,9 @@ status=0
 MAPPEDCACHE_REQUIRE_ALL=1 MAPPEDCACHE_PYTHON="$python" \
   php -d extension="$PWD/modules/mappedcache.so" /usr/bin/phpunit --log-junit "$junit" || status=$?
 # The suite's totals from its JUnit report: a skipped or incomplete test fails the run.
-read -r tests failed skipped < <(php -r '$s = simplexml_load_file($argv[1])->testsuite;
-  echo $s["tests"], " ", $s["failures"] + $s["errors"], " ", $s["skipped"], "\n";' "$junit")
+# (A suite that did not run counts as one failure.)
+read -r tests failed skipped < <(php -r '$x = @simplexml_load_file($argv[1]); $s = $x ? $x->testsuite : null;
+  echo $s ? "{$s["tests"]} " . ($s["failures"] + $s["errors"]) . " {$s["skipped"]}\n" : "1 1 0\n";' "$junit")
 if ((skipped > 0)); then
   echo "error: $skipped PHP tests were skipped" >&2
   status=1
