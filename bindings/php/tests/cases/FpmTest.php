@@ -7,13 +7,13 @@ namespace MappedCache\Tests;
 use MappedCache\Cache;
 
 /**
- * PHP-FPM: a pool of workers (forked by the master after it loaded the extension) serving
- * requests at once through the APCu-style functions, over the file the pool's
+ * PHP-FPM: two pools of workers (forked by the master after it loaded the extension)
+ * serving requests at once through the APCu-style functions, over the file each pool's
  * mappedcache.path names, which this process reads at the same time.
  */
 final class FpmTest extends CacheTestCase
 {
-    private const WORKERS = 4;
+    private const WORKERS_PER_POOL = 2;
     private const REQUESTS = 24;
 
     /** @var resource|null */
@@ -53,28 +53,29 @@ final class FpmTest extends CacheTestCase
         $client = self::binary('cgi-fcgi') ?? $this->unavailable("cgi-fcgi is not installed (Debian's libfcgi-bin)");
         $this->dir = sys_get_temp_dir() . '/mcphp-fpm-' . getmypid() . '-' . bin2hex(random_bytes(3));
         mkdir($this->dir);
-        $socket = "$this->dir/fpm.sock";
         $root = posix_getuid() === 0;
-        file_put_contents("$this->dir/fpm.conf", implode("\n", [
-            '[global]', "pid = $this->dir/fpm.pid", "error_log = $this->dir/fpm.log", 'daemonize = no',
-            '[test]', "listen = $socket", 'pm = static', 'pm.max_children = ' . self::WORKERS,
-            ...($root ? ['user = root'] : []),
-            "php_admin_value[mappedcache.path] = $this->path", 'php_admin_value[mappedcache.capacity] = 8M', '',
-        ]));
+        $config = ['[global]', "pid = $this->dir/fpm.pid", "error_log = $this->dir/fpm.log", 'daemonize = no'];
+        foreach (['a', 'b'] as $pool) {
+            $config = [...$config, "[$pool]", "listen = $this->dir/$pool.sock", 'pm = static',
+                'pm.max_children = ' . self::WORKERS_PER_POOL, "env[POOL] = $pool", ...($root ? ['user = root'] : []),
+                "php_admin_value[mappedcache.path] = $this->path", 'php_admin_value[mappedcache.capacity] = 8M'];
+        }
+        file_put_contents("$this->dir/fpm.conf", implode("\n", $config) . "\n");
         $cache = new Cache($this->path, 8 << 20);
         $command = [$fpm, '-y', "$this->dir/fpm.conf", '-d', 'extension=' . Processes::extension(),
             ...($root ? ['-R'] : [])];
         $this->fpm = proc_open($command, [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
-        for ($i = 0; $i < 200 && !file_exists($socket); $i++) {
+        for ($i = 0; $i < 200 && !(file_exists("$this->dir/a.sock") && file_exists("$this->dir/b.sock")); $i++) {
             usleep(25_000);
         }
-        $this->assertFileExists($socket, 'php-fpm did not start: ' . @file_get_contents("$this->dir/fpm.log"));
+        $this->assertFileExists("$this->dir/b.sock", 'php-fpm did not start: ' . @file_get_contents("$this->dir/fpm.log"));
 
-        // Requests at once, each held 50 ms, so that every worker serves some.
+        // Requests at once to both pools, each held 50 ms, so that every worker serves some.
         $requests = [];
         for ($i = 0; $i < self::REQUESTS; $i++) {
             $env = ['SCRIPT_FILENAME' => realpath(__DIR__ . '/../support/fpm_request.php'), 'REQUEST_METHOD' => 'GET',
                 'QUERY_STRING' => 'sleep_ms=50', 'PATH' => getenv('PATH')];
+            $socket = $this->dir . '/' . ($i % 2 === 0 ? 'a' : 'b') . '.sock';
             $requests[] = proc_open([$client, '-bind', '-connect', $socket],
                 [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, null, $env);
             $outputs[] = $pipes;
@@ -93,7 +94,10 @@ final class FpmTest extends CacheTestCase
         $this->assertSame(range(1, self::REQUESTS), $counts, 'each request counted once, none lost');
         $this->assertSame([$this->path], array_values(array_unique(array_column($served, 'path'))));
         $workers = array_unique(array_column($served, 'pid'));
-        $this->assertGreaterThan(1, count($workers), 'several workers served');
+        $this->assertGreaterThan(2, count($workers), 'several workers served');
+        $pools = array_count_values(array_column($served, 'pool'));
+        ksort($pools);
+        $this->assertSame(['a' => self::REQUESTS / 2, 'b' => self::REQUESTS / 2], $pools);
         $this->assertNotContains(getmypid(), $workers);
         $this->assertSame(self::REQUESTS, $cache->get('fpm:requests'));
         foreach ($workers as $pid) {

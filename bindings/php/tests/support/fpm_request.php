@@ -6,4 +6,4 @@ usleep((int) ($_GET['sleep_ms'] ?? 0) * 1000);
 $n = mappedcache_inc('fpm:requests');
 mappedcache_store('fpm:worker:' . getmypid(), $n);
 header('Content-Type: text/plain');
-echo json_encode(['pid' => getmypid(), 'n' => $n, 'path' => ini_get('mappedcache.path')]);
+echo json_encode(['pid' => getmypid(), 'pool' => getenv('POOL'), 'n' => $n, 'path' => ini_get('mappedcache.path')]);
