@@ -45,7 +45,7 @@ final class FpmTest extends CacheTestCase
         return null;
     }
 
-    public function testWorkersOfAPoolShareTheFile(): void
+    public function testWorkersOfTwoPoolsShareTheFile(): void
     {
         $version = PHP_MAJOR_VERSION . '.' . PHP_MINOR_VERSION;
         $fpm = self::binary("php-fpm$version", 'php-fpm')
