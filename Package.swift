@@ -53,7 +53,8 @@ let package = Package(
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    // What both test targets share: scratch paths, waiting for a condition, the Redis fixtures.
+    // What both test targets and the helper share: scratch paths, waiting for a condition,
+    // the Redis fixtures, and `ChildProcess`, the one way they start processes.
     .target(
       name: "TestSupport",
       dependencies: ["CacheTools", "MappedCache", "MappedCacheRedis", "RedisServers", "SystemCalls"],
@@ -62,6 +63,7 @@ let package = Package(
       name: "mc-test-helper",
       dependencies: [
         "MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy", "SystemCalls",
+        "TestSupport",
       ],
       path: "Tests/Helper"),
     .testTarget(

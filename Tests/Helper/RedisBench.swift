@@ -4,6 +4,7 @@ import MappedCache
 import MappedCacheRedis
 import RedisFaultProxy
 import Synchronization
+import TestSupport
 
 /// `mc-test-helper near-bench URL [READS] [WRITES]` (release build): near-cache hit reads
 /// against plain `SharedCache` reads of the same keys and values (interleaved rounds), a
@@ -191,23 +192,19 @@ enum NearBench {
     let paths = (0..<4).map { "/dev/shm/mc-stalecheck-\(tag)-\($0).mcache" }
     let tool = ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
       "mapped-cache")
-    var agents: [Int: Process] = [:]
+    var agents: [Int: ChildProcess] = [:]
     func spawnAgent(_ h: Int) throws {
-      let p = Process()
-      p.executableURL = URL(fileURLWithPath: tool)
-      p.arguments = [
-        "agent", paths[h], "--redis", hostURL(h), "--prefix", prefix, "--max-staleness", "0.2",
-        "--capacity", "4MiB",
-      ]
-      p.standardOutput = FileHandle.nullDevice
-      p.standardError = FileHandle.nullDevice
-      try p.run()
-      agents[h] = p
+      agents[h] = try ChildProcess(
+        tool,
+        [
+          "agent", paths[h], "--redis", hostURL(h), "--prefix", prefix, "--max-staleness", "0.2",
+          "--capacity", "4MiB",
+        ], stdout: .discarded, stderr: .discarded)
     }
     defer {
-      for (_, p) in agents where p.isRunning {
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
+      for (_, p) in agents {
+        p.kill()
+        p.wait()
       }
       for p in paths {
         unlink(p)
@@ -289,8 +286,8 @@ enum NearBench {
             faultEnds[h] = now() + 400_000_000
           }
         } else if faults % 2 == 0, let p = agents[h] {
-          kill(p.processIdentifier, SIGKILL)
-          p.waitUntilExit()
+          p.kill()
+          p.wait()
           try spawnAgent(h)
         } else if let pid = hosts[h].statistics.holderPID {
           _ = try? raw.call(

@@ -139,24 +139,14 @@ import Testing
   /// (`MC_TEST_GROW_PAUSE`), and SIGKILLs it there: the file is left as a grower killed
   /// at that step leaves it.
   static func killGrower(_ path: String, capacity: String, at step: String) throws {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-    p.arguments = ["grow", path, "--capacity", capacity]
-    var env = ProcessInfo.processInfo.environment
-    env["MC_TEST_GROW_PAUSE"] = step
-    p.environment = env
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    try p.run()
+    let p = try ChildProcess(
+      TestFiles.binary("mapped-cache"), ["grow", path, "--capacity", capacity],
+      environment: ["MC_TEST_GROW_PAUSE": step], stdout: .discarded, stderr: .discarded)
     defer {
-      Glibc.kill(p.processIdentifier, SIGKILL)
-      p.waitUntilExit()
+      p.kill()
+      p.wait()
     }
-    let deadline = Date().addingTimeInterval(30)
-    while !ReliabilityCreationTests.StoppedCreator.isStopped(p.processIdentifier) {
-      guard p.isRunning, Date() < deadline else { throw GrowerNeverStopped(step: step) }
-      usleep(2_000)
-    }
+    guard p.waitUntilStopped(timeout: 30) else { throw GrowerNeverStopped(step: step) }
   }
 
   /// A cache of two partitions (4 MiB) holding keys 0..<`n`, then a grower towards
