@@ -45,7 +45,9 @@ struct NearCacheProcessTests {
       }
     }
     for p in hostPaths {
-      for _ in 0..<4 { workers.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "w:", "30", "probe"])) }
+      for _ in 0..<4 {
+        workers.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "w:", "30", "probe"]))
+      }
     }
     #expect(eventually(10) { hostPaths.allSatisfy { FileManager.default.fileExists(atPath: $0) } })
     usleep(200_000)
@@ -160,7 +162,9 @@ struct NearCacheProcessTests {
         unlink(p + ".holder")
       }
     }
-    for p in hosts { holders.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "o:", "30", "none"])) }
+    for p in hosts {
+      holders.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "o:", "30", "none"]))
+    }
     #expect(
       eventually(20) {
         hosts.allSatisfy { NearCacheStatistics.read(path: $0, maxStaleness: .seconds(3))?.fenceFresh == true }
