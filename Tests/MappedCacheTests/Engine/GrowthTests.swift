@@ -96,28 +96,17 @@ import Testing
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, options: Self.options(8 << 20))
     let workers = 8
-    let results = SeenMutex<[ChildProcess.Result]>([])
-    let group = DispatchGroup()
-    for w in 0..<workers {
-      group.enter()
-      DispatchQueue.global().async {
-        defer { group.leave() }
-        if let r = try? ChildProcess.run(
-          RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"], timeout: 120)
-        {
-          results.withLock { $0.append(r) }
-        }
-      }
+    let children = try (0..<workers).map { w in
+      try ChildProcess(RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"])
     }
+    defer { for child in children { child.kill() } }
     usleep(600_000)
     var capacities = [c.capacity]
     for _ in 0..<4 {
       capacities.append(try c.grow(toCapacity: capacities.last! + (8 << 20)))
       usleep(500_000)
     }
-    group.wait()
-    let all = results.withLock { $0 }
-    #expect(all.count == workers)
+    let all = children.map { $0.finish(timeout: 120) }
     for r in all {
       let f = RelSupport.fields(r.stdout)
       #expect(!r.signaled && r.status == 0, "worker: \(r.stdout) \(r.stderr)")
