@@ -11,7 +11,7 @@ let package = Package(
     .executable(name: "cache-stress", targets: ["cache-stress"]),
     // libmappedcache.so: the C ABI (Sources/CMappedCacheABI/include/mappedcache.h), for C
     // and every language that calls C (bindings/python).
-    .library(name: "mappedcache", type: .dynamic, targets: ["MappedCacheCABI"]),
+    .library(name: "mappedcache", type: .dynamic, targets: ["MappedCacheCExports"]),
   ],
   targets: [
     // Futex and OFD-lock calls only: everything else is Swift.
@@ -24,13 +24,19 @@ let package = Package(
     // the per-thread last error); the exported functions are Swift (`@_cdecl`).
     .target(name: "CMappedCacheABI", path: "Sources/CMappedCacheABI"),
     .target(
-      name: "MappedCacheCABI", dependencies: ["MappedCache", "CMappedCacheABI", "SystemCalls"],
-      path: "Sources/MappedCacheCABI"),
+      name: "MappedCacheCExports", dependencies: ["MappedCache", "CMappedCacheABI", "SystemCalls"],
+      path: "Sources/MappedCacheCExports"),
     // What both tools share: the size and duration parsers, the --version line, stopping a process.
     .target(name: "CacheTools", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/CacheTools"),
     // The Redis tier (RESP3 client, RedisCache, NearCache): networking stays out of MappedCache.
     .target(
       name: "MappedCacheRedis", dependencies: ["MappedCache", "SystemCalls"], path: "Sources/MappedCacheRedis"),
+    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for
+    // cache-stress --redis --blackhole-every and the Redis tests.
+    .target(name: "RedisFaultProxy", dependencies: ["SystemCalls"], path: "Sources/RedisFaultProxy"),
+    // redis-server and Redis Cluster processes of a run's or a test's own (free ports, no
+    // persistence, kill and restart, failover): cache-stress --redis-spawn and the tests.
+    .target(name: "RedisServers", dependencies: ["MappedCacheRedis", "SystemCalls"], path: "Sources/RedisServers"),
     .executableTarget(
       name: "mapped-cache", dependencies: ["MappedCache", "CacheTools", "MappedCacheRedis", "SystemCalls"],
       path: "Sources/mapped-cache"),
@@ -42,17 +48,13 @@ let package = Package(
         "MappedCache", "CacheTools", "MappedCacheRedis", "RedisFaultProxy", "RedisServers", "SystemCalls",
       ],
       path: "Stress"),
+    // Everything below is under Tests/ and only the tests use it: no product depends on it.
     // Counts heap allocations in the test helper (tests assert the read paths make none).
     .target(name: "AllocCounter", path: "Tests/AllocCounter"),
     // The self-checking value format shared by helper processes and tests.
     .target(name: "CheckedValues", path: "Tests/CheckedValues"),
-    // A loopback TCP proxy that makes network faults (black hole, reset, delay) for the Redis tests
-    // and cache-stress --redis --blackhole-every.
-    .target(name: "RedisFaultProxy", dependencies: ["SystemCalls"], path: "Tests/RedisFaultProxy"),
-    // redis-server and Redis Cluster processes of a run's or a test's own (free ports, no
-    // persistence, kill and restart, failover): cache-stress --redis-spawn and the tests.
-    .target(name: "RedisServers", dependencies: ["MappedCacheRedis", "SystemCalls"], path: "Tests/RedisServers"),
-    // What both test targets share: scratch paths, waiting for a condition, the Redis fixtures.
+    // What both test targets and the helper share: scratch paths, waiting for a condition,
+    // the Redis fixtures, and `ChildProcess`, the one way they start processes.
     .target(
       name: "TestSupport",
       dependencies: ["CacheTools", "MappedCache", "MappedCacheRedis", "RedisServers", "SystemCalls"],
@@ -61,6 +63,7 @@ let package = Package(
       name: "mc-test-helper",
       dependencies: [
         "MappedCache", "MappedCacheRedis", "AllocCounter", "CheckedValues", "RedisFaultProxy", "SystemCalls",
+        "TestSupport",
       ],
       path: "Tests/Helper"),
     .testTarget(

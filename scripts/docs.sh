@@ -27,8 +27,9 @@ extract=${SYMBOLGRAPH_EXTRACT:-$toolchain/swift-symbolgraph-extract}
 [ -x "$docc" ] || { echo "docs.sh: no docc at $docc (set DOCC)" >&2; exit 2; }
 [ -x "$extract" ] || { echo "docs.sh: no swift-symbolgraph-extract at $extract (set SYMBOLGRAPH_EXTRACT)" >&2; exit 2; }
 
-# 1. Symbol graphs: public API only, no members synthesised from the standard library;
-# SystemError and Errno, which MappedCache re-exports from SystemCalls, with it.
+# 1. Symbol graphs: public API only, no members synthesised from the standard library.
+# SystemCalls is imported, not re-exported: SystemError and Errno appear as MappedCache's
+# aliases of them.
 log=$(mktemp)
 graphs=$(mktemp -d)
 trap 'rm -rf "$graphs" "$log"' EXIT
@@ -38,20 +39,18 @@ bin=$(swift build --show-bin-path)
 triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
 "$extract" -module-name MappedCache -target "$triple" -I "$bin/Modules" \
   -Xcc -fmodule-map-file="$bin/CMappedCacheShim.build/module.modulemap" -Xcc -I -Xcc Sources/CMappedCacheShim/include \
-  -experimental-allowed-reexported-modules=SystemCalls \
   -minimum-access-level public -skip-synthesized-members -output-dir "$graphs" >"$log" 2>&1 || {
   cat "$log" >&2; echo "docs.sh: swift-symbolgraph-extract failed" >&2; exit 1; }
 [ -f "$graphs/MappedCache.symbols.json" ] || { cat "$log" >&2; echo "docs.sh: no symbol graph" >&2; exit 1; }
 
-# 2. Public symbols without a doc comment (declared in Sources/MappedCache or, re-exported,
-# Sources/SystemCalls).
+# 2. Public symbols without a doc comment (declared in Sources/MappedCache).
 python3 - "$graphs" <<'PY' || [ "${DOCS_REQUIRE_COMMENTS:-0}" != 1 ] || exit 1
 import glob, json, sys
 missing = []
 for f in glob.glob(sys.argv[1] + "/*.json"):
     for s in json.load(open(f))["symbols"]:
         uri = s.get("location", {}).get("uri", "")
-        if not ("/Sources/MappedCache/" in uri or "/Sources/SystemCalls/" in uri) or s.get("docComment"):
+        if "/Sources/MappedCache/" not in uri or s.get("docComment"):
             continue
         missing.append("%s: %s" % (uri.split("/Sources/")[-1], ".".join(s["pathComponents"])))
 for m in sorted(set(missing)):

@@ -110,8 +110,8 @@ EOF
   # compiled once like the library.
   build_module CacheTools Sources/CacheTools || return 1
   build_module MappedCacheRedis Sources/MappedCacheRedis || return 1
-  build_module RedisFaultProxy Tests/RedisFaultProxy || return 1
-  build_module RedisServers Tests/RedisServers || return 1
+  build_module RedisFaultProxy Sources/RedisFaultProxy || return 1
+  build_module RedisServers Sources/RedisServers || return 1
 }
 
 build_module() { # NAME DIR

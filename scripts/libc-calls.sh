@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-$(swift build --show-bin-path)}
-modules=(MappedCache MappedCacheCABI CacheTools MappedCacheRedis mapped_cache cache_stress RedisServers RedisFaultProxy TestSupport)
+modules=(MappedCache MappedCacheCExports CacheTools MappedCacheRedis mapped_cache cache_stress RedisServers RedisFaultProxy TestSupport)
 allowed='^(memcpy|memmove|memset|memcmp|malloc|malloc_usable_size|free|ceil|floor|rint|round|trunc|pow|log10|exp|log|sqrt|fmod|_Block_copy|_Block_release|_NSConcreteStackBlock|_NSConcreteGlobalBlock|_swiftEmptyArrayStorage|syscall|mc_abi_[a-z_]+|mc_options_init)$'
 status=0
 for m in "${modules[@]}"; do

@@ -216,14 +216,46 @@ enum Fuzz {
   }
 
   static func runCase(_ path: String) -> Outcome {
+    let run = CaseRun(path)
+    run.readOnlyPasses()
+    guard let cache = run.openWritable() else { return run.o }
+    run.operations(cache, round: 0)
+    // Half the cases grow the damaged file by a partition: a split copies entries out of
+    // whatever the source holds, and its errors must be thrown, never trapped.
+    if run.rng.below(2) == 0 { run.grow(cache) }
+    run.attempt {
+      _ = try cache.verify(repair: true)
+      let after = try cache.verify()
+      if !after.ok { run.o.repairedClean = false }
+    }
+    run.operations(cache, round: 1)
+    run.attempt { try cache.removeAllObjects() }
+    run.readBack(cache)
+    run.operations(cache, round: 2)
+    return run.o
+  }
+
+  /// One case of `runCases`: every public operation on one (damaged) file, what each did
+  /// counted in `o`.
+  final class CaseRun {
+    let path: String
     var o = Outcome()
-    // Seeded by the file's name (which holds the case's seed): a case replays exactly.
-    var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
-    for b in (path as NSString).lastPathComponent.utf8 { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01B3 }
-    var rng = SplitMix(fnv)
+    var rng: SplitMix
+    /// The writable handle's largest value (as it opened: before any growth).
+    var limit = 0
+
+    init(_ path: String) {
+      self.path = path
+      // Seeded by the file's name (which holds the case's seed): a case replays exactly.
+      var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
+      for b in (path as NSString).lastPathComponent.utf8 { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01B3 }
+      rng = SplitMix(fnv)
+    }
+
     func attempt(_ body: () throws -> Void) {
       do { try body() } catch { o.thrown += 1 }
     }
+
     func check(_ v: [UInt8]?, _ i: Int, _ op: String = "get") {
       guard let v else { return }
       o.hits += 1
@@ -235,6 +267,7 @@ enum Fuzz {
       o.wrong += 1
       o.wrongOps.insert(op)
     }
+
     /// The key index of a key this run or the base wrote (`key-<i>-…`, or the one-letter
     /// keys of the read-back step), nil for anything else.
     func index(of key: String) -> Int? {
@@ -242,7 +275,9 @@ enum Fuzz {
       if key.utf8.count == 1, let b = key.utf8.first, (65..<85).contains(b) { return Int(b) - 65 }
       return nil
     }
+
     func checkByKey(_ key: String, _ v: [UInt8], _ op: String) { if let i = index(of: key) { check(v, i, op) } }
+
     /// The untyped tool API on the same file (what `mapped-cache` uses).
     func toolOperations(readOnly: Bool) {
       attempt {
@@ -265,6 +300,7 @@ enum Fuzz {
         attempt { _ = try f.delete(Array(Pattern.key(2).utf8)) }
       }
     }
+
     func iterate(_ c: SharedCache<[UInt8]>) {
       _ = c.allKeys
       attempt {
@@ -279,87 +315,58 @@ enum Fuzz {
       }
     }
 
-    // Handles that judge values check checksums on read: then no damaged value may come
-    // back. A default handle (no read checksums: the fast path) must still never fault,
-    // whatever the bytes; it may hand back a value whose bytes were damaged in place.
-    attempt {
-      let fast = try SharedCache<[UInt8]>(
-        path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
-      withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
+    /// Handles that judge values check checksums on read: then no damaged value may come
+    /// back. A default handle (no read checksums: the fast path) must still never fault,
+    /// whatever the bytes; it may hand back a value whose bytes were damaged in place.
+    /// Then a read-only handle: it must never write to (or fault on) the mapping.
+    func readOnlyPasses() {
+      attempt {
+        let fast = try SharedCache<[UInt8]>(
+          path: path, capacity: 1 << 20, policy: OpenPolicy(readOnly: true, create: false))
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buf in
+          for _ in 0..<40 {
+            let k = Pattern.key(rng.below(keySpace))
+            attempt { _ = try fast.copyBytes(forKey: k, into: buf) }
+            attempt { _ = try fast.copyBytes(forKey: k, into: UnsafeMutableRawBufferPointer(rebasing: buf[0..<8])) }
+            attempt { _ = try fast.withBytes(forKey: k) { $0.count } }
+            attempt { _ = try fast.object(forKey: k, allowingExpired: true) }
+            attempt { _ = try fast.object(forKey: k) }
+          }
+        }
+      }
+      attempt {
+        let ro = try SharedCache<[UInt8]>(
+          path: path, capacity: 1 << 20,
+          policy: OpenPolicy(readOnly: true, create: false, verifyChecksumsOnRead: true))
         for _ in 0..<40 {
-          let k = Pattern.key(rng.below(keySpace))
-          attempt { _ = try fast.copyBytes(forKey: k, into: buf) }
-          attempt { _ = try fast.copyBytes(forKey: k, into: UnsafeMutableRawBufferPointer(rebasing: buf[0..<8])) }
-          attempt { _ = try fast.withBytes(forKey: k) { $0.count } }
-          attempt { _ = try fast.object(forKey: k, allowingExpired: true) }
-          attempt { _ = try fast.object(forKey: k) }
+          let i = rng.below(keySpace)
+          attempt { check(try ro.object(forKey: Pattern.key(i), allowingExpired: true), i) }
         }
+        _ = ro.statistics
+        iterate(ro)
+        attempt { _ = try ro.verify() }
+        attempt { try ro.setObject([1], forKey: "x") }
+      }
+      toolOperations(readOnly: true)
+    }
+
+    /// A writable handle that checks checksums on read (nil, counted, when it cannot open).
+    func openWritable() -> SharedCache<[UInt8]>? {
+      do {
+        let cache = try SharedCache<[UInt8]>(
+          path: path, capacity: 1 << 20, policy: OpenPolicy(create: false, verifyChecksumsOnRead: true))
+        o.opened = true
+        limit = cache.maxValueSize
+        return cache
+      } catch {
+        o.thrown += 1
+        return nil
       }
     }
-    // A read-only handle first: it must never write to (or fault on) the mapping.
-    attempt {
-      let ro = try SharedCache<[UInt8]>(
-        path: path, capacity: 1 << 20,
-        policy: OpenPolicy(readOnly: true, create: false, verifyChecksumsOnRead: true))
-      for _ in 0..<40 {
-        let i = rng.below(keySpace)
-        attempt { check(try ro.object(forKey: Pattern.key(i), allowingExpired: true), i) }
-      }
-      _ = ro.statistics
-      iterate(ro)
-      attempt { _ = try ro.verify() }
-      attempt { try ro.setObject([1], forKey: "x") }
-    }
-    toolOperations(readOnly: true)
 
-    let cache: SharedCache<[UInt8]>
-    do {
-      cache = try SharedCache<[UInt8]>(
-        path: path, capacity: 1 << 20, policy: OpenPolicy(create: false, verifyChecksumsOnRead: true))
-    } catch {
-      o.thrown += 1
-      return o
-    }
-    o.opened = true
-    let limit = cache.maxValueSize
-
-    func operations(round: Int) {
+    func operations(_ cache: SharedCache<[UInt8]>, round: Int) {
       _ = cache.statistics
-      for _ in 0..<48 {
-        let i = rng.below(keySpace)
-        let k = Pattern.key(i)
-        switch rng.below(12) {
-        case 0, 1, 2: attempt { check(try cache.object(forKey: k), i) }
-        case 3: attempt { check(try cache.object(forKey: k, allowingExpired: true), i) }
-        case 4:
-          attempt {
-            if let (v, ver) = try cache.objectWithVersion(forKey: k) {
-              check(v, i)
-              _ = try cache.setObject(
-                Pattern.value(index: i, version: 1_000_000 + UInt32(round), count: 50), forKey: k, ifVersion: ver)
-            }
-          }
-        case 5: attempt { _ = try cache.withBytes(forKey: k) { check(Array($0), i) } }
-        case 6:
-          attempt {
-            _ = try cache.expiry(forKey: k)
-            _ = try cache.containsObject(forKey: k)
-          }
-        case 7, 8:
-          attempt {
-            try cache.setObject(
-              Pattern.value(index: i, version: UInt32(rng.below(1 << 20)), count: Pattern.size(&rng, limit: limit)),
-              forKey: k, expires: rng.below(4) == 0 ? .seconds(3600) : .never)
-          }
-        case 9: attempt { _ = try cache.add(Pattern.value(index: i, version: 7, count: 20), forKey: k) }
-        case 10:
-          attempt {
-            _ = try cache.replace(Pattern.value(index: i, version: 8, count: 300), forKey: k)
-            _ = try cache.touch(k, expires: .seconds(60))
-          }
-        default: attempt { _ = try cache.removeObject(forKey: k) }
-        }
-      }
+      for _ in 0..<48 { randomOperation(cache, round: round) }
       // A few large values force eviction through whatever the logs hold.
       for _ in 0..<4 {
         let i = rng.below(keySpace)
@@ -381,10 +388,45 @@ enum Fuzz {
       toolOperations(readOnly: false)
     }
 
-    operations(round: 0)
-    // Half the cases grow the damaged file by a partition: a split copies entries out of
-    // whatever the source holds, and its errors must be thrown, never trapped.
-    if rng.below(2) == 0 {
+    /// One operation, picked at random, on a random key.
+    func randomOperation(_ cache: SharedCache<[UInt8]>, round: Int) {
+      let i = rng.below(keySpace)
+      let k = Pattern.key(i)
+      switch rng.below(12) {
+      case 0, 1, 2: attempt { check(try cache.object(forKey: k), i) }
+      case 3: attempt { check(try cache.object(forKey: k, allowingExpired: true), i) }
+      case 4:
+        attempt {
+          if let (v, ver) = try cache.objectWithVersion(forKey: k) {
+            check(v, i)
+            _ = try cache.setObject(
+              Pattern.value(index: i, version: 1_000_000 + UInt32(round), count: 50), forKey: k, ifVersion: ver)
+          }
+        }
+      case 5: attempt { _ = try cache.withBytes(forKey: k) { check(Array($0), i) } }
+      case 6:
+        attempt {
+          _ = try cache.expiry(forKey: k)
+          _ = try cache.containsObject(forKey: k)
+        }
+      case 7, 8:
+        attempt {
+          try cache.setObject(
+            Pattern.value(index: i, version: UInt32(rng.below(1 << 20)), count: Pattern.size(&rng, limit: limit)),
+            forKey: k, expires: rng.below(4) == 0 ? .seconds(3600) : .never)
+        }
+      case 9: attempt { _ = try cache.add(Pattern.value(index: i, version: 7, count: 20), forKey: k) }
+      case 10:
+        attempt {
+          _ = try cache.replace(Pattern.value(index: i, version: 8, count: 300), forKey: k)
+          _ = try cache.touch(k, expires: .seconds(60))
+        }
+      default: attempt { _ = try cache.removeObject(forKey: k) }
+      }
+    }
+
+    /// Grows the file by a partition, then reads.
+    func grow(_ cache: SharedCache<[UInt8]>) {
       attempt {
         let before = cache.capacity
         o.grew = try cache.grow(toCapacity: before + before / max(1, cache.partitionCount)) > before
@@ -394,28 +436,22 @@ enum Fuzz {
         attempt { check(try cache.object(forKey: Pattern.key(i)), i, "get after grow") }
       }
     }
-    attempt {
-      _ = try cache.verify(repair: true)
-      let after = try cache.verify()
-      if !after.ok { o.repairedClean = false }
-    }
-    operations(round: 1)
-    attempt { try cache.removeAllObjects() }
-    // After a repair and removeAll, the cache must work: what is set reads back.
-    do {
-      // One-byte keys and values within the limit: valid for any geometry the file may have.
-      for i in 0..<20 {
-        let k = String(UnicodeScalar(UInt8(65 + i)))
-        let v = Pattern.value(index: i, version: 42, count: min(10 + i * 37, limit))
-        try cache.setObject(v, forKey: k)
-        if try cache.object(forKey: k) != v { o.readBack = false }
+
+    /// After a repair and removeAll, the cache must work: what is set reads back.
+    func readBack(_ cache: SharedCache<[UInt8]>) {
+      do {
+        // One-byte keys and values within the limit: valid for any geometry the file may have.
+        for i in 0..<20 {
+          let k = String(UnicodeScalar(UInt8(65 + i)))
+          let v = Pattern.value(index: i, version: 42, count: min(10 + i * 37, limit))
+          try cache.setObject(v, forKey: k)
+          if try cache.object(forKey: k) != v { o.readBack = false }
+        }
+      } catch {
+        o.readBack = false
+        o.thrown += 1
       }
-    } catch {
-      o.readBack = false
-      o.thrown += 1
     }
-    operations(round: 2)
-    return o
   }
 }
 

@@ -123,21 +123,43 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
 /// coder against JSONEncoder/JSONDecoder.
 /// Run it from a release build.
 @Sendable func typedBench(_ a: [String]) throws -> Int32 {
-  let n = a.first.flatMap { Int($0) } ?? 200_000
+  let bench = TypedBench(n: a.first.flatMap { Int($0) } ?? 200_000)
+  defer { bench.buffer.deallocate() }
+  try bench.bytesRows()
+  try bench.stringAndIntRows()
+  try bench.structRows()
+  try bench.coderRows()
+  bench.printRows()
+  if bench.sink == 42 { print("") }
+  return 0
+}
+
+/// `bench-typed`'s rows, in the order they are printed.
+private final class TypedBench {
+  let n: Int
   let keys = (0..<1024).map { "bench-key-\($0)" }
   let path = "/dev/shm/mc-bench-typed-\(getpid()).mcache"
-  defer { unlink(path) }
   let record = BenchRecord(id: 42, name: "a small record", score: 3.25, tags: ["red", "green"], active: true)
   let string = String(repeating: "x", count: 48)
   var rows: [(String, Double)] = []
   var sink = 0
-  // Entries this small are stored inline in their slots (averageEntrySize ≤ 208).
-  var small = CacheOptions(capacity: 16 << 20)
-  small.averageEntrySize = 80
+  /// Entries this small are stored inline in their slots (averageEntrySize ≤ 208).
+  let small: CacheOptions
   let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 16)
-  defer { buffer.deallocate() }
 
-  do {
+  init(n: Int) {
+    self.n = n
+    var small = CacheOptions(capacity: 16 << 20)
+    small.averageEntrySize = 80
+    self.small = small
+  }
+
+  // Each method reads the fields it times into locals: the timed loops touch no
+  // class property (whose accesses the exclusivity checks would add to every op).
+  func bytesRows() throws {
+    let (n, keys, buffer, string) = (self.n, self.keys, self.buffer, self.string)
+    var sink = 0
+    defer { self.sink &+= sink }
     let c = try SharedCache<[UInt8]>(path: path + ".raw", capacity: 16 << 20, options: small)
     defer { unlink(path + ".raw") }
     let raw = Array(string.utf8)
@@ -148,99 +170,127 @@ private func measure(_ n: Int, _ body: (Int) throws -> Void) rethrows -> Double 
     rows.append(
       ("copyBytes (48 B)", try measure(n) { sink &+= try c.copyBytes(forKey: keys[$0 & 1023], into: buffer) ?? 0 }))
   }
-  do {
-    let c = try SharedCache<String>(path: path + ".str", capacity: 16 << 20, options: small)
-    defer { unlink(path + ".str") }
-    rows.append(("set String (48 B)", try measure(n) { try c.setObject(string, forKey: keys[$0 & 1023]) }))
-    rows.append(
-      ("get String (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
-    for k in keys { try c.setObject("hello", forKey: k) }
-    rows.append(
-      ("get String (5 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
-  }
-  do {
-    let c = try SharedCache<Int>(path: path + ".int", capacity: 16 << 20, options: small)
-    defer { unlink(path + ".int") }
-    rows.append(("set Int", try measure(n) { try c.setObject($0, forKey: keys[$0 & 1023]) }))
-    rows.append(("get Int", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023]) ?? 0 }))
-    rows.append(("increment Int", try measure(n) { sink &+= try c.increment(forKey: keys[$0 & 1023]) }))
-  }
-  do {
-    let c = try SharedCache<Int>(path: path + ".intrec", capacity: 16 << 20)
-    defer { unlink(path + ".intrec") }
-    rows.append(("set Int (record)", try measure(n) { try c.setObject($0, forKey: keys[$0 & 1023]) }))
-    rows.append(("increment Int (record)", try measure(n) { sink &+= try c.increment(forKey: keys[$0 & 1023]) }))
-  }
-  // The 5-field struct against the same bytes read as [UInt8], in both layouts: entries
-  // in records (the default options) and inline in their slots. "hot" reads keep decoded
-  // values (the default for Codable types); "decoding" reads turn that off, so every
-  // read decodes (the cold path: the binary coder's cost).
-  let encoded = try BinaryCoding.encode(record)
-  for (layout, options) in [("record", CacheOptions(capacity: 16 << 20)), ("inline", small)] {
-    let raw = try SharedCache<[UInt8]>(path: path + ".recraw", capacity: 16 << 20, options: options)
-    defer { unlink(path + ".recraw") }
-    for k in keys { try raw.setObject(encoded, forKey: k) }
-    rows.append(
-      (
-        "get struct bytes [UInt8] (\(layout))",
-        try measure(n) { sink &+= try raw.object(forKey: keys[$0 & 1023])?.count ?? 0 }
-      ))
-    let c = try SharedCache<BenchRecord>(path: path + ".rec", capacity: 16 << 20, options: options)
-    defer { unlink(path + ".rec") }
-    rows.append(("set Codable struct (\(layout))", try measure(n) { try c.setObject(record, forKey: keys[$0 & 1023]) }))
-    rows.append(
-      ("get Codable struct hot (\(layout))", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.id ?? 0 })
-    )
-    let cold = try SharedCache<BenchRecord>(path: path + ".rec", policy: OpenPolicy(decodedValues: .off))
-    rows.append(
-      (
-        "get Codable struct decoding (\(layout))",
-        try measure(n) { sink &+= try cold.object(forKey: keys[$0 & 1023])?.id ?? 0 }
-      ))
-  }
-  let m = max(n / 4, 1000)
-  let bin = try BinaryCoding.encode(record)
-  let jsonEncoder = JSONEncoder()
-  let jsonDecoder = JSONDecoder()
-  let json = try jsonEncoder.encode(record)
-  rows.append(("encode struct: binary coder", try measure(m) { _ in sink &+= try BinaryCoding.encode(record).count }))
-  rows.append(("encode struct: JSONEncoder", try measure(m) { _ in sink &+= try jsonEncoder.encode(record).count }))
-  rows.append(
-    (
-      "decode struct: binary coder",
-      try measure(m) { _ in sink &+= try BinaryCoding.decode(BenchRecord.self, from: bin).id }
-    ))
-  rows.append(
-    (
-      "decode struct: JSONDecoder",
-      try measure(m) { _ in sink &+= try jsonDecoder.decode(BenchRecord.self, from: json).id }
-    ))
 
-  print("bench-typed: \(n) ops per row (best of 3), 1024 keys, one process")
-  for (name, ns) in rows {
-    print(name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%9.1f ns/op", ns))
+  func stringAndIntRows() throws {
+    let (n, keys, string) = (self.n, self.keys, self.string)
+    var sink = 0
+    defer { self.sink &+= sink }
+    do {
+      let c = try SharedCache<String>(path: path + ".str", capacity: 16 << 20, options: small)
+      defer { unlink(path + ".str") }
+      rows.append(("set String (48 B)", try measure(n) { try c.setObject(string, forKey: keys[$0 & 1023]) }))
+      rows.append(
+        ("get String (48 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
+      for k in keys { try c.setObject("hello", forKey: k) }
+      rows.append(
+        ("get String (5 B)", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.utf8.count ?? 0 }))
+    }
+    do {
+      let c = try SharedCache<Int>(path: path + ".int", capacity: 16 << 20, options: small)
+      defer { unlink(path + ".int") }
+      rows.append(("set Int", try measure(n) { try c.setObject($0, forKey: keys[$0 & 1023]) }))
+      rows.append(("get Int", try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023]) ?? 0 }))
+      rows.append(("increment Int", try measure(n) { sink &+= try c.increment(forKey: keys[$0 & 1023]) }))
+    }
+    do {
+      let c = try SharedCache<Int>(path: path + ".intrec", capacity: 16 << 20)
+      defer { unlink(path + ".intrec") }
+      rows.append(("set Int (record)", try measure(n) { try c.setObject($0, forKey: keys[$0 & 1023]) }))
+      rows.append(("increment Int (record)", try measure(n) { sink &+= try c.increment(forKey: keys[$0 & 1023]) }))
+    }
   }
-  let get = Dictionary(rows, uniquingKeysWith: { a, _ in a })
-  func ratio(_ a: String, _ b: String) -> String { String(format: "%.2f", get[a]! / get[b]!) }
-  print(
-    "ratios (time): get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
-      + "get Int / withBytes = \(ratio("get Int", "withBytes (48 B)")), "
-      + "get Int / copyBytes = \(ratio("get Int", "copyBytes (48 B)")), "
-      + "get String (5 B) / copyBytes = \(ratio("get String (5 B)", "copyBytes (48 B)")), "
-      + "set struct / set [UInt8] = \(ratio("set Codable struct (inline)", "set [UInt8] (48 B)")), "
-      + "increment / set Int = \(ratio("increment Int", "set Int")), "
-      + "increment / set Int (record) = \(ratio("increment Int (record)", "set Int (record)"))")
-  for layout in ["record", "inline"] {
+
+  /// The 5-field struct against the same bytes read as [UInt8], in both layouts: entries
+  /// in records (the default options) and inline in their slots. "hot" reads keep decoded
+  /// values (the default for Codable types); "decoding" reads turn that off, so every
+  /// read decodes (the cold path: the binary coder's cost).
+  func structRows() throws {
+    let (n, keys, record) = (self.n, self.keys, self.record)
+    var sink = 0
+    defer { self.sink &+= sink }
+    let encoded = try BinaryCoding.encode(record)
+    for (layout, options) in [("record", CacheOptions(capacity: 16 << 20)), ("inline", small)] {
+      let raw = try SharedCache<[UInt8]>(path: path + ".recraw", capacity: 16 << 20, options: options)
+      defer { unlink(path + ".recraw") }
+      for k in keys { try raw.setObject(encoded, forKey: k) }
+      rows.append(
+        (
+          "get struct bytes [UInt8] (\(layout))",
+          try measure(n) { sink &+= try raw.object(forKey: keys[$0 & 1023])?.count ?? 0 }
+        ))
+      let c = try SharedCache<BenchRecord>(path: path + ".rec", capacity: 16 << 20, options: options)
+      defer { unlink(path + ".rec") }
+      rows.append(
+        ("set Codable struct (\(layout))", try measure(n) { try c.setObject(record, forKey: keys[$0 & 1023]) }))
+      rows.append(
+        (
+          "get Codable struct hot (\(layout))",
+          try measure(n) { sink &+= try c.object(forKey: keys[$0 & 1023])?.id ?? 0 }
+        )
+      )
+      let cold = try SharedCache<BenchRecord>(path: path + ".rec", policy: OpenPolicy(decodedValues: .off))
+      rows.append(
+        (
+          "get Codable struct decoding (\(layout))",
+          try measure(n) { sink &+= try cold.object(forKey: keys[$0 & 1023])?.id ?? 0 }
+        ))
+    }
+  }
+
+  /// The struct's encoded sizes, binary and JSON.
+  var binCount = 0
+  var jsonCount = 0
+
+  func coderRows() throws {
+    let m = max(n / 4, 1000)
+    let record = self.record
+    var sink = 0
+    defer { self.sink &+= sink }
+    let bin = try BinaryCoding.encode(record)
+    let jsonEncoder = JSONEncoder()
+    let jsonDecoder = JSONDecoder()
+    let json = try jsonEncoder.encode(record)
+    binCount = bin.count
+    jsonCount = json.count
+    rows.append(("encode struct: binary coder", try measure(m) { _ in sink &+= try BinaryCoding.encode(record).count }))
+    rows.append(("encode struct: JSONEncoder", try measure(m) { _ in sink &+= try jsonEncoder.encode(record).count }))
+    rows.append(
+      (
+        "decode struct: binary coder",
+        try measure(m) { _ in sink &+= try BinaryCoding.decode(BenchRecord.self, from: bin).id }
+      ))
+    rows.append(
+      (
+        "decode struct: JSONDecoder",
+        try measure(m) { _ in sink &+= try jsonDecoder.decode(BenchRecord.self, from: json).id }
+      ))
+  }
+
+  func printRows() {
+    print("bench-typed: \(n) ops per row (best of 3), 1024 keys, one process")
+    for (name, ns) in rows {
+      print(name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%9.1f ns/op", ns))
+    }
+    let get = Dictionary(rows, uniquingKeysWith: { a, _ in a })
+    func ratio(_ a: String, _ b: String) -> String { String(format: "%.2f", get[a]! / get[b]!) }
     print(
-      "ratios (time, \(layout)): hot struct / [UInt8] of its bytes = "
-        + "\(ratio("get Codable struct hot (\(layout))", "get struct bytes [UInt8] (\(layout))")), "
-        + "decoding struct / [UInt8] of its bytes = "
-        + "\(ratio("get Codable struct decoding (\(layout))", "get struct bytes [UInt8] (\(layout))"))")
+      "ratios (time): get String / get [UInt8] = \(ratio("get String (48 B)", "get [UInt8] (48 B)")), "
+        + "get Int / withBytes = \(ratio("get Int", "withBytes (48 B)")), "
+        + "get Int / copyBytes = \(ratio("get Int", "copyBytes (48 B)")), "
+        + "get String (5 B) / copyBytes = \(ratio("get String (5 B)", "copyBytes (48 B)")), "
+        + "set struct / set [UInt8] = \(ratio("set Codable struct (inline)", "set [UInt8] (48 B)")), "
+        + "increment / set Int = \(ratio("increment Int", "set Int")), "
+        + "increment / set Int (record) = \(ratio("increment Int (record)", "set Int (record)"))")
+    for layout in ["record", "inline"] {
+      print(
+        "ratios (time, \(layout)): hot struct / [UInt8] of its bytes = "
+          + "\(ratio("get Codable struct hot (\(layout))", "get struct bytes [UInt8] (\(layout))")), "
+          + "decoding struct / [UInt8] of its bytes = "
+          + "\(ratio("get Codable struct decoding (\(layout))", "get struct bytes [UInt8] (\(layout))"))")
+    }
+    print(
+      "coder: encode JSON / binary = \(ratio("encode struct: JSONEncoder", "encode struct: binary coder")), "
+        + "decode JSON / binary = \(ratio("decode struct: JSONDecoder", "decode struct: binary coder")); "
+        + "sizes: binary \(binCount) B, JSON \(jsonCount) B")
   }
-  print(
-    "coder: encode JSON / binary = \(ratio("encode struct: JSONEncoder", "encode struct: binary coder")), "
-      + "decode JSON / binary = \(ratio("decode struct: JSONDecoder", "decode struct: binary coder")); "
-      + "sizes: binary \(bin.count) B, JSON \(json.count) B")
-  if sink == 42 { print("") }
-  return 0
 }

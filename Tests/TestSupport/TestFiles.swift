@@ -16,6 +16,11 @@ public enum TestFiles {
     try? Sys.unlink(path + ".holder")
   }
 
+  /// The repository's root (this file is Tests/TestSupport/TestFiles.swift), for the
+  /// sources some tests build or run (Tests/CABI, Tests/FaultInjection, scripts/).
+  public static let repository: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
   /// The directory holding the built binaries (the test runner sits beside them).
   public static let binDir: String = {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]

@@ -1,4 +1,4 @@
-// What the C ABI's Swift side (MappedCacheCABI) needs from C, not part of the public
+// What the C ABI's Swift side (MappedCacheCExports) needs from C, not part of the public
 // header: the fork generation, a lock the fork handlers hold across fork(), and the
 // per-thread last error. Each needs C: a pthread_atfork handler must be async-signal-safe
 // (so it runs no Swift), and Swift has no thread-local storage.

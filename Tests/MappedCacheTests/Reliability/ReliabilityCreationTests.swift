@@ -19,45 +19,26 @@ import Testing
 
   /// A `mapped-cache create PATH` that stopped itself at `step`.
   final class StoppedCreator {
-    let process: Process
+    let child: ChildProcess
 
     init(_ path: String, at step: String) throws {
-      process = Process()
-      process.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
       // A type name fills the header's second half.
-      process.arguments = ["create", path, "--capacity", "2M", "--type", "bytes"]
-      var env = ProcessInfo.processInfo.environment
-      env["MC_TEST_CREATE_PAUSE"] = step
-      process.environment = env
-      process.standardOutput = FileHandle.nullDevice
-      process.standardError = FileHandle.nullDevice
-      process.standardInput = FileHandle.nullDevice
-      try process.run()
-      let deadline = Date().addingTimeInterval(30)
-      while !Self.isStopped(process.processIdentifier) {
-        guard process.isRunning, Date() < deadline else {
-          Glibc.kill(process.processIdentifier, SIGKILL)
-          throw CreationError("the creator never stopped at \(step)")
-        }
-        usleep(2_000)
+      child = try ChildProcess(
+        TestFiles.binary("mapped-cache"), ["create", path, "--capacity", "2M", "--type", "bytes"],
+        environment: ["MC_TEST_CREATE_PAUSE": step], stdout: .discarded, stderr: .discarded)
+      guard child.waitUntilStopped(timeout: 30) else {
+        kill()
+        throw CreationError("the creator never stopped at \(step)")
       }
     }
 
     /// SIGKILLs it where it stands.
     func kill() {
-      Glibc.kill(process.processIdentifier, SIGKILL)
-      process.waitUntilExit()
+      child.kill()
+      child.wait()
     }
 
-    deinit { if process.isRunning { kill() } }
-
-    /// The state letter of /proc/PID/stat is T (stopped by a signal).
-    static func isStopped(_ pid: Int32) -> Bool {
-      guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let paren = s.lastIndex(of: ")")
-      else { return false }
-      return s[paren...].dropFirst(2).first == "T"
-    }
+    deinit { if child.isRunning { kill() } }
   }
 
   struct CreationError: Error, CustomStringConvertible {
@@ -163,25 +144,17 @@ import Testing
       }
       // Under the creation lock: a library opener and a `set` with creation options
       // both wait for it, and once it is killed one of them takes the file over.
-      let setter = Process()
-      setter.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-      setter.arguments = ["set", path, "k", "after-\(step)", "--capacity", "2M"]
-      setter.standardOutput = FileHandle.nullDevice
-      setter.standardError = FileHandle.nullDevice
-      setter.standardInput = FileHandle.nullDevice
-      try setter.run()
-      let opener = try RelSupport.Child(RelSupport.helper, ["open-only", path, "0"])
+      let setter = try ChildProcess(
+        TestFiles.binary("mapped-cache"), ["set", path, "k", "after-\(step)", "--capacity", "2M"],
+        stdout: .discarded, stderr: .discarded)
+      let opener = try ChildProcess(RelSupport.helper, ["open-only", path, "0"])
       usleep(300_000)
       #expect(setter.isRunning && opener.isRunning, "\(step): both wait on the creation lock")
       creator.kill()
-      let deadline = Date().addingTimeInterval(30)
-      while setter.isRunning && Date() < deadline { usleep(5_000) }
-      if setter.isRunning { kill(setter.processIdentifier, SIGKILL) }
-      setter.waitUntilExit()
+      let set = setter.finish(timeout: 30)
       let opened = opener.finish(timeout: 30)
       #expect(opened.ok && RelSupport.fields(opened.stdout)["open"] == "ok", "\(step): \(opened)")
-      #expect(
-        setter.terminationReason == .exit && setter.terminationStatus == 0, "\(step): \(setter.terminationStatus)")
+      #expect(set.ok, "\(step): \(set.status)")
       #expect(try CLITests.cli(["get", path, "k"]).text == "after-\(step)", "\(step)")
       #expect(try CLITests.cli(["verify", path]).status == 0, "\(step)")
     }
@@ -217,10 +190,10 @@ import Testing
       let path = TestFiles.tempPath("kc-random")
       defer { TestFiles.cleanup(path) }
       let args = ["create", path, "--capacity", "128M"]
-      let p = try ChildProcess.spawn(TestFiles.binary("mapped-cache"), args)
+      let p = try ChildProcess(TestFiles.binary("mapped-cache"), args, stdout: .discarded, stderr: .discarded)
       usleep(UInt32(rng.below(100_000)))
-      kill(p.processIdentifier, SIGKILL)
-      p.waitUntilExit()
+      p.kill()
+      p.wait()
       guard access(path, F_OK) == 0 else {
         outcomes["no file", default: 0] += 1
         continue

@@ -96,28 +96,17 @@ import Testing
     defer { TestFiles.cleanup(path) }
     let c = try SharedCache<[UInt8]>(path: path, options: Self.options(8 << 20))
     let workers = 8
-    let results = SeenMutex<[ChildProcess.Result]>([])
-    let group = DispatchGroup()
-    for w in 0..<workers {
-      group.enter()
-      DispatchQueue.global().async {
-        defer { group.leave() }
-        if let r = try? ChildProcess.run(
-          RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"], timeout: 120)
-        {
-          results.withLock { $0.append(r) }
-        }
-      }
+    let children = try (0..<workers).map { w in
+      try ChildProcess(RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"])
     }
+    defer { for child in children { child.kill() } }
     usleep(600_000)
     var capacities = [c.capacity]
     for _ in 0..<4 {
       capacities.append(try c.grow(toCapacity: capacities.last! + (8 << 20)))
       usleep(500_000)
     }
-    group.wait()
-    let all = results.withLock { $0 }
-    #expect(all.count == workers)
+    let all = children.map { $0.finish(timeout: 120) }
     for r in all {
       let f = RelSupport.fields(r.stdout)
       #expect(!r.signaled && r.status == 0, "worker: \(r.stdout) \(r.stderr)")
@@ -139,24 +128,14 @@ import Testing
   /// (`MC_TEST_GROW_PAUSE`), and SIGKILLs it there: the file is left as a grower killed
   /// at that step leaves it.
   static func killGrower(_ path: String, capacity: String, at step: String) throws {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-    p.arguments = ["grow", path, "--capacity", capacity]
-    var env = ProcessInfo.processInfo.environment
-    env["MC_TEST_GROW_PAUSE"] = step
-    p.environment = env
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    try p.run()
+    let p = try ChildProcess(
+      TestFiles.binary("mapped-cache"), ["grow", path, "--capacity", capacity],
+      environment: ["MC_TEST_GROW_PAUSE": step], stdout: .discarded, stderr: .discarded)
     defer {
-      Glibc.kill(p.processIdentifier, SIGKILL)
-      p.waitUntilExit()
+      p.kill()
+      p.wait()
     }
-    let deadline = Date().addingTimeInterval(30)
-    while !ReliabilityCreationTests.StoppedCreator.isStopped(p.processIdentifier) {
-      guard p.isRunning, Date() < deadline else { throw GrowerNeverStopped(step: step) }
-      usleep(2_000)
-    }
+    guard p.waitUntilStopped(timeout: 30) else { throw GrowerNeverStopped(step: step) }
   }
 
   /// A cache of two partitions (4 MiB) holding keys 0..<`n`, then a grower towards

@@ -245,7 +245,7 @@ import Testing
     defer { TestFiles.cleanup(p) }
     let cache = try SharedCache<CountedRecord>(path: p, capacity: 4 << 20)
     let rounds = 6000
-    let writer = try ChildProcess.spawn(
+    let writer = try ChildProcess(
       TestFiles.binary("mc-test-helper"), ["decoded-writer", p, "hot", "\(rounds)", "97"])
     let running = Atomic<Bool>(true)
     let failures = Atomic<Int>(0)
@@ -284,10 +284,10 @@ import Testing
         }
       }
     }
-    writer.waitUntilExit()
+    let written = writer.wait()
     running.store(false, ordering: .releasing)
     group.wait()
-    #expect(writer.terminationStatus == 0)
+    #expect(written.status == 0)
     #expect(failures.load(ordering: .relaxed) == 0)
     #expect(batchHits.load(ordering: .relaxed) > 0, "the batch reader saw the key")
     #expect(try cache.object(forKey: "hot")?.counter == rounds)
@@ -357,12 +357,11 @@ import Testing
     let procs = 3
     let each = 3000
     let children = try (0..<procs).map { _ in
-      try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
+      try ChildProcess(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
     }
     for _ in 0..<each { try c.increment(forKey: "hits") }
     for child in children {
-      child.waitUntilExit()
-      #expect(child.terminationStatus == 0)
+      #expect(child.wait().status == 0)
     }
     #expect(try c.object(forKey: "hits") == (procs + 1) * each)
     #expect(try k.withUnsafeBytes { try c.engine._find($0) }?.entry.offset == offset, "rewritten in place throughout")

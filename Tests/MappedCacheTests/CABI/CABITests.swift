@@ -9,8 +9,7 @@ import Testing
 /// error codes and never crash, threads, get-or-compute claims, and fork() (a child writes
 /// with its own lock token, is killed holding the lock, and never blocks the parent).
 @Suite struct CABITests {
-  static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    .deletingLastPathComponent().deletingLastPathComponent().path
+  static let repository = TestFiles.repository
 
   /// The C compiler: `MC_TEST_CC` where set, else `cc`, else the toolchain's clang.
   static let compiler: String? =

@@ -16,8 +16,7 @@ import Testing
     let log = "/tmp/mc-fault-\(getpid())-\(UUID().uuidString.prefix(8)).log"
 
     init() throws {
-      let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("FaultInjection/fault_inject.c").path
+      let source = TestFiles.repository + "/Tests/FaultInjection/fault_inject.c"
       let compilers: [String] = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"]
       let cc = compilers.first { access($0, X_OK) == 0 }
       let compiler = try #require(cc, "no C compiler (cc, gcc or clang) to build the fault library")
@@ -67,25 +66,11 @@ import Testing
       if stdoutPath == nil { unlink(outPath) }
       unlink(errPath)
     }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: binary)
-    p.arguments = args
-    p.environment = ProcessInfo.processInfo.environment.merging(env) { _, new in new }
-    // Unwrapped before the assignment: into `Any?` the macro would wrap the optional
-    // again and check nothing.
-    let outHandle: FileHandle = try #require(FileHandle(forWritingAtPath: outPath))
-    let errHandle: FileHandle = try #require(FileHandle(forWritingAtPath: errPath))
-    p.standardOutput = outHandle
-    p.standardError = errHandle
-    p.standardInput = FileHandle.nullDevice
-    try p.run()
-    let deadline = Date().addingTimeInterval(60)
-    while p.isRunning && Date() < deadline { usleep(2_000) }
-    if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-    p.waitUntilExit()
+    let r = try ChildProcess.run(
+      binary, args, environment: env, stdout: .file(outPath), stderr: .file(errPath), timeout: 60)
     let out = stdoutPath == nil ? (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" : ""
     return Outcome(
-      status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal, out: out,
+      status: r.status, signaled: r.signaled, out: out,
       err: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
   }
 

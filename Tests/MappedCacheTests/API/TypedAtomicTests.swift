@@ -63,12 +63,11 @@ import Testing
     let procs = 4
     let each = 2000
     let children = try (0..<procs).map { _ in
-      try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
+      try ChildProcess(TestFiles.binary("mc-test-helper"), ["incr", p, "hits", "\(each)"])
     }
     for _ in 0..<each { try c.increment(forKey: "hits") }  // this process joins in
     for child in children {
-      child.waitUntilExit()
-      #expect(child.terminationStatus == 0)
+      #expect(child.wait().status == 0)
     }
     #expect(try c.object(forKey: "hits") == (procs + 1) * each)
     #expect(try c.verify().ok)

@@ -137,13 +137,11 @@ struct FleetLeaseTests {
     let base = TestFiles.tempPath("fleet-\(tag)", suffix: "")
     let files = [base + "-a.mcache", base + "-b.mcache"]
     let go = base + ".go"
-    var procs: [(Process, Pipe)] = []
-    for i in 0..<8 {
-      let out = Pipe()
-      let p = try Helper.spawn(
+    let procs = try (0..<8).map { i in
+      try ChildProcess(
+        Helper.binary,
         ["near-fleet", files[i % 2], cluster.url(), prefix, "k", counter, String(leaseMs), slow ? "1" : "0", go],
-        output: out)
-      procs.append((p, out))
+        stderr: .discarded)
     }
     // Opened and waiting (or not yet: either way they start together once GO exists).
     usleep(300_000)
@@ -165,15 +163,14 @@ struct FleetLeaseTests {
       }
     }
     var outputs: [String] = []
-    for (p, out) in procs {
-      let data = out.fileHandleForReading.readDataToEndOfFile()
-      p.waitUntilExit()
-      if p.processIdentifier == killed {
-        #expect(p.terminationReason == .uncaughtSignal)
+    for p in procs {
+      let r = p.wait()
+      if p.pid == killed {
+        #expect(r.signaled)
         continue
       }
-      #expect(p.terminationStatus == 0)
-      outputs.append(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+      #expect(r.status == 0 && !r.signaled)
+      outputs.append(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
     return Run(outputs: outputs, killed: killed, counters: counters(files))
   }

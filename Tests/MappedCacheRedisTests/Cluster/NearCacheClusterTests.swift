@@ -111,12 +111,10 @@ struct NearCacheClusterTests {
       unlink(path)
       unlink(path + ".holder")
     }
-    let agent = try Helper.spawn(["agent", path, "--redis", cluster.url(), "--prefix", prefix], binary: Helper.tool)
+    let agent = try ChildProcess(Helper.tool, ["agent", path, "--redis", cluster.url(), "--prefix", prefix])
     defer {
-      if agent.isRunning {
-        kill(agent.processIdentifier, SIGKILL)
-        agent.waitUntilExit()
-      }
+      agent.kill()
+      agent.wait()
     }
     #expect(eventually(10) { NearCacheStatistics.read(path: path)?.fenceFresh == true })
     let remote = try RedisCache<String>(url: cluster.url(), keyPrefix: prefix)
@@ -133,20 +131,14 @@ struct NearCacheClusterTests {
     #expect(eventually(10) { (try? worker.object(forKey: "k")) == "2" })
     #expect(eventually(10) { (NearCacheStatistics.read(path: path)?.slotBucketsDropped ?? 0) >= 1 })
 
-    let out = Pipe()
-    let stats = try Helper.spawn(["stats", path, "--json"], binary: Helper.tool, output: out)
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    stats.waitUntilExit()
+    let data = try ChildProcess.run(Helper.tool, ["stats", path, "--json"]).stdoutData
     let near = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["near_cache"] as? [String: Any]
     #expect((near?["heartbeat_nodes"] as? [String])?.count == 3)
     #expect((near?["heartbeat_age_ms"] as? [Any])?.count == 3)
     #expect((near?["moved_redirects"] as? Int ?? 0) >= 1)
     #expect((near?["slot_map_refreshes"] as? Int ?? 0) >= 1)
     #expect((near?["slot_buckets_dropped"] as? Int ?? 0) >= 1)
-    let prom = Pipe()
-    let p2 = try Helper.spawn(["stats", path, "--prometheus"], binary: Helper.tool, output: prom)
-    let text = String(decoding: prom.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p2.waitUntilExit()
+    let text = try ChildProcess.run(Helper.tool, ["stats", path, "--prometheus"]).stdout
     for s in cluster.servers {
       #expect(text.contains("mappedcache_near_node_heartbeat_age_ms{path=\"\(path)\",node=\"port \(s.port)\"}"))
     }

@@ -208,23 +208,16 @@ final class TCGate: @unchecked Sendable {
     // Every child opens the cache, then waits for one shared moment, then asks.
     let start = UInt64(Date().timeIntervalSince1970 * 1000) + 2500
     // Start all eight first (each blocks only in itself), then collect their output.
-    var children: [(Process, Pipe)] = []
-    for _ in 0..<8 {
-      let proc = Process()
-      proc.executableURL = URL(fileURLWithPath: TestFiles.binary("mc-test-helper"))
-      proc.arguments = ["compute-race", p, "hot", counter, "\(start)", "1000"]
-      let out = Pipe()
-      proc.standardOutput = out
-      proc.standardError = FileHandle.nullDevice
-      try proc.run()
-      children.append((proc, out))
+    let children = try (0..<8).map { _ in
+      try ChildProcess(
+        TestFiles.binary("mc-test-helper"), ["compute-race", p, "hot", counter, "\(start)", "1000"],
+        stderr: .discarded)
     }
     var lines: [String] = []
-    for (proc, out) in children {
-      proc.waitUntilExit()
-      let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      #expect(proc.terminationStatus == 0 && proc.terminationReason == .exit)
-      lines.append(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    for child in children {
+      let r = child.wait()
+      #expect(r.status == 0 && !r.signaled)
+      lines.append(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
     #expect(lines.count == 8)
     let computeLog = (try? String(contentsOfFile: counter, encoding: .utf8)) ?? ""
@@ -244,7 +237,7 @@ final class TCGate: @unchecked Sendable {
     let p = TestFiles.tempPath("tc-kill")
     defer { TestFiles.cleanup(p) }
     let c = try SharedCache<String>(path: p, capacity: 4 << 20)
-    let holder = try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["compute-hold", p, "k"])
+    let holder = try ChildProcess(TestFiles.binary("mc-test-helper"), ["compute-hold", p, "k"])
     var claimed = false
     for _ in 0..<2000 {
       if try c.isComputing(forKey: "k") {
@@ -254,9 +247,8 @@ final class TCGate: @unchecked Sendable {
       usleep(5_000)
     }
     #expect(claimed, "the child never claimed the key")
-    kill(holder.processIdentifier, SIGKILL)
-    holder.waitUntilExit()
-    #expect(holder.terminationReason == .uncaughtSignal)
+    holder.kill(SIGKILL)
+    #expect(holder.wait().signaled)
     #expect(try !c.isComputing(forKey: "k"))  // the kernel dropped the dead claimer's lock
     // A new process claims at once: its wait timeout is far longer than the run's limit,
     // so finishing at all shows it did not wait for the dead claimer.

@@ -30,7 +30,7 @@ import Testing
       let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
       try cache.setObject(FaultValue.make(0, size: size), forKey: "k")
       // Bounded (30 s) by itself; `finish` below stops it sooner.
-      let writer = try RelSupport.Child(RelSupport.helper, ["overwrite-loop", path, "k", "\(size)", "30"])
+      let writer = try ChildProcess(RelSupport.helper, ["overwrite-loop", path, "k", "\(size)", "30"])
 
       var holds = 0
       var sawOverwrite = 0

@@ -242,16 +242,9 @@ import Testing
     // Stable JSON: the same data prints the same bytes (entries without a TTL, whose
     // remaining time would differ).
     // A reader that goes away: exit 3 with a message, not death by SIGPIPE.
-    let pipe = Pipe()
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-    p.arguments = ["dump", path, "--values"]
-    p.standardOutput = pipe
-    p.standardError = FileHandle.nullDevice
-    try pipe.fileHandleForReading.close()
-    try p.run()
-    p.waitUntilExit()
-    #expect(p.terminationReason == .exit && p.terminationStatus == 3)
+    let gone = try ChildProcess.run(
+      TestFiles.binary("mapped-cache"), ["dump", path, "--values"], stdout: .unread, stderr: .discarded)
+    #expect(!gone.signaled && gone.status == 3)
 
     let d1 = try Self.cli(["dump", path, "--json", "--prefix", "user:"])
     #expect(d1.out == (try Self.cli(["dump", path, "--json", "--prefix", "user:"]).out))
@@ -306,11 +299,10 @@ import Testing
     #expect(objects.last??["rates_per_second"] is [String: Any])
 
     // Interrupted: a clean exit 0, not a death by signal.
-    let p = try ChildProcess.spawn(TestFiles.binary("mapped-cache"), ["stats", path, "--watch", "0.1"])
+    let p = try ChildProcess(TestFiles.binary("mapped-cache"), ["stats", path, "--watch", "0.1"])
     usleep(400_000)
-    kill(p.processIdentifier, SIGINT)
-    p.waitUntilExit()
-    #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+    p.kill(SIGINT)
+    #expect(p.wait().ok)
   }
 
   /// `grow`: the file grows with its entries, `info` and `stats` show it, a policy is
@@ -372,12 +364,14 @@ import Testing
     defer { TestFiles.cleanup(path) }
     // Two writers: cache-stress (checks every value it reads) and a helper whose
     // entries expire and get removed, so that sweep has work.
-    let stress = try ChildProcess.spawn(
+    let stress = try ChildProcess(
       TestFiles.binary("cache-stress"),
-      ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"])
-    defer { if stress.isRunning { kill(stress.processIdentifier, SIGKILL) } }
-    let writer = try ChildProcess.spawn(TestFiles.binary("mc-test-helper"), ["cli-writer", path, "3"])
-    defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
+      ["--path", path, "--duration", "3", "--procs", "1", "--keys", "20000", "--read-pct", "50"],
+      stdout: .discarded, stderr: .discarded)
+    defer { stress.kill() }
+    let writer = try ChildProcess(
+      TestFiles.binary("mc-test-helper"), ["cli-writer", path, "3"], stdout: .discarded, stderr: .discarded)
+    defer { writer.kill() }
     usleep(300_000)
     var rounds = 0
     while (writer.isRunning || stress.isRunning) && rounds < 40 {
@@ -398,10 +392,8 @@ import Testing
       let d = try Self.cli(["delete", path, "w\(rounds + 1)"])
       #expect(!d.signaled && (d.status == 0 || d.status == 1), "delete: \(d.status) \(d.err)")
     }
-    writer.waitUntilExit()
-    stress.waitUntilExit()
-    #expect(writer.terminationStatus == 0)
-    #expect(stress.terminationStatus == 0, "cache-stress saw a bad value or failed while the tool ran")
+    #expect(writer.wait().status == 0)
+    #expect(stress.wait().status == 0, "cache-stress saw a bad value or failed while the tool ran")
     #expect(rounds >= 2)
     let v = try Self.cli(["verify", path])
     #expect(v.status == 0, "\(v.text)")

@@ -206,8 +206,7 @@ import Testing
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: dir) }
     try Data(p.html.utf8).write(to: URL(fileURLWithPath: dir + "/run.html"))
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent().appendingPathComponent("scripts/report-screenshot.sh").path
+    let script = TestFiles.repository + "/scripts/report-screenshot.sh"
     let r = try ChildProcess.run(
       "/bin/bash", [script, dir + "/run.html", dir + "/run.png", "900", "1200"], timeout: 120)
     #expect(r.status == 0, "\(r.stderr)")

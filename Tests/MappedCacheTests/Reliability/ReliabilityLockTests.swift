@@ -16,7 +16,7 @@ import Testing
   struct Held {
     let path: String
     let ready: String
-    let holder: RelSupport.Child
+    let holder: ChildProcess
 
     /// Ends the holder if it still runs (continuing it first, if stopped); removes the files.
     func cleanup() {
@@ -39,7 +39,7 @@ import Testing
     try c.setObject(Array("other-value".utf8), forKey: "k-other")
     let held = Held(
       path: path, ready: ready,
-      holder: try RelSupport.Child(
+      holder: try ChildProcess(
         RelSupport.helper, ["hold-lock", path, "60", ready, "k-odd"] + (midMove ? ["move"] : [])))
     guard RelSupport.waitForFile(ready, timeout: 30) else {
       held.cleanup()
@@ -73,7 +73,7 @@ import Testing
       "sigstop: reader of untouched key \(other.stdout.trimmingCharacters(in: .newlines)); reader of odd slot \(odd.stdout.trimmingCharacters(in: .newlines))"
     )
 
-    let writer = try RelSupport.Child(RelSupport.helper, ["set-timed", path, "k-new"])
+    let writer = try ChildProcess(RelSupport.helper, ["set-timed", path, "k-new"])
     usleep(1_000_000)
     #expect(writer.isRunning, "a writer got the lock while its holder was stopped")
     let resumed = RelSupport.monotonicNanoseconds()
@@ -106,7 +106,7 @@ import Testing
     #expect(ProcessControl.state(held.holder.pid) != "T", "the lock's holder was left stopped")
     #expect(file.writeLockHolder?.pid == Int(held.holder.pid))
 
-    let other = try RelSupport.Child("/bin/sleep", ["30"])
+    let other = try ChildProcess("/bin/sleep", ["30"])
     defer {
       kill(other.pid, SIGCONT)
       kill(other.pid, SIGKILL)
@@ -116,7 +116,7 @@ import Testing
     #expect(ProcessControl.state(other.pid) == "T")
 
     // A process that is gone is not reported stopped.
-    let gone = try RelSupport.Child("/bin/true", [])
+    let gone = try ChildProcess("/bin/true", [])
     gone.finish(timeout: 10)
     #expect(ProcessControl.stopOutsideWriteLock(gone.pid, of: file) == nil)
     // The state as R7 reads it (`Sys.processState`): this process has one (its main
@@ -133,7 +133,7 @@ import Testing
       let held = try holdLock("sigkill")
       defer { held.cleanup() }
       let (path, holder) = (held.path, held.holder)
-      let writer = try RelSupport.Child(RelSupport.helper, ["set-timed", path, "k-after"])
+      let writer = try ChildProcess(RelSupport.helper, ["set-timed", path, "k-after"])
       usleep(400_000)  // let the writer start and wait on the lock
       #expect(writer.isRunning, "round \(round): the writer did not wait for a live holder")
       let killedAt = RelSupport.monotonicNanoseconds()

@@ -135,7 +135,7 @@ import Testing
     let path = TestFiles.tempPath("many")
     defer { TestFiles.cleanup(path) }
     _ = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    let workers = try (0..<64).map { try RelSupport.Child(RelSupport.helper, ["hammer", path, "3", "\($0 + 1)"]) }
+    let workers = try (0..<64).map { try ChildProcess(RelSupport.helper, ["hammer", path, "3", "\($0 + 1)"]) }
     var gets: [Int] = []
     var sets: [Int] = []
     for (i, w) in workers.enumerated() {

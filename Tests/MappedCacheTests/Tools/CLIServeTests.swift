@@ -14,32 +14,20 @@ import Testing
 
   /// A running `stats --serve` and the port it reported on its first line of output.
   final class Server {
-    let process: Process
+    let child: ChildProcess
     let port: UInt16
     let host: String
 
     init(_ path: String, address: String = "127.0.0.1:0") throws {
-      process = Process()
-      process.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-      process.arguments = ["stats", path, "--serve", address]
-      let out = Pipe()
-      process.standardOutput = out
-      process.standardError = FileHandle.nullDevice
-      process.standardInput = FileHandle.nullDevice
-      try process.run()
+      child = try ChildProcess(
+        TestFiles.binary("mapped-cache"), ["stats", path, "--serve", address], stderr: .discarded)
       // "serving http://127.0.0.1:PORT/metrics for PATH (Ctrl-C to stop)"
-      var line = Data()
-      let deadline = Date().addingTimeInterval(30)
-      while !line.contains(10) && Date() < deadline {
-        let d = out.fileHandleForReading.availableData
-        if d.isEmpty { break }
-        line.append(d)
-      }
-      let text = String(decoding: line, as: UTF8.self)
+      _ = child.waitForOutput(timeout: 30) { $0.contains("\n") }
+      let text = child.stdout
       guard let m = text.firstMatch(of: #/serving http://(\[[0-9a-f:]+\]|[0-9.]+):([0-9]+)/metrics for /#),
         let port = UInt16(m.2)
       else {
-        process.terminate()
+        child.kill(SIGTERM)
         throw ServeError("the server did not announce its port: '\(text)'")
       }
       self.port = port
@@ -48,19 +36,13 @@ import Testing
 
     /// Stops it with `signal`; true when it then exited 0 (not by the signal).
     func stop(_ signal: Int32 = SIGTERM) -> Bool {
-      kill(process.processIdentifier, signal)
-      let deadline = Date().addingTimeInterval(10)
-      while process.isRunning && Date() < deadline { usleep(10_000) }
-      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-      process.waitUntilExit()
-      return process.terminationReason == .exit && process.terminationStatus == 0
+      child.kill(signal)
+      return child.finish(timeout: 10).ok
     }
 
     deinit {
-      if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-      }
+      child.kill()
+      child.wait()
     }
   }
 

@@ -321,7 +321,7 @@ import Testing
     for round in 0..<12 {
       let path = TestFiles.tempPath("fmt-killcreate\(round)")
       defer { TestFiles.cleanup(path) }
-      let child = try CoreChild(["create-race", path, String(64 << 20), "0"])
+      let child = try coreChild(["create-race", path, String(64 << 20), "0"])
       usleep(UInt32(rng.below(40_000)))
       child.kill(SIGKILL)
       child.finish()
@@ -349,11 +349,11 @@ import Testing
       let start = Int(Date().timeIntervalSince1970 * 1000) + 400
       // Different capacities asked for: whoever creates wins, all others agree.
       let children = try (0..<8).map { i in
-        try CoreChild(["create-race", path, String((1 + i % 4) << 20), String(start)])
+        try coreChild(["create-race", path, String((1 + i % 4) << 20), String(start)])
       }
       var capacities = Set<Int>()
-      for c in children {
-        c.finish()
+      for child in children {
+        let c = child.finish()
         #expect(c.status == 0 && !c.signaled, "child failed: \(c.stderr)")
         #expect(c.report["ok"] as? Bool == true)
         capacities.insert(c.int("capacity"))

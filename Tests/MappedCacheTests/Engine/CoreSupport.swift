@@ -9,68 +9,13 @@ import TestSupport
 /// uses (Tests/CheckedValues), so writer and checker cannot drift apart.
 typealias CoreValue = CheckedValue
 
-/// A running `mc-test-helper` child whose stdout is captured (for the "ready" line and
-/// the final JSON report). Never `fork`: `Process` spawns the built binary.
-final class CoreChild: @unchecked Sendable {
-  let process = Process()
-  private let lock = NSLock()
-  private var out = Data()
-  private var err = Data()
-  private let done = DispatchGroup()
+/// `mc-test-helper` with `args`, started beside the test (its stdout: the "ready" line,
+/// then the final JSON report).
+func coreChild(_ args: [String]) throws -> ChildProcess {
+  try ChildProcess(TestFiles.binary("mc-test-helper"), args)
+}
 
-  init(_ args: [String]) throws {
-    process.executableURL = URL(fileURLWithPath: TestFiles.binary("mc-test-helper"))
-    process.arguments = args
-    let o = Pipe()
-    let e = Pipe()
-    process.standardOutput = o
-    process.standardError = e
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    for (pipe, isOut) in [(o, true), (e, false)] {
-      done.enter()
-      let h = pipe.fileHandleForReading
-      Thread.detachNewThread { [self] in
-        while true {
-          let d = h.availableData
-          if d.isEmpty { break }
-          lock.withLock { if isOut { out.append(d) } else { err.append(d) } }
-        }
-        done.leave()
-      }
-    }
-  }
-
-  var pid: Int32 { process.processIdentifier }
-  var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
-  var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
-
-  /// Waits (polling, generous bound) until the child has printed `line` or has exited.
-  @discardableResult
-  func waitFor(_ line: String, timeout: TimeInterval = 60) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-      if stdout.split(separator: "\n").contains(Substring(line)) { return true }
-      if !process.isRunning { return stdout.split(separator: "\n").contains(Substring(line)) }
-      usleep(2_000)
-    }
-    return false
-  }
-
-  func kill(_ signal: Int32 = SIGKILL) { _ = Glibc.kill(pid, signal) }
-
-  /// Waits for exit (killing the child after `timeout`) and for its output to drain.
-  func finish(timeout: TimeInterval = 120) {
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(5_000) }
-    if process.isRunning { kill() }
-    process.waitUntilExit()
-    done.wait()
-  }
-
-  var status: Int32 { process.terminationStatus }
-  var signaled: Bool { process.terminationReason == .uncaughtSignal }
-
+extension ChildProcess.Result {
   /// The last line of stdout parsed as a JSON object of integers/bools.
   var report: [String: Any] {
     guard let last = stdout.split(separator: "\n").last,
@@ -79,6 +24,7 @@ final class CoreChild: @unchecked Sendable {
     return obj
   }
 
+  /// An integer field of `report` (-1 when missing).
   func int(_ field: String) -> Int { (report[field] as? NSNumber)?.intValue ?? -1 }
 }
 

@@ -4,52 +4,10 @@ import TestSupport
 
 @testable import MappedCache
 
-/// Helpers shared by the reliability suites: children whose output is read after they
-/// run in the background, `key=value` parsing, file fingerprints, and tmpfs mounts.
+/// Helpers shared by the reliability suites: `key=value` parsing of a child's output,
+/// file fingerprints, and tmpfs mounts.
 enum RelSupport {
   static var helper: String { TestFiles.binary("mc-test-helper") }
-
-  /// A child started in the background with its stdout captured.
-  final class Child: @unchecked Sendable {
-    let process = Process()
-    private let out = Pipe()
-    private var data = Data()
-    private let group = DispatchGroup()
-
-    init(_ binary: String, _ args: [String]) throws {
-      process.executableURL = URL(fileURLWithPath: binary)
-      process.arguments = args
-      process.standardOutput = out
-      process.standardError = FileHandle.nullDevice
-      process.standardInput = FileHandle.nullDevice
-      try process.run()
-      group.enter()
-      DispatchQueue.global().async { [self] in
-        data = out.fileHandleForReading.readDataToEndOfFile()
-        group.leave()
-      }
-    }
-
-    var pid: pid_t { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
-
-    /// Waits up to `timeout` seconds (then kills); returns whether it exited by itself
-    /// with status 0, and its output.
-    @discardableResult
-    func finish(timeout: TimeInterval) -> (ok: Bool, signaled: Bool, status: Int32, stdout: String) {
-      let deadline = Date().addingTimeInterval(timeout)
-      while process.isRunning && Date() < deadline { usleep(2_000) }
-      let timedOut = process.isRunning
-      if timedOut { kill(process.processIdentifier, SIGKILL) }
-      process.waitUntilExit()
-      group.wait()
-      let signaled = process.terminationReason == .uncaughtSignal
-      return (
-        !timedOut && !signaled && process.terminationStatus == 0, signaled, process.terminationStatus,
-        String(decoding: data, as: UTF8.self)
-      )
-    }
-  }
 
   /// `key=value` pairs from a child's output (later lines win).
   static func fields(_ output: String) -> [String: String] {

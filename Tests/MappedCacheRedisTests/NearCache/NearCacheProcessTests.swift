@@ -14,16 +14,6 @@ enum Helper {
   static let binary = TestFiles.binary("mc-test-helper")
   static let tool = TestFiles.binary("mapped-cache")
 
-  static func spawn(_ args: [String], binary: String = Helper.binary, output: Pipe? = nil) throws -> Process {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: binary)
-    p.arguments = args
-    p.standardOutput = output ?? FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    p.standardInput = FileHandle.nullDevice
-    try p.run()
-    return p
-  }
 }
 
 /// Clients of `server` with client tracking on, from `CLIENT LIST` (flag `t`).
@@ -43,11 +33,11 @@ struct NearCacheProcessTests {
     let hostPaths = (0..<2).map { TestFiles.tempPath("redis-proc\($0)") }
     // Observers in the test process: they read the files' figures, never stand for the role.
     let remote = try RedisCache<String>(url: server.url, keyPrefix: "w:")
-    var workers: [Process] = []
+    var workers: [ChildProcess] = []
     defer {
-      for w in workers where w.isRunning {
-        kill(w.processIdentifier, SIGKILL)
-        w.waitUntilExit()
+      for w in workers {
+        w.kill()
+        w.wait()
       }
       for p in hostPaths {
         unlink(p)
@@ -55,7 +45,9 @@ struct NearCacheProcessTests {
       }
     }
     for p in hostPaths {
-      for _ in 0..<4 { workers.append(try Helper.spawn(["near-worker", p, server.url, "w:", "30", "probe"])) }
+      for _ in 0..<4 {
+        workers.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "w:", "30", "probe"]))
+      }
     }
     #expect(eventually(10) { hostPaths.allSatisfy { FileManager.default.fileExists(atPath: $0) } })
     usleep(200_000)
@@ -69,7 +61,7 @@ struct NearCacheProcessTests {
     // each of a worker of that host.
     #expect(eventually(5) { (try? trackingClients(server).count) == 2 })
     let holders = observers.map { $0.statistics.holderPID }
-    let workerPIDs = Set(workers.map(\.processIdentifier))
+    let workerPIDs = Set(workers.map(\.pid))
     #expect(holders.allSatisfy { $0.map(workerPIDs.contains) == true })
     #expect(holders[0] != holders[1])
     let names = try trackingClients(server).joined(separator: "\n")
@@ -149,12 +141,9 @@ struct NearCacheProcessTests {
 
   /// Runs `near-op` in a process of its own and returns what it printed.
   func op(_ args: [String]) throws -> String {
-    let out = Pipe()
-    let p = try Helper.spawn(["near-op"] + args, output: out)
-    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
-    #expect(p.terminationStatus == 0, "near-op \(args)")
-    return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    let r = try ChildProcess.run(Helper.binary, ["near-op"] + args, stderr: .discarded)
+    #expect(r.status == 0 && !r.signaled, "near-op \(args)")
+    return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
   }
 
   @Test func getSetAndRemoveFromProcessesOfTwoHosts() throws {
@@ -162,18 +151,20 @@ struct NearCacheProcessTests {
     defer { server.stop() }
     let hosts = (0..<2).map { TestFiles.tempPath("redis-ops\($0)") }
     // Each host's holder: a worker process standing for the role.
-    var holders: [Process] = []
+    var holders: [ChildProcess] = []
     defer {
-      for w in holders where w.isRunning {
-        kill(w.processIdentifier, SIGKILL)
-        w.waitUntilExit()
+      for w in holders {
+        w.kill()
+        w.wait()
       }
       for p in hosts {
         unlink(p)
         unlink(p + ".holder")
       }
     }
-    for p in hosts { holders.append(try Helper.spawn(["near-worker", p, server.url, "o:", "30", "none"])) }
+    for p in hosts {
+      holders.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "o:", "30", "none"]))
+    }
     #expect(
       eventually(20) {
         hosts.allSatisfy { NearCacheStatistics.read(path: $0, maxStaleness: .seconds(3))?.fenceFresh == true }
@@ -201,14 +192,12 @@ struct NearCacheProcessTests {
       unlink(path)
       unlink(path + ".holder")
     }
-    let agent = try Helper.spawn(["agent", path, "--redis", server.unixURL, "--prefix", "a:"], binary: Helper.tool)
+    let agent = try ChildProcess(Helper.tool, ["agent", path, "--redis", server.unixURL, "--prefix", "a:"])
     defer {
-      if agent.isRunning {
-        kill(agent.processIdentifier, SIGKILL)
-        agent.waitUntilExit()
-      }
+      agent.kill()
+      agent.wait()
     }
-    #expect(eventually(10) { NearCacheStatistics.read(path: path)?.holderPID == agent.processIdentifier })
+    #expect(eventually(10) { NearCacheStatistics.read(path: path)?.holderPID == agent.pid })
     #expect(eventually(10) { NearCacheStatistics.read(path: path)?.fenceFresh == true })
     #expect(eventually(10) { (try? trackingClients(server).count) == 1 })
     // Workers that do not stand for the role rely on the agent's invalidations.
@@ -222,23 +211,16 @@ struct NearCacheProcessTests {
     _ = try server.client().call("SET", "a:k", "2")
     #expect(eventually(10) { (try? worker.object(forKey: "k")) == "2" })
     // `mapped-cache stats` shows the tier's figures (JSON and Prometheus).
-    let out = Pipe()
-    let stats = try Helper.spawn(["stats", path, "--json"], binary: Helper.tool, output: out)
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    stats.waitUntilExit()
+    let data = try ChildProcess.run(Helper.tool, ["stats", path, "--json"]).stdoutData
     let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
     let near = json?["near_cache"] as? [String: Any]
-    #expect(near?["holder_pid"] as? Int == Int(agent.processIdentifier))
+    #expect(near?["holder_pid"] as? Int == Int(agent.pid))
     #expect((near?["invalidations_received"] as? Int ?? 0) >= 2)
-    let prom = Pipe()
-    let p2 = try Helper.spawn(["stats", path, "--prometheus"], binary: Helper.tool, output: prom)
-    let text = String(decoding: prom.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p2.waitUntilExit()
-    #expect(text.contains("mappedcache_near_holder_pid{path=\"\(path)\"} \(agent.processIdentifier)"))
+    let text = try ChildProcess.run(Helper.tool, ["stats", path, "--prometheus"]).stdout
+    #expect(text.contains("mappedcache_near_holder_pid{path=\"\(path)\"} \(agent.pid)"))
     // SIGTERM: the agent resigns cleanly.
-    kill(agent.processIdentifier, SIGTERM)
-    agent.waitUntilExit()
-    #expect(agent.terminationStatus == 0)
+    agent.kill(SIGTERM)
+    #expect(agent.wait().status == 0)
     #expect(NearCacheStatistics.read(path: path)?.holderPID == nil)
     worker.close()
   }

@@ -327,9 +327,9 @@ final class CoreFlag: Sendable {
     #expect(before.evictions > 0, "the fill was meant to pass the file's bytes")
     // The second writer uses the other lock mode: modes are per handle and must mix.
     let writers = try (0..<2).map {
-      try CoreChild(["writer", path, "\($0 + 1)", "2.5", keys, "16", maxSize, $0 == 1 ? "flock" : "word"])
+      try coreChild(["writer", path, "\($0 + 1)", "2.5", keys, "16", maxSize, $0 == 1 ? "flock" : "word"])
     }
-    let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "2.5", keys]) }
+    let readerChildren = try (0..<2).map { _ in try coreChild(["reader", path, "2.5", keys]) }
     // The test process reads too, with the closure read.
     var myHits = 0
     var myCorrupt = 0
@@ -342,10 +342,11 @@ final class CoreFlag: Sendable {
         if !ok { myCorrupt += 1 }
       }
     }
-    for c in writers + readers { c.finish() }
+    let writerResults = writers.map { $0.finish() }
+    let readers = readerChildren.map { $0.finish() }
     var sets = 0
     var removes = 0
-    for w in writers {
+    for w in writerResults {
       #expect(w.status == 0 && !w.signaled, "writer: \(w.stderr)")
       #expect(w.int("corrupt") == 0)
       sets += w.int("sets")
@@ -403,8 +404,8 @@ final class CoreFlag: Sendable {
     for (i, k) in stable.enumerated() {
       try cache.setObject(CoreValue.make(key: k, writer: 0, seq: i, size: 200), forKey: k)
     }
-    let readers = try (0..<2).map { _ in try CoreChild(["reader", path, "300", keys]) }
-    for r in readers { #expect(r.waitFor("ready")) }
+    let readerChildren = try (0..<2).map { _ in try coreChild(["reader", path, "300", keys]) }
+    for r in readerChildren { #expect(r.waitForLine("ready")) }
 
     // The test keeps the stable entries referenced (so the clock spares them) and checks them.
     let stop = CoreFlag()
@@ -431,17 +432,17 @@ final class CoreFlag: Sendable {
     while rounds < minRounds || (heldRounds < 3 && rounds < 4 * minRounds) {
       rounds += 1
       let writers = try (0..<2).map { i in
-        try CoreChild(["writer", path, "\(rounds * 10 + i)", "0", keys, "16", "\(sizes[rounds % 3])"])
+        try coreChild(["writer", path, "\(rounds * 10 + i)", "0", keys, "16", "\(sizes[rounds % 3])"])
       }
-      for w in writers { #expect(w.waitFor("ready"), "writer did not start: \(w.stderr)") }
+      for w in writers { #expect(w.waitForLine("ready"), "writer did not start: \(w.stderr)") }
       usleep(UInt32(1000 + rng.below(30_000)))
       for w in writers {
-        #expect(w.process.isRunning, "writer exited by itself: \(w.stderr)")
+        #expect(w.isRunning, "writer exited by itself: \(w.stderr)")
         w.kill(SIGKILL)
       }
       for w in writers {
-        w.finish()
-        #expect(w.signaled && w.status == SIGKILL)
+        let r = w.finish()
+        #expect(r.signaled && r.status == SIGKILL)
       }
       // Both writers are dead now: a lock word still naming an owner names a dead one.
       let word = lockWord(cache)
@@ -473,8 +474,8 @@ final class CoreFlag: Sendable {
     stop.set()
     while !toucher.isFinished { usleep(1000) }
     _ = FileManager.default.createFile(atPath: path + ".stop", contents: Data())
+    let readers = readerChildren.map { $0.finish() }
     for r in readers {
-      r.finish()
       #expect(r.status == 0 && !r.signaled, "reader: \(r.stderr)")
       #expect(r.int("corrupt") == 0, "readers saw torn or wrong values: \(r.stderr)")
       #expect(r.int("hits") > 0)
@@ -501,13 +502,13 @@ final class CoreFlag: Sendable {
     let path = TestFiles.tempPath("conc-stop")
     defer { TestFiles.cleanup(path) }
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    let w = try CoreChild(["writer", path, "7", "0", "200", "16", "40000"])
+    let w = try coreChild(["writer", path, "7", "0", "200", "16", "40000"])
     defer {
       w.kill(SIGCONT)
       w.kill(SIGKILL)
       w.finish()
     }
-    #expect(w.waitFor("ready"))
+    #expect(w.waitForLine("ready"))
     var caught = false
     for _ in 0..<2000 where !caught {
       w.kill(SIGSTOP)
