@@ -76,30 +76,23 @@ import Testing
     let fs = try SmallTmpfs(megabytes: 32)
     defer { fs.unmount() }
     let path = fs.directory + "/cache"
-    let creator = Process()
-    creator.executableURL = URL(fileURLWithPath: TestFiles.binary("mapped-cache"))
-    creator.arguments = ["create", path, "--capacity", "64M"]
-    var env = ProcessInfo.processInfo.environment
-    env["MC_TEST_CREATE_PAUSE"] = "marked"
-    creator.environment = env
-    creator.standardOutput = FileHandle.nullDevice
-    creator.standardError = FileHandle.nullDevice
-    try creator.run()
+    let creator = try ChildProcess(
+      TestFiles.binary("mapped-cache"), ["create", path, "--capacity", "64M"],
+      environment: ["MC_TEST_CREATE_PAUSE": "marked"], stdout: .discarded, stderr: .discarded)
     defer {
-      kill(creator.processIdentifier, SIGKILL)
-      creator.waitUntilExit()
+      creator.kill()
+      creator.wait()
     }
     let deadline = Date().addingTimeInterval(30)
-    while !ReliabilityCreationTests.StoppedCreator.isStopped(creator.processIdentifier) {
+    while !ReliabilityCreationTests.StoppedCreator.isStopped(creator.pid) {
       try #require(creator.isRunning && Date() < deadline, "the creator never stopped with its marker written")
       usleep(2000)
     }
-    let waiter = try RelSupport.Child(RelSupport.helper, ["create", path, "\(8 << 20)"])
+    let waiter = try ChildProcess(RelSupport.helper, ["create", path, "\(8 << 20)"])
     usleep(300_000)
     #expect(waiter.isRunning, "the opener waits on the creation lock")
-    kill(creator.processIdentifier, SIGCONT)
-    creator.waitUntilExit()
-    #expect(creator.terminationStatus == 3, "the creator fails for space")
+    creator.kill(SIGCONT)
+    #expect(creator.wait().status == 3, "the creator fails for space")
     let made = waiter.finish(timeout: 60)
     #expect(made.ok && RelSupport.fields(made.stdout)["create"] == "ok", "\(made)")
     let info = try ChildProcess.run(TestFiles.binary("mapped-cache"), ["info", path])
