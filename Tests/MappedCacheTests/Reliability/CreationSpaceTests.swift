@@ -84,7 +84,7 @@ import Testing
       creator.wait()
     }
     let deadline = Date().addingTimeInterval(30)
-    while !ReliabilityCreationTests.StoppedCreator.isStopped(creator.pid) {
+    while !creator.isStopped {
       try #require(creator.isRunning && Date() < deadline, "the creator never stopped with its marker written")
       usleep(2000)
     }
