@@ -1,0 +1,238 @@
+"use strict";
+
+const { setTimeout: sleep } = require("node:timers/promises");
+const util = require("node:util");
+const native = require("./native");
+
+const FLAGS = { readOnly: 0x01, noCreate: 0x02, verifyChecksums: 0x04, useFlock: 0x20 };
+const TYPES = new Set(["bytes", "string", "int64", "python"]);
+const SIZES = ["capacity", "maxKeySize", "maxValueSize", "averageEntrySize", "maxProcesses", "mode", "partitions"];
+
+function checkOptions(options) {
+  if (options === null || typeof options !== "object") throw new TypeError("options must be an object");
+  for (const name of SIZES) {
+    const n = options[name];
+    if (n !== undefined && !(Number.isSafeInteger(n) && n > 0)) {
+      throw new RangeError(`${name} must be a positive integer, not ${util.inspect(n)}`);
+    }
+  }
+  for (const name of ["valueType", "createValueType"]) {
+    const t = options[name];
+    if (t !== undefined && t !== null && !TYPES.has(t)) {
+      throw new RangeError(`${name} must be one of bytes, string, int64, python, not ${util.inspect(t)}`);
+    }
+  }
+}
+
+/**
+ * A cache shared by every process (and worker thread) that opens the same file.
+ *
+ * `new Cache(path, { capacity })` opens the cache at `path`, creating it with `capacity`
+ * bytes when missing (an existing file keeps its own parameters). Use a path under
+ * /dev/shm; open one Cache per file in each process or worker.
+ *
+ * Values by the file's value type (`valueType`: by default the file's own, and
+ * `createValueType`, "python", for a file this call creates):
+ *  - "python" (the Python package's tagged values): Buffers, strings, numbers and bigints
+ *    read back as stored; anything else JSON.stringify accepts reads back as JSON.parse
+ *    gives it.
+ *  - "bytes": Buffers (or TypedArrays, ArrayBuffers) in, Buffers out. An untyped file
+ *    (mapped-cache create) reads as bytes.
+ *  - "string": strings.   - "int64": integers (Swift's SharedCache<Int>).
+ *
+ * Keys are strings or Buffers (UTF-8, 1 to maxKeySize bytes, 250 by default). `ttl`
+ * is in seconds (0 or undefined: never expires). Failures throw CacheError, with the
+ * C ABI's status name as `code`; wrong argument types throw TypeError.
+ */
+class Cache extends native.NativeCache {
+  #path;
+
+  constructor(path, options = {}) {
+    checkOptions(options);
+    if (typeof path !== "string" && !(path instanceof URL)) throw new TypeError("path must be a string or a URL");
+    const file = path instanceof URL ? require("node:url").fileURLToPath(path) : path;
+    let flags = 0;
+    if (options.readOnly) flags |= FLAGS.readOnly;
+    if (options.create === false) flags |= FLAGS.noCreate;
+    if (options.verifyChecksums) flags |= FLAGS.verifyChecksums;
+    if (options.useFlock) flags |= FLAGS.useFlock;
+    super(
+      file,
+      options.capacity,
+      options.maxKeySize,
+      options.maxValueSize,
+      options.averageEntrySize,
+      options.maxProcesses,
+      options.mode,
+      flags,
+      options.valueType,
+      options.createValueType ?? "python",
+      options.sharedGroup,
+      options.partitions,
+    );
+    this.#path = file;
+  }
+
+  get path() {
+    return this.#path;
+  }
+
+  /** The value type the handle reads and writes: bytes, string, int64 or python. */
+  get valueType() {
+    return this._info().valueType;
+  }
+
+  /** The file's size in bytes (it changes when some process grows the file). */
+  get capacity() {
+    return this._info().capacity;
+  }
+
+  get maxKeySize() {
+    return this._info().maxKeySize;
+  }
+
+  get maxValueSize() {
+    return this._info().maxValueSize;
+  }
+
+  get partitionCount() {
+    return this._info().partitionCount;
+  }
+
+  get writable() {
+    return this._info().writable;
+  }
+
+  /** Entries present (some may have expired and not yet been reclaimed). */
+  get size() {
+    return this.stats().entries;
+  }
+
+  /** Subtracts delta (1) from the counter under key; see incr. */
+  decr(key, delta = 1, ttl = 0, initial = 0) {
+    if (typeof delta !== "number" && typeof delta !== "bigint") {
+      throw new TypeError("delta must be an integer (a number or a bigint)");
+    }
+    return this.incr(key, -delta, ttl, initial);
+  }
+
+  /**
+   * Stores every entry of `entries` (a Map, an array of [key, value] pairs or a plain
+   * object) under one hold of the write lock, expiring after ttl seconds. A bad entry
+   * fails the call before anything is stored.
+   */
+  setMany(entries, ttl = 0) {
+    const pairs =
+      entries instanceof Map || Array.isArray(entries)
+        ? [...entries]
+        : entries !== null && typeof entries === "object"
+          ? Object.entries(entries)
+          : null;
+    if (pairs === null) throw new TypeError("entries must be a Map, an array of [key, value] pairs or an object");
+    const keys = new Array(pairs.length);
+    const values = new Array(pairs.length);
+    pairs.forEach((pair, j) => {
+      if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError("each entry must be a [key, value] pair");
+      keys[j] = pair[0];
+      values[j] = pair[1];
+    });
+    this._setMany(keys, values, ttl);
+  }
+
+  /** Sets the file's entry count limit and key+value byte limit (0: none; undefined:
+   * as it is), evicting down to them at once. Every process honours them. */
+  setLimits({ count, bytes } = {}) {
+    this._setLimits(count, bytes);
+  }
+
+  /** Checks every invariant of the file: the number of problems found (0 when sound).
+   * With `repair`, drops what cannot be trusted; throws CacheError MC_E_CORRUPTED when
+   * problems remain. */
+  verify({ repair = false } = {}) {
+    return this._verify(Boolean(repair));
+  }
+
+  /** The keys present now: a snapshot taken when iteration begins. */
+  *keys() {
+    yield* this._keys();
+  }
+
+  /** [key, value] for each key present when iteration begins and still present when
+   * its turn comes. */
+  *entries() {
+    for (const key of this._keys()) {
+      const value = this.get(key);
+      if (value !== undefined) yield [key, value];
+    }
+  }
+
+  *values() {
+    for (const [, value] of this.entries()) yield value;
+  }
+
+  [Symbol.iterator]() {
+    return this.entries();
+  }
+
+  forEach(fn, thisArg) {
+    for (const [key, value] of this.entries()) fn.call(thisArg, value, key, this);
+  }
+
+  /**
+   * The value of key; when it is missing, `compute()` (which may be async) runs in
+   * exactly one process or thread of the host, Node, Python or Swift alike, and what it
+   * returns is stored (expiring after `ttl` seconds) and returned; the other callers
+   * wait for it. Waiting polls with timers (1 ms doubling to 20 ms), so the event loop
+   * runs meanwhile. After `wait` seconds (30) a waiter computes the value itself as
+   * well. A computer that dies, even by SIGKILL, releases its claim at once; one whose
+   * compute throws releases it (a waiter computes next) and the promise rejects. With
+   * `serveStale`, an expired value still present is returned at once while another
+   * process recomputes it.
+   */
+  async getOrCompute(key, compute, { ttl = 0, wait = 30, serveStale = false } = {}) {
+    if (typeof compute !== "function") throw new TypeError("compute must be a function");
+    if (!(typeof wait === "number" && wait >= 0)) throw new RangeError(`wait must be 0 or more seconds, not ${wait}`);
+    const deadline = performance.now() + wait * 1000;
+    let pause = 1;
+    for (;;) {
+      const [status, got] = this._claim(key, serveStale);
+      if (status === native.status.OK || status === native.status.STALE) return got;
+      if (status === native.status.CLAIMED) return this.#computeClaimed(got, compute, ttl);
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        const value = await compute();
+        this.set(key, value, ttl);
+        return value;
+      }
+      await sleep(Math.min(pause, left));
+      pause = Math.min(pause * 2, 20);
+    }
+  }
+
+  async #computeClaimed(claim, compute, ttl) {
+    let value;
+    try {
+      value = await compute();
+      this._publish(claim, value, ttl);
+    } catch (error) {
+      abandonQuietly(claim);
+      throw error;
+    }
+    return value;
+  }
+
+  [util.inspect.custom]() {
+    return `Cache <${this.#path}${this.closed ? " (closed)" : ` ${this.valueType}`}>`;
+  }
+}
+
+/* A claim already released (its publish failed after storing nothing) needs nothing. */
+function abandonQuietly(claim) {
+  try {
+    native.abandon(claim);
+  } catch {
+    /* already released */
+  }
+}
+
+module.exports = { Cache, versions: native.versions };
