@@ -299,27 +299,47 @@ static bool put_int64(encoded *e, int64_t x) {
   return true;
 }
 
-/* A number or bigint as the python type's integer ('I', decimal) or float ('F'). */
-static bool put_python_number(napi_env env, encoded *e, napi_valuetype t, napi_value v) {
+/* An integer (a number without a fraction, or a bigint) as ASCII decimal after `tag` (0:
+ * none), the form mc_incr changes; false with nothing thrown when v is not one. */
+static bool put_decimal(napi_env env, encoded *e, char tag, napi_valuetype t, napi_value v) {
   char text[32];
   if (t == napi_bigint) {
     int64_t x;
     bool lossless = false;
     napi_get_value_bigint_int64(env, v, &x, &lossless);
-    if (lossless) return put_bytes(env, e, 'I', text, (size_t)snprintf(text, sizeof text, "%lld", (long long)x));
+    if (lossless) return put_bytes(env, e, tag, text, (size_t)snprintf(text, sizeof text, "%lld", (long long)x));
     napi_value s;
-    if (napi_coerce_to_string(env, v, &s) != napi_ok) return false;
-    return put_string(env, e, 'I', s);
+    return napi_coerce_to_string(env, v, &s) == napi_ok && put_string(env, e, tag, s);
   }
+  double d = NAN;
+  if (t == napi_number) napi_get_value_double(env, v, &d);
+  if (!(d == trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return false;
+  /* Copied through the stack: put_bytes with no tag keeps a pointer to what it is given. */
+  int n = snprintf(e->stack + 1, sizeof e->stack - 1, "%lld", (long long)d);
+  if (tag == 0) {
+    e->p = e->stack + 1;
+    e->n = (size_t)n;
+    return true;
+  }
+  e->stack[0] = tag;
+  e->p = e->stack;
+  e->n = (size_t)n + 1;
+  return true;
+}
+
+/* A number or bigint as the python type's integer ('I', decimal) or float ('F'). */
+static bool put_python_number(napi_env env, encoded *e, napi_valuetype t, napi_value v) {
+  bool pending = false;
+  if (put_decimal(env, e, 'I', t, v)) return true;
+  napi_is_exception_pending(env, &pending);
+  if (pending) return false;
   double d;
+  char le[8];
   napi_get_value_double(env, v, &d);
-  if (d == trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
-    return put_bytes(env, e, 'I', text, (size_t)snprintf(text, sizeof text, "%lld", (long long)d));
-  }
   uint64_t bits;
   memcpy(&bits, &d, 8);
-  for (int i = 0; i < 8; i++) text[i] = (char)(bits >> (8 * i));
-  return put_bytes(env, e, 'F', text, 8);
+  for (int i = 0; i < 8; i++) le[i] = (char)(bits >> (8 * i));
+  return put_bytes(env, e, 'F', le, 8);
 }
 
 static bool put_json(napi_env env, encoded *e, napi_value v) {
@@ -334,18 +354,24 @@ static bool put_json(napi_env env, encoded *e, napi_value v) {
   return put_string(env, e, 'J', json);
 }
 
+/* bytes and string files also take integers, as their decimal text (the form mc_incr
+ * counts in), and bytes files strings, as their UTF-8: a file made by `mapped-cache
+ * create` (untyped, opened as bytes) takes what the CLI would store. */
 static bool encode_typed(napi_env env, cache_object *c, napi_value v, napi_valuetype t, encoded *e) {
   void *p = NULL;
   size_t n = 0;
+  bool integer = (t == napi_number || t == napi_bigint) && put_decimal(env, e, 0, t, v);
   switch (c->type) {
   case VT_BYTES:
+    if (integer) return true;
+    if (t == napi_string) return put_string(env, e, 0, v);
     if (binary_of(env, v, &p, &n)) return put_bytes(env, e, 0, p, n);
-    return throw_type(env, t == napi_string ? "a cache of bytes stores Buffers, not strings (Buffer.from(text))"
-                                            : "a cache of bytes stores Buffers (or TypedArrays, ArrayBuffers)"),
+    return throw_type(env, "a cache of bytes stores Buffers (TypedArrays, ArrayBuffers), strings and integers"),
            false;
   case VT_STRING:
+    if (integer) return true;
     if (t == napi_string) return put_string(env, e, 0, v);
-    return throw_type(env, "a cache of strings stores strings"), false;
+    return throw_type(env, "a cache of strings stores strings (and integers, as their decimal text)"), false;
   default: {
     int64_t x;
     if (t != napi_number && t != napi_bigint) return throw_type(env, "a cache of int64 stores integers"), false;
@@ -1122,6 +1148,19 @@ static bool option_number(napi_env env, napi_value v, double *out) {
   return true;
 }
 
+/* Opens path as mc_open does, except that with no value type asked for, an existing
+ * untyped file (`mapped-cache create`'s default) opens as bytes, not as the type a new
+ * file is created with: what the CLI stored there has no type tag. */
+static int open_file(const char *path, const mc_options *options, mc_cache **cache) {
+  if (options->value_type != NULL || (options->flags & MC_OPEN_NO_CREATE) != 0) return mc_open(path, options, cache);
+  mc_options existing = *options;
+  existing.flags |= MC_OPEN_NO_CREATE;
+  existing.create_value_type = "bytes";
+  int s = mc_open(path, &existing, cache);
+  if (s == MC_E_SYSTEM && mc_last_errno() == ENOENT) s = mc_open(path, options, cache);
+  return s;
+}
+
 /* new NativeCache(path, capacity, maxKeySize, maxValueSize, averageEntrySize,
  * maxProcesses, mode, flags, valueType, createValueType, sharedGroup, partitions):
  * lib/cache.js checks the options and passes them in this order (0: the default). */
@@ -1157,7 +1196,7 @@ static napi_value Cache_new(napi_env env, napi_callback_info info) {
   }
   o.partition_count = (uint32_t)partitions;
   mc_cache *cache = NULL;
-  int s = mc_open(p, &o, &cache);
+  int s = open_file(p, &o, &cache);
   if (s != MC_OK) return throw_status(env, s);
   mc_info i = {.struct_size = sizeof i};
   s = mc_info_get(cache, &i);
