@@ -58,6 +58,17 @@ function pythonWithPackage() {
   });
 }
 
+/** A module of Debian's node-* packages, or the reason it is missing. They live in
+ * /usr/share/nodejs, which only Debian's own node searches: run the tests with
+ * NODE_PATH=/usr/share/nodejs (npm test does). */
+function debianModule(name, pkg) {
+  try {
+    return { module: require(name) };
+  } catch {
+    return { missing: `${name} is not found (apt-get install ${pkg}; NODE_PATH=/usr/share/nodejs)` };
+  }
+}
+
 /** Runs a command to completion: its stdout, or an error naming its status and stderr. */
 function run(file, args, options = {}) {
   const r = spawnSync(file, args, { encoding: options.encoding ?? "utf8", timeout: 60_000, ...options });
@@ -68,4 +79,4 @@ function run(file, args, options = {}) {
   return r;
 }
 
-module.exports = { REPO, tempPath, needs, swiftBinary, pythonWithPackage, run };
+module.exports = { REPO, tempPath, needs, swiftBinary, pythonWithPackage, debianModule, run };
