@@ -35,9 +35,13 @@
 enum value_type { VT_BYTES, VT_STRING, VT_INT64, VT_PYTHON };
 static const char *const value_type_names[] = {"bytes", "string", "int64", "python"};
 
-/* A key copied out of a JS string: the longest key is 4096 bytes, so a copy that fills
- * this buffer is too long whatever it was truncated from, and the library says so. */
-#define KEY_BUFFER 4100
+/* A key copied out of a JS string. A copy that did not fit stops at a character
+ * boundary, at most 4 bytes short of the buffer's end (and its NUL), so it still holds
+ * more than the longest key limit (4096 bytes): the library refuses it as too large, and
+ * a long key is never looked up cut short. */
+#define KEY_BUFFER 4104
+/* The same margin over the cache's own limit, for the keys of a batch. */
+#define KEY_MARGIN 6
 /* Values up to this size are read into (and encoded in) the stack. */
 #define STACK_VALUE 1024
 
@@ -601,7 +605,7 @@ static void many_free(many *m) {
 
 /* The keys of a JS array, as pointers into an arena (strings) or into their Buffers. */
 static bool many_keys(napi_env env, cache_object *c, napi_value array, uint32_t count, many *m) {
-  size_t slot = (size_t)c->max_key_size + 2;
+  size_t slot = (size_t)c->max_key_size + KEY_MARGIN;
   m->keys = calloc(count ? count : 1, sizeof *m->keys);
   m->key_lengths = calloc(count ? count : 1, sizeof *m->key_lengths);
   m->arena = malloc(count ? count * slot : 1);
@@ -1145,6 +1149,10 @@ static bool option_number(napi_env env, napi_value v, double *out) {
   if (t == napi_undefined) return true;
   if (t != napi_number) return throw_type(env, "an option must be a number"), false;
   napi_get_value_double(env, v, out);
+  if (!(*out >= 0 && *out <= 9007199254740991.0)) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "an option must be 0 or a positive integer");
+    return false;
+  }
   return true;
 }
 

@@ -166,6 +166,20 @@ test("a bad entry fails setMany before anything is stored", (t) => {
   assert.throws(() => c.setMany([["a"]]), TypeError);
 });
 
+test("a key past the limit is refused, never looked up or stored cut short (multi-byte characters)", (t) => {
+  const c = open(t);
+  for (const key of ["é".repeat(126), "🎉".repeat(63), "é".repeat(5000), "🎉".repeat(2000)]) {
+    assert.throws(() => c.get(key), { code: "MC_E_KEY_TOO_LARGE" });
+    assert.throws(() => c.getMany(["ok", key]), { code: "MC_E_KEY_TOO_LARGE" });
+    assert.throws(() => c.setMany([[key, 1]]), { code: "MC_E_KEY_TOO_LARGE" });
+    assert.throws(() => c.deleteMany([key]), { code: "MC_E_KEY_TOO_LARGE" });
+  }
+  assert.equal(c.size, 0);
+  const longest = "é".repeat(125);
+  c.setMany([[longest, 1]]);
+  assert.deepEqual(c.getMany([longest]), [1]);
+});
+
 test("iteration: keys, values, entries, forEach, the iterator, size", (t) => {
   const c = open(t);
   const stored = { a: 1, b: "2", c: [3] };
