@@ -46,7 +46,9 @@ path=/dev/shm/node-bench-$$.mcache
 node scripts/node_bench.js fill "$path" "$KEYS" >/dev/null
 node scripts/node_bench.js fill-redis "$socket" "$KEYS" >/dev/null
 
-# One contender's run in N processes at once: the sum of their gets per second.
+# One contender's run in N processes at once: the sum of their gets per wall-clock
+# second, and per CPU second of the client processes (what a loaded machine disturbs
+# less; for node-redis it leaves out the server's time and the waits).
 run() {
   local n=$1
   shift
@@ -56,7 +58,14 @@ run() {
     pids+=($!)
   done
   wait "${pids[@]}"
-  cat "$work"/out.* | node -e 'let s = 0; for (const l of require("fs").readFileSync(0, "utf8").trim().split("\n")) { const r = JSON.parse(l); s += r.ops / r.seconds; } console.log(Math.round(s));'
+  cat "$work"/out.* | node -e '
+    let wall = 0, cpu = 0;
+    for (const l of require("fs").readFileSync(0, "utf8").trim().split("\n")) {
+      const r = JSON.parse(l);
+      wall += r.ops / r.seconds;
+      cpu += r.ops / r.cpu;
+    }
+    console.log(Math.round(wall), Math.round(cpu));'
   rm -f "$work"/out.*
 }
 
@@ -74,24 +83,30 @@ node - "$results" <<'JS'
 const lines = require("fs").readFileSync(process.argv[2], "utf8").trim().split("\n");
 const runs = {};
 for (const l of lines) {
-  const [name, n, rate] = l.split(" ");
-  (runs[`${name} ${n}`] ??= []).push(Number(rate));
+  const [name, n, wall, cpu] = l.split(" ");
+  const r = (runs[`${name} ${n}`] ??= { wall: [], cpu: [] });
+  r.wall.push(Number(wall));
+  r.cpu.push(Number(cpu));
 }
 const best = (xs) => Math.max(...xs);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const f = (x) => x.toLocaleString("en-US");
-console.log("contender        procs   best gets/s   median gets/s   runs");
-for (const [key, xs] of Object.entries(runs)) {
+console.log("contender     procs  best gets/s  median gets/s  best per CPU-s  median per CPU-s  runs (gets/s)");
+for (const [key, r] of Object.entries(runs)) {
   const [name, n] = key.split(" ");
-  console.log(`${name.padEnd(16)} ${n.padStart(5)} ${f(best(xs)).padStart(13)} ${f(median(xs)).padStart(15)}   ${xs.map(f).join(", ")}`);
+  console.log(
+    `${name.padEnd(13)} ${n.padStart(5)} ${f(best(r.wall)).padStart(12)} ${f(median(r.wall)).padStart(14)} ` +
+      `${f(best(r.cpu)).padStart(15)} ${f(median(r.cpu)).padStart(17)}  ${r.wall.map(f).join(", ")}`,
+  );
 }
 for (const n of ["1", "2"]) {
   const m = runs[`mappedcache ${n}`];
   for (const other of ["node-redis", "lru-cache"]) {
     const o = runs[`${other} ${n}`];
+    const ratio = (k, g) => (g(m[k]) / g(o[k])).toFixed(2);
     console.log(
-      `${n} process${n === "1" ? "" : "es"}: mappedcache / ${other} = ${(best(m) / best(o)).toFixed(2)}x (best), ` +
-        `${(median(m) / median(o)).toFixed(2)}x (median)`,
+      `${n} process${n === "1" ? ": " : "es:"} mappedcache / ${other.padEnd(10)} = ${ratio("wall", best)}x best, ` +
+        `${ratio("wall", median)}x median (per CPU second: ${ratio("cpu", best)}x best, ${ratio("cpu", median)}x median)`,
     );
   }
 }

@@ -30,26 +30,32 @@ function order(keys, ops) {
   return picks;
 }
 
+const cpuSeconds = ({ user, system }) => (user + system) / 1e6;
+
 function timeSync(get, keys, ops) {
   const names = Array.from({ length: keys }, (_, i) => keyOf(i));
   const picks = order(keys, ops);
   let bytes = 0;
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < ops; i++) bytes += get(names[picks[i]]).length;
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = cpuSeconds(process.cpuUsage(c0));
   if (bytes !== ops * 64) throw new Error(`read ${bytes} bytes, expected ${ops * 64}: a key was missing`);
-  return { ops, seconds };
+  return { ops, seconds, cpu };
 }
 
 async function timeAsync(get, keys, ops) {
   const names = Array.from({ length: keys }, (_, i) => keyOf(i));
   const picks = order(keys, ops);
   let bytes = 0;
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < ops; i++) bytes += (await get(names[picks[i]])).length;
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = cpuSeconds(process.cpuUsage(c0));
   if (bytes !== ops * 64) throw new Error(`read ${bytes} bytes, expected ${ops * 64}: a key was missing`);
-  return { ops, seconds };
+  return { ops, seconds, cpu };
 }
 
 async function redisClient(socket) {
