@@ -6,7 +6,8 @@
  *       At wall-clock START_MS, getOrComputes KEY in a cache of strings (as the Swift
  *       helper's and py_worker.py's compute-race do); the compute appends a line to
  *       COUNTER_FILE and takes COMPUTE_MS (a timer: the event loop runs meanwhile).
- *       Prints "VALUE cached|computed" and how many timer ticks ran while it waited.
+ *       Prints "VALUE cached|computed", how many timer ticks ran meanwhile and how
+ *       many milliseconds getOrCompute took.
  *
  *   node_worker.js chaos PATH SLOT KEYS PROBLEMS STOP
  *       Until the file STOP exists: sets and reads self-checking values (Tests/CheckedValues'
@@ -63,6 +64,7 @@ async function computeRace(path, key, counter, startMs, computeMs) {
   while (Date.now() < Number(startMs)) await new Promise((r) => setImmediate(r));
   let ticks = 0;
   const timer = setInterval(() => ticks++, 1);
+  const began = performance.now();
   let computed = false;
   const value = await cache.getOrCompute(
     key,
@@ -75,7 +77,8 @@ async function computeRace(path, key, counter, startMs, computeMs) {
     { wait: 30 },
   );
   clearInterval(timer);
-  console.log(`${value} ${computed ? "computed" : "cached"} ticks=${ticks}`);
+  const waited = Math.round(performance.now() - began);
+  console.log(`${value} ${computed ? "computed" : "cached"} ticks=${ticks} waited=${waited}`);
 }
 
 function chaos(path, slot, keys, problems, stop) {
