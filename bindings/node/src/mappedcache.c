@@ -265,13 +265,15 @@ static bool put_bytes(napi_env env, encoded *e, char tag, const void *p, size_t 
 }
 
 /* `tag` (0: none) then the string's UTF-8: copied into the stack at once, and when it
- * may not have fitted, measured and copied again. */
+ * may not have fitted, measured and copied again. A copy that did not fit stops at a
+ * character boundary up to 3 bytes short of the room, so "may not have fitted" is "came
+ * within 4 bytes of the end". */
 static bool put_string(napi_env env, encoded *e, char tag, napi_value s) {
   size_t skip = tag ? 1 : 0, n = 0;
   e->stack[0] = tag;
   if (napi_get_value_string_utf8(env, s, e->stack + skip, sizeof e->stack - skip, &n) != napi_ok) return false;
   char *dst = e->stack;
-  if (n + skip + 1 >= sizeof e->stack) {
+  if (n + skip + 4 >= sizeof e->stack) {
     napi_get_value_string_utf8(env, s, NULL, 0, &n);
     dst = room(e, n + skip + 1);
     if (dst == NULL) return throw_status(env, MC_E_NO_MEMORY), false;
@@ -1133,9 +1135,10 @@ static bool optional_string(napi_env env, napi_value v, const char *what, char *
   *out = NULL;
   if (t == napi_undefined || t == napi_null) return true;
   size_t n = 0;
-  if (t != napi_string || napi_get_value_string_utf8(env, v, buffer, size, &n) != napi_ok || n + 1 >= size) {
+  /* Within 4 bytes of the end, the copy may have stopped short of a character. */
+  if (t != napi_string || napi_get_value_string_utf8(env, v, buffer, size, &n) != napi_ok || n + 4 >= size) {
     char message[96];
-    snprintf(message, sizeof message, "%s must be a string (of fewer than %zu bytes)", what, size - 1);
+    snprintf(message, sizeof message, "%s must be a string (of fewer than %zu bytes)", what, size - 4);
     return throw_type(env, message), false;
   }
   *out = buffer;

@@ -81,6 +81,20 @@ test("values of every JS kind read back as stored", (t) => {
   assert.deepEqual(c.get("ab"), Buffer.from([7]));
 });
 
+test("strings of every length around the stack buffer, ending in characters of 1 to 4 bytes, store whole", (t) => {
+  for (const type of ["python", "string", "bytes"]) {
+    const c = open(t, { createValueType: type });
+    for (const last of ["a", "é", "€", "🎉"]) {
+      for (let n = 1010; n <= 1030; n++) {
+        const text = "x".repeat(n) + last;
+        c.set("k", text);
+        const back = c.get("k");
+        assert.equal(type === "bytes" ? back.toString() : back, text, `${type}: ${n} + ${last}`);
+      }
+    }
+  }
+});
+
 test("a large value (past the stack buffer) reads back whole", (t) => {
   const c = open(t);
   const big = Buffer.alloc(200_000, 7);
