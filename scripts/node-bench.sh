@@ -10,6 +10,7 @@
 # (LIB_DIR, default .build/release: `swift build -c release --product mappedcache`).
 # redis-server runs on its own unix socket in a temporary directory (never port 6379).
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 KEYS=${KEYS:-100000}
@@ -57,7 +58,7 @@ run() {
     node scripts/node_bench.js "$@" >"$work/out.$i" &
     pids+=($!)
   done
-  wait "${pids[@]}"
+  for i in "${pids[@]}"; do wait "$i"; done
   cat "$work"/out.* | node -e '
     let wall = 0, cpu = 0;
     for (const l of require("fs").readFileSync(0, "utf8").trim().split("\n")) {
@@ -72,9 +73,12 @@ run() {
 results=$work/results
 for round in $(seq "$ROUNDS"); do
   for n in 1 2; do
-    echo "mappedcache $n $(run "$n" mappedcache "$path" "$KEYS" "$OPS")" >>"$results"
-    echo "lru-cache $n $(run "$n" lru "$KEYS" "$OPS")" >>"$results"
-    echo "node-redis $n $(run "$n" redis "$socket" "$KEYS" "$REDIS_OPS")" >>"$results"
+    rates=$(run "$n" mappedcache "$path" "$KEYS" "$OPS")
+    echo "mappedcache $n $rates" >>"$results"
+    rates=$(run "$n" lru "$KEYS" "$OPS")
+    echo "lru-cache $n $rates" >>"$results"
+    rates=$(run "$n" redis "$socket" "$KEYS" "$REDIS_OPS")
+    echo "node-redis $n $rates" >>"$results"
   done
   echo "round $round of $ROUNDS done" >&2
 done
