@@ -44,7 +44,8 @@ function checkOptions(options) {
  * is in seconds (0 or undefined: never expires). Failures throw CacheError, with the
  * C ABI's status name as `code`; wrong argument types throw TypeError.
  */
-class Cache extends native.NativeCache {
+class Cache {
+  #h;
   #path;
 
   constructor(path, options = {}) {
@@ -56,7 +57,7 @@ class Cache extends native.NativeCache {
     if (options.create === false) flags |= FLAGS.noCreate;
     if (options.verifyChecksums) flags |= FLAGS.verifyChecksums;
     if (options.useFlock) flags |= FLAGS.useFlock;
-    super(
+    this.#h = native.open(
       file,
       options.capacity,
       options.maxKeySize,
@@ -79,28 +80,134 @@ class Cache extends native.NativeCache {
 
   /** The value type the handle reads and writes: bytes, string, int64 or python. */
   get valueType() {
-    return this._info().valueType;
+    return native.info(this.#h).valueType;
   }
 
   /** The file's size in bytes (it changes when some process grows the file). */
   get capacity() {
-    return this._info().capacity;
+    return native.info(this.#h).capacity;
   }
 
   get maxKeySize() {
-    return this._info().maxKeySize;
+    return native.info(this.#h).maxKeySize;
   }
 
   get maxValueSize() {
-    return this._info().maxValueSize;
+    return native.info(this.#h).maxValueSize;
   }
 
   get partitionCount() {
-    return this._info().partitionCount;
+    return native.info(this.#h).partitionCount;
   }
 
   get writable() {
-    return this._info().writable;
+    return native.info(this.#h).writable;
+  }
+
+  get closed() {
+    return native.closed(this.#h);
+  }
+
+  /** The value of key, or undefined when it is missing or expired. */
+  get(key) {
+    return native.get(this.#h, key);
+  }
+
+  /** Whether key has a live entry (not counted as a hit or a miss). */
+  has(key) {
+    return native.has(this.#h, key);
+  }
+
+  /** Stores value under key, expiring after ttl seconds (0 or undefined: never). */
+  set(key, value, ttl) {
+    return native.set(this.#h, key, value, ttl);
+  }
+
+  /** Stores only if key is absent: true when stored (of several processes, one stores). */
+  add(key, value, ttl) {
+    return native.add(this.#h, key, value, ttl);
+  }
+
+  /** Stores only if key is present: true when stored. */
+  replace(key, value, ttl) {
+    return native.replace(this.#h, key, value, ttl);
+  }
+
+  /** Removes key: true when it was present. */
+  delete(key) {
+    return native.delete(this.#h, key);
+  }
+
+  /** Sets key to expire ttl seconds from now (0: never), keeping its value: true when
+   * it was present. */
+  touch(key, ttl) {
+    return native.touch(this.#h, key, ttl);
+  }
+
+  /** Seconds until key expires (Infinity: never), or undefined when it is missing. */
+  ttl(key) {
+    return native.ttl(this.#h, key);
+  }
+
+  /**
+   * Adds delta (1) to the integer under key, atomically across every process, and
+   * returns the new value (a bigint past 2^53). A missing key starts from initial (0);
+   * ttl > 0 sets the expiry, 0 keeps an existing counter's. Throws MC_E_NOT_AN_INTEGER
+   * when the value is not an integer, RangeError on overflow (both leave it as it was).
+   */
+  incr(key, delta, ttl, initial) {
+    return native.incr(this.#h, key, delta, ttl, initial);
+  }
+
+  /** { value, version } (version a bigint, for cas), or undefined when missing. */
+  gets(key) {
+    return native.gets(this.#h, key);
+  }
+
+  /** Stores value only if the entry still has `version` (from gets): true when stored. */
+  cas(key, value, version, ttl) {
+    return native.cas(this.#h, key, value, version, ttl);
+  }
+
+  /** The values of keys, in order (undefined where missing), read in one batch. */
+  getMany(keys) {
+    return native.getMany(this.#h, keys);
+  }
+
+  /** Removes keys under one hold of the write lock: how many were present. */
+  deleteMany(keys) {
+    return native.deleteMany(this.#h, keys);
+  }
+
+  /** Removes every entry, in every process's view. */
+  clear() {
+    native.clear(this.#h);
+  }
+
+  /** Removes expired entries now: how many. */
+  sweep() {
+    return native.sweep(this.#h);
+  }
+
+  /** The file's counters, summed over every process that has used it. */
+  stats() {
+    return native.stats(this.#h);
+  }
+
+  /** Grows the file to capacity bytes (rounded down to whole partitions) while every
+   * process keeps using it: the capacity after. */
+  grow(capacity) {
+    return native.grow(this.#h, capacity);
+  }
+
+  /** Whether some process or thread is computing key now (getOrCompute). */
+  isComputing(key) {
+    return native.isComputing(this.#h, key);
+  }
+
+  /** Closes the handle (a second close does nothing); later calls throw MC_E_CLOSED. */
+  close() {
+    native.close(this.#h);
   }
 
   /** Entries present (some may have expired and not yet been reclaimed). */
@@ -136,31 +243,31 @@ class Cache extends native.NativeCache {
       keys[j] = pair[0];
       values[j] = pair[1];
     });
-    this._setMany(keys, values, ttl);
+    native.setMany(this.#h, keys, values, ttl);
   }
 
   /** Sets the file's entry count limit and key+value byte limit (0: none; undefined:
    * as it is), evicting down to them at once. Every process honours them. */
   setLimits({ count, bytes } = {}) {
-    this._setLimits(count, bytes);
+    native.setLimits(this.#h, count, bytes);
   }
 
   /** Checks every invariant of the file: the number of problems found (0 when sound).
    * With `repair`, drops what cannot be trusted; throws CacheError MC_E_CORRUPTED when
    * problems remain. */
   verify({ repair = false } = {}) {
-    return this._verify(Boolean(repair));
+    return native.verify(this.#h, Boolean(repair));
   }
 
   /** The keys present now: a snapshot taken when iteration begins. */
   *keys() {
-    yield* this._keys();
+    yield* native.keys(this.#h);
   }
 
   /** [key, value] for each key present when iteration begins and still present when
    * its turn comes. */
   *entries() {
-    for (const key of this._keys()) {
+    for (const key of native.keys(this.#h)) {
       const value = this.get(key);
       if (value !== undefined) yield [key, value];
     }
@@ -195,7 +302,7 @@ class Cache extends native.NativeCache {
     const deadline = performance.now() + wait * 1000;
     let pause = 1;
     for (;;) {
-      const [status, got] = this._claim(key, serveStale);
+      const [status, got] = native.claim(this.#h, key, serveStale);
       if (status === native.status.OK || status === native.status.STALE) return got;
       if (status === native.status.CLAIMED) return this.#computeClaimed(got, compute, ttl);
       const left = deadline - performance.now();
@@ -213,7 +320,7 @@ class Cache extends native.NativeCache {
     let value;
     try {
       value = await compute();
-      this._publish(claim, value, ttl);
+      native.publish(this.#h, claim, value, ttl);
     } catch (error) {
       abandonQuietly(claim);
       throw error;

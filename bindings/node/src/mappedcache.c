@@ -1,5 +1,6 @@
 /*
- * mappedcache's native part: a Node-API class over libmappedcache's C ABI (mappedcache.h).
+ * mappedcache's native part: Node-API functions over libmappedcache's C ABI (mappedcache.h),
+ * which lib/cache.js's Cache class calls with its handle.
  *
  * Node-API (not V8's C++ API) so that one build loads in every Node version that has
  * its NAPI_VERSION. Every call is synchronous and short: reads copy a value out of the
@@ -46,20 +47,26 @@ static const char *const value_type_names[] = {"bytes", "string", "int64", "pyth
 #define STACK_VALUE 1024
 
 typedef struct {
-  napi_ref constructor;
   napi_ref cache_error;
   napi_ref json_parse;
   napi_ref json_stringify;
   napi_ref bigint;
 } addon_data;
 
+/* Handles reach JavaScript as Externals (cheaper to read back than a wrapped object's
+ * pointer, which costs a property lookup a call); lib/cache.js keeps the cache's in a
+ * private field. A magic number first tells a cache from a claim. */
+enum { CACHE_MAGIC = 0x4d43434e, CLAIM_MAGIC = 0x4d43434c };
+
 typedef struct {
-  mc_cache *cache;
+  uint32_t magic;
   enum value_type type;
   uint32_t max_key_size;
+  mc_cache *cache;
 } cache_object;
 
 typedef struct {
+  uint32_t magic;
   mc_claim *claim;
 } claim_object;
 
@@ -134,21 +141,33 @@ static napi_value number(napi_env env, double x) {
 /* ---------------------------------------------------------------------------------- */
 /* Arguments                                                                           */
 
-/* `this` (checked open) and up to `max` arguments (missing ones undefined). */
-static cache_object *open_this(napi_env env, napi_callback_info info, size_t max, napi_value *argv) {
-  size_t argc = max;
-  napi_value self;
-  if (napi_get_cb_info(env, info, &argc, argv, &self, NULL) != napi_ok) return NULL;
-  for (size_t i = argc; i < max; i++) argv[i] = undefined(env);
+/* The cache of a handle (the External `open` made), or NULL with a TypeError thrown. */
+static cache_object *handle_of(napi_env env, napi_value v) {
+  napi_valuetype t;
   cache_object *c = NULL;
-  if (napi_unwrap(env, self, (void **)&c) != napi_ok || c == NULL) {
-    throw_type(env, "not a mappedcache Cache");
+  napi_typeof(env, v, &t);
+  if (t != napi_external || napi_get_value_external(env, v, (void **)&c) != napi_ok || c == NULL ||
+      c->magic != CACHE_MAGIC) {
+    throw_type(env, "not a mappedcache Cache handle");
     return NULL;
   }
+  return c;
+}
+
+/* The open cache of the handle in the first argument, and up to `max` arguments after it
+ * in argv (missing ones undefined). */
+static cache_object *open_this(napi_env env, napi_callback_info info, size_t max, napi_value *argv) {
+  napi_value all[8];
+  size_t argc = max + 1;
+  if (napi_get_cb_info(env, info, &argc, all, NULL, NULL) != napi_ok) return NULL;
+  for (size_t i = argc; i < max + 1; i++) all[i] = undefined(env);
+  cache_object *c = handle_of(env, all[0]);
+  if (c == NULL) return NULL;
   if (c->cache == NULL) {
     throw_cache_error(env, MC_E_CLOSED, "the cache is closed");
     return NULL;
   }
+  for (size_t i = 0; i < max; i++) argv[i] = all[i + 1];
   return c;
 }
 
@@ -408,6 +427,22 @@ static bool encode_value(napi_env env, cache_object *c, napi_value v, encoded *e
   }
 }
 
+/* A JS string of UTF-8 bytes: made as Latin-1 when they are ASCII, which V8 copies
+ * without decoding. */
+static napi_value make_string(napi_env env, const char *p, size_t n) {
+  napi_value r = NULL;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    if (w & 0x8080808080808080ull) break;
+  }
+  while (i < n && ((unsigned char)p[i] & 0x80) == 0) i++;
+  if (i == n) napi_create_string_latin1(env, p, n, &r);
+  else napi_create_string_utf8(env, p, n, &r);
+  return r;
+}
+
 static napi_value decoding_error(napi_env env, const char *message) {
   return throw_cache_error(env, MC_E_DECODING_FAILED, message);
 }
@@ -450,7 +485,7 @@ static napi_value decode_python(napi_env env, const char *p, size_t n) {
   size_t m = n - 1;
   switch (p[0]) {
   case 'B': napi_create_buffer_copy(env, m, d, NULL, &r); return r;
-  case 'S': napi_create_string_utf8(env, d, m, &r); return r;
+  case 'S': return make_string(env, d, m);
   case 'I': return decode_integer(env, d, m);
   case 'F': {
     if (m != 8) return decoding_error(env, "a malformed float in a cache of python values");
@@ -461,7 +496,7 @@ static napi_value decode_python(napi_env env, const char *p, size_t n) {
     return number(env, x);
   }
   case 'J':
-    napi_create_string_utf8(env, d, m, &s);
+    s = make_string(env, d, m);
     napi_get_global(env, &global);
     napi_call_function(env, global, ref_value(env, data_of(env)->json_parse), 1, &s, &r);
     return r;
@@ -478,7 +513,7 @@ static napi_value decode_value(napi_env env, cache_object *c, const char *p, siz
   napi_value r = NULL;
   switch (c->type) {
   case VT_BYTES: napi_create_buffer_copy(env, n, n ? p : "", NULL, &r); return r;
-  case VT_STRING: napi_create_string_utf8(env, p, n, &r); return r;
+  case VT_STRING: return make_string(env, p, n);
   case VT_INT64: {
     if (n != 8) return decoding_error(env, "a value that is not 8 bytes in a cache of int64");
     uint64_t x = 0;
@@ -879,8 +914,8 @@ static int collect_key(void *context, const void *key, size_t key_length, const 
   key_collector *k = context;
   /* Keys starting with 0xFF (never UTF-8) are Swift's cached compute failures. */
   if (key_length > 0 && ((const unsigned char *)key)[0] == 0xFF) return 0;
-  napi_value s;
-  if (napi_create_string_utf8(k->env, key, key_length, &s) != napi_ok ||
+  napi_value s = make_string(k->env, key, key_length);
+  if (s == NULL ||
       napi_set_element(k->env, k->array, k->count++, s) != napi_ok) {
     k->failed = true;
     return 1;
@@ -992,10 +1027,11 @@ static napi_value Cache_isComputing(napi_env env, napi_callback_info info) {
 }
 
 static napi_value Cache_close(napi_env env, napi_callback_info info) {
-  napi_value self;
-  cache_object *c = NULL;
-  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
-  if (napi_unwrap(env, self, (void **)&c) != napi_ok || c == NULL) return throw_type(env, "not a mappedcache Cache");
+  napi_value argv[1];
+  size_t argc = 1;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  cache_object *c = argc < 1 ? (throw_type(env, "not a mappedcache Cache handle"), NULL) : handle_of(env, argv[0]);
+  if (c == NULL) return NULL;
   if (c->cache != NULL) {
     int s = mc_close(c->cache);
     c->cache = NULL;
@@ -1005,11 +1041,11 @@ static napi_value Cache_close(napi_env env, napi_callback_info info) {
 }
 
 static napi_value Cache_closed(napi_env env, napi_callback_info info) {
-  napi_value self;
-  cache_object *c = NULL;
-  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
-  if (napi_unwrap(env, self, (void **)&c) != napi_ok || c == NULL) return throw_type(env, "not a mappedcache Cache");
-  return boolean(env, c->cache == NULL);
+  napi_value argv[1];
+  size_t argc = 1;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  cache_object *c = argc < 1 ? (throw_type(env, "not a mappedcache Cache handle"), NULL) : handle_of(env, argv[0]);
+  return c == NULL ? NULL : boolean(env, c->cache == NULL);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1032,7 +1068,7 @@ static napi_value pair(napi_env env, int status, napi_value second) {
   return r;
 }
 
-/* _claim(key, serveStale): [MC_OK or MC_STALE, value], [MC_CLAIMED, claim] or
+/* claim(handle, key, serveStale): [MC_OK or MC_STALE, value], [MC_CLAIMED, claim] or
  * [MC_BUSY]. Never waits. */
 static napi_value Cache_claim(napi_env env, napi_callback_info info) {
   napi_value argv[2];
@@ -1058,6 +1094,7 @@ static napi_value Cache_claim(napi_env env, napi_callback_info info) {
         mc_abandon(claim);
         return throw_status(env, MC_E_NO_MEMORY);
       }
+      object->magic = CLAIM_MAGIC;
       object->claim = claim;
       if (napi_create_external(env, object, claim_finalize, NULL, &external) != napi_ok) {
         claim_finalize(env, object, NULL);
@@ -1078,7 +1115,8 @@ static claim_object *claim_arg(napi_env env, napi_value v) {
   claim_object *claim = NULL;
   napi_valuetype t;
   napi_typeof(env, v, &t);
-  if (t != napi_external || napi_get_value_external(env, v, (void **)&claim) != napi_ok || claim == NULL) {
+  if (t != napi_external || napi_get_value_external(env, v, (void **)&claim) != napi_ok || claim == NULL ||
+      claim->magic != CLAIM_MAGIC) {
     throw_type(env, "not a claim");
     return NULL;
   }
@@ -1089,7 +1127,7 @@ static claim_object *claim_arg(napi_env env, napi_value v) {
   return claim;
 }
 
-/* _publish(claim, value, ttl) */
+/* publish(handle, claim, value, ttl) */
 static napi_value Cache_publish(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   encoded e;
@@ -1172,14 +1210,15 @@ static int open_file(const char *path, const mc_options *options, mc_cache **cac
   return s;
 }
 
-/* new NativeCache(path, capacity, maxKeySize, maxValueSize, averageEntrySize,
- * maxProcesses, mode, flags, valueType, createValueType, sharedGroup, partitions):
- * lib/cache.js checks the options and passes them in this order (0: the default). */
-static napi_value Cache_new(napi_env env, napi_callback_info info) {
+/* open(path, capacity, maxKeySize, maxValueSize, averageEntrySize, maxProcesses, mode,
+ * flags, valueType, createValueType, sharedGroup, partitions): the handle of the opened
+ * cache. lib/cache.js checks the options and passes them in this order (0: the
+ * default). */
+static napi_value Cache_open(napi_env env, napi_callback_info info) {
   enum { ARGS = 12 };
-  napi_value argv[ARGS], self;
+  napi_value argv[ARGS], handle;
   size_t argc = ARGS;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   for (size_t i = argc; i < ARGS; i++) argv[i] = undefined(env);
   char path[4096], type[32], create_type[32], group[256];
   mc_options o;
@@ -1217,17 +1256,18 @@ static napi_value Cache_new(napi_env env, napi_callback_info info) {
     free(c);
     return throw_status(env, s != MC_OK ? s : MC_E_NO_MEMORY);
   }
+  c->magic = CACHE_MAGIC;
   c->cache = cache;
   c->max_key_size = i.max_key_size;
   c->type = VT_BYTES;
   for (int t = 0; t < 4; t++) {
     if (strcmp(i.value_type, value_type_names[t]) == 0) c->type = (enum value_type)t;
   }
-  if (napi_wrap(env, self, c, cache_finalize, NULL, NULL) != napi_ok) {
+  if (napi_create_external(env, c, cache_finalize, NULL, &handle) != napi_ok) {
     cache_finalize(env, c, NULL);
     return NULL;
   }
-  return self;
+  return handle;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1236,7 +1276,7 @@ static napi_value Cache_new(napi_env env, napi_callback_info info) {
 static void addon_finalize(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_data *d = data;
-  napi_ref refs[] = {d->constructor, d->cache_error, d->json_parse, d->json_stringify, d->bigint};
+  napi_ref refs[] = {d->cache_error, d->json_parse, d->json_stringify, d->bigint};
   for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
     if (refs[i] != NULL) napi_delete_reference(env, refs[i]);
   }
@@ -1276,7 +1316,7 @@ static napi_ref global_ref(napi_env env, const char *object, const char *name) {
   return ref;
 }
 
-#define METHOD(name, fn) {name, NULL, fn, NULL, NULL, NULL, napi_default_method, NULL}
+#define FUNCTION(name, fn) {name, NULL, fn, NULL, NULL, NULL, napi_default_method, NULL}
 
 NAPI_MODULE_INIT() {
   addon_data *d = calloc(1, sizeof *d);
@@ -1284,46 +1324,41 @@ NAPI_MODULE_INIT() {
   d->json_parse = global_ref(env, "JSON", "parse");
   d->json_stringify = global_ref(env, "JSON", "stringify");
   d->bigint = global_ref(env, "BigInt", NULL);
-  napi_property_descriptor methods[] = {
-      METHOD("get", Cache_get),
-      METHOD("has", Cache_has),
-      METHOD("ttl", Cache_ttl),
-      METHOD("gets", Cache_gets),
-      METHOD("getMany", Cache_getMany),
-      METHOD("set", Cache_set),
-      METHOD("add", Cache_add),
-      METHOD("replace", Cache_replace),
-      METHOD("cas", Cache_cas),
-      METHOD("delete", Cache_delete),
-      METHOD("touch", Cache_touch),
-      METHOD("incr", Cache_incr),
-      METHOD("_setMany", Cache_setMany),
-      METHOD("deleteMany", Cache_deleteMany),
-      METHOD("clear", Cache_clear),
-      METHOD("sweep", Cache_sweep),
-      METHOD("_keys", Cache_keys),
-      METHOD("stats", Cache_stats),
-      METHOD("_info", Cache_info),
-      METHOD("grow", Cache_grow),
-      METHOD("_setLimits", Cache_setLimits),
-      METHOD("_verify", Cache_verify),
-      METHOD("isComputing", Cache_isComputing),
-      METHOD("close", Cache_close),
-      METHOD("_claim", Cache_claim),
-      METHOD("_publish", Cache_publish),
-      {"closed", NULL, NULL, Cache_closed, NULL, NULL, napi_default, NULL},
+  /* Every function but open, abandon, setup and versions takes a cache handle first. */
+  napi_property_descriptor functions[] = {
+      FUNCTION("open", Cache_open),
+      FUNCTION("close", Cache_close),
+      FUNCTION("closed", Cache_closed),
+      FUNCTION("get", Cache_get),
+      FUNCTION("has", Cache_has),
+      FUNCTION("ttl", Cache_ttl),
+      FUNCTION("gets", Cache_gets),
+      FUNCTION("getMany", Cache_getMany),
+      FUNCTION("set", Cache_set),
+      FUNCTION("add", Cache_add),
+      FUNCTION("replace", Cache_replace),
+      FUNCTION("cas", Cache_cas),
+      FUNCTION("delete", Cache_delete),
+      FUNCTION("touch", Cache_touch),
+      FUNCTION("incr", Cache_incr),
+      FUNCTION("setMany", Cache_setMany),
+      FUNCTION("deleteMany", Cache_deleteMany),
+      FUNCTION("clear", Cache_clear),
+      FUNCTION("sweep", Cache_sweep),
+      FUNCTION("keys", Cache_keys),
+      FUNCTION("stats", Cache_stats),
+      FUNCTION("info", Cache_info),
+      FUNCTION("grow", Cache_grow),
+      FUNCTION("setLimits", Cache_setLimits),
+      FUNCTION("verify", Cache_verify),
+      FUNCTION("isComputing", Cache_isComputing),
+      FUNCTION("claim", Cache_claim),
+      FUNCTION("publish", Cache_publish),
+      FUNCTION("abandon", Cache_abandon),
+      FUNCTION("setup", setup),
+      FUNCTION("versions", versions),
   };
-  napi_value cls, fn;
-  CHECK(napi_define_class(env, "NativeCache", NAPI_AUTO_LENGTH, Cache_new, NULL, sizeof methods / sizeof methods[0],
-                          methods, &cls));
-  CHECK(napi_create_reference(env, cls, 1, &d->constructor));
-  CHECK(napi_set_named_property(env, exports, "NativeCache", cls));
-  CHECK(napi_create_function(env, "abandon", NAPI_AUTO_LENGTH, Cache_abandon, NULL, &fn));
-  CHECK(napi_set_named_property(env, exports, "abandon", fn));
-  CHECK(napi_create_function(env, "setup", NAPI_AUTO_LENGTH, setup, NULL, &fn));
-  CHECK(napi_set_named_property(env, exports, "setup", fn));
-  CHECK(napi_create_function(env, "versions", NAPI_AUTO_LENGTH, versions, NULL, &fn));
-  CHECK(napi_set_named_property(env, exports, "versions", fn));
+  CHECK(napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions));
   napi_value statuses;
   CHECK(napi_create_object(env, &statuses));
   const struct {

@@ -328,8 +328,23 @@ test("a closed cache throws MC_E_CLOSED; close twice is fine", (t) => {
   assert.equal(again.get("k"), 1);
 });
 
-test("native methods called on another object throw, not crash", (t) => {
+test("the native functions refuse anything but a cache handle: a TypeError, not a crash", async (t) => {
+  const native = require("../lib/native");
   const c = open(t);
-  assert.throws(() => c.get.call({}, "k"), TypeError);
-  assert.throws(() => Cache.prototype.set.call(Object.create(Cache.prototype), "k", 1), TypeError);
+  assert.throws(() => Cache.prototype.get.call({}, "k"), TypeError);
+  for (const handle of [undefined, null, {}, 42, "h", Buffer.alloc(64)]) {
+    assert.throws(() => native.get(handle, "k"), TypeError);
+    assert.throws(() => native.set(handle, "k", 1), TypeError);
+    assert.throws(() => native.close(handle), TypeError);
+  }
+  assert.throws(() => native.get(), TypeError);
+  // A claim is not a cache handle, nor a cache handle a claim.
+  const h = native.open(c.path);
+  const [status, claim] = native.claim(h, "k", false);
+  assert.equal(status, native.status.CLAIMED);
+  assert.throws(() => native.get(claim, "k"), TypeError);
+  assert.throws(() => native.publish(h, h, 1), TypeError);
+  native.abandon(claim);
+  assert.throws(() => native.abandon(claim), { code: "MC_E_INVALID_ARGUMENT" });
+  native.close(h);
 });
