@@ -1,6 +1,7 @@
 "use strict";
 
 const { setTimeout: sleep } = require("node:timers/promises");
+const { fileURLToPath } = require("node:url");
 const util = require("node:util");
 const native = require("./native");
 
@@ -36,9 +37,9 @@ function checkOptions(options) {
  *  - "python" (the Python package's tagged values): Buffers, strings, numbers and bigints
  *    read back as stored; anything else JSON.stringify accepts reads back as JSON.parse
  *    gives it.
- *  - "bytes": Buffers (or TypedArrays, ArrayBuffers) in, Buffers out. An untyped file
- *    (mapped-cache create) reads as bytes.
- *  - "string": strings.   - "int64": integers (Swift's SharedCache<Int>).
+ *  - "bytes": Buffers (TypedArrays, ArrayBuffers) in, and strings and integers as their
+ *    text; Buffers out. An untyped file (mapped-cache create) opens as bytes.
+ *  - "string": strings (integers as their text).   - "int64": integers (SharedCache<Int>).
  *
  * Keys are strings or Buffers (UTF-8, 1 to maxKeySize bytes, 250 by default). `ttl`
  * is in seconds (0 or undefined: never expires). Failures throw CacheError, with the
@@ -51,7 +52,7 @@ class Cache {
   constructor(path, options = {}) {
     checkOptions(options);
     if (typeof path !== "string" && !(path instanceof URL)) throw new TypeError("path must be a string or a URL");
-    const file = path instanceof URL ? require("node:url").fileURLToPath(path) : path;
+    const file = path instanceof URL ? fileURLToPath(path) : path;
     let flags = 0;
     if (options.readOnly) flags |= FLAGS.readOnly;
     if (options.create === false) flags |= FLAGS.noCreate;
