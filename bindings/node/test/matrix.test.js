@@ -193,6 +193,21 @@ for (const type of TYPES) {
   });
 }
 
+test("Node's JSON values (objects, arrays, booleans) read back in Python and the CLI (python file)", (t) => {
+  const found = tools(t, "mapped-cache", "python");
+  if (!found) return;
+  const p = create(t, found["mapped-cache"], "python");
+  const c = new Cache(p);
+  const values = [{ a: [1, null, true], b: { c: "é" } }, [1, "two"], true, false];
+  values.forEach((v, i) => c.set(`json${i}`, v));
+  const back = python(found.python, values.map((_, i) => ({ path: p, do: "get", key: `json${i}` })));
+  values.forEach((v, i) => {
+    assert.equal(back[i]?.t, "json", `json${i} in Python: ${JSON.stringify(back[i])}`);
+    assert.deepEqual(JSON.parse(back[i].v), v);
+    assert.deepEqual(JSON.parse(cliGet(found["mapped-cache"], p, `json${i}`).toString()), v, `json${i} in the CLI`);
+  });
+});
+
 for (const type of ["untyped", "python", "int64"]) {
   test(`counters and expiry: Node and Python in turn on a ${type} file`, async (t) => {
     const found = tools(t, "mapped-cache", "python");

@@ -3,7 +3,8 @@ as JSON in argv[1] with the mappedcache package and prints their results as JSON
 
 Each operation: {"path", "do": get|set|incr|ttl, "key", "value", "ttl", "open": {...}}.
 Values cross as {"t": "bytes", "v": base64} | {"t": "str", "v": text} |
-{"t": "int", "v": decimal} | {"t": "float", "v": number}; a miss is null."""
+{"t": "int", "v": decimal} | {"t": "float", "v": number}, and what Python reads of the Node
+addon's JSON values (J) as {"t": "json", "v": json.dumps(value)}; a miss is null."""
 
 import base64
 import json
@@ -19,8 +20,8 @@ def encode(v):
         return {"t": "bytes", "v": base64.b64encode(v).decode()}
     if isinstance(v, str):
         return {"t": "str", "v": v}
-    if isinstance(v, bool):
-        raise TypeError("no bools")
+    if isinstance(v, (bool, list, dict)):
+        return {"t": "json", "v": json.dumps(v)}
     if isinstance(v, int):
         return {"t": "int", "v": str(v)}
     if isinstance(v, float):
