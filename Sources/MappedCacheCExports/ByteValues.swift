@@ -69,15 +69,16 @@ enum StringFormat: ByteFormat {
 
 /// bindings/python's values: a tag byte, then the value's bytes. `B` bytes, `S` UTF-8
 /// text, `I` an integer in ASCII decimal (the form `mc_incr` changes), `F` a float (8
-/// bytes, little-endian IEEE 754), `P` a pickle (docs/python.md).
+/// bytes, little-endian IEEE 754), `P` a pickle (docs/python.md), `J` JSON text (what the
+/// Node addon stores for values that are none of those: docs/node.md).
 enum PythonFormat: ByteFormat {
   static var typeName: String { "python" }
   static var counterPrefix: [UInt8] { [UInt8(ascii: "I")] }
-  static let tags: Set<UInt8> = Set("BSIFP".utf8)
+  static let tags: Set<UInt8> = Set("BSIFPJ".utf8)
   static func check(_ bytes: UnsafeRawBufferPointer) throws {
     guard let tag = bytes.first, tags.contains(tag) else {
       throw ABIError.invalidValue(
-        "a cache of python values stores a tag byte (B, S, I, F or P) and then the value; see docs/python.md")
+        "a cache of python values stores a tag byte (B, S, I, F, P or J) and then the value; see docs/python.md")
     }
   }
 }

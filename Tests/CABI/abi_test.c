@@ -338,6 +338,8 @@ static void test_typed_caches(void) {
   CHECK_STATUS(mc_set(c, "k", 1, "Xbad tag", 8, 0), MC_E_INVALID_VALUE);
   CHECK_STATUS(mc_set(c, "k", 1, "", 0, 0), MC_E_INVALID_VALUE);
   CHECK_STATUS(mc_set(c, "k", 1, "Bbytes", 6, 0), MC_OK);
+  CHECK_STATUS(mc_set(c, "json", 4, "J{\"a\":[1,null]}", 15, 0), MC_OK);  // the Node addon's JSON
+  CHECK(value_is(c, "json", "J{\"a\":[1,null]}"));
   CHECK_STATUS(mc_incr(c, "count", 5, 3, 0, 0, NULL), MC_OK);
   CHECK(value_is(c, "count", "I3"));
   CHECK_STATUS(mc_incr(c, "k", 1, 1, 0, 0, NULL), MC_E_NOT_AN_INTEGER);
