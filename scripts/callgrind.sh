@@ -10,7 +10,12 @@
 # key, B: by byte key, M: a key's share of a 16-key batch read, I: an `increment` of an
 # Int counter, G: a get of a cache-stress worker as bench.sh runs it against the peers,
 # its loop and checks included: 1,000 keys, the measured loop's cost over its gets).
-# Needs valgrind (apt-get install valgrind).
+# Then, for read, readb and mget, where those instructions go, step by step of the read
+# protocol (`scripts/callgrind_steps.py`: each instruction named by the functions inlined
+# at its address; DESIGN.md section 12 keeps the table):
+#   steps read: hash=29 R1=29 R2=55 R3-R4=80 R5=1 R6=4 call=57 caller=106 (R3-R4: ...)
+# (`call`: the library's entry, exit and spills; `caller`: the harness's loop, outside).
+# Needs valgrind (apt-get install valgrind) and addr2line (binutils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-100000}"
@@ -19,12 +24,15 @@ swift build -c release --product mc-test-helper >&2
 swift build -c release --product cache-stress >&2
 DIR="$(mktemp -d /dev/shm/mc-callgrind.XXXXXX)"
 trap 'rm -rf "$DIR"' EXIT
-# Stripped: valgrind 3.19 cannot read the toolchain's DWARF and gives up on the binary.
+# Without its debug information: valgrind 3.19 cannot read the toolchain's DWARF and gives
+# up on the binary. Its symbols stay (the steps' split names the library's functions by
+# them), and so do its addresses (addr2line reads the unstripped binary's lines).
+HELPER="$(swift build -c release --show-bin-path)/mc-test-helper"
 BIN="$DIR/mc-test-helper"
-strip -o "$BIN" "$(swift build -c release --show-bin-path)/mc-test-helper"
+strip --strip-debug -o "$BIN" "$HELPER"
 count() {  # op iterations -> total instructions
-  valgrind --tool=callgrind --callgrind-out-file="$DIR/out.$1.$2" "$BIN" insn-loop "$1" "$2" "$DIR/c.$1.$2.mcache" \
-    >/dev/null 2>"$DIR/log.$1.$2"
+  valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$DIR/out.$1.$2" "$BIN" insn-loop "$1" "$2" \
+    "$DIR/c.$1.$2.mcache" >/dev/null 2>"$DIR/log.$1.$2"
   grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
 }
 line="insn-per-op"
@@ -60,3 +68,6 @@ loop_cost=$(callgrind_annotate --inclusive=yes "$DIR"/worker.out.* 2>/dev/null |
 }
 line="$line stress-get=$((loop_cost / gets))"
 echo "$line"
+for op in read readb mget; do
+  python3 scripts/callgrind_steps.py "$HELPER" Sources "$N" "$DIR/out.$op.$N" "$DIR/out.$op.$((2 * N))" "steps $op"
+done

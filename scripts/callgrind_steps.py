@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Where a read's instructions go, step by step (scripts/callgrind.sh).
 
-    callgrind_steps.py BINARY SOURCES N PROFILE_N PROFILE_2N
+    callgrind_steps.py BINARY SOURCES N PROFILE_N PROFILE_2N [LABEL]
 
 The two profiles are callgrind's (`--dump-instr=yes`) of the same loop run N and 2N
 times; each instruction's cost is the difference over N, so setup cancels as in
 callgrind.sh's totals. Every instruction of the library is named by the functions
 inlined at its address (`addr2line -i` on the unstripped BINARY), and those name its
-step of the read protocol (DESIGN.md, section 3):
+step of the read protocol (DESIGN.md, sections 3 and 12):
 
     hash     KeyHash (the key's hash and its words)
     R1       the partition and its geometry word
@@ -21,8 +21,9 @@ step of the read protocol (DESIGN.md, section 3):
     caller   outside the library: the harness's loop, retains and releases
 
 Code written in `Reader.quickCopy` itself (not in a function inlined there) takes its
-step from the `// R<n>` comment above it in Reader.swift. Prints one line per step:
-`step instructions`.
+step from the `// R<n>` comment above it in Reader.swift. Prints one line per step
+(`step instructions`), or with LABEL one line `LABEL: step=n step=n ...` (the R3 parts
+summed as R3-R4, their split after it in brackets).
 """
 import collections
 import re
@@ -110,7 +111,28 @@ RULES = [  # (step, substrings of a demangled frame), the first match wins
 ]
 
 
-def classify(chain, marks):
+# The tag compare's vector instructions (`mc_tag_matches`), which the optimizer leaves
+# without a source line once merged into the read.
+TAG_VECTOR_OPS = {"pcmpeqw", "packsswb", "pmovmskb", "pshuflw", "pshufd", "movd", "punpcklwd"}
+
+
+def mnemonics(binary, addrs):
+    """Address -> mnemonic, for the library's instructions that ran."""
+    if not addrs:
+        return {}
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", f"--start-address={min(addrs)}", f"--stop-address={max(addrs) + 16}",
+         binary], capture_output=True, text=True
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s+(\S+)", line)
+        if m:
+            found[int(m.group(1), 16)] = m.group(2)
+    return found
+
+
+def classify(chain, marks, mnemonic=None):
     """The step of one instruction, from its inline chain (innermost first)."""
     for step, keys in RULES:
         for name, _ in chain:
@@ -121,7 +143,27 @@ def classify(chain, marks):
             m = re.search(r"Reader\.swift:(\d+)", where)
             if m and int(m.group(1)) in marks:
                 return marks[int(m.group(1))]
+    if mnemonic in TAG_VECTOR_OPS:
+        return "R3 tags"
     return "call"
+
+
+def one_line(label, steps, n):
+    """`label: hash=29 R1=29 ... (tags=10 record=20 ...)`, rounded."""
+    r3 = {s: v for s, v in steps.items() if s.startswith("R3")}
+    short = {"hash": "hash", "R1": "R1", "R2": "R2", "R5": "R5", "R6 hit bit, counters": "R6",
+             "B1-B2 batch": "B1-B2", "call": "call", "caller": "caller"}
+    parts = []
+    for s in ["hash", "R1", "R2"]:
+        parts.append(f"{short[s]}={steps.get(s, 0) / n:.0f}")
+    parts.append(f"R3-R4={sum(r3.values()) / n:.0f}")
+    for s in ["R5", "R6 hit bit, counters", "B1-B2 batch", "call", "caller"]:
+        if steps.get(s, 0) or s != "B1-B2 batch":
+            parts.append(f"{short[s]}={steps.get(s, 0) / n:.0f}")
+    names = {"R3 tags": "tags", "R3 record check": "check", "R3 key compare": "key", "R3 value copy": "copy",
+             "R3 record prefetch": "prefetch", "R3-R4 sequence, slots": "seq"}
+    split = " ".join(f"{names[s]}={r3.get(s, 0) / n:.0f}" for s in names)
+    return f"{label}: {' '.join(parts)} (R3-R4: {split})"
 
 
 def main():
@@ -153,17 +195,16 @@ def main():
                 chains[current].append((names[i], text[i + 1]))
                 i += 2
     marks = step_lines(sources + "/MappedCache/Engine/Reader.swift")
+    ops = mnemonics(binary, lib)
     for (fn, addr), c in diff.items():
         if c and fn.startswith(LIB):
-            steps[classify(chains.get(addr, []), marks)] += c
+            steps[classify(chains.get(addr, []), marks, ops.get(addr))] += c
     order = ["hash", "R1", "R2"] + [s for s, _ in RULES if s.startswith("R3")] + ["R5"]
     order += ["R6 hit bit, counters", "B1-B2 batch", "call", "caller"]
     total = 0
-    if len(sys.argv) > 6:  # each instruction with its step, for reading beside the assembly
-        with open(sys.argv[6], "w") as f:
-            for (fn, addr), c in sorted(diff.items(), key=lambda x: x[0][1]):
-                if c and fn.startswith(LIB):
-                    f.write(f"{addr:x} {c / n:.2f} {classify(chains.get(addr, []), marks)}\n")
+    if len(sys.argv) > 6:
+        print(one_line(sys.argv[6], steps, n))
+        return
     for s in order + sorted(set(steps) - set(order)):
         v = steps.get(s, 0) / n
         total += v

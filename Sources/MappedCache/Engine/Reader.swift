@@ -234,12 +234,12 @@ final class Reader {
   /// (bucket, record), and the fewer its instructions, the more of the next read's
   /// misses the CPU overlaps with this one's.
   ///
-  /// Straight-line for the common hit: the key's entry named by the first slot of its
-  /// first bucket whose tag matches, a short record (`PartitionMemory.shortEntry`) whose
-  /// value fits `buffer`. Anything else (a bucket mid-write, no tag or a colliding one,
-  /// the key in its second place, a miss, a record with an expiry or in a longer form)
-  /// goes on in `quickCopyRest`, out of line, from R2's state: with no loop and no
-  /// second bucket inlined here, the hit keeps its state in registers.
+  /// Straight-line for the common hit: the key's entry named by the first slot whose tag
+  /// matches, in its first bucket or, when none there does, its second, a short record
+  /// (`PartitionMemory.shortEntry`) whose value fits `buffer`. Anything else (a bucket
+  /// mid-write, a colliding tag, a miss, a record with an expiry or in a longer form)
+  /// goes on in `quickCopyRest`, out of line: with no loop here, the hit keeps its state
+  /// in registers.
   ///
   /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
   /// file's partition count is the one B1 saw, and its places, while its partition's group
@@ -267,13 +267,22 @@ final class Reader {
     let batch = route != nil
     part.prefetchBuckets(of: pl, first: !batch)
     let words = words ?? KeyHash.shortWords(of: key)
-    // R3 for the first slot of the first bucket with the key's tag.
-    let seq = part.seq(pl.first)
-    let s1 = seq.load(.acquiring)
-    let m = part.tagMatches(pl.first, pl.tag)
+    // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
+    // second: a hit needs only the bucket it is found in read stable, and the tags of a
+    // bucket without the key's rarely match it.
+    var place = pl.first
+    var seq = part.seq(place)
+    var s1 = seq.load(.acquiring)
+    var m = part.tagMatches(place, pl.tag)
+    if m == 0 {
+      place = pl.second
+      seq = part.seq(place)
+      s1 = seq.load(.acquiring)
+      m = part.tagMatches(place, pl.tag)
+    }
     if s1 & 1 == 0 && m != 0 {
       let slot = m.trailingZeroBitCount
-      let word = part.entryWord(pl.first, slot).load(.relaxed)
+      let word = part.entryWord(place, slot).load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
       if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
@@ -284,23 +293,28 @@ final class Reader {
         // R3's `seq` again, then R5 (the move sequence matters only to a miss).
         if seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
           // R6.
-          if word & Format.hotBit == 0 { index.markHit(.init(place: pl.first, slot: slot), word: word) }
+          if word & Format.hotBit == 0 { index.markHit(.init(place: place, slot: slot), word: word) }
           return .hit(h.vlen)
         }
       }
     }
-    return quickCopyRest(key, into: buffer, words: words, index, geometry, pl, count: count, prefetchTail: !batch)
+    return quickCopyRest(
+      key, hash: hash, into: buffer, words: words, partition: p, geometry, count: count, prefetchTail: !batch)
   }
 
-  /// `quickCopy` past its straight line: R2's move sequence, then R3-R6 over both of the
-  /// key's places (the first read again), judged as `quickCopy`'s doc says. R1's
-  /// geometry still names `pl`: R5 compares the geometry word with it after the reads,
-  /// as a read that loaded the move sequence right after R1 would.
+  /// `quickCopy` past its straight line: R2's places again (from `hash` and R1's
+  /// `geometry`: handing over the straight line's kept it in registers, to be saved
+  /// around its calls), the move sequence, then R3-R6 over both of the key's places (the
+  /// first read again), judged as `quickCopy`'s doc says. R5 compares the geometry word
+  /// with R1's after the reads, as a read that loaded the move sequence right after R1
+  /// would.
   @inline(never)
   func quickCopyRest(
-    _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, words: (UInt64, UInt64),
-    _ index: BucketIndex, _ geometry: Geometry, _ pl: Placement, count: Int, prefetchTail tail: Bool
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    words: (UInt64, UInt64), partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
   ) -> Quick {
+    let index = BucketIndex(part: memory.partition(p))
+    let pl = Placement(hash: hash, groups: geometry.groups)
     let moves = index.moveSequence()
     // R3, R4, as one loop: the bucket's read inlined once, not twice, leaves the
     // registers to one copy (twice, the read spilled more of its state).
