@@ -6,9 +6,10 @@
 #   scripts/callgrind.sh            # read, readb, set, mget and incr, N = 100000
 #   N=200000 scripts/callgrind.sh
 #
-# Prints `insn-per-op read=R readb=B set=S mget=M incr=I stress-get=G stress-publish=P`
+# Prints `insn-per-op read=R readb=B set=S mget=M incr=I cget=C stress-get=G stress-publish=P`
 # (R: a get by String key, B: by byte key, M: a key's share of a 16-key batch read, I: an `increment` of an
-# Int counter, G: a get of a cache-stress worker as bench.sh runs it against the peers,
+# Int counter, C: B's get through the C ABI, `mc_get` in a C loop,
+# G: a get of a cache-stress worker as bench.sh runs it against the peers,
 # its loop and checks included: 1,000 keys, the measured loop's cost over its gets; P:
 # the part of G that is the loop's timed flush of its counters, which varies with load).
 # Then, for read, readb and mget, where those instructions go, step by step of the read
@@ -23,6 +24,7 @@ N="${N:-100000}"
 command -v valgrind >/dev/null || { echo "error: valgrind is not installed" >&2; exit 2; }
 swift build -c release --product mc-test-helper >&2
 swift build -c release --product cache-stress >&2
+swift build -c release --product mappedcache >&2
 DIR="$(mktemp -d /dev/shm/mc-callgrind.XXXXXX)"
 trap 'rm -rf "$DIR"' EXIT
 # Without its debug information: valgrind 3.19 cannot read the toolchain's DWARF and gives
@@ -42,6 +44,19 @@ for op in read readb set mget incr; do
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"
 done
+# The C ABI's get (`mc_get`), in a C loop over the same keys and values as readb's
+# (`scripts/callgrind_cget.c`), the library without its debug information as above.
+mkdir -p "$DIR/lib"
+strip --strip-debug -o "$DIR/lib/libmappedcache.so" "$(swift build -c release --show-bin-path)/libmappedcache.so"
+cc -O2 -I Sources/CMappedCacheABI/include scripts/callgrind_cget.c -L "$DIR/lib" -lmappedcache -o "$DIR/cget"
+ccount() {  # iterations -> total instructions
+  LD_LIBRARY_PATH="$DIR/lib" valgrind --tool=callgrind --callgrind-out-file="$DIR/out.cget.$1" "$DIR/cget" "$1" \
+    "$DIR/c.cget.$1.mcache" >/dev/null 2>"$DIR/log.cget.$1"
+  grep -E '^totals:' "$DIR/out.cget.$1" | awk '{print $2}'
+}
+a=$(ccount "$N")
+b=$(ccount $((2 * N)))
+line="$line cget=$(( (b - a) / N ))"
 # A worker of cache-stress, started through a wrapper that runs it under callgrind
 # (`MC_STRESS_WORKER_EXEC`); the coordinator runs natively. A get's cost is the measured
 # loop's (`ThreadLoop.run`, inclusive of all it calls) over the gets it made: the
