@@ -302,12 +302,12 @@ final class Reader {
       key, hash: hash, into: buffer, words: words, partition: p, geometry, count: count, prefetchTail: !batch)
   }
 
-  /// `quickCopy` past its straight line: R2's places again (from `hash` and R1's
-  /// `geometry`: handing over the straight line's kept it in registers, to be saved
-  /// around its calls), the move sequence, then R3-R6 over both of the key's places (the
-  /// first read again), judged as `quickCopy`'s doc says. R5 compares the geometry word
-  /// with R1's after the reads, as a read that loaded the move sequence right after R1
-  /// would.
+  /// `quickCopy` past its straight line: R2's places again, from `hash` and R1's
+  /// `geometry` (handed over instead, they stayed alive through the straight line and
+  /// were spilled there), the move sequence, then R3-R6 over both of the key's places
+  /// (the first read again), judged as `quickCopy`'s doc says. R5 compares the geometry
+  /// word with R1's after the reads, as a read that loaded the move sequence right after
+  /// R1 would.
   @inline(never)
   func quickCopyRest(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
