@@ -35,9 +35,15 @@ let instructionLoopCommands: [String: HelperCommand] = [
     for i in 0..<n { sink &+= try cache.copyBytes(forKey: keys[i % 1000], into: buffer) ?? 0 }
   case "readb":
     // The same reads by byte key (`copyBytes(forKey:into:)` with a raw buffer), as
-    // cache-stress and the C ABI make them.
-    for i in 0..<n {
-      sink &+= try byteKeys[i % 1000].withUnsafeBytes { k in try cache.copyBytes(forKey: k, into: buffer) } ?? 0
+    // cache-stress and the C ABI make them: the keys side by side in one buffer, as a
+    // caller holding its keys as bytes has them (an array of `[UInt8]` would add a
+    // retain and a release of each key's storage to every iteration).
+    let flat = byteKeys.flatMap { $0 }
+    try flat.withUnsafeBytes { all in
+      for i in 0..<n {
+        let k = (i % 1000) &* 12
+        sink &+= try cache.copyBytes(forKey: UnsafeRawBufferPointer(rebasing: all[k..<k &+ 12]), into: buffer) ?? 0
+      }
     }
   case "set":
     try value64.withUnsafeBytes { v in

@@ -297,14 +297,16 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Returns the value's length, or nil when missing or expired. When the length is
   /// larger than `buffer.count`, nothing is copied: call again with a buffer that large.
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key.
-  @inlinable
+  /// Inlined by force, as the byte-key form is: left to the optimizer, each stayed a call
+  /// of its own around the engine's, with its own frame and its own `Optional`.
+  @inlinable @inline(__always)
   public func copyBytes(forKey key: String, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
     try withKey(key) { try copyBytes(forKey: $0, into: buffer) }
   }
 
   /// `copyBytes(forKey:into:)` for a key given as its UTF-8 bytes (a key read from a
   /// socket or a table needs no `String`). The same key as the `String` with these bytes.
-  @inlinable
+  @inlinable @inline(__always)
   public func copyBytes(forKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
     try checkKeySize(key)
     let n = engine.copyValue(key, into: buffer)

@@ -606,6 +606,15 @@ struct PartitionMemory {
     return shortRecord(at: offset, free: false) { klen, vlen in klen == keyCount && vlen == valueCount }
   }
 
+  /// `record(at:free: false)` for the common entry alone (`shortRecord`'s form), of a key
+  /// of `keyCount` bytes (within the limits) and a value of at most `room` bytes: nil for
+  /// any other record, and for a longer value (within the limit or not).
+  @inline(__always)
+  func shortEntry(at offset: Int, keyCount: Int, room: Int) -> RecordFormat.Header? {
+    assert(keyCount >= 1 && keyCount <= maxKey)
+    return shortRecord(at: offset, free: false) { klen, vlen in klen == keyCount && vlen <= room && vlen <= maxValue }
+  }
+
   /// The common record's range check, flags check and decode, its lengths judged by
   /// `lengthsFit(klen, vlen)`.
   @inline(__always)

@@ -234,6 +234,13 @@ final class Reader {
   /// (bucket, record), and the fewer its instructions, the more of the next read's
   /// misses the CPU overlaps with this one's.
   ///
+  /// Straight-line for the common hit: the key's entry named by the first slot whose tag
+  /// matches, in its first bucket or, when none there does, its second, a short record
+  /// (`PartitionMemory.shortEntry`) whose value fits `buffer`. Anything else (a bucket
+  /// mid-write, a colliding tag, a miss, a record with an expiry or in a longer form)
+  /// goes on in `quickCopyRest`, out of line: with no loop here, the hit keeps its state
+  /// in registers.
+  ///
   /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
   /// file's partition count is the one B1 saw, and its places, while its partition's group
   /// count is the one B1 saw (R1's acquire load is made either way, and R5 judges the
@@ -243,31 +250,74 @@ final class Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil,
     words: (UInt64, UInt64)? = nil
   ) -> Quick {
-    guard isPlain, buffer.baseAddress != nil else { return .slow }
+    guard isPlain, let out = buffer.baseAddress else { return .slow }
     let count = memory.partitionCount
-    let p: Int
-    if let route, route.partitionCount == count {
-      p = route.partition
-    } else {
-      p = IndexGeometry.partition(hash, count: count)
-    }
-    let index = BucketIndex(part: memory.partition(p))
+    let routed = route.map { $0.partitionCount == count } ?? false
+    let p = routed ? route.unsafelyUnwrapped.partition : IndexGeometry.partition(hash, count: count)
+    let part = memory.partition(p)
+    let index = BucketIndex(part: part)
     // R1.
     let geometry = index.geometry()
-    guard index.part.isValidGroupCount(geometry.groups) else { return .slow }
+    guard part.isValidGroupCount(geometry.groups) else { return .slow }
     // R2.
-    let pl: Placement
-    if let route, route.partitionCount == count, route.groups == geometry.groups {
-      pl = route.placement
-    } else {
-      pl = Placement(hash: hash, groups: geometry.groups)
+    let pl =
+      routed && route.unsafelyUnwrapped.groups == geometry.groups
+      ? route.unsafelyUnwrapped.placement : Placement(hash: hash, groups: geometry.groups)
+    // A batch (`route`) prefetched its first buckets at B1, and its records whole at B2.
+    let batch = route != nil
+    part.prefetchBuckets(of: pl, first: !batch)
+    let words = words ?? KeyHash.shortWords(of: key)
+    // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
+    // second: a hit needs only the bucket it is found in read stable, and the tags of a
+    // bucket without the key's rarely match it.
+    var place = pl.first
+    var seq = part.seq(place)
+    var s1 = seq.load(.acquiring)
+    var m = part.tagMatches(place, pl.tag)
+    if m == 0 {
+      place = pl.second
+      seq = part.seq(place)
+      s1 = seq.load(.acquiring)
+      m = part.tagMatches(place, pl.tag)
     }
-    // A batch (`route`) prefetched its first buckets at B1.
-    index.part.prefetchBuckets(of: pl, first: route == nil)
+    if s1 & 1 == 0 && m != 0 {
+      let slot = m.trailingZeroBitCount
+      let word = part.entryWord(place, slot).load(.relaxed)
+      let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
+      if !batch { part.prefetchRecordTail(at: offset) }
+      if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
+        part.keyEquals(record: offset, h, key, words: words)
+      {
+        part.copyValue(record: offset, h, to: out)
+        atomicMemoryFence(ordering: .acquiring)
+        // R3's `seq` again, then R5 (the move sequence matters only to a miss).
+        if seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
+          // R6.
+          if word & Format.hotBit == 0 { index.markHit(.init(place: place, slot: slot), word: word) }
+          return .hit(h.vlen)
+        }
+      }
+    }
+    return quickCopyRest(
+      key, hash: hash, into: buffer, words: words, partition: p, geometry, count: count, prefetchTail: !batch)
+  }
+
+  /// `quickCopy` past its straight line: R2's places again, from `hash` and R1's
+  /// `geometry` (handed over instead, they stayed alive through the straight line and
+  /// were spilled there), the move sequence, then R3-R6 over both of the key's places
+  /// (the first read again), judged as `quickCopy`'s doc says. R5 compares the geometry
+  /// word with R1's after the reads, as a read that loaded the move sequence right after
+  /// R1 would.
+  @inline(never)
+  func quickCopyRest(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    words: (UInt64, UInt64), partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
+  ) -> Quick {
+    let index = BucketIndex(part: memory.partition(p))
+    let pl = Placement(hash: hash, groups: geometry.groups)
     let moves = index.moveSequence()
     // R3, R4, as one loop: the bucket's read inlined once, not twice, leaves the
     // registers to one copy (twice, the read spilled more of its state).
-    let tail = route == nil  // a batch's B2 prefetched its records whole
     var place = pl.first
     var found: QuickFind
     while true {
