@@ -52,26 +52,7 @@ let instructionLoopCommands: [String: HelperCommand] = [
       }
     }
   case "mget":
-    // Keys 0, 61, 122, ... (61 is prime to 1,000): each call's 16 from all over the table.
-    let flat = (0..<1000).flatMap { byteKeys[($0 * 61) % 1000] }
-    let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 64, alignment: 16)
-    defer { out.deallocate() }
-    let buffers = (0..<16).map { UnsafeMutableRawBufferPointer(rebasing: out[$0 * 64..<($0 + 1) * 64]) }
-    var lengths = [Int](repeating: 0, count: 16)
-    var views = [UnsafeRawBufferPointer](repeating: UnsafeRawBufferPointer(start: nil, count: 0), count: 16)
-    try flat.withUnsafeBytes { all in
-      try buffers.withUnsafeBufferPointer { b in
-        try lengths.withUnsafeMutableBufferPointer { l in
-          for call in 0..<(n / 16) {
-            for j in 0..<16 {
-              let k = (call * 16 + j) % 1000
-              views[j] = UnsafeRawBufferPointer(rebasing: all[k * 12..<k * 12 + 12])
-            }
-            sink &+= try views.withUnsafeBufferPointer { try cache.copyBytes(forKeys: $0, into: b, lengths: l) }
-          }
-        }
-      }
-    }
+    sink = try mgetLoop(n, cache, byteKeys)
   default:
     throw CacheError.invalidArgument("insn-loop: read, readb, set, mget or incr, not \(a[0])")
   }
@@ -87,4 +68,33 @@ private func incrementLoop(_ n: Int, _ keys: [String], path: String, _ options: 
   for i in 0..<n { sink &+= try cache.increment(forKey: keys[i % 1000]) }
   print("sink \(sink)")
   return 0
+}
+
+/// `insn-loop mget`: the reads of `readb`, 16 keys to a `copyBytes(forKeys:into:lengths:)`
+/// call; returns the sum of the lengths read.
+private func mgetLoop(
+  _ n: Int, _ cache: SharedCache<[UInt8]>, _ byteKeys: [[UInt8]]
+) throws -> Int {
+  var sink = 0
+  // Keys 0, 61, 122, ... (61 is prime to 1,000): each call's 16 from all over the table.
+  let flat = (0..<1000).flatMap { byteKeys[($0 * 61) % 1000] }
+  let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 64, alignment: 16)
+  defer { out.deallocate() }
+  let buffers = (0..<16).map { UnsafeMutableRawBufferPointer(rebasing: out[$0 * 64..<($0 + 1) * 64]) }
+  var lengths = [Int](repeating: 0, count: 16)
+  var views = [UnsafeRawBufferPointer](repeating: UnsafeRawBufferPointer(start: nil, count: 0), count: 16)
+  try flat.withUnsafeBytes { all in
+    try buffers.withUnsafeBufferPointer { b in
+      try lengths.withUnsafeMutableBufferPointer { l in
+        for call in 0..<(n / 16) {
+          for j in 0..<16 {
+            let k = (call * 16 + j) % 1000
+            views[j] = UnsafeRawBufferPointer(rebasing: all[k * 12..<k * 12 + 12])
+          }
+          sink &+= try views.withUnsafeBufferPointer { try cache.copyBytes(forKeys: $0, into: b, lengths: l) }
+        }
+      }
+    }
+  }
+  return sink
 }
