@@ -113,6 +113,13 @@ public final class CacheFile: @unchecked Sendable {
 
   /// The path the file was opened at.
   public var path: String { engine.path }
+
+  /// The name of the file's value type (`""` for an untyped file), read from the header
+  /// alone: unlike `info`, which sums every partition's and process's counters, it touches
+  /// no page past the header (a file whose other blocks are holes on a full file system
+  /// stays readable).
+  public var valueTypeName: String { engine.header.typeName }
+
   /// Whether this handle can write: false when opened `readOnly`, or when this user may
   /// only read the file.
   public var isWritable: Bool { engine.writable }

@@ -12,7 +12,7 @@ enum EntryCommands {
     guard let (value, _) = try file.get(key) else {
       throw CLIFailure.notFound("key not found: \(Units.printable(key))")
     }
-    Output.bytes(try ValueText.shown(value, type: file.info.valueTypeName))
+    Output.bytes(try ValueText.shown(value, type: file.valueTypeName))
     return ExitCode.ok
   }
 
@@ -38,7 +38,7 @@ enum EntryCommands {
     } else {
       value = try readStandardInput(limit: file.info.maxValueSize)
     }
-    try file.set(key, try ValueText.stored(value, type: file.info.valueTypeName), ttl: ttl == 0 ? nil : ttl)
+    try file.set(key, try ValueText.stored(value, type: file.valueTypeName), ttl: ttl == 0 ? nil : ttl)
     return ExitCode.ok
   }
 

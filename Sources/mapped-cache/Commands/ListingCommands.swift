@@ -18,7 +18,7 @@ enum ListingCommands {
     let limit = try inv.integer("--limit", in: 0...Int.max) ?? Int.max
     let values = inv.flag("--values")
     let file = try Opening.forReading(inv)
-    let type = file.info.valueTypeName
+    let type = file.valueTypeName
     let now = Date()
     var shown = 0
 
