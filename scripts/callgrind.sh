@@ -3,20 +3,22 @@
 # each loop of `mc-test-helper insn-loop` runs for N and 2N iterations, and the
 # difference of the two totals divided by N is the cost of one iteration (setup cancels).
 #
-#   scripts/callgrind.sh            # read, readb, set, mget and incr, N = 100000
+#   scripts/callgrind.sh            # read, readb, set, insert, mget and incr, N = 100000
 #   N=200000 scripts/callgrind.sh
+#   STEPS=0 scripts/callgrind.sh    # without the writes' split into steps
 #
-# Prints `insn-per-op read=R readb=B set=S mget=M incr=I cget=C stress-get=G stress-publish=P`
-# (R: a get by String key, B: by byte key, M: a key's share of a 16-key batch read, I: an `increment` of an
-# Int counter, C: B's get through the C ABI, `mc_get` in a C loop,
-# G: a get of a cache-stress worker as bench.sh runs it against the peers,
-# its loop and checks included: 1,000 keys, the measured loop's cost over its gets; P:
-# the part of G that is the loop's timed flush of its counters, which varies with load).
-# Then, for read, readb and mget, where those instructions go, step by step of the read
-# protocol (`scripts/callgrind_steps.py`: each instruction named by the functions inlined
-# at its address; DESIGN.md section 12 keeps the table):
-#   steps read: hash=27 R1=28 R2=52 R3-R4=102 R5=1 R6=4 call=50 caller=106 (R3-R4: ...)
-# (`call`: the library's entry, exit and spills; `caller`: the harness's loop, outside).
+# Prints `insn-per-op read=R readb=B set=S insert=A mget=M incr=I cget=C stress-get=G
+# stress-publish=P` (R: a get by String key, B: by byte key, S: a set overwriting a 64-byte
+# value, A: a set of a new key, M: a key's share of a 16-key batch read, I: an `increment`
+# of an Int counter, C: B's get through the C ABI, `mc_get` in a C loop, G: a get of a
+# cache-stress worker as bench.sh runs it against the peers, its loop and checks included:
+# 1,000 keys, the measured loop's cost over its gets; P: the part of G that is the loop's
+# timed flush of its counters, which varies with load). Then where those instructions go,
+# step by step: for read, readb and mget the read protocol's (`scripts/callgrind_steps.py`:
+# each instruction named by the functions inlined at its address; `call` the library's
+# entry, exit and spills, `caller` the harness's loop), for set, insert and incr the write
+# protocol's W0-W7 (`scripts/callgrind_write_steps.py`: API the public call's own, loop the
+# harness's); DESIGN.md section 12 keeps both tables.
 # Needs valgrind (apt-get install valgrind) and addr2line (binutils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,12 +36,14 @@ HELPER="$(swift build -c release --show-bin-path)/mc-test-helper"
 BIN="$DIR/mc-test-helper"
 strip --strip-debug -o "$BIN" "$HELPER"
 count() {  # op iterations -> total instructions
-  valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$DIR/out.$1.$2" "$BIN" insn-loop "$1" "$2" \
-    "$DIR/c.$1.$2.mcache" >/dev/null 2>"$DIR/log.$1.$2"
+  valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \
+    --callgrind-out-file="$DIR/out.$1.$2" "$BIN" insn-loop "$1" "$2" "$DIR/c.$1.$2.mcache" \
+    >/dev/null 2>"$DIR/log.$1.$2"
+  rm -f "$DIR/c.$1.$2.mcache"
   grep -E '^totals:' "$DIR/out.$1.$2" | awk '{print $2}'
 }
 line="insn-per-op"
-for op in read readb set mget incr; do
+for op in read readb set insert mget incr; do
   a=$(count "$op" "$N")
   b=$(count "$op" $((2 * N)))
   line="$line $op=$(( (b - a) / N ))"
@@ -57,6 +61,13 @@ ccount() {  # iterations -> total instructions
 a=$(ccount "$N")
 b=$(ccount $((2 * N)))
 line="$line cget=$(( (b - a) / N ))"
+steps=""
+if [[ "${STEPS:-1}" != 0 ]]; then
+  for op in set insert incr; do
+    steps+="$op: $(PATH="$(dirname "$(command -v swift)"):$PATH" python3 scripts/callgrind_write_steps.py \
+      "$(swift build -c release --show-bin-path)/mc-test-helper" "$DIR/out.$op.$N" "$DIR/out.$op.$((2 * N))" "$N")"$'\n'
+  done
+fi
 # A worker of cache-stress, started through a wrapper that runs it under callgrind
 # (`MC_STRESS_WORKER_EXEC`); the coordinator runs natively. A get's cost is the measured
 # loop's (`ThreadLoop.run`, inclusive of all it calls) over the gets it made: the
@@ -95,3 +106,4 @@ echo "$line"
 for op in read readb mget; do
   python3 scripts/callgrind_steps.py "$HELPER" Sources "$N" "$DIR/out.$op.$N" "$DIR/out.$op.$((2 * N))" "steps $op"
 done
+printf '%s' "$steps"

@@ -44,11 +44,13 @@ def costs(path):
         for line in f:
             if line.startswith(("fn=", "cfn=")):
                 # A function's name comes with its first mention, as a caller or a callee.
-                m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.strip())
+                # Compressed (`fn=(id) name`, then `fn=(id)`) or not (`fn=name`).
+                m = re.match(r"c?fn=(?:\((\d+)\))? ?(.*)", line.strip())
+                ident = m.group(1) or m.group(2)
                 if m.group(2):
-                    names[m.group(1)] = m.group(2)
+                    names[ident] = m.group(2)
                 if line.startswith("fn="):
-                    fn = names.get(m.group(1), "?")
+                    fn = names.get(ident, "?")
                 continue
             if line.startswith("calls="):
                 skip = True  # the next line is the call's inclusive cost

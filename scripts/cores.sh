@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # cores.sh - how MappedCache and limit_c (../shared/peers: the C baseline of the design,
 # one flock for every writer) scale with processes: 1..N worker processes at 100, 90, 50
-# and 0 % gets, uniform keys (and Zipf with DISTS="uniform zipf"), 12-byte keys and
-# 64-byte values, interleaved reps through scripts/bench.sh. Prints bench.sh's table,
+# and 0 % gets, uniform keys (and Zipf with DISTS="uniform zipf"), with Zipf (0.99) keys
+# at 100, 90 and 0 % gets besides (ZIPF_READS: the hot keys' gets and sets), 12-byte keys
+# and 64-byte values, interleaved reps through scripts/bench.sh. Prints bench.sh's table,
 # then the scaling table: ops/s per cell (best of the reps, median in parentheses),
 # each side's speed-up over its own 1-process run, and MappedCache / limit_c.
 #
 #   scripts/cores.sh                       # 1..$(nproc) processes, REPS=3, DURATION=3
 #   PROCS="1 2 4 8 16" REPS=3 scripts/cores.sh      # a many-core machine
 #   READS="100 0" DISTS="uniform zipf" scripts/cores.sh
+#   ZIPF_READS="" scripts/cores.sh          # uniform keys only
 #
 # env: PROCS (default 1..nproc; more than 16 steps: powers of two and nproc), READS
-#      (default "100 90 50 0"), DISTS (default uniform), REPS (3), DURATION (3), KEYS
+#      (default "100 90 50 0"), DISTS (default uniform), ZIPF_READS (default "100 90 0":
+#      Zipf cells added at these gets' shares when DISTS has no zipf), REPS (3), DURATION
+#      (3), KEYS
 #      (100000), and bench.sh's PEERS_DIR, NO_INSTALL, CAPACITY (default: 16 MiB for each
 #      of the machine's default partitions, at least 32 MiB), OUT.
 # A machine without Swift, a compiler or the network (how the 16-core run in
@@ -37,6 +41,7 @@ if [ -z "${PROCS:-}" ]; then
 fi
 READS="${READS:-100 90 50 0}"
 DISTS="${DISTS:-uniform}"
+ZIPF_READS="${ZIPF_READS-100 90 0}"
 KEYS="${KEYS:-100000}"
 export REPS="${REPS:-3}" DURATION="${DURATION:-3}"
 # MappedCache's file for 100,000 keys: large enough that its partitions are as many as the
@@ -57,6 +62,11 @@ for dist in $DISTS; do
     for p in $PROCS; do cells="$cells $p:$read:$dist:$KEYS"; done
   done
 done
+if [[ " $DISTS " != *" zipf "* ]]; then
+  for read in $ZIPF_READS; do
+    for p in $PROCS; do cells="$cells $p:$read:zipf:$KEYS"; done
+  done
+fi
 CELLS="$cells" PEERS=limit_c LOCKS=word "$HERE/scripts/bench.sh"
 echo
 python3 - "$OUT" <<'PY'

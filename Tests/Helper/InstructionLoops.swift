@@ -8,15 +8,17 @@ let instructionLoopCommands: [String: HelperCommand] = [
   "insn-loop": instructionLoop
 ]
 
-/// insn-loop read|readb|set|mget|incr N PATH: N hot operations over 1,000 keys of 12 bytes.
+/// insn-loop read|readb|set|insert|mget|incr N PATH: N hot operations over 1,000 keys of 12 bytes.
 /// `read`: `copyBytes(forKey:into:)` of 48-byte values by `String` key; `readb`: the same
 /// by byte key. `set`: `setBytes` of 64-byte values by byte key, each
 /// an overwrite in place of an inline entry. `mget`: the same reads by byte key, 16 to a
 /// `copyBytes(forKeys:into:lengths:)` call (N a multiple of 16). `incr`: `increment` of
-/// an `Int` counter, in place (a cache of its own, of `Int` values).
+/// an `Int` counter, in place (a cache of its own, of `Int` values). `insert`: `setBytes` of
+/// 64-byte values by 12-byte key, each a key not yet in the cache, once the cache is full
+/// (`insertPrefill` new keys first): each insert evicts an entry from the small log.
 @Sendable func instructionLoop(_ a: [String]) throws -> Int32 {
   guard a.count == 3, let n = Int(a[1]), n > 0 else {
-    throw CacheError.invalidArgument("insn-loop read|readb|set|mget|incr N PATH")
+    throw CacheError.invalidArgument("insn-loop read|readb|set|insert|mget|incr N PATH")
   }
   var options = CacheOptions(capacity: 16 << 20)
   options.averageEntrySize = 80
@@ -51,14 +53,36 @@ let instructionLoopCommands: [String: HelperCommand] = [
         try byteKeys[i % 1000].withUnsafeBytes { k in try cache.setBytes(v, forKey: k) }
       }
     }
+  case "insert":
+    try insertLoop(n, cache, value64)
   case "mget":
     sink = try mgetLoop(n, cache, byteKeys)
   default:
-    throw CacheError.invalidArgument("insn-loop: read, readb, set, mget or incr, not \(a[0])")
+    throw CacheError.invalidArgument("insn-loop: read, readb, set, insert, mget or incr, not \(a[0])")
   }
   print("sink \(sink)")
   return 0
 }
+
+/// `insn-loop insert`: N sets of new keys, each "new:" and a number in 8 bytes, made in
+/// place (building N keys first would count their making in each insert). The first
+/// `insertPrefill` (the same in every run, so not counted) fill the small log: each
+/// counted insert then evicts one entry.
+private func insertLoop(_ n: Int, _ cache: SharedCache<[UInt8]>, _ value: [UInt8]) throws {
+  let key = UnsafeMutableRawBufferPointer.allocate(byteCount: 12, alignment: 8)
+  defer { key.deallocate() }
+  key.storeBytes(of: 0x3A77_656E, as: UInt32.self)
+  try value.withUnsafeBytes { v in
+    for i in 0..<(n + insertPrefill) {
+      key.storeBytes(of: UInt64(i), toByteOffset: 4, as: UInt64.self)
+      try cache.setBytes(v, forKey: UnsafeRawBufferPointer(key))
+    }
+  }
+}
+
+/// New keys `insn-loop insert` sets before the N it counts: enough to fill the small log
+/// of a 16 MiB cache with 76-byte entries.
+let insertPrefill = 40_000
 
 /// `insn-loop incr`: N increments over 1,000 counters, each rewritten in place.
 private func incrementLoop(_ n: Int, _ keys: [String], path: String, _ options: CacheOptions) throws -> Int32 {

@@ -35,13 +35,26 @@ extension SharedCache where Value: FixedWidthInteger {
     }
   }
 
-  /// The counter's change: in place when it is live (`CacheEngine.rewriteInPlace`, with
-  /// no allocation), else through the general update (`adjustByUpdate`).
+  /// The counter's change: in place when it is live, an `Int` without a new expiry the
+  /// straight way (`CacheEngine.changeCounter`), else by `CacheEngine.rewriteInPlace`
+  /// (with no allocation), else through the general update (`adjustByUpdate`).
   @inlinable
   func adjust(
     _ key: String, _ expires: CacheExpiry?, _ initial: Value,
     _ op: (Value) -> Value?
   ) throws -> Value {
+    if Value.self == Int.self && expires == nil {
+      let change = withKey(key) { k in
+        engine.changeCounter(k) { old in
+          op(unsafeBitCast(old, to: Value.self)).map { unsafeBitCast($0, to: Int.self) }
+        }
+      }
+      switch change {
+      case .changed(let new): return unsafeBitCast(new, to: Value.self)
+      case .refused(let old): throw overflow(key, unsafeBitCast(old, to: Value.self))
+      case .elsewise: break
+      }
+    }
     let given: UInt64? = expires.map { expiryMsComputed($0) }
     var result = initial
     let done = try withKey(key) { k in

@@ -360,7 +360,10 @@ struct BucketIndex {
       expand(pl.first, parent: -1)
       if pl.second != pl.first { expand(pl.second, parent: -1) }
       var next = 0
-      var expanded: Set<Int> = [pl.first.number, pl.second.number]
+      // Made when first needed: a shallow search (`shallowSearch`, most inserts into a
+      // full index) never expands past the two buckets, and its allocation and hashing
+      // were most of a displacement's cost.
+      var expanded: Set<Int>? = nil
       while next < count {
         let (_, other, _) = nodes[next]
         let room = emptySlots(other)
@@ -379,7 +382,10 @@ struct BucketIndex {
           }
           return target
         }
-        if expanded.insert(other.number).inserted && count < limit { expand(other, parent: next) }
+        if count < limit {
+          if expanded == nil { expanded = [pl.first.number, pl.second.number] }
+          if expanded!.insert(other.number).inserted { expand(other, parent: next) }
+        }
         next += 1
       }
       return nil

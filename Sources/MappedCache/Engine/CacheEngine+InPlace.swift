@@ -53,3 +53,48 @@ extension SharedCache where Value: FixedWidthInteger {
     }
   }
 }
+
+/// `increment`'s straight way: an `Int` counter changed where it stands with no closure
+/// between the parts of the write, as the straight set runs (`set`).
+extension CacheEngine {
+  /// What `changeCounter` did.
+  @usableFromInline
+  enum CounterChange {
+    /// Changed: the counter's new value.
+    case changed(Int)
+    /// `op` refused the change (an overflow): the counter's value, unchanged.
+    case refused(Int)
+    /// Not the straight way's: nothing changed (the caller goes the general way).
+    case elsewise
+  }
+
+  /// Changes the `Int` counter under `key` to `op(old)` in place: W0 as `set` makes it
+  /// (the key's hash and words, its place, `Writer.lookAhead`'s hint), the lock's one
+  /// compare-and-swap, then `Writer.changeCounter` (W1's checks and W2 by the hint, the
+  /// value's checksum, the rewrite, W3). `.elsewise` (nothing changed, `op` not run) for a
+  /// key of more than 16 bytes or over the file's limit, the `.flock` mode, a held lock,
+  /// a hint that does not hold, a record that is not a live counter of 8 bytes without
+  /// an expiry, or a value whose checksum fails: the general way (`rewriteInPlace`,
+  /// `update`) decides those.
+  @usableFromInline
+  func changeCounter(_ key: UnsafeRawBufferPointer, _ op: (Int) -> Int?) -> CounterChange {
+    let n = key.count
+    let token = quickToken
+    guard token != 0, let kp = key.baseAddress, UInt(bitPattern: n &- 1) < 16, n <= maxKey else { return .elsewise }
+    // W0.
+    let (hash, words) = KeyHash.shortKey(kp, n)
+    let count = memory.partitionCount
+    let p = IndexGeometry.partition(hash, count: count)
+    guard let first = writer.prefetchFirstBucket(hash, partition: p) else { return .elsewise }
+    let part = memory.partition(p)
+    let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
+    guard let held = WriteLock.tryAcquireUncontended(part.lockWord, token: token, partition: p) else {
+      return .elsewise
+    }
+    let change = writer.changeCounter(
+      key, words: words, hash: hash, hint: hint, routedWith: count, Partition(part, file: memory), held, op)
+    WriteLock.releaseUncontended(part.lockWord, held)
+    if case .elsewise = change, hint.isRecalled { writer.recent.forget(hash) }
+    return change
+  }
+}

@@ -35,7 +35,7 @@ final class CacheEngine: @unchecked Sendable {
   let lock: WriteLock?
   /// `lock`'s token for the common set's one compare-and-swap
   /// (`WriteLock.uncontendedToken`): 0 for a read-only handle or one in `.flock` mode.
-  private let quickToken: UInt32
+  let quickToken: UInt32
   /// The lock's slow-path state, kept alive here for the lock's whole life.
   private let lockContext: WriteLock.Context?
   let registration: ProcessTable.Registration?
@@ -348,7 +348,7 @@ final class CacheEngine: @unchecked Sendable {
     }
     if let version = writer.overwriteHinted(
       key, words: words, value, hint: hint, tag: IndexGeometry.tag(hash), sum: sum, expiry: 0,
-      routedWith: count, shortOnly: true, Partition(p, file: memory), held)
+      routedWith: count, shortOnly: true, Partition(part, file: memory), held)
     {
       WriteLock.releaseUncontended(part.lockWord, held)
       return .stored(version: UInt64(version))

@@ -16,6 +16,15 @@ struct Partition {
     self.file = file
   }
 
+  /// The layers of the partition whose memory view the caller made already (the
+  /// straight set's: made again, the view cost the set and the increment more
+  /// instructions, `scripts/callgrind.sh`).
+  @inline(__always)
+  init(_ memory: PartitionMemory, file: MappedMemory) {
+    self.memory = memory
+    self.file = file
+  }
+
   @inline(__always) var index: BucketIndex { BucketIndex(part: memory) }
   @inline(__always) var logs: RecordLogs { RecordLogs(part: memory) }
   @inline(__always) var freeLists: FreeLists { FreeLists(part: memory, logs: logs) }

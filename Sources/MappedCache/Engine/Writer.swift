@@ -268,22 +268,8 @@ struct Writer {
     tag: UInt16, sum: UInt16, expiry: UInt64, routedWith: Int, shortOnly: Bool = false, _ part: Partition,
     _ held: borrowing WriteLock.Held
   ) -> UInt32? {
-    guard !hint.isNone, memory.liveRouting() <= routedWith else { return nil }
+    guard let word = hintedWord(hint, tag: tag, routedWith: routedWith, part) else { return nil }
     let mem = part.memory
-    let intent = mem.word(.intent)
-    // W1: nothing to repair (`Partition.needsRepair(checkingLogs: false)`, spelt out: the
-    // intent word's view serves W3's stores too; through the call the set took 6 more
-    // instructions), and the group count the hint's place was computed from. W0 found
-    // that count in range (`prefetchFirstBucket`; a recalled hint's must equal it), so
-    // of `geometryIsSane` only the index's clearance of the logs is left to check (the
-    // whole check cost the set 14 more instructions, `scripts/callgrind.sh`). The
-    // intent word is looked at again after `acquireSettled`, which hands back a
-    // partition whose intent a dead writer set (not a split) for `store` to repair.
-    guard intent.load(.relaxed) == 0, part.index.groups == hint.groups, part.indexClearsLogs(groups: hint.groups)
-    else { return nil }
-    // W2: the hinted slot, as it is now.
-    let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
-    guard word == hint.word, mem.tag(hint.place, hint.slot) == tag else { return nil }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     // With `shortOnly` (the straight set's), only the common record's form, read with the
     // key's and the value's lengths: no call on the set's way (`shortEntry`). The checks
@@ -295,13 +281,32 @@ struct Writer {
     guard let h = header, h.klen == key.count, Self.fitsInPlace(h, valueCount: value.count, expiry: expiry),
       mem.keyEquals(record: offset, h, key, words: words)
     else { return nil }
-    // W3, between W1's intent and its clearing, as `CacheEngine.whileHolding` brackets
-    // the general path.
-    intent.store(Format.intentChange, .relaxed)
+    // W3, the whole change: the intent word names the slot while the record is
+    // rewritten, and is clear again after it (`marking`).
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    let version = rewrite(e, value: value, sum: sum, expiry: expiry, part, held)
-    intent.store(0, .relaxed)
-    return version
+    return rewrite(e, value: value, sum: sum, expiry: expiry, leaving: 0, part, held)
+  }
+
+  /// W1's checks and W2 of a hinted write: the hint's slot's word when the slot still
+  /// holds what W0 saw, under the lock. W1: nothing to repair
+  /// (`Partition.needsRepair(checkingLogs: false)`, spelt out), and the group count the
+  /// hint's place was computed from. W0 found that count in range
+  /// (`prefetchFirstBucket`; a recalled hint's must equal it), so of `geometryIsSane`
+  /// only the index's clearance of the logs is left to check (the whole check cost the
+  /// set 14 more instructions, `scripts/callgrind.sh`). The intent word is looked at
+  /// again after `acquireSettled`, which hands back a partition whose intent a dead
+  /// writer set (not a split) for `store` to repair. W2: the hinted slot, its word and
+  /// tag as W0 saw them.
+  @_transparent
+  func hintedWord(_ hint: SlotHint, tag: UInt16, routedWith: Int, _ part: Partition) -> UInt32? {
+    guard !hint.isNone, memory.liveRouting() <= routedWith else { return nil }
+    let mem = part.memory
+    guard mem.word(.intent).load(.relaxed) == 0, part.index.groups == hint.groups,
+      part.indexClearsLogs(groups: hint.groups)
+    else { return nil }
+    let word = mem.entryWord(hint.place, hint.slot).load(.relaxed)
+    guard word == hint.word, mem.tag(hint.place, hint.slot) == tag else { return nil }
+    return word
   }
 
   /// Whether W3 rewrites an entry with header `h` in place for a value of `valueCount`
@@ -611,15 +616,17 @@ struct Writer {
 
   /// W3 (and an in-place counter): `BucketIndex.rewriteValue` of `e` with a new version
   /// (or `keep`), with the intent word naming the slot for its time, so that repair drops
-  /// the entry if the writer dies with the record half rewritten; then the set counted.
-  /// Returns the version. `midway` runs with the bucket odd (a test hook).
+  /// the entry if the writer dies with the record half rewritten, and `leaving` after it;
+  /// then the set counted. Returns the version. `midway` runs with the bucket odd (a test
+  /// hook).
   @inline(__always) @discardableResult
   func rewrite(
     _ e: BucketIndex.Entry, value: UnsafeRawBufferPointer, version keep: UInt32? = nil, sum: UInt16,
-    expiry: UInt64?, midway: () -> Void = {}, _ part: Partition, _ held: borrowing WriteLock.Held
+    expiry: UInt64?, midway: () -> Void = {}, leaving: UInt64 = Format.intentChange, _ part: Partition,
+    _ held: borrowing WriteLock.Held
   ) -> UInt32 {
     let version = keep ?? part.counters.nextVersion(held)
-    marking(e.at, part) {
+    marking(e.at, part, leaving: leaving) {
       part.index.rewriteValue(e, value: value, version: version, sum: sum, expiry: expiry, midway: midway, held)
     }
     part.counters.bump(.sets, held)
@@ -627,13 +634,18 @@ struct Writer {
   }
 
   /// Runs `body`, which rewrites slot `at`'s record in place, with the intent word naming
-  /// the slot (ordered before the bucket turns odd by the seqlock write's release fence).
+  /// the slot (ordered before the bucket turns odd by the seqlock write's release fence),
+  /// then sets the intent word to `leaving`: `Format.intentChange` inside a change that
+  /// goes on, 0 where the rewrite is the whole change (the hinted overwrite's, the
+  /// straight increment's: a version or `sets` count bumped outside it is no damage).
   @inline(__always)
-  func marking(_ at: BucketIndex.Slot, _ part: Partition, _ body: () -> Void) {
+  func marking(
+    _ at: BucketIndex.Slot, _ part: Partition, leaving: UInt64 = Format.intentChange, _ body: () -> Void
+  ) {
     let intent = part.memory.word(.intent)
     intent.store(Format.intentRewriteBase &+ UInt64(Self.slotNumber(at)), .relaxed)
     body()
-    intent.store(Format.intentChange, .relaxed)
+    intent.store(leaving, .relaxed)
   }
 
   /// A slot's number in its partition, as the intent word names it.
