@@ -114,6 +114,12 @@ static int parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs
 
 /* A key's bytes: a str's UTF-8 (its own cached copy) or a bytes object's bytes. */
 static inline int key_bytes(PyObject *key, const char **p, Py_ssize_t *n) {
+  if (PyUnicode_Check(key) && PyUnicode_IS_COMPACT_ASCII(key)) {
+    /* The common key: an ASCII str's characters are its UTF-8, stored in the object. */
+    *p = (const char *)PyUnicode_DATA(key);
+    *n = PyUnicode_GET_LENGTH(key);
+    return 0;
+  }
   if (PyUnicode_Check(key)) {
     *p = PyUnicode_AsUTF8AndSize(key, n);
     return *p == NULL ? -1 : 0;
@@ -308,6 +314,11 @@ static int encode_value(CacheObject *self, PyObject *v, encoded *e) {
 }
 
 static PyObject *decode_value(CacheObject *self, const char *p, size_t n) {
+  /* The python type's bytes and str first: the values most reads return. */
+  if (self->value_type == VT_PYTHON && n > 0) {
+    if (p[0] == 'B') return PyBytes_FromStringAndSize(p + 1, (Py_ssize_t)n - 1);
+    if (p[0] == 'S') return PyUnicode_DecodeUTF8(p + 1, (Py_ssize_t)n - 1, "strict");
+  }
   switch (self->value_type) {
   case VT_BYTES: return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
   case VT_STRING: return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "strict");
