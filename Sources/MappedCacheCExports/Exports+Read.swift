@@ -34,11 +34,11 @@ public func mcGet(
       return getChecked(cache, key, keyLength, buffer, capacity, length)
     }
     return current._withUnsafeGuaranteedRef { store in
-      // 1 ... maxKey bytes, in one compare.
+      // 1 ... maxKey bytes, in one compare, before the key is looked at.
+      guard UInt(bitPattern: keyLength &- 1) < UInt(bitPattern: store.maxKey),
+        UTF8Check.isASCII(UnsafeRawBufferPointer(start: key, count: keyLength))
+      else { return getChecked(cache, key, keyLength, buffer, capacity, length) }
       let k = UnsafeRawBufferPointer(start: key, count: keyLength)
-      guard UInt(bitPattern: keyLength &- 1) < UInt(bitPattern: store.maxKey), UTF8Check.isASCII(k) else {
-        return getChecked(cache, key, keyLength, buffer, capacity, length)
-      }
       let n = store.get(checkedKey: k, into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
       guard n >= 0 else { return MC_NOT_FOUND }
       length.pointee = n
