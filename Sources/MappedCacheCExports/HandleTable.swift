@@ -53,7 +53,7 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
     let bits = UInt(bitPattern: handle)
     let slot = Int(truncatingIfNeeded: bits & mask)
     guard live[slot].load(ordering: .acquiring) == bits else { return nil }
-    return objects[slot].unsafelyUnwrapped
+    return objects[slot]
   }
 
   /// What a free slot keeps: its index complemented, whose slot bits differ from the

@@ -96,7 +96,7 @@ final class OpenCache: @unchecked Sendable {
   /// a reopen stores the new generation after the new store.
   @inline(__always)
   var storeIfCurrent: Unmanaged<ByteStore>? {
-    generation == mc_abi_fork_generation() ? unretainedStore.unsafelyUnwrapped : nil
+    generation == mc_abi_fork_generation() ? unretainedStore : nil
   }
 
   /// The store for this process (retained: for calls that keep it).
