@@ -21,11 +21,14 @@ class ByteStore: @unchecked Sendable {
   /// The longest key and the largest value, checked by the ABI before it reads either.
   let maxKey: Int
   let maxValue: Int
-  /// The same cache as the subclass's, for the read path.
+  /// The same cache as the subclass's, for the read paths: `mc_get`'s, the same for every
+  /// value type, and the batch read's.
+  let bytes: CacheByteReader
   private let reader: Reader
 
-  init(reader: Reader, maxKey: Int, maxValue: Int) {
+  init(reader: Reader, bytes: CacheByteReader, maxKey: Int, maxValue: Int) {
     self.reader = reader
+    self.bytes = bytes
     self.maxKey = maxKey
     self.maxValue = maxValue
   }
@@ -35,6 +38,13 @@ class ByteStore: @unchecked Sendable {
   @inline(__always)
   final func get(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws -> Int? {
     try reader.copyBytes(forKey: key, into: buffer)
+  }
+
+  /// `get` for a key the caller checked (1 to `maxKey` bytes, UTF-8): the length, or -1
+  /// when missing.
+  @inline(__always)
+  final func get(checkedKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    bytes.copyBytes(forCheckedKey: key, into: buffer)
   }
 
   /// Many keys at once, as `SharedCache.copyBytes(forKeys:into:lengths:)` reads them.
@@ -102,7 +112,7 @@ final class TypedStore<Value: ABIValue>: ByteStore, @unchecked Sendable {
   init(path: String, options: CacheOptions, policy: OpenPolicy, lockMode: LockMode) throws {
     cache = try SharedCache<Value>(
       path: path, capacity: options.capacity, options: options, policy: policy, lockMode: lockMode)
-    super.init(reader: Reader(cache), maxKey: cache.maxKeySize, maxValue: cache.maxValueSize)
+    super.init(reader: Reader(cache), bytes: cache.byteReader, maxKey: cache.maxKeySize, maxValue: cache.maxValueSize)
   }
 
   override var typeName: String { Value.abiTypeName }

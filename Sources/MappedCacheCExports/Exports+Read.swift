@@ -7,7 +7,13 @@ import MappedCache
 /// The status of a read that found a value of `length` bytes for a buffer of `capacity`.
 @inline(__always)
 func copiedStatus(_ length: Int, _ capacity: Int) -> Int32 {
-  length <= capacity ? MC_OK : failure(ABIError.bufferTooSmall(needed: length, capacity: capacity))
+  length <= capacity ? MC_OK : bufferTooSmall(length, capacity)
+}
+
+/// Out of line: the hot reads keep none of an error's making.
+@inline(never)
+func bufferTooSmall(_ length: Int, _ capacity: Int) -> Int32 {
+  failure(ABIError.bufferTooSmall(needed: length, capacity: capacity))
 }
 
 @_cdecl("mc_get")
@@ -15,10 +21,40 @@ public func mcGet(
   _ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int, _ buffer: UnsafeMutableRawPointer?,
   _ capacity: Int, _ length: UnsafeMutablePointer<Int>?
 ) -> Int32 {
-  // The hottest call: a local function the optimizer inlines whole (a closure literal it
-  // left as a call of its own, ~80 instructions a read).
-  @inline(__always)
-  func read(_ store: ByteStore) throws -> Int32 {
+  // The hottest call, in two parts: a handle open in this process, an ASCII key and a
+  // buffer read at once; anything else (an error, the first use in a child of fork, a
+  // key of other UTF-8, a NULL buffer of capacity 0 asking only the length) takes
+  // `getChecked`, which makes every check in the order the header gives and names what
+  // failed. No retain, no throw and no dispatch over the value type here, and no call
+  // but the read's, so that little is saved and restored around it.
+  guard let opened = Handles.openCache(cache), let key, let buffer, let length, capacity >= 0
+  else { return getChecked(cache, key, keyLength, buffer, capacity, length) }
+  return opened._withUnsafeGuaranteedRef { openCache in
+    guard let current = openCache.storeIfCurrent else {
+      return getChecked(cache, key, keyLength, buffer, capacity, length)
+    }
+    return current._withUnsafeGuaranteedRef { store in
+      // 1 ... maxKey bytes, in one compare, before the key is looked at.
+      guard UInt(bitPattern: keyLength &- 1) < UInt(bitPattern: store.maxKey),
+        UTF8Check.isASCII(UnsafeRawBufferPointer(start: key, count: keyLength))
+      else { return getChecked(cache, key, keyLength, buffer, capacity, length) }
+      let k = UnsafeRawBufferPointer(start: key, count: keyLength)
+      let n = store.get(checkedKey: k, into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
+      guard n >= 0 else { return MC_NOT_FOUND }
+      length.pointee = n
+      return copiedStatus(n, capacity)
+    }
+  }
+}
+
+/// `mc_get` with every check made and every failure named: its calls that are not a
+/// plain read by an open handle.
+@inline(never)
+func getChecked(
+  _ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int, _ buffer: UnsafeMutableRawPointer?,
+  _ capacity: Int, _ length: UnsafeMutablePointer<Int>?
+) -> Int32 {
+  Handles.withStore(cache) { store in
     let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
     let b = try Arguments.buffer(buffer, capacity)
     let out = try Arguments.output(length, "the length pointer")
@@ -26,7 +62,6 @@ public func mcGet(
     out.pointee = n
     return copiedStatus(n, capacity)
   }
-  return Handles.withStore(cache, read)
 }
 
 @_cdecl("mc_get_alloc")

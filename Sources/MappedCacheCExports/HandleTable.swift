@@ -10,15 +10,21 @@ import Synchronization
 ///
 /// A slot's generation changes each time the slot is reused, so a handle kept past
 /// `remove` names no live object (until the same slot has been reused 2^28 times).
-/// Lookups take no lock: a slot's object is written before its generation is published
-/// (release) and read after the generation is checked (acquire). Inserting and removing
+/// A lookup is one masked index and one compare: each slot keeps the whole handle of its
+/// live object, so a handle of another kind, generation or slot (one whose slot field
+/// is past the table, masked onto a slot in it) differs from what the slot keeps. A free
+/// slot keeps `freeMark(slot)`, which no handle that indexes the slot equals.
+/// Lookups take no lock: a slot's object is written before its handle is published
+/// (release) and read after the handle is checked (acquire). Inserting and removing
 /// take the tables lock (`mc_abi_tables_lock`, held across fork() by the atfork handlers).
-/// Invariant: `live[slot] != 0` exactly when `objects[slot]` holds a retained object.
+/// Invariant: `live[slot]` is a handle exactly when `objects[slot]` holds a retained object.
 final class HandleTable<Object: AnyObject>: @unchecked Sendable {
   private let kind: UInt
   private let capacity: Int
-  /// The generation of each slot's live object, or 0 for a free slot.
-  private let live: UnsafeMutablePointer<Atomic<UInt32>>
+  /// `capacity - 1` (a power of two's): a handle's slot, masked.
+  private let mask: UInt
+  /// The handle of each slot's live object, or `freeMark(slot)` for a free slot.
+  private let live: UnsafeMutablePointer<Atomic<UInt>>
   /// The generation each slot had last (the next use takes the one after it).
   private let lastGeneration: UnsafeMutablePointer<UInt32>
   private let objects: UnsafeMutablePointer<Unmanaged<Object>?>
@@ -28,10 +34,12 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
   private var used = 0
 
   init(kind: UInt, capacity: Int) {
+    precondition(capacity > 0 && capacity & (capacity - 1) == 0 && capacity <= 1 << 32)
     self.kind = kind
     self.capacity = capacity
+    mask = UInt(capacity - 1)
     live = .allocate(capacity: capacity)
-    for i in 0..<capacity { (live + i).initialize(to: Atomic(0)) }
+    for i in 0..<capacity { (live + i).initialize(to: Atomic(HandleTable.freeMark(i))) }
     lastGeneration = .allocate(capacity: capacity)
     lastGeneration.initialize(repeating: 0, count: capacity)
     objects = .allocate(capacity: capacity)
@@ -43,13 +51,15 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
   @inline(__always)
   func object(_ handle: OpaquePointer?) -> Unmanaged<Object>? {
     let bits = UInt(bitPattern: handle)
-    let slot = Int(bits & 0xFFFF_FFFF)
-    let generation = UInt32(truncatingIfNeeded: (bits >> 32) & 0x0FFF_FFFF)
-    guard bits >> 60 == kind, slot < capacity, generation != 0,
-      live[slot].load(ordering: .acquiring) == generation
-    else { return nil }
+    let slot = Int(truncatingIfNeeded: bits & mask)
+    guard live[slot].load(ordering: .acquiring) == bits else { return nil }
     return objects[slot]
   }
+
+  /// What a free slot keeps: its index complemented, whose slot bits differ from the
+  /// slot's own (so no handle that the mask sends to this slot is equal to it).
+  @inline(__always)
+  private static func freeMark(_ slot: Int) -> UInt { ~UInt(slot) }
 
   /// Stores `object` (retained) in a free slot and returns its handle; nil when every
   /// slot is in use.
@@ -69,8 +79,9 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
     if generation == 0 { generation = 1 }
     lastGeneration[slot] = generation
     objects[slot] = Unmanaged.passRetained(object)
-    live[slot].store(generation, ordering: .releasing)
-    return OpaquePointer(bitPattern: kind << 60 | UInt(generation) << 32 | UInt(slot))
+    let handle = kind << 60 | UInt(generation) << 32 | UInt(slot)
+    live[slot].store(handle, ordering: .releasing)
+    return OpaquePointer(bitPattern: handle)
   }
 
   /// Takes the object out of the table; the caller owns the retain the table held. Nil
@@ -79,8 +90,8 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
     mc_abi_tables_lock()
     defer { mc_abi_tables_unlock() }
     guard let object = object(handle) else { return nil }
-    let slot = Int(UInt(bitPattern: handle) & 0xFFFF_FFFF)
-    live[slot].store(0, ordering: .releasing)
+    let slot = Int(UInt(bitPattern: handle) & mask)
+    live[slot].store(HandleTable.freeMark(slot), ordering: .releasing)
     objects[slot] = nil
     freeSlots.append(slot)
     return object
@@ -90,7 +101,7 @@ final class HandleTable<Object: AnyObject>: @unchecked Sendable {
   func forEachLive(_ body: (Object) -> Void) {
     mc_abi_tables_lock()
     defer { mc_abi_tables_unlock() }
-    for slot in 0..<used where live[slot].load(ordering: .relaxed) != 0 {
+    for slot in 0..<used where live[slot].load(ordering: .relaxed) != HandleTable.freeMark(slot) {
       if let object = objects[slot] { body(object.takeUnretainedValue()) }
     }
   }

@@ -89,6 +89,16 @@ final class OpenCache: @unchecked Sendable {
     return try current.unsafelyUnwrapped._withUnsafeGuaranteedRef(body)
   }
 
+  /// The store, unretained, when it was opened in this process: one load and one
+  /// compare. Nil on the first use in a child of fork (and after a failed reopen there),
+  /// which `withCurrent` handles. The generation is this process's only while `store` is
+  /// set: `dropInherited` and a reopen clear `store` only under an older generation, and
+  /// a reopen stores the new generation after the new store.
+  @inline(__always)
+  var storeIfCurrent: Unmanaged<ByteStore>? {
+    generation == mc_abi_fork_generation() ? unretainedStore : nil
+  }
+
   /// The store for this process (retained: for calls that keep it).
   func current() throws -> ByteStore {
     if generation == mc_abi_fork_generation(), let store { return store }

@@ -291,6 +291,57 @@ static void test_bad_arguments(void) {
   CHECK_STATUS(mc_close(again), MC_OK);
 }
 
+// mc_get's hot path accepts a live handle of this process, an ASCII key and a buffer at
+// once, and sends everything else to the checked path: keys of every length up to past
+// two words, with a non-ASCII byte (valid or not) in each place, and handles that differ
+// from a live one in one field only.
+static void test_hot_read_checks(void) {
+  mc_cache *c = open_typed(path_for("hot"), NULL);
+  char key[24], buf[64];
+  size_t n = 0;
+  for (size_t len = 1; len <= sizeof key; len++) {
+    memset(key, 'a', len);
+    key[0] = (char)('a' + len);  // a key of each length of its own
+    CHECK_STATUS(mc_set(c, key, len, key, len, 0), MC_OK);
+    n = 0;
+    CHECK_STATUS(mc_get(c, key, len, buf, sizeof buf, &n), MC_OK);
+    CHECK(n == len && memcmp(buf, key, len) == 0);
+    for (size_t at = 0; at < len; at++) {
+      char bad[sizeof key];
+      memcpy(bad, key, len);
+      bad[at] = (char)0xff;  // never UTF-8
+      CHECK_STATUS(mc_get(c, bad, len, buf, sizeof buf, &n), MC_E_INVALID_KEY);
+      bad[at] = 'A';
+      CHECK_STATUS(mc_get(c, bad, len, buf, sizeof buf, &n), MC_NOT_FOUND);
+      if (at + 1 < len) {
+        bad[at] = (char)0xc3;  // é: valid UTF-8, read by the checked path
+        bad[at + 1] = (char)0xa9;
+        CHECK_STATUS(mc_set(c, bad, len, "utf8", 4, 0), MC_OK);
+        n = 0;
+        CHECK_STATUS(mc_get(c, bad, len, buf, sizeof buf, &n), MC_OK);
+        CHECK(n == 4 && memcmp(buf, "utf8", 4) == 0);
+      }
+    }
+  }
+  CHECK_STATUS(mc_get(c, "", 0, buf, sizeof buf, &n), MC_E_EMPTY_KEY);
+  CHECK_STATUS(mc_get(c, NULL, 1, buf, sizeof buf, &n), MC_E_INVALID_ARGUMENT);
+  CHECK_STATUS(mc_get(c, "k", 1, buf, (size_t)-1, &n), MC_E_INVALID_ARGUMENT);
+
+  // The handle's fields: slot (its own plus the table's size, and the slot field's top
+  // bit), generation, kind; and what a free slot keeps.
+  uintptr_t h = (uintptr_t)c;
+  const uintptr_t forged[] = {h + 4096, h ^ ((uintptr_t)1 << 31), h + ((uintptr_t)1 << 32),
+                              h ^ ((uintptr_t)3 << 60), ~(uintptr_t)0, ~(h & 0xFFFFFFFFu), ~(uintptr_t)1};
+  memcpy(key, "ba", 2);
+  for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    CHECK_STATUS(mc_get((mc_cache *)forged[i], key, 1, buf, sizeof buf, &n), MC_E_CLOSED);
+  }
+  CHECK_STATUS(mc_get(c, "b", 1, buf, sizeof buf, &n), MC_OK);
+  CHECK(n == 1 && buf[0] == 'b');
+  CHECK_STATUS(mc_close(c), MC_OK);
+  CHECK_STATUS(mc_get(c, "b", 1, buf, sizeof buf, &n), MC_E_CLOSED);
+}
+
 static void test_typed_caches(void) {
   const char *ints = path_for("int64");
   mc_cache *c = open_typed(ints, "int64");
@@ -728,6 +779,7 @@ int main(int argc, char **argv) {
   test_open_arguments();
   test_entries();
   test_bad_arguments();
+  test_hot_read_checks();
   test_typed_caches();
   test_batches_and_iteration();
   test_partitions();
@@ -737,7 +789,7 @@ int main(int argc, char **argv) {
   test_fork(1);
   test_fork_kill();
   const char *tags[] = {"x", "entries", "bad", "int64", "string", "python", "batch", "claims", "race", "threads",
-                        "fork-drop", "fork-lazy", "fork-kill"};
+                        "fork-drop", "fork-lazy", "fork-kill", "hot"};
   for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) path_for(tags[i]);
   printf("abi_test: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -42,3 +42,31 @@ extension SharedCache where Value: Codable & SendableMetatype {
   /// is cached (`ComputeOptions.cacheFailuresFor`), as get-or-compute does.
   public func throwIfComputeFailureCached(forKey key: String) throws { try throwIfFailureCached(key) }
 }
+
+/// `copyBytes(forKey:into:)` without its type: the same read, the same for every value
+/// type, for a binding that checks keys itself (the C ABI's `mc_get`, whose caches are of
+/// four value types and whose every call checks its key's length first). One read is
+/// then one call of the engine, with no dispatch over the value type before it.
+@_spi(Bindings)
+public struct CacheByteReader: @unchecked Sendable {
+  @usableFromInline let engine: CacheEngine
+
+  init(_ engine: CacheEngine) { self.engine = engine }
+
+  /// The longest key (`SharedCache.maxKeySize`).
+  @inlinable public var maxKeySize: Int { engine.maxKey }
+
+  /// The value of `key` copied into `buffer`, as `copyBytes(forKey:into:)` copies it:
+  /// its length (the bytes copied only when it fits), or -1 when it is missing.
+  /// Precondition: `key` has 1 to `maxKeySize` bytes.
+  @inlinable @inline(__always)
+  public func copyBytes(forCheckedKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    engine.copyValue(key, into: buffer)
+  }
+}
+
+@_spi(Bindings)
+extension SharedCache {
+  /// The read of `copyBytes(forKey:into:)`, without the type (`CacheByteReader`).
+  public var byteReader: CacheByteReader { CacheByteReader(engine) }
+}

@@ -114,6 +114,12 @@ static int parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs
 
 /* A key's bytes: a str's UTF-8 (its own cached copy) or a bytes object's bytes. */
 static inline int key_bytes(PyObject *key, const char **p, Py_ssize_t *n) {
+  if (PyUnicode_Check(key) && PyUnicode_IS_COMPACT_ASCII(key)) {
+    /* The common key: an ASCII str's characters are its UTF-8, stored in the object. */
+    *p = (const char *)PyUnicode_DATA(key);
+    *n = PyUnicode_GET_LENGTH(key);
+    return 0;
+  }
   if (PyUnicode_Check(key)) {
     *p = PyUnicode_AsUTF8AndSize(key, n);
     return *p == NULL ? -1 : 0;
@@ -307,7 +313,19 @@ static int encode_value(CacheObject *self, PyObject *v, encoded *e) {
   return tagged(e, 'P', PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p));
 }
 
-static PyObject *decode_value(CacheObject *self, const char *p, size_t n) {
+static PyObject *decode_other(CacheObject *self, const char *p, size_t n);
+
+/* A stored value as a Python object (a new reference), or NULL with an exception. The
+ * python type's bytes and str, the values most reads return, are decoded inline. */
+static inline PyObject *decode_value(CacheObject *self, const char *p, size_t n) {
+  if (self->value_type == VT_PYTHON && n > 0) {
+    if (p[0] == 'B') return PyBytes_FromStringAndSize(p + 1, (Py_ssize_t)n - 1);
+    if (p[0] == 'S') return PyUnicode_DecodeUTF8(p + 1, (Py_ssize_t)n - 1, "strict");
+  }
+  return decode_other(self, p, n);
+}
+
+static PyObject *decode_other(CacheObject *self, const char *p, size_t n) {
   switch (self->value_type) {
   case VT_BYTES: return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
   case VT_STRING: return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "strict");
@@ -395,18 +413,10 @@ static inline int check_open(CacheObject *self) {
   return -1;
 }
 
-/* The value of a key: a new reference; NULL with *found 0 and no error for a miss. */
-static PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int *found) {
-  char stack[1024];
-  size_t n = 0;
-  *found = 0;
-  int s = mc_get(self->cache, k, (size_t)kn, stack, sizeof stack, &n);
-  if (s == MC_OK) {
-    *found = 1;
-    return decode_value(self, stack, n);
-  }
-  if (s == MC_NOT_FOUND) return NULL;
-  /* Larger than the stack buffer: read again at its size (a few times, should it grow). */
+/* A value larger than the stack buffer of `read_value` (`n` bytes when last asked): read
+ * again at its size, a few times should it grow meanwhile. */
+static PyObject *read_large(CacheObject *self, const char *k, Py_ssize_t kn, size_t n, int *found) {
+  int s = MC_E_BUFFER_TOO_SMALL;
   for (int tries = 0; s == MC_E_BUFFER_TOO_SMALL && tries < 8; tries++) {
     size_t want = n;
     char *heap = PyMem_Malloc(want == 0 ? 1 : want);
@@ -421,6 +431,22 @@ static PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int
     PyMem_Free(heap);
     if (s == MC_NOT_FOUND) return NULL;
   }
+  return raise_status(s);
+}
+
+/* The value of a key: a new reference; NULL with *found 0 and no error for a miss. Inline
+ * in each caller: a get is one call of the library, and no other. */
+static inline PyObject *read_value(CacheObject *self, const char *k, Py_ssize_t kn, int *found) {
+  char stack[1024];
+  size_t n = 0;
+  *found = 0;
+  int s = mc_get(self->cache, k, (size_t)kn, stack, sizeof stack, &n);
+  if (s == MC_OK) {
+    *found = 1;
+    return decode_value(self, stack, n);
+  }
+  if (s == MC_NOT_FOUND) return NULL;
+  if (s == MC_E_BUFFER_TOO_SMALL) return read_large(self, k, kn, n, found);
   return raise_status(s);
 }
 
