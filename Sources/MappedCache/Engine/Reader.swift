@@ -286,7 +286,7 @@ final class Reader {
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
       if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
-        part.keyEquals(record: offset, h, key, words: words)
+        part.keyEquals(record: offset, h, key)
       {
         part.copyValue(record: offset, h, to: out)
         atomicMemoryFence(ordering: .acquiring)
