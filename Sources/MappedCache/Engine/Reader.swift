@@ -244,11 +244,10 @@ final class Reader {
   /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
   /// file's partition count is the one B1 saw, and its places, while its partition's group
   /// count is the one B1 saw (R1's acquire load is made either way, and R5 judges the
-  /// read as always). `words`: a key of at most 16 bytes as `KeyHash.shortKey` gave it.
+  /// read as always).
   @inline(__always)
   func quickCopy(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil,
-    words: (UInt64, UInt64)? = nil
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
     let count = memory.partitionCount
@@ -266,7 +265,6 @@ final class Reader {
     // A batch (`route`) prefetched its first buckets at B1, and its records whole at B2.
     let batch = route != nil
     part.prefetchBuckets(of: pl, first: !batch)
-    let words = words ?? KeyHash.shortWords(of: key)
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
@@ -299,7 +297,7 @@ final class Reader {
       }
     }
     return quickCopyRest(
-      key, hash: hash, into: buffer, words: words, partition: p, geometry, count: count, prefetchTail: !batch)
+      key, hash: hash, into: buffer, partition: p, geometry, count: count, prefetchTail: !batch)
   }
 
   /// `quickCopy` past its straight line: R2's places again, from `hash` and R1's
@@ -311,8 +309,9 @@ final class Reader {
   @inline(never)
   func quickCopyRest(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    words: (UInt64, UInt64), partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
+    partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
   ) -> Quick {
+    let words = KeyHash.shortWords(of: key)
     let index = BucketIndex(part: memory.partition(p))
     let pl = Placement(hash: hash, groups: geometry.groups)
     let moves = index.moveSequence()
