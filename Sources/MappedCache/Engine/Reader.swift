@@ -262,9 +262,12 @@ final class Reader {
     let pl =
       routed && route.unsafelyUnwrapped.groups == geometry.groups
       ? route.unsafelyUnwrapped.placement : Placement(hash: hash, groups: geometry.groups)
-    // A batch (`route`) prefetched its first buckets at B1, and its records whole at B2.
+    // The second bucket's line, while the first's miss is under way (the first's load
+    // follows at once: a prefetch of it gains nothing, and a duplicate of the first is
+    // harmless, cheaper than comparing the places). A batch (`route`) prefetched its
+    // first buckets at B1, and at B2 its records whole or its second buckets.
     let batch = route != nil
-    part.prefetchBuckets(of: pl, first: !batch)
+    if !batch { part.prefetchBucket(pl.second, write: false) }
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
