@@ -101,7 +101,15 @@ extension CacheEngine {
     // reorder buffer behind it fills: interleaved with the hashing, only the first few
     // prefetches of a group were issued before the first retired.
     assert(count <= UInt32.bitWidth, "a group's second places are a 32-bit mask")
-    for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
+    for j in 0..<count {
+      // `KeyHash.key`'s value; a short key's from one pair of loads, as the single read's.
+      let k = keys[start &+ j]
+      if k.count <= 16, let p = k.baseAddress {
+        hashes[j] = KeyHash.shortKey(p, k.count).hash
+      } else {
+        hashes[j] = KeyHash.key(k)
+      }
+    }
     // Each key's partition and places, computed once for B1, B2 and B3 (a group's fit
     // in under 2 KiB, so the buffer stays on the stack).
     let partitions = memory.partitionCount
