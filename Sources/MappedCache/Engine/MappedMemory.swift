@@ -730,9 +730,15 @@ struct PartitionMemory {
   @inline(__always)
   func keyEquals(record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer) -> Bool {
     assert(h.klen == key.count && h.klen >= 1)
-    let a = UnsafeRawPointer(base + (offset &+ h.headerBytes))
-    let b = key.baseAddress.unsafelyUnwrapped
-    let n = key.count
+    return Self.overlappingEqual(
+      UnsafeRawPointer(base + (offset &+ h.headerBytes)), key.baseAddress.unsafelyUnwrapped, key.count)
+  }
+
+  /// `memcmp(a, b, n) == 0` for `keyEquals(record:_:_:)`: up to 16 bytes by overlapping
+  /// loads (two of 8 bytes, two of 4, or the first, middle and last byte), longer by
+  /// `memcmp`. Precondition: `n >= 1`, both ranges readable.
+  @inline(__always)
+  static func overlappingEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
     if n >= 8 {
       guard n <= 16 else { return memcmp(a, b, n) == 0 }
       let t = n &- 8
