@@ -51,7 +51,7 @@ extension CacheEngine {
           // B3, with B1's partitions and places while their counts hold.
           for j in 0..<count {
             let k = start &+ j
-            let len = copyValue(keys[k], hash: hashes[j], into: buffers[k], routed: routes[j])
+            let len = copyValue(keys[k], hash: hashes[j], into: buffers[k], routed: routes.baseAddress! + j)
             lengths[k] = len
             if len >= 0 { found &+= 1 }
           }
@@ -65,12 +65,14 @@ extension CacheEngine {
 
   /// B3's single read of one key: `copyValue` with B1's route, in a function of its own,
   /// so that the compiler knows the route is there (the checks for its absence, and the
-  /// prefetch of a record's second line that B2 made already, drop out).
+  /// prefetch of a record's second line that B2 made already, drop out). The route by
+  /// its address: by value, each call copied its 64 bytes to the stack first.
   @inline(never)
   func copyValue(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, routed route: Reader.Route
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    routed route: UnsafePointer<Reader.Route>
   ) -> Int {
-    copyValue(key, hash: hash, into: buffer, route: route)
+    copyValue(key, hash: hash, into: buffer, route: route.pointee)
   }
 
   /// `prefetchGroup` for a caller that needs only the hashes (the typed batch read).
@@ -99,7 +101,15 @@ extension CacheEngine {
     // reorder buffer behind it fills: interleaved with the hashing, only the first few
     // prefetches of a group were issued before the first retired.
     assert(count <= UInt32.bitWidth, "a group's second places are a 32-bit mask")
-    for j in 0..<count { hashes[j] = KeyHash.key(keys[start &+ j]) }
+    for j in 0..<count {
+      // `KeyHash.key`'s value; a short key's from one pair of loads, as the single read's.
+      let k = keys[start &+ j]
+      if k.count <= 16, let p = k.baseAddress {
+        hashes[j] = KeyHash.shortKey(p, k.count).hash
+      } else {
+        hashes[j] = KeyHash.key(k)
+      }
+    }
     // Each key's partition and places, computed once for B1, B2 and B3 (a group's fit
     // in under 2 KiB, so the buffer stays on the stack).
     let partitions = memory.partitionCount

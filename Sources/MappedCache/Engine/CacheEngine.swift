@@ -634,15 +634,14 @@ final class CacheEngine: @unchecked Sendable {
   /// Precondition: `checkKey(key)` passed.
   @usableFromInline
   func copyValue(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    // A short key's words come with its hash, and records' keys are compared with them.
+    // A short key's hash from one pair of loads (`KeyHash.shortKey`: `KeyHash.key`'s).
     let hash: UInt64
-    let words: (UInt64, UInt64)
     if key.count <= 16, let p = key.baseAddress {
-      (hash, words) = KeyHash.shortKey(p, key.count)
+      hash = KeyHash.shortKey(p, key.count).hash
     } else {
-      (hash, words) = (KeyHash.key(key), (0, 0))  // unused: a longer key is compared byte for byte
+      hash = KeyHash.key(key)
     }
-    return copyValue(key, hash: hash, into: buffer, words: words)
+    return copyValue(key, hash: hash, into: buffer)
   }
 
   /// `copyValue(_:into:)` for a key whose hash (`KeyHash.key`) the caller has computed:
@@ -650,9 +649,9 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always)
   func copyValue(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    route: Reader.Route? = nil, words: (UInt64, UInt64)? = nil
+    route: Reader.Route? = nil
   ) -> Int {
-    switch reader.quickCopy(key, hash: hash, into: buffer, route: route, words: words) {
+    switch reader.quickCopy(key, hash: hash, into: buffer, route: route) {
     case .hit(let n):
       reader.countHit()
       return n

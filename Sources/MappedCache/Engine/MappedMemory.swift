@@ -721,6 +721,41 @@ struct PartitionMemory {
     return PartitionMemory.bytesEqual(k, key.baseAddress!, key.count)
   }
 
+  /// `keyEquals` for the common read (`Reader.quickCopy`): a key of 8 to 16 bytes by two
+  /// overlapping 8-byte loads from each side, one of 4 to 7 by two 4-byte loads, shorter
+  /// by its first, middle and last byte, a longer one byte for byte. No shifts to build
+  /// `KeyHash.shortWords`, and no words kept alive through the read to compare with
+  /// (they spilled). The caller's key was read by its hash just before, so its stores
+  /// are long retired.
+  @inline(__always)
+  func keyEquals(record offset: Int, _ h: RecordFormat.Header, _ key: UnsafeRawBufferPointer) -> Bool {
+    assert(h.klen == key.count && h.klen >= 1)
+    return Self.overlappingEqual(
+      UnsafeRawPointer(base + (offset &+ h.headerBytes)), key.baseAddress.unsafelyUnwrapped, key.count)
+  }
+
+  /// `memcmp(a, b, n) == 0` for `keyEquals(record:_:_:)`: up to 16 bytes by overlapping
+  /// loads (two of 8 bytes, two of 4, or the first, middle and last byte), longer by
+  /// `memcmp`. Precondition: `n >= 1`, both ranges readable.
+  @inline(__always)
+  static func overlappingEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
+    if n >= 8 {
+      guard n <= 16 else { return memcmp(a, b, n) == 0 }
+      let t = n &- 8
+      return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
+        && a.loadUnaligned(fromByteOffset: t, as: UInt64.self) == b.loadUnaligned(fromByteOffset: t, as: UInt64.self)
+    }
+    if n >= 4 {
+      let t = n &- 4
+      return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+        && a.loadUnaligned(fromByteOffset: t, as: UInt32.self) == b.loadUnaligned(fromByteOffset: t, as: UInt32.self)
+    }
+    let m = n >> 1
+    return a.load(as: UInt8.self) == b.load(as: UInt8.self)
+      && a.load(fromByteOffset: m, as: UInt8.self) == b.load(fromByteOffset: m, as: UInt8.self)
+      && a.load(fromByteOffset: n &- 1, as: UInt8.self) == b.load(fromByteOffset: n &- 1, as: UInt8.self)
+  }
+
   /// `memcmp(a, b, n) == 0`, without the call for keys of up to 16 bytes (two word
   /// compares). Precondition: both ranges readable.
   @inline(__always)

@@ -244,11 +244,10 @@ final class Reader {
   /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
   /// file's partition count is the one B1 saw, and its places, while its partition's group
   /// count is the one B1 saw (R1's acquire load is made either way, and R5 judges the
-  /// read as always). `words`: a key of at most 16 bytes as `KeyHash.shortKey` gave it.
+  /// read as always).
   @inline(__always)
   func quickCopy(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil,
-    words: (UInt64, UInt64)? = nil
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
     let count = memory.partitionCount
@@ -263,10 +262,12 @@ final class Reader {
     let pl =
       routed && route.unsafelyUnwrapped.groups == geometry.groups
       ? route.unsafelyUnwrapped.placement : Placement(hash: hash, groups: geometry.groups)
-    // A batch (`route`) prefetched its first buckets at B1, and its records whole at B2.
+    // The second bucket's line, while the first's miss is under way (the first's load
+    // follows at once: a prefetch of it gains nothing, and a duplicate of the first is
+    // harmless, cheaper than comparing the places). A batch (`route`) prefetched its
+    // first buckets at B1, and at B2 its records whole or its second buckets.
     let batch = route != nil
-    part.prefetchBuckets(of: pl, first: !batch)
-    let words = words ?? KeyHash.shortWords(of: key)
+    if !batch { part.prefetchBucket(pl.second, write: false) }
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
@@ -286,7 +287,7 @@ final class Reader {
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
       if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
-        part.keyEquals(record: offset, h, key, words: words)
+        part.keyEquals(record: offset, h, key)
       {
         part.copyValue(record: offset, h, to: out)
         atomicMemoryFence(ordering: .acquiring)
@@ -299,7 +300,7 @@ final class Reader {
       }
     }
     return quickCopyRest(
-      key, hash: hash, into: buffer, words: words, partition: p, geometry, count: count, prefetchTail: !batch)
+      key, hash: hash, into: buffer, partition: p, geometry, count: count, prefetchTail: !batch)
   }
 
   /// `quickCopy` past its straight line: R2's places again, from `hash` and R1's
@@ -311,8 +312,9 @@ final class Reader {
   @inline(never)
   func quickCopyRest(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    words: (UInt64, UInt64), partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
+    partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
   ) -> Quick {
+    let words = KeyHash.shortWords(of: key)
     let index = BucketIndex(part: memory.partition(p))
     let pl = Placement(hash: hash, groups: geometry.groups)
     let moves = index.moveSequence()

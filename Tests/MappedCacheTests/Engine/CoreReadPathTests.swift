@@ -24,7 +24,10 @@ import Testing
           let copy = Array(a)
           copy.withUnsafeBytes { pc in
             #expect(KeyHash.key(pa) == KeyHash.key(pc))
-            if n > 0 { #expect(PartitionMemory.bytesEqual(pa.baseAddress!, pc.baseAddress!, n)) }
+            if n > 0 {
+              #expect(PartitionMemory.bytesEqual(pa.baseAddress!, pc.baseAddress!, n))
+              #expect(PartitionMemory.overlappingEqual(pa.baseAddress!, pc.baseAddress!, n), "length \(n)")
+            }
             // A read's short key: the same hash and words, from one pair of loads.
             if n >= 1 && n <= 16 {
               let k = KeyHash.shortKey(pa.baseAddress!, n)
@@ -39,6 +42,7 @@ import Testing
             b.withUnsafeBytes { pb in
               #expect(KeyHash.key(pa) != KeyHash.key(pb), "length \(n), byte \(j)")
               #expect(!PartitionMemory.bytesEqual(pa.baseAddress!, pb.baseAddress!, n), "length \(n), byte \(j)")
+              #expect(!PartitionMemory.overlappingEqual(pa.baseAddress!, pb.baseAddress!, n), "length \(n), byte \(j)")
               if n <= 16 {
                 let x = KeyHash.shortWords(pa.baseAddress!, n)
                 let y = KeyHash.shortWords(pb.baseAddress!, n)
