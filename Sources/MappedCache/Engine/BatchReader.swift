@@ -51,7 +51,7 @@ extension CacheEngine {
           // B3, with B1's partitions and places while their counts hold.
           for j in 0..<count {
             let k = start &+ j
-            let len = copyValue(keys[k], hash: hashes[j], into: buffers[k], routed: routes.baseAddress! + j)
+            let len = copyValue(keys[k], hash: hashes[j], into: buffers[k], routes: routes, at: j)
             lengths[k] = len
             if len >= 0 { found &+= 1 }
           }
@@ -65,14 +65,15 @@ extension CacheEngine {
 
   /// B3's single read of one key: `copyValue` with B1's route, in a function of its own,
   /// so that the compiler knows the route is there (the checks for its absence, and the
-  /// prefetch of a record's second line that B2 made already, drop out). The route by
-  /// its address: by value, each call copied its 64 bytes to the stack first.
+  /// prefetch of a record's second line that B2 made already, drop out). The routes by
+  /// their buffer and the key's index in it: by value, each call copied its 64 bytes to
+  /// the stack first.
   @inline(never)
   func copyValue(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    routed route: UnsafePointer<Reader.Route>
+    routes: UnsafeMutableBufferPointer<Reader.Route>, at j: Int
   ) -> Int {
-    copyValue(key, hash: hash, into: buffer, route: route.pointee)
+    copyValue(key, hash: hash, into: buffer, route: routes[j])
   }
 
   /// `prefetchGroup` for a caller that needs only the hashes (the typed batch read).
