@@ -193,8 +193,12 @@ static void store_values(INTERNAL_FUNCTION_PARAMETERS, store_fn fn) {
 PHP_FUNCTION(mappedcache_store) { store_values(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_set); }
 PHP_FUNCTION(mappedcache_add) { store_values(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_add); }
 
-/* mappedcache_delete(string|array $key): bool, or the keys that were not there. */
-PHP_FUNCTION(mappedcache_delete) {
+typedef int (*key_fn)(mc_cache *, const void *, size_t);
+
+/* A call on one key (true when it returns MC_OK, false with a warning on an error), or on
+ * an array of keys, each checked first: then the keys whose status is (or, with
+ * `listed_on_ok` false, is not) MC_OK, as a list (`as_set` false) or as [key => true]. */
+static void key_statuses(INTERNAL_FUNCTION_PARAMETERS, key_fn fn, bool listed_on_ok, bool as_set) {
   zend_string *key = NULL;
   HashTable *keys = NULL;
   ZEND_PARSE_PARAMETERS_START(1, 1)
@@ -202,7 +206,7 @@ PHP_FUNCTION(mappedcache_delete) {
   ZEND_PARSE_PARAMETERS_END();
   SHARED_CACHE();
   if (key != NULL) {
-    int status = mc_delete(cache, ZSTR_VAL(key), ZSTR_LEN(key));
+    int status = fn(cache, ZSTR_VAL(key), ZSTR_LEN(key));
     if (warned(status)) RETURN_FALSE;
     RETURN_BOOL(status == MC_OK);
   }
@@ -212,40 +216,25 @@ PHP_FUNCTION(mappedcache_delete) {
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
     if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
-    int status = mc_delete(cache, ZSTR_VAL(s), ZSTR_LEN(s));
+    int status = fn(cache, ZSTR_VAL(s), ZSTR_LEN(s));
     warned(status);
-    if (status != MC_OK) add_next_index_str(return_value, zend_string_copy(s));
+    if ((status == MC_OK) == listed_on_ok) {
+      if (as_set) {
+        add_assoc_bool_ex(return_value, ZSTR_VAL(s), ZSTR_LEN(s), true);
+      } else {
+        add_next_index_str(return_value, zend_string_copy(s));
+      }
+    }
     zend_string_release(s);
   }
   ZEND_HASH_FOREACH_END();
 }
 
+/* mappedcache_delete(string|array $key): bool, or the keys that were not there. */
+PHP_FUNCTION(mappedcache_delete) { key_statuses(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_delete, false, false); }
+
 /* mappedcache_exists(string|array $key): bool, or [key => true] for those present. */
-PHP_FUNCTION(mappedcache_exists) {
-  zend_string *key = NULL;
-  HashTable *keys = NULL;
-  ZEND_PARSE_PARAMETERS_START(1, 1)
-    Z_PARAM_ARRAY_HT_OR_STR(keys, key)
-  ZEND_PARSE_PARAMETERS_END();
-  SHARED_CACHE();
-  if (key != NULL) {
-    int status = mc_exists(cache, ZSTR_VAL(key), ZSTR_LEN(key));
-    if (warned(status)) RETURN_FALSE;
-    RETURN_BOOL(status == MC_OK);
-  }
-  if (!all_keys(keys)) RETURN_THROWS();
-  array_init(return_value);
-  zval *k;
-  ZEND_HASH_FOREACH_VAL(keys, k) {
-    zend_string *s = key_of(k);
-    if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
-    int status = mc_exists(cache, ZSTR_VAL(s), ZSTR_LEN(s));
-    warned(status);
-    if (status == MC_OK) add_assoc_bool_ex(return_value, ZSTR_VAL(s), ZSTR_LEN(s), true);
-    zend_string_release(s);
-  }
-  ZEND_HASH_FOREACH_END();
-}
+PHP_FUNCTION(mappedcache_exists) { key_statuses(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_exists, true, true); }
 
 /* inc and dec: the new value (a missing key starts from 0), or false. */
 static void step(INTERNAL_FUNCTION_PARAMETERS, bool down) {
