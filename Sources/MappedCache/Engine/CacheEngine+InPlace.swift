@@ -80,7 +80,9 @@ extension CacheEngine {
   func changeCounter(_ key: UnsafeRawBufferPointer, _ op: (Int) -> Int?) -> CounterChange {
     let n = key.count
     let token = quickToken
-    guard token != 0, let kp = key.baseAddress, UInt(bitPattern: n &- 1) < 16, n <= maxKey else { return .elsewise }
+    guard token != 0, let kp = key.baseAddress, UInt(bitPattern: n &- 1) < 16, n <= maxKey, writer.maxValue >= 8 else {
+      return .elsewise
+    }
     // W0.
     let (hash, words) = KeyHash.shortKey(kp, n)
     let count = memory.partitionCount

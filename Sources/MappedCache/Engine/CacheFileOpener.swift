@@ -78,8 +78,11 @@ enum CacheFileOpener {
     try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
     defer { _ = try? Sys.flock(fd, LOCK_UN) }
     var st = try system { () throws(SystemError) in try Sys.fstat(fd) }
-    if !lastAttempt, !pathNames(path, st) {
+    if !pathNames(path, st) {
       laidOut = true  // not this call's to remove any more
+      // A file no longer at its path is no cache anyone else can open: after the last
+      // try, an error rather than a cache whose writes nobody sees.
+      if lastAttempt { throw .fileReplaced(path: path) }
       return nil
     }
     let created = try createOrTakeOver(
@@ -99,7 +102,8 @@ enum CacheFileOpener {
   }
 
   /// After a failed creation by this call: removes the file at `path` if it is still the
-  /// one `fd` opened and holds no finished cache (empty, or the creation marker). Under
+  /// one `fd` opened and holds nothing but this library's unfinished creation (empty, zeros
+  /// where the magic goes, or the creation marker: never another program's data). Under
   /// the `flock`, so that an opener laying the file out meanwhile is waited for and its
   /// cache kept; openers waiting for the `flock` then find the path gone and open again.
   private static func removeUnfinished(_ fd: Int32, path: String) {
@@ -108,7 +112,7 @@ enum CacheFileOpener {
     guard let st = try? Sys.fstat(fd), pathNames(path, st) else { return }
     if st.st_size > 0 {
       guard let first = try? Sys.pread(fd, count: 8, at: 0), first.count == 8,
-        HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic != Format.magic
+        [0, Format.initialisingMagic].contains(HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic)
       else { return }
     }
     try? Sys.unlink(path)
