@@ -57,14 +57,13 @@ enum Opening {
   ) throws(CLIFailure) -> CacheFile {
     let path = inv.argument("PATH")!
     let existing = Sys.lstatIfPresent(path)
-    let existed = existing != nil
     if let st = existing, (st.st_mode & S_IFMT) == S_IFDIR {
       throw .invalidCache("\(path) is a directory, not a MappedCache file")
     }
     do {
       let file = try CacheFile(
         creating: path, options: options, typeName: typeName, policy: policy(path, readOnly: false))
-      if file.wasCreated && existed {
+      if file.wasCreated && existing != nil {
         Output.err(
           "note: \(path) was an unfinished creation (a process creating it stopped before finishing, "
             + "so it held no entries); created it with the options given (\(Units.bytes(file.info.capacity)))")

@@ -53,12 +53,9 @@ public struct CacheByteReader: @unchecked Sendable {
 
   init(_ engine: CacheEngine) { self.engine = engine }
 
-  /// The longest key (`SharedCache.maxKeySize`).
-  @inlinable public var maxKeySize: Int { engine.maxKey }
-
   /// The value of `key` copied into `buffer`, as `copyBytes(forKey:into:)` copies it:
   /// its length (the bytes copied only when it fits), or -1 when it is missing.
-  /// Precondition: `key` has 1 to `maxKeySize` bytes.
+  /// Precondition: `key` has 1 to `SharedCache.maxKeySize` bytes.
   @inlinable @inline(__always)
   public func copyBytes(forCheckedKey key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     engine.copyValue(key, into: buffer)
