@@ -89,7 +89,7 @@ extension CacheEngine {
       try withUnsafeTemporaryAllocation(of: PreparedWrite.self, capacity: group) { second in
         try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first)
         var retried = false
-        try withWriteLock(partition: p, routedWith: parts) { part, held in
+        try withWriteLock(partition: p, routedWith: parts) { part in
           // A body run again after a repair (`withWriteLock`) starts from the first group.
           if retried { try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first) }
           retried = true
@@ -103,7 +103,7 @@ extension CacheEngine {
             if after < n { try prepareGroup(keys, values, order, from: after, expiry: expiry, into: next) }
             for j in 0..<count {
               let k = order[start &+ j]
-              _ = try store(keys[k], values[k], current[j].routed(to: p), condition: .always, now: now, part, held)
+              _ = try store(keys[k], values[k], current[j].routed(to: p), condition: .always, now: now, part)
             }
             swap(&current, &next)
             start = after

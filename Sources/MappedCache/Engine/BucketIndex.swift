@@ -268,33 +268,27 @@ struct BucketIndex {
     }
   }
 
-  /// Rewrites the value of `e`'s record in place (the same length; its version,
-  /// checksum and, when given, expiry too), in one seqlock write of its bucket: readers
+  /// Rewrites the value of `e`'s record in place with `c`'s (the same length; its
+  /// version, checksum and, when it has one, expiry too), in one seqlock write of its bucket: readers
   /// copy a record only inside its bucket's bracket, so none sees the rewrite half done.
   /// `midway` runs after the stores, with `seq` still odd (a test hook).
   @inline(__always)
-  func rewriteValue(
-    _ e: Entry, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64?,
-    midway: () -> Void = {}, _ held: borrowing WriteLock.Held
-  ) {
+  func rewriteValue(_ e: Entry, _ c: RecordFormat.Content, midway: () -> Void = {}, _ held: borrowing WriteLock.Held) {
     seqlockWrite(e.at.place, held) {
-      part.rewriteValue(at: e.offset, e.header, value: value, version: version, sum: sum, expiry: expiry, held)
+      part.rewriteValue(at: e.offset, e.header, c, held)
       midway()
     }
   }
 
-  /// Rewrites `e`'s record as a record of its key with another value, in place within
+  /// Rewrites `e`'s record as `c`, a record of its key with another value, in place within
   /// `extent` bytes (`MappedMemory.rewriteRecord`), in one seqlock write of its bucket.
   /// `midway` runs after the stores, with `seq` still odd (a test hook).
   @inline(__always)
   func rewriteRecord(
-    _ e: Entry, extent: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32,
-    sum: UInt16, expiry: UInt64, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
+    _ e: Entry, extent: Int, _ c: RecordFormat.Content, midway: () -> Void = {}, _ held: borrowing WriteLock.Held
   ) {
     seqlockWrite(e.at.place, held) {
-      part.rewriteRecord(
-        at: e.offset, e.header, extent: extent, key: key, value: value, version: version, sum: sum, expiry: expiry,
-        held)
+      part.rewriteRecord(at: e.offset, e.header, extent: extent, c, held)
       midway()
     }
   }

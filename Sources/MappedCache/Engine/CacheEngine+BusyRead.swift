@@ -21,7 +21,8 @@ import SystemCalls
 /// reading `/proc`) and the lock stay off every other read.
 extension CacheEngine {
   /// Bounded waits a read makes on a busy bucket whose writer is alive and not stopped,
-  /// after the first: each about 2 ms, so a read answers within about 10 ms.
+  /// after the first: each as long as `Reader.backoff`'s, so a read that finds a live
+  /// writer stalled still answers soon.
   static let busySettleRounds = 4
 
   /// `Reader.locate`, with R7 when it answers "busy".
@@ -77,13 +78,12 @@ extension CacheEngine {
   private func repairAbandoned(_ p: Int) -> Bool {
     guard let lock else { return false }
     // A live writer took the word meanwhile: it repairs first (W1), and the read waits.
-    guard let held = lock.tryAcquireWord(p) else { return true }
+    guard let part = lock.tryAcquireWord(p) else { return true }
     defer { lock.releaseWord(p) }
-    let part = partition(p)
     // Nothing to repair: a writer finished (or repaired) since, or the odd bucket is
     // damage that `verify(repair:)` mends; the read looks again and, still odd, misses.
     guard part.needsRepair(), !splitInFlight(of: p) else { return true }
-    repair(part, held)
+    repair(part)
     part.memory.word(.intent).store(0, .relaxed)
     return true
   }

@@ -25,8 +25,8 @@ extension CacheEngine {
     writer.prefetchFirstBucket(hash, partition: p)
     // The rewrite touches only the record in place, never a log's positions.
     let engine = unretained
-    return try withKeyLock(hash: hash, checkingLogs: false) { part, held in
-      try engine { try $0.writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, held, body) }
+    return try withKeyLock(hash: hash, checkingLogs: false) { part in
+      try engine { try $0.writer.rewriteInPlace(key, hash: hash, expiry: expiry, midway: midway, part, body) }
     }
   }
 }
@@ -90,12 +90,10 @@ extension CacheEngine {
     guard let first = writer.prefetchFirstBucket(hash, partition: p) else { return .elsewise }
     let part = memory.partition(p)
     let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
-    guard let held = WriteLock.tryAcquireUncontended(part.lockWord, token: token, partition: p) else {
-      return .elsewise
-    }
-    let change = writer.changeCounter(
-      key, words: words, hash: hash, hint: hint, routedWith: count, Partition(part, file: memory), held, op)
-    WriteLock.releaseUncontended(part.lockWord, held)
+    guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else { return .elsewise }
+    let seen = Writer.Sighting(hint: hint, tag: IndexGeometry.tag(hash), routedWith: count)
+    let change = writer.changeCounter(key, words: words, hash: hash, seen, locked, op)
+    WriteLock.releaseUncontended(locked)
     if case .elsewise = change, hint.isRecalled { writer.recent.forget(hash) }
     return change
   }

@@ -10,17 +10,17 @@ extension CacheEngine {
   func _holdWriteLock(oddKey: UnsafeRawBufferPointer?, _ whileHeld: () -> Void) throws {
     guard let oddKey else { return try holdEveryLock(from: 0, whileHeld) }
     let hash = KeyHash.key(oddKey)
-    try withKeyLock(hash: hash) { part, held in
-      let found = part.index.find(oddKey, placement: Placement(hash: hash, groups: part.index.groups), held)
-      if let e = found { part.index._toggleSequence(e.at.place, held) }
+    try withKeyLock(hash: hash) { part in
+      let found = part.index.find(oddKey, placement: Placement(hash: hash, groups: part.index.groups), part.held)
+      if let e = found { part.index._toggleSequence(e.at.place, part.held) }
       whileHeld()
-      if let e = found { part.index._toggleSequence(e.at.place, held) }
+      if let e = found { part.index._toggleSequence(e.at.place, part.held) }
     }
   }
 
   private func holdEveryLock(from p: Int, _ whileHeld: () -> Void) throws {
     guard p < currentPartitionCount else { return whileHeld() }
-    try withWriteLock(partition: p) { _, _ in try holdEveryLock(from: p + 1, whileHeld) }
+    try withWriteLock(partition: p) { _ in try holdEveryLock(from: p + 1, whileHeld) }
   }
 
   /// Takes `key`'s partition's lock and moves its record to the main log's head as a
@@ -29,12 +29,12 @@ extension CacheEngine {
   /// Returns false, without running `whileHeld`, if the key is absent or main is full.
   func _holdWriteLockMidMove(key: UnsafeRawBufferPointer, _ whileHeld: () -> Void) throws -> Bool {
     let hash = KeyHash.key(key)
-    return try withKeyLock(hash: hash) { part, held in
-      guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held),
+    return try withKeyLock(hash: hash) { part in
+      guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), part.held),
         part.logs.fits(.main, e.header.size + part.policy.mainReserve)
       else { return false }
       part.policy.moveToMainHead(
-        e, hits: e.hits & ~Format.referencedBit, unearned: false, midway: whileHeld, held)
+        e, hits: e.hits & ~Format.referencedBit, unearned: false, midway: whileHeld, part.held)
       return true
     }
   }
@@ -44,22 +44,21 @@ extension CacheEngine {
   /// changes the partition part way, through the engine's own layers), and releases the
   /// lock with the intent word as `body` left it (set: the next writer repairs). The
   /// lock is released, not taken over: `ReliabilityLockTests` kill real holders.
-  func _crashDuring(partition p: Int, _ body: (Partition, borrowing WriteLock.Held) throws -> Void) throws {
+  func _crashDuring(partition p: Int, _ body: (borrowing LockedPartition) throws -> Void) throws {
     guard let lock else { throw CacheError.readOnly(path: path) }
-    let held = try lock.acquire(p)
+    let part = try lock.acquire(p)
     defer { lock.release(p) }
-    let part = partition(p)
-    if part.needsRepair() { repair(part, held) }
+    if part.needsRepair() { repair(part) }
     part.memory.word(.intent).store(Format.intentChange, .relaxed)
-    try body(part, held)
+    try body(part)
   }
 
   /// Where `key`'s entry is (looked up under its partition's lock), for tests: its
   /// partition, bucket, slot and record.
   func _find(_ key: UnsafeRawBufferPointer) throws -> (partition: Int, entry: BucketIndex.Entry)? {
     let hash = KeyHash.key(key)
-    return try withKeyLock(hash: hash) { part, held in
-      part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held).map {
+    return try withKeyLock(hash: hash) { part in
+      part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), part.held).map {
         (part.number, $0)
       }
     }

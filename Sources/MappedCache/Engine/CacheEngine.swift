@@ -148,36 +148,35 @@ final class CacheEngine: @unchecked Sendable {
   @inline(__always)
   func withWriteLock<R>(
     partition p: Int, routedWith count: Int? = nil, checkingLogs: Bool = true,
-    _ body: (Partition, borrowing WriteLock.Held) throws -> R
+    _ body: (borrowing LockedPartition) throws -> R
   ) throws -> R {
     guard let lock else { throw CacheError.readOnly(path: path) }
-    let held = try acquireSettled(p, lock)
+    let part = try acquireSettled(p, lock)
     defer { lock.release(p) }
-    return try whileHolding(partition: p, routedWith: count, checkingLogs: checkingLogs, held, body)
+    return try whileHolding(routedWith: count, checkingLogs: checkingLogs, part, body)
   }
 
-  /// `withWriteLock`'s steps once the lock is held (`held`, taken by `acquireSettled`):
+  /// `withWriteLock`'s steps once the lock is held (`part`, taken by `acquireSettled`):
   /// the routing and repair checks of W1, the intent word around `body`, and repair and
   /// one retry when `body` finds the partition damaged.
   @inline(__always)
   func whileHolding<R>(
-    partition p: Int, routedWith count: Int?, checkingLogs: Bool, _ held: borrowing WriteLock.Held,
-    _ body: (Partition, borrowing WriteLock.Held) throws -> R
+    routedWith count: Int?, checkingLogs: Bool, _ part: borrowing LockedPartition,
+    _ body: (borrowing LockedPartition) throws -> R
   ) throws -> R {
     if let count, memory.liveRouting() > count, try mustReroute() { throw Rerouted() }
-    let part = partition(p)
     let intent = part.memory.word(.intent)
-    if part.needsRepair(checkingLogs: checkingLogs) { repair(part, held) }
+    if part.needsRepair(checkingLogs: checkingLogs) { repair(part) }
     intent.store(Format.intentChange, .relaxed)
     defer { intent.store(0, .relaxed) }
     do {
-      return try body(part, held)
+      return try body(part)
     } catch is PartitionDamage {
       // The partition broke an invariant under us (damage, or a foreign writer): repair
       // by dropping what cannot be trusted, then try the change once more.
-      repair(part, held)
+      repair(part)
       do {
-        return try body(part, held)
+        return try body(part)
       } catch let damage as PartitionDamage {
         throw CacheError.corrupted(path: path, reason: damage.reason)
       }
@@ -187,9 +186,9 @@ final class CacheEngine: @unchecked Sendable {
   /// This engine, for a locked body to call without capturing `self` (the single-key
   /// writes: `set`, `remove`, `touch`, `update`, `rewriteInPlace`): a body handed to
   /// `withWriteLock` that captures `self` has it retained and released around the lock,
-  /// two atomic read-modify-writes a write (`scripts/callgrind.sh`). Handing the body
-  /// `self` as an argument instead stopped `withWriteLock` being inlined into `set` (1124
-  /// instructions against 1041). Make it in one of the engine's methods and use it only
+  /// two atomic read-modify-writes a write. Handing the body `self` as an argument
+  /// instead stopped `withWriteLock` being inlined into `set`, which then cost more
+  /// (`scripts/callgrind.sh`, DESIGN.md section 12). Make it in one of the engine's methods and use it only
   /// there: sound because that method's caller holds the engine until it returns.
   @inline(__always) var unretained: Unretained { Unretained(engine: .passUnretained(self)) }
 
@@ -205,16 +204,16 @@ final class CacheEngine: @unchecked Sendable {
   /// finishes any step of growth it was in (`finishInterruptedSplit`), letting go and
   /// trying again while that needs a lock someone else holds.
   @inline(__always)
-  func acquireSettled(_ p: Int, _ lock: WriteLock) throws -> WriteLock.Held {
+  func acquireSettled(_ p: Int, _ lock: WriteLock) throws -> LockedPartition {
     while true {
-      let held = try lock.acquire(p)
-      if partition(p).memory.word(.intent).load(.relaxed) == 0 { return held }
+      let part = try lock.acquire(p)
+      if part.memory.word(.intent).load(.relaxed) == 0 { return part }
       let retry: Bool
-      do { retry = try finishInterruptedSplit(of: p, held) } catch {
+      do { retry = try finishInterruptedSplit(part) } catch {
         lock.release(p)
         throw error
       }
-      if !retry { return held }
+      if !retry { return part }
       lock.release(p)
       Sys.yield()
     }
@@ -224,7 +223,7 @@ final class CacheEngine: @unchecked Sendable {
   /// routing again when the file grew meanwhile.
   @inline(__always)
   func withKeyLock<R>(
-    hash: UInt64, checkingLogs: Bool = true, _ body: (Partition, borrowing WriteLock.Held) throws -> R
+    hash: UInt64, checkingLogs: Bool = true, _ body: (borrowing LockedPartition) throws -> R
   ) throws -> R {
     while true {
       let count = memory.partitionCount
@@ -263,10 +262,11 @@ final class CacheEngine: @unchecked Sendable {
   /// slot it was rewriting): a repairer killed midway leaves it set, so the next holder
   /// repairs again rather than trust a half-repaired partition.
   @inline(never)
-  func repair(_ part: Partition, _ held: borrowing WriteLock.Held) {
+  func repair(_ part: borrowing LockedPartition) {
     markIntent(part)
-    _ = Checker(part: part, layout: layout, routing: routing(of: part.number)).repair(checksums: false, held)
-    part.counters.bump(.recoveries, held)
+    _ = Checker(part: part.partition, layout: layout, routing: routing(of: part.number)).repair(
+      checksums: false, part.held)
+    part.counters.bump(.recoveries, part.held)
   }
 
   /// Where partition `p`'s keys may route, for `Checker`: the file's partition count as
@@ -278,7 +278,7 @@ final class CacheEngine: @unchecked Sendable {
   }
 
   /// Sets the intent word if it is clear (a repair of damage, not of a dead writer).
-  private func markIntent(_ part: Partition) {
+  private func markIntent(_ part: borrowing LockedPartition) {
     let intent = part.memory.word(.intent)
     if intent.load(.relaxed) == 0 { intent.store(Format.intentChange, .relaxed) }
   }
@@ -316,8 +316,8 @@ final class CacheEngine: @unchecked Sendable {
   /// W1-W3), then the release. A new key or a change of size goes on under the same hold
   /// of the lock (`setHolding`); anything else (a condition, an expiry, a longer key, the
   /// `.flock` mode, a held lock, a partition to settle first) goes the general way,
-  /// `setPrepared`. (`scripts/callgrind.sh`: some 560 instructions a set here, against
-  /// some 690 when every set went that way.)
+  /// `setPrepared`, which costs a set a good part more (`scripts/callgrind.sh`; the
+  /// counts: DESIGN.md section 12).
   @usableFromInline
   func set(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: UInt64,
@@ -339,24 +339,24 @@ final class CacheEngine: @unchecked Sendable {
     let part = memory.partition(p)
     let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
     // The lock, when it is free and the partition settled (`acquireSettled`'s check).
-    guard let held = WriteLock.tryAcquireUncontended(part.lockWord, token: token, partition: p) else {
+    guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else {
       return try setPrepared(key, value, expiry: expiry, condition: condition)
     }
     guard part.word(.intent).load(.relaxed) == 0 else {
-      WriteLock.releaseUncontended(part.lockWord, held)
+      WriteLock.releaseUncontended(locked)
       return try setPrepared(key, value, expiry: expiry, condition: condition)
     }
     if let version = writer.overwriteHinted(
-      key, words: words, value, hint: hint, tag: IndexGeometry.tag(hash), sum: sum, expiry: 0,
-      routedWith: count, shortOnly: true, Partition(part, file: memory), held)
+      RecordFormat.Content(key: key, value: value, sum: sum, expiry: 0), words: words,
+      Writer.Sighting(hint: hint, tag: IndexGeometry.tag(hash), routedWith: count), shortOnly: true, locked)
     {
-      WriteLock.releaseUncontended(part.lockWord, held)
+      WriteLock.releaseUncontended(locked)
       return .stored(version: UInt64(version))
     }
-    let w = PreparedWrite(
-      hash: hash, sum: sum, keyCount: n, valueCount: value.count, expiry: 0, partition: p, routedWith: count,
-      hint: hint)
-    return try setHolding(key, value, w, condition, held)
+    var w = PreparedWrite(hash: hash, sum: sum, keyCount: n, valueCount: value.count, expiry: 0, partition: p)
+    w.routedWith = count
+    w.hint = hint
+    return try setHolding(key, value, w, condition, locked)
   }
 
   /// `set` the general way: prepared before the lock (W0), then the write protocol under
@@ -367,31 +367,30 @@ final class CacheEngine: @unchecked Sendable {
   ) throws -> SetOutcome {
     let w = try writer.prepare(key, value, expiry: expiry)
     guard let lock else { throw CacheError.readOnly(path: path) }
-    let held: WriteLock.Held
-    do { held = try acquireSettled(w.partition, lock) } catch is Rerouted {
+    let part: LockedPartition
+    do { part = try acquireSettled(w.partition, lock) } catch is Rerouted {
       return try setRerouted(key, value, w, condition)
     }
-    if condition == .always, let version = writer.overwriteHinted(key, value, w, partition(w.partition), held) {
+    if condition == .always, let version = writer.overwriteHinted(key, value, w, part) {
       lock.release(w.partition)
       return .stored(version: UInt64(version))
     }
-    return try setHolding(key, value, w, condition, held)
+    return try setHolding(key, value, w, condition, part)
   }
 
-  /// `set`'s general path, under the lock `set` took (`held`), which it releases.
+  /// `set`'s general path, under the lock `set` took (`part`), which it releases.
   @inline(never)
   private func setHolding(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ condition: SetCondition,
-    _ held: borrowing WriteLock.Held
+    _ part: borrowing LockedPartition
   ) throws -> SetOutcome {
     guard let lock else { throw CacheError.readOnly(path: path) }
     let engine = unretained
     do {
       defer { lock.release(w.partition) }
       if w.hint.isRecalled { writer.recent.forget(w.hash) }
-      return try whileHolding(partition: w.partition, routedWith: w.routedWith, checkingLogs: false, held) {
-        part, held in
-        try engine { try $0.writer.store(key, value, w, condition: condition, part, held) }
+      return try whileHolding(routedWith: w.routedWith, checkingLogs: false, part) { part in
+        try engine { try $0.writer.store(key, value, w, condition: condition, part) }
       }
     } catch is Rerouted {
       return try setRerouted(key, value, w, condition)
@@ -404,8 +403,8 @@ final class CacheEngine: @unchecked Sendable {
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ condition: SetCondition
   ) throws -> SetOutcome {
     let engine = unretained
-    return try withKeyLock(hash: w.hash, checkingLogs: false) { part, held in
-      try engine { try $0.store(key, value, w.routed(to: part.number), condition: condition, part, held) }
+    return try withKeyLock(hash: w.hash, checkingLogs: false) { part in
+      try engine { try $0.store(key, value, w.routed(to: part.number), condition: condition, part) }
     }
   }
 
@@ -413,9 +412,9 @@ final class CacheEngine: @unchecked Sendable {
   @inline(never)
   func store(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    condition: SetCondition, now: UInt64 = 0, _ part: Partition, _ held: borrowing WriteLock.Held
+    condition: SetCondition, now: UInt64 = 0, _ part: borrowing LockedPartition
   ) throws -> SetOutcome {
-    try writer.store(key, value, w, condition: condition, now: now, part, held)
+    try writer.store(key, value, w, condition: condition, now: now, part)
   }
 
   /// Removes `key`; false when it was not present.
@@ -423,8 +422,8 @@ final class CacheEngine: @unchecked Sendable {
     try checkKey(key)
     let hash = KeyHash.key(key)
     let engine = unretained
-    return try withKeyLock(hash: hash) { part, held in
-      engine { $0.writer.remove(key, hash: hash, part, held) }
+    return try withKeyLock(hash: hash) { part in
+      engine { $0.writer.remove(key, hash: hash, part) }
     }
   }
 
@@ -443,9 +442,9 @@ final class CacheEngine: @unchecked Sendable {
       for (i, h) in hashes.enumerated() { byPartition[IndexGeometry.partition(h, count: count), default: []].append(i) }
       for p in byPartition.keys.sorted() {
         do {
-          removed += try withWriteLock(partition: p, routedWith: count) { part, held in
+          removed += try withWriteLock(partition: p, routedWith: count) { part in
             var n = 0
-            for i in byPartition[p]! where keys[i].withUnsafeBytes({ writer.remove($0, hash: hashes[i], part, held) }) {
+            for i in byPartition[p]! where keys[i].withUnsafeBytes({ writer.remove($0, hash: hashes[i], part) }) {
               n += 1
             }
             return n
@@ -463,9 +462,9 @@ final class CacheEngine: @unchecked Sendable {
     try checkKey(key)
     let hash = KeyHash.key(key)
     let engine = unretained
-    return try withKeyLock(hash: hash) { part, held in
+    return try withKeyLock(hash: hash) { part in
       let now = Sys.expiryClockMilliseconds()
-      return try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: now, part, held) }
+      return try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: now, part) }
     }
   }
 
@@ -477,15 +476,15 @@ final class CacheEngine: @unchecked Sendable {
     try checkKey(key)
     let hash = KeyHash.key(key)
     let engine = unretained
-    return try withKeyLock(hash: hash) { part, held in
-      try engine { try $0.writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body) }
+    return try withKeyLock(hash: hash) { part in
+      try engine { try $0.writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, body) }
     }
   }
 
   /// Removes every entry, partition by partition (each under its own lock).
   func removeAll() throws {
     for p in 0..<currentPartitionCount {
-      try withWriteLock(partition: p) { part, held in writer.removeAll(part, held) }
+      try withWriteLock(partition: p) { part in writer.removeAll(part) }
     }
   }
 
@@ -501,11 +500,11 @@ final class CacheEngine: @unchecked Sendable {
     let share = max(64, max(1, maxSlots) / count)
     var removed = 0
     for p in 0..<count {
-      removed += try withWriteLock(partition: p) { part, held in
+      removed += try withWriteLock(partition: p) { part in
         let r = writer.expireSlots(
           part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
-          now: Sys.expiryClockMilliseconds(), held)
-        part.counters.set(.sweepHand, UInt64(r.next), held)
+          now: Sys.expiryClockMilliseconds())
+        part.counters.set(.sweepHand, UInt64(r.next), part.held)
         return r.removed
       }
     }
@@ -521,10 +520,10 @@ final class CacheEngine: @unchecked Sendable {
     for p in 0..<currentPartitionCount {
       var start = 0
       while true {
-        let (n, done) = try withWriteLock(partition: p) { part, held -> (Int, Bool) in
+        let (n, done) = try withWriteLock(partition: p) { part -> (Int, Bool) in
           let slots = part.index.slotCount
           let count = min(Self.sweepStep, max(0, slots - start))
-          let r = writer.expireSlots(part, from: start, count: count, now: Sys.expiryClockMilliseconds(), held)
+          let r = writer.expireSlots(part, from: start, count: count, now: Sys.expiryClockMilliseconds())
           return (r.removed, start + count >= slots)
         }
         removed += n
@@ -549,10 +548,10 @@ final class CacheEngine: @unchecked Sendable {
     guard countLimit > 0 || costLimit > 0 else { return }
     let totals = partition(0).counters.fileTotals()
     for p in 0..<currentPartitionCount {
-      try withWriteLock(partition: p) { part, held in
+      try withWriteLock(partition: p) { part in
         let countShare = Self.share(countLimit, of: totals.entries, held: part.counters.count(.entries))
         let costShare = Self.share(costLimit, of: totals.liveBytes, held: part.counters.count(.liveBytes))
-        try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), held)
+        try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), part.held)
       }
     }
   }
@@ -581,14 +580,13 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     // Most values fit 256 bytes: a constant size lets the compiler place the buffer on
     // the stack with no size check.
-    var found = false
-    var want = try withUnsafeTemporaryAllocation(byteCount: Self.stackBufferBytes, alignment: 16) { buffer in
-      try attempt(key, hash, allowExpired, countStats, buffer, &found, body)
+    var (found, want) = try withUnsafeTemporaryAllocation(byteCount: Self.stackBufferBytes, alignment: 16) { buffer in
+      try attempt(key, hash, allowExpired, countStats, buffer, body)
     }
     // A larger value: size the buffer from the entry (it may grow again meanwhile).
     for _ in 0..<Self.resizeTries where want > 0 {
-      want = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
-        try attempt(key, hash, allowExpired, countStats, buffer, &found, body)
+      (found, want) = try withUnsafeTemporaryAllocation(byteCount: want, alignment: 16) { buffer in
+        try attempt(key, hash, allowExpired, countStats, buffer, body)
       }
     }
     return found
@@ -601,28 +599,26 @@ final class CacheEngine: @unchecked Sendable {
   /// Times a read sizes its buffer again for a value that keeps growing.
   static let resizeTries = 8
 
-  /// One lookup into `buffer`, calling `body` on a hit (and setting `found`). Returns the
+  /// One lookup into `buffer`, calling `body` on a hit. Returns whether it hit, and the
   /// size to try again with when the value is larger than the buffer, else 0.
   @inline(__always)
   private func attempt(
     _ key: UnsafeRawBufferPointer, _ hash: UInt64, _ allowExpired: Bool, _ countStats: Bool,
-    _ buffer: UnsafeMutableRawBufferPointer, _ found: inout Bool,
-    _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
-  ) rethrows -> Int {
+    _ buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer, EntryInfo) throws -> Void
+  ) rethrows -> (found: Bool, want: Int) {
     switch probe(key, hash: hash, allowExpired: allowExpired, into: buffer) {
     case .hit(let info):
       if countStats { reader.countHit() }
       try body(UnsafeRawBufferPointer(start: buffer.baseAddress, count: info.valueCount), info)
-      found = true
-      return 0
+      return (true, 0)
     case .miss, .corrupt:
       if countStats { reader.countMiss() }
-      return 0
+      return (false, 0)
     case .busy:
       if countStats { reader.countBusyMiss() }
-      return 0
+      return (false, 0)
     case .needs(let n):
-      return n
+      return (false, n)
     }
   }
 
@@ -729,12 +725,12 @@ final class CacheEngine: @unchecked Sendable {
       let part = partition(p)
       var r = Checker(part: part, layout: layout, routing: routing(of: p)).inspect(checksums: true)
       if !r.ok, let lock {
-        r = try lock.withLock(p) { held in
+        r = try lock.withLock(p) { part in
           // Under the lock, the routing as it is now (a split may have ended meanwhile).
-          let checker = Checker(part: part, layout: layout, routing: routing(of: p))
+          let checker = Checker(part: part.partition, layout: layout, routing: routing(of: p))
           guard repair else { return checker.inspect(checksums: true) }
           markIntent(part)
-          let r = checker.repair(checksums: true, held)
+          let r = checker.repair(checksums: true, part.held)
           part.memory.word(.intent).store(0, .relaxed)
           return r
         }

@@ -86,17 +86,15 @@ enum CacheFileOpener {
       return nil
     }
     let created = try createOrTakeOver(
-      fd, path: path, canCreate: writable && policy.create, options: options,
-      group: group, typeFingerprint: typeFingerprint, typeName: typeName)
+      fd, path: path, canCreate: writable && policy.create, options: options, group: group,
+      type: (typeFingerprint, typeName))
     laidOut = true
     st = try system { () throws(SystemError) in try Sys.fstat(fd) }
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
     if writable && !created { try reserveHoles(fd, path: path, st: st, size: layout.fileSize) }
-    let file = try MappedFile(
-      path: path, fd: fd, size: layout.fileSize, reserve: layout.maxCapacity, layout: layout,
-      writable: writable, stat: st)
+    let file = try MappedFile(path: path, fd: fd, layout: layout, writable: writable, stat: st)
     keepFD = true
     return Opened(file: file, layout: layout, header: header, created: created)
   }
@@ -200,12 +198,13 @@ enum CacheFileOpener {
 
   /// Step 4, under the `flock`: an empty file is laid out; a file whose creation was
   /// interrupted (it starts with the initialising marker) is laid out again. Returns
-  /// whether this call made the cache. Without `canCreate`, both are refused.
+  /// whether this call made the cache. Without `canCreate`, both are refused. `type`:
+  /// the stored type's fingerprint and name, written into a file laid out here.
   private static func createOrTakeOver(
-    _ fd: Int32, path: String, canCreate: Bool, options: CacheOptions,
-    group: SharedGroup?, typeFingerprint: UInt64,
-    typeName: String
+    _ fd: Int32, path: String, canCreate: Bool, options: CacheOptions, group: SharedGroup?,
+    type: (fingerprint: UInt64, name: String)
   ) throws(CacheError) -> Bool {
+    let (typeFingerprint, typeName) = type
     let size = Int(try system { () throws(SystemError) in try Sys.fstat(fd) }.st_size)
     let wasEmpty: Bool
     if size == 0 {

@@ -239,8 +239,8 @@ struct Checker {
           r.slotsChecked += 1
           guard memory.tag(place, slot) != 0 else { continue }
           switch check(
-            at, groups: groups, chains: chains, rewriting: rewriting, seenOffsets: seenOffsets,
-            seenKeys: seenKeys, checksums: checksums)
+            at, Pass(groups: groups, chains: chains, rewriting: rewriting, checksums: checksums),
+            seenOffsets: seenOffsets, seenKeys: seenKeys)
           {
           case .success(let (e, hash, inSecond)):
             seenOffsets.insert(e.offset)
@@ -263,12 +263,22 @@ struct Checker {
     return (drop, odd)
   }
 
+  /// What `checkBuckets` checks every slot against: the group count, the logs' record
+  /// chains, the slot a dead writer was rewriting (-1: none), and whether values'
+  /// checksums are checked.
+  private struct Pass {
+    let groups: Int
+    let chains: [LogID: [Int: Int]]
+    let rewriting: Int
+    let checksums: Bool
+  }
+
   /// Whether slot `at`'s entry is whole and its own: the entry, its key's hash and
   /// whether it sits in its second place, or why not.
   private func check(
-    _ at: BucketIndex.Slot, groups: Int, chains: [LogID: [Int: Int]], rewriting: Int, seenOffsets: Set<Int>,
-    seenKeys: [UInt64: Int], checksums: Bool
+    _ at: BucketIndex.Slot, _ pass: Pass, seenOffsets: Set<Int>, seenKeys: [UInt64: Int]
   ) -> Result<(BucketIndex.Entry, UInt64, Bool), LayoutProblem> {
+    let (groups, chains, rewriting, checksums) = (pass.groups, pass.chains, pass.rewriting, pass.checksums)
     if Writer.slotNumber(at) == rewriting { return .failure(LayoutProblem("left mid-rewrite by a dead writer")) }
     let word = memory.entryWord(at.place, at.slot).load(.relaxed)
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)

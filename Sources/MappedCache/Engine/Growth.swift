@@ -134,11 +134,11 @@ extension CacheEngine {
 
   /// `split` with both locks taken here, the source's first (the lock order).
   private func splitLocked(source s: Int, into q: Int) throws -> Int {
-    let heldS = lock!.acquireWord(s)
+    let ps = lock!.acquireWord(s)
     defer { lock!.releaseWord(s) }
-    let heldQ = lock!.acquireWord(q)
+    let pq = lock!.acquireWord(q)
     defer { lock!.releaseWord(q) }
-    return try split(source: s, into: q, heldS, heldQ)
+    return try split(source: ps, into: pq)
   }
 
   /// The partition growth is filling partition `q` from, when `q` is marked (a step of
@@ -162,27 +162,23 @@ extension CacheEngine {
       || (last > p && pendingSplitSource(of: last) == p)
   }
 
-  /// G4 for one new partition, `q`, from `s`, both locks held (also how a writer
-  /// finishes a step a dead grower left, so every step here may find part of it done).
-  /// Returns how many entries it moved.
-  func split(
-    source s: Int, into q: Int, _ heldS: borrowing WriteLock.Held, _ heldQ: borrowing WriteLock.Held
-  ) throws -> Int {
-    let ps = partition(s)
-    let pq = partition(q)
+  /// G4 for one new partition, `pq`, from `ps`, both locked (also how a writer finishes
+  /// a step a dead grower left, so every step here may find part of it done). Returns
+  /// how many entries it moved.
+  func split(source ps: borrowing LockedPartition, into pq: borrowing LockedPartition) throws -> Int {
     // Whatever a dead writer (or grower) left mid-change is repaired first.
-    settle(ps, heldS)
-    settle(pq, heldQ)
-    // Versions of moved keys stay ahead of every version `q` hands out.
+    settle(ps)
+    settle(pq)
+    // Versions of moved keys stay ahead of every version `pq` hands out.
     let version = max(ps.counters.value(.versionCounter), pq.counters.value(.versionCounter))
-    pq.counters.set(.versionCounter, version, heldQ)
+    pq.counters.set(.versionCounter, version, pq.held)
     if pq.memory.word(.splitSource).load(.relaxed) == 0 {
-      pq.memory.word(.splitSource).store(UInt64(s + 1), .releasing)
-      memory.header(.grownCount).store(UInt64(q + 1), .releasing)
+      pq.memory.word(.splitSource).store(UInt64(ps.number + 1), .releasing)
+      memory.header(.grownCount).store(UInt64(pq.number + 1), .releasing)
     }
     memory.refreshRouting()
     pauseForTest(at: "published")
-    let moved = try moveEntries(from: ps, heldS, to: pq, heldQ, count: q + 1)
+    let moved = try moveEntries(from: ps, to: pq, count: pq.number + 1)
     pq.memory.word(.splitSource).store(0, .releasing)
     ps.memory.word(.intent).store(0, .relaxed)
     pq.memory.word(.intent).store(0, .relaxed)
@@ -191,9 +187,9 @@ extension CacheEngine {
 
   /// Repairs `part` if a writer died changing it or its words are out of range, then
   /// sets its intent word (as `withWriteLock` does).
-  private func settle(_ part: Partition, _ held: borrowing WriteLock.Held) {
+  private func settle(_ part: borrowing LockedPartition) {
     let intent = part.memory.word(.intent)
-    if part.needsRepair() { repair(part, held) }
+    if part.needsRepair() { repair(part) }
     intent.store(Format.intentChange, .relaxed)
   }
 
@@ -201,8 +197,7 @@ extension CacheEngine {
   /// `to` (`Writer.copyEntry`), then clears it from `from`: in that order, so that a
   /// reader that misses in `from` finds the key in `to`.
   private func moveEntries(
-    from: Partition, _ fromHeld: borrowing WriteLock.Held, to: Partition, _ toHeld: borrowing WriteLock.Held,
-    count: Int
+    from: borrowing LockedPartition, to: borrowing LockedPartition, count: Int
   ) throws -> Int {
     var moved = 0
     let groups = from.index.groups
@@ -213,8 +208,8 @@ extension CacheEngine {
           guard let e = from.index.entry(at: at) else { continue }
           let hash = from.memory.keyHash(record: e.offset, e.header)
           guard IndexGeometry.partition(hash, count: count) == to.number else { continue }
-          _ = try writer.copyEntry(e, hash: hash, from: from, fromHeld, to: to, toHeld)
-          from.policy.discard(e, counting: .grownOut, fromHeld)
+          _ = try writer.copyEntry(e, hash: hash, from: from, to: to)
+          from.policy.discard(e, counting: .grownOut, from.held)
           moved += 1
           if moved == 1 { pauseForTest(at: "moving") }
         }
@@ -236,26 +231,27 @@ extension CacheEngine {
   /// source of the last one), finishes that step. The source's lock comes first, so a
   /// writer holding the new partition only tries it: true means it could not, and the
   /// writer lets go of `p` and tries again.
-  func finishInterruptedSplit(of p: Int, _ held: borrowing WriteLock.Held) throws -> Bool {
+  func finishInterruptedSplit(_ part: borrowing LockedPartition) throws -> Bool {
     guard let lock else { return false }
+    let p = part.number
     memory.refreshRouting()
-    let mark = partition(p).memory.word(.splitSource)
+    let mark = part.memory.word(.splitSource)
     if mark.load(.acquiring) != 0 {
       // Only the last partition can be in a split, from its linear-hashing source.
       guard let s = pendingSplitSource(of: p) else {
         mark.store(0, .relaxed)  // damage: nothing to finish
         return false
       }
-      guard let heldS = lock.tryAcquireWord(s) else { return true }
+      guard let ps = lock.tryAcquireWord(s) else { return true }
       defer { lock.releaseWord(s) }
-      _ = try split(source: s, into: p, heldS, held)
+      _ = try split(source: ps, into: part)
       return false
     }
     let last = memory.partitionCount - 1
     guard last > p, pendingSplitSource(of: last) == p else { return false }
-    let heldQ = lock.acquireWord(last)
+    let pq = lock.acquireWord(last)
     defer { lock.releaseWord(last) }
-    _ = try split(source: p, into: last, held, heldQ)
+    _ = try split(source: part, into: pq)
     return false
   }
 

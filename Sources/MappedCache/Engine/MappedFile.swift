@@ -29,9 +29,10 @@ final class MappedFile {
   /// of this handle.
   let limits: PartitionMemory.SharedLimits
 
-  init(
-    path: String, fd: Int32, size: Int, reserve: Int, layout: Layout, writable: Bool, stat st: stat
-  ) throws(CacheError) {
+  /// Maps `layout.fileSize` bytes of `fd` and reserves address space for
+  /// `layout.maxCapacity`, so that the file can grow in place.
+  init(path: String, fd: Int32, layout: Layout, writable: Bool, stat st: stat) throws(CacheError) {
+    let (size, reserve) = (layout.fileSize, layout.maxCapacity)
     self.path = path
     self.fd = fd
     self.size = size

@@ -409,7 +409,7 @@ struct PartitionMemory {
     var mainFloorEnd: Int
 
     /// Derived from the layout once per handle: a write wires a `Partition` per call, and
-    /// deriving these from `Layout` each time cost it dozens of instructions.
+    /// deriving these from `Layout` each time lengthened every write.
     init(layout l: Layout) {
       assert(l.partitionBytes >= 256 << 10, "record(at:) counts on partitions of 256 KiB or more")
       bytes = l.partitionBytes
@@ -426,9 +426,9 @@ struct PartitionMemory {
   /// `Limits`, made once per handle (`MappedFile.limits`) and named by every view of
   /// the file. A view holds this reference and the two limits every read checks, not
   /// all eight words: a set makes a `Partition` (two views) for its out-of-line store on
-  /// the stack, and the copy of the other twelve words cost it about 50 instructions
-  /// and a fifth of its own time in stalled loads (`scripts/callgrind.sh`: set 995
-  /// against 944, read 417 against 410; `perf`).
+  /// the stack, and the copy of the other twelve words cost it instructions and, more,
+  /// loads stalled on those stores (`scripts/callgrind.sh` and `perf`;
+  /// docs/history/hot-path.md).
   final class SharedLimits: Sendable {
     let value: Limits
     init(_ value: Limits) { self.value = value }
@@ -547,11 +547,12 @@ struct PartitionMemory {
     prefetchLine(bucket(place), write: write)
   }
 
-  /// R2's prefetch: the key's buckets (the first, and the second where it differs), as soon as their places are known and some 35 instructions
-  /// before R3 reads the first. On a table larger than the CPU's caches that lets the
-  /// next read's misses start before this one's record arrives (the CPU's window reaches
-  /// ~320 instructions ahead): 1.2-1.6x the gets at 10 M keys; about 5 % off reads whose
-  /// lines are all cached.
+  /// R2's prefetch: the key's buckets (the first, and the second where it differs), as
+  /// soon as their places are known, well before R3 reads the first. On a table larger
+  /// than the CPU's caches that lets the next read's misses start before this one's
+  /// record arrives (within the CPU's window of instructions in flight): many more gets
+  /// at millions of keys, a few off reads whose lines are all cached (DESIGN.md section
+  /// 12).
   @inline(__always)
   func prefetchBuckets(of pl: Placement) {
     prefetchBucket(pl.first, write: false)
@@ -654,7 +655,7 @@ struct PartitionMemory {
 
   /// `record(at:free:)` past the common record's check: every form, with or without an
   /// expiry, anywhere in the partition. Out of line, so that the short check inlines
-  /// into every read (whole, the decode stayed a call of ~50 instructions a read).
+  /// into every read (whole, the decode stayed a call on every read).
   @inline(never)
   private func decodeRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
@@ -865,7 +866,7 @@ struct PartitionMemory {
   /// line more often than not.) Unchecked, unlike `prefetchRecord`: `offset` is a
   /// slot's 29 bits, so both addresses lie within 512 MiB past the partition's base, and
   /// a prefetch of any address never faults (x86 drops one it cannot translate). Every
-  /// read makes it, and the check cost a read four instructions.
+  /// read makes it, and a check would lengthen every read.
   @inline(__always)
   func prefetchRecordTail(at offset: Int, write: Bool = false) {
     assert(offset >= 0 && offset <= Int(Format.offsetMask))
@@ -881,15 +882,15 @@ struct PartitionMemory {
 
   // MARK: Writing records (writers only, under the lock, at offsets they computed)
 
-  /// Writes an entry record at `offset`. Precondition: `offset ..< offset + size` lies in
-  /// a log, and no slot names it (or the caller is inside the seqlock write of the one
-  /// bucket whose slot does).
+  /// Writes an entry record of `c` at `offset`. Precondition: `offset ..< offset + size`
+  /// lies in a log, and no slot names it (or the caller is inside the seqlock write of
+  /// the one bucket whose slot does).
   func writeRecord(
-    at offset: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16,
-    expiry: UInt64, unearned: Bool = false, _ held: borrowing WriteLock.Held
+    at offset: Int, _ c: RecordFormat.Content, unearned: Bool = false, _ held: borrowing WriteLock.Held
   ) {
     assert(held.partition == index)
-    let hasExpiry = expiry != 0
+    let (key, value) = (c.key, c.value)
+    let hasExpiry = c.expiry != 0
     let flags = RecordFormat.flags(
       keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
     let headerBytes = RecordFormat.headerBytes(
@@ -899,8 +900,8 @@ struct PartitionMemory {
       "record outside the partition")
     let p = base + offset
     Self.storeHeader(
-      p, flags: flags, keyCount: key.count, valueCount: value.count, version: version, sum: sum,
-      expiry: hasExpiry ? expiry : nil)
+      p, flags: flags, keyCount: key.count, valueCount: value.count,
+      (c.version, c.sum, hasExpiry ? c.expiry : nil))
     (p + headerBytes).copyMemory(from: key.baseAddress!, byteCount: key.count)
     if value.count > 0 { (p + headerBytes + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
   }
@@ -909,8 +910,7 @@ struct PartitionMemory {
   /// buffer of `RecordFormat.maxHeaderBytes`.
   @inline(__always)
   private static func storeHeader(
-    _ p: UnsafeMutableRawPointer, flags: UInt8, keyCount: Int, valueCount: Int, version: UInt32, sum: UInt16,
-    expiry: UInt64?
+    _ p: UnsafeMutableRawPointer, flags: UInt8, keyCount: Int, valueCount: Int, _ trailer: RecordFormat.Trailer
   ) {
     p.storeBytes(of: flags, as: UInt8.self)
     let form = RecordFormat.form(ofFlags: flags)
@@ -925,17 +925,15 @@ struct PartitionMemory {
       p.storeBytes(of: UInt16(keyCount - 1), toByteOffset: 1, as: UInt16.self)
       p.storeBytes(of: UInt32(valueCount), toByteOffset: 3, as: UInt32.self)
     }
-    storeTrailer(p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum, expiry: expiry)
+    storeTrailer(p, at: 1 + RecordFormat.lengthBytes(form: form), trailer)
   }
 
   /// The version, checksum and (when given) expiry of a header whose lengths end at `v`.
   @inline(__always)
-  private static func storeTrailer(
-    _ p: UnsafeMutableRawPointer, at v: Int, version: UInt32, sum: UInt16, expiry: UInt64?
-  ) {
-    p.storeBytes(of: version, toByteOffset: v, as: UInt32.self)
-    p.storeBytes(of: sum, toByteOffset: v + RecordFormat.versionBytes, as: UInt16.self)
-    if let expiry {
+  private static func storeTrailer(_ p: UnsafeMutableRawPointer, at v: Int, _ trailer: RecordFormat.Trailer) {
+    p.storeBytes(of: trailer.version, toByteOffset: v, as: UInt32.self)
+    p.storeBytes(of: trailer.sum, toByteOffset: v + RecordFormat.versionBytes, as: UInt16.self)
+    if let expiry = trailer.expiry {
       let stored = RecordFormat.storedExpiry(expiry)
       let e = v + RecordFormat.versionBytes + RecordFormat.sumBytes
       p.storeBytes(of: UInt32(truncatingIfNeeded: stored), toByteOffset: e, as: UInt32.self)
@@ -943,21 +941,19 @@ struct PartitionMemory {
     }
   }
 
-  /// Rewrites the value of the checked entry record at `offset` in place, with its
-  /// version, checksum and (when the record has one and `expiry` is given) expiry.
-  /// Preconditions: `value.count == h.vlen`; the caller is inside the seqlock write of
+  /// Rewrites the value of the checked entry record at `offset` in place with `c`'s (the
+  /// record's key stays), with its version, checksum and (when the record has one) expiry.
+  /// Preconditions: `c.value.count == h.vlen`; the caller is inside the seqlock write of
   /// the bucket whose slot names the record.
   func rewriteValue(
-    at offset: Int, _ h: RecordFormat.Header, value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16,
-    expiry: UInt64?, _ held: borrowing WriteLock.Held
+    at offset: Int, _ h: RecordFormat.Header, _ c: RecordFormat.Content, _ held: borrowing WriteLock.Held
   ) {
     assert(held.partition == index)
+    let value = c.value
     precondition(value.count == h.vlen && offset <= bytes - h.size, "rewrite of another length")
     let p = base + offset
     let form = h.form
-    Self.storeTrailer(
-      p, at: 1 + RecordFormat.lengthBytes(form: form), version: version, sum: sum,
-      expiry: h.hasExpiry ? (expiry ?? h.expiry) : nil)
+    Self.storeTrailer(p, at: 1 + RecordFormat.lengthBytes(form: form), (c.version, c.sum, h.hasExpiry ? c.expiry : nil))
     if let v = value.baseAddress { mc_copy_record_bytes(p + h.headerBytes + h.klen, v, value.count) }
   }
 
@@ -980,14 +976,11 @@ struct PartitionMemory {
   /// names the record. `steps` below 3 stops after that many (a test hook: a writer
   /// killed there).
   func rewriteRecord(
-    at offset: Int, _ h: RecordFormat.Header, extent: Int, key: UnsafeRawBufferPointer,
-    value: UnsafeRawBufferPointer, version: UInt32, sum: UInt16, expiry: UInt64, steps: Int = 3,
+    at offset: Int, _ h: RecordFormat.Header, extent: Int, _ c: RecordFormat.Content, steps: Int = 3,
     _ held: borrowing WriteLock.Held
   ) {
-    precondition(key.count == h.klen, "rewrite of another key")
-    writeRecord(
-      over: offset, extent: extent, key: key, value: value, version: version, sum: sum, expiry: expiry,
-      unearned: h.unearned, steps: steps, held)
+    precondition(c.key.count == h.klen, "rewrite of another key")
+    writeRecord(over: offset, extent: extent, c, unearned: h.unearned, steps: steps, held)
   }
 
   /// Writes an entry record at `offset` over `extent` bytes that are one record or
@@ -998,11 +991,12 @@ struct PartitionMemory {
   /// the flags and lengths of the last record it covers; no slot names the bytes, or the
   /// caller is inside the seqlock write of the bucket whose slot names the first record.
   func writeRecord(
-    over offset: Int, extent: Int, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32,
-    sum: UInt16, expiry: UInt64, unearned: Bool = false, steps: Int = 3, _ held: borrowing WriteLock.Held
+    over offset: Int, extent: Int, _ c: RecordFormat.Content, unearned: Bool = false, steps: Int = 3,
+    _ held: borrowing WriteLock.Held
   ) {
     assert(held.partition == index)
-    let hasExpiry = expiry != 0
+    let (key, value) = (c.key, c.value)
+    let hasExpiry = c.expiry != 0
     let flags = RecordFormat.flags(
       keyCount: key.count, valueCount: value.count, expiry: hasExpiry, unearned: unearned)
     let headerBytes = RecordFormat.headerBytes(
@@ -1021,8 +1015,8 @@ struct PartitionMemory {
     withUnsafeTemporaryAllocation(byteCount: RecordFormat.maxHeaderBytes + 8, alignment: 8) { buffer in
       let staged = buffer.baseAddress!
       Self.storeHeader(
-        staged, flags: flags, keyCount: key.count, valueCount: value.count, version: version, sum: sum,
-        expiry: hasExpiry ? expiry : nil)
+        staged, flags: flags, keyCount: key.count, valueCount: value.count,
+        (c.version, c.sum, hasExpiry ? c.expiry : nil))
       // 2. (Every record, old and new, has at least 10 bytes.)
       p.storeBytes(of: staged.load(as: UInt64.self), as: UInt64.self)
       atomicMemoryFence(ordering: .releasing)
@@ -1070,7 +1064,7 @@ struct PartitionMemory {
       let staged = buffer.baseAddress!
       Self.storeHeader(
         staged, flags: RecordFormat.listedFlag | form << RecordFormat.formShift, keyCount: 1,
-        valueCount: valueCount, version: 0, sum: 0, expiry: nil)
+        valueCount: valueCount, (0, 0, nil))
       p.storeBytes(of: staged.load(as: UInt64.self), as: UInt64.self)
       (p + 8).copyMemory(from: staged + 8, byteCount: headerBytes &- 8)
     }
@@ -1119,8 +1113,7 @@ struct PartitionMemory {
     precondition(offset >= Format.Part.dataStart && size <= bytes &- offset, "record outside the partition")
     let p = base + offset
     Self.storeHeader(
-      p, flags: form << RecordFormat.formShift, keyCount: key.count, valueCount: valueCount, version: 0, sum: 0,
-      expiry: nil)
+      p, flags: form << RecordFormat.formShift, keyCount: key.count, valueCount: valueCount, (0, 0, nil))
     (p + RecordFormat.headerBytes(form: form, expiry: false)).copyMemory(from: key.baseAddress!, byteCount: key.count)
   }
 
@@ -1130,8 +1123,7 @@ struct PartitionMemory {
     assert(held.partition == index)
     precondition(h.hasExpiry && offset <= bytes - h.size, "no expiry field")
     let form = h.form
-    Self.storeTrailer(
-      base + offset, at: 1 + RecordFormat.lengthBytes(form: form), version: h.version, sum: h.sum, expiry: expiry)
+    Self.storeTrailer(base + offset, at: 1 + RecordFormat.lengthBytes(form: form), (h.version, h.sum, expiry))
   }
 
   /// Copies a checked record of `size` bytes to `to` (room in a log, unreferenced), with

@@ -17,8 +17,8 @@ struct Partition {
   }
 
   /// The layers of the partition whose memory view the caller made already (the
-  /// straight set's: made again, the view cost the set and the increment more
-  /// instructions, `scripts/callgrind.sh`).
+  /// straight set's: made again, the view lengthened the set and the increment,
+  /// `scripts/callgrind.sh`).
   @inline(__always)
   init(_ memory: PartitionMemory, file: MappedMemory) {
     self.memory = memory

@@ -74,9 +74,9 @@ final class Reader {
   /// and it stays odd until a write repairs it, so the reader looks once more and
   /// answers "busy" (R7, `CacheEngine+BusyRead`, then repairs it from a writable
   /// handle). A live writer descheduled mid-write (an oversubscribed CPU) needs the
-  /// reader to give up its CPU: then up to 64 `sched_yield`s and 20 sleeps of 50 µs,
-  /// about 2 ms per wait, before "busy" (R7 waits again while the writer is not
-  /// stopped). Only this slow path makes system calls.
+  /// reader to give up its CPU: then `sched_yield`s and short sleeps
+  /// (`readYields`, `readSleepMicroseconds`), a few milliseconds a wait, before "busy" (R7 waits again while the
+  /// writer is not stopped). Only this slow path makes system calls.
   static let readSpins = 2048
   static let readYields = 64
   static let readSleeps = 20
@@ -121,24 +121,21 @@ final class Reader {
   // MARK: The probe
 
   /// R3 for one bucket: the entry holding `key`, with its value copied when it fits
-  /// `buffer`; nil when the bucket holds no such entry; `busy` set when the bucket stayed
+  /// `buffer`; nil when the bucket holds no such entry; `busy` when the bucket stayed
   /// odd past the bounded wait.
   @inline(__always)
   private func readBucket(
     _ index: BucketIndex, _ place: Place, tag: UInt16, _ key: UnsafeRawBufferPointer,
-    into buffer: UnsafeMutableRawBufferPointer, waits: inout Int, busy: inout Bool
-  ) -> BucketIndex.Entry? {
+    into buffer: UnsafeMutableRawBufferPointer, waits: inout Int
+  ) -> (entry: BucketIndex.Entry?, busy: Bool) {
     while true {
       switch index.seqlockRead(place, { index.lookup(place, tag: tag, key: key, copyInto: buffer) }) {
       case .stable(let e):
-        return e
+        return (e, false)
       case .changed:
         continue
       case .busy:
-        if !backoff(&waits, partition: index.part.index) {
-          busy = true
-          return nil
-        }
+        if !backoff(&waits, partition: index.part.index) { return (nil, true) }
       }
     }
   }
@@ -188,11 +185,12 @@ final class Reader {
       let pl = Placement(hash: hash, groups: geometry.groups)
       index.part.prefetchBuckets(of: pl)
       let moves = index.moveSequence()
-      var busy = false
       // R3, R4.
-      var found = readBucket(index, pl.first, tag: pl.tag, key, into: buffer, waits: &waits, busy: &busy)
+      var (found, busy) = readBucket(index, pl.first, tag: pl.tag, key, into: buffer, waits: &waits)
       if found == nil && pl.second != pl.first {
-        found = readBucket(index, pl.second, tag: pl.tag, key, into: buffer, waits: &waits, busy: &busy)
+        let second = readBucket(index, pl.second, tag: pl.tag, key, into: buffer, waits: &waits)
+        found = second.entry
+        busy = busy || second.busy
       }
       // R5 (after R3's acquire fences).
       guard index.geometryRelaxed() == geometry else {
@@ -299,11 +297,11 @@ final class Reader {
         }
       }
     }
-    return quickCopyRest(
-      key, hash: hash, into: buffer, partition: p, geometry, count: count, prefetchTail: !batch)
+    return quickCopyRest(key, hash: hash, into: buffer, routed: (p, count), geometry, prefetchTail: !batch)
   }
 
-  /// `quickCopy` past its straight line: R2's places again, from `hash` and R1's
+  /// `quickCopy` past its straight line, in partition `routed.partition` of the
+  /// `routed.count` R1 routed by: R2's places again, from `hash` and R1's
   /// `geometry` (handed over instead, they stayed alive through the straight line and
   /// were spilled there), the move sequence, then R3-R6 over both of the key's places
   /// (the first read again), judged as `quickCopy`'s doc says. R5 compares the geometry
@@ -312,8 +310,9 @@ final class Reader {
   @inline(never)
   func quickCopyRest(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
-    partition p: Int, _ geometry: Geometry, count: Int, prefetchTail tail: Bool
+    routed: (partition: Int, count: Int), _ geometry: Geometry, prefetchTail tail: Bool
   ) -> Quick {
+    let (p, count) = routed
     let words = KeyHash.shortWords(of: key)
     let index = BucketIndex(part: memory.partition(p))
     let pl = Placement(hash: hash, groups: geometry.groups)

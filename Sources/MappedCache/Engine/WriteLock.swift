@@ -29,31 +29,38 @@ import SystemCalls
 /// `ProcessRegistrations`), alive by definition (an OFD lock cannot witness for its own
 /// descriptor: `F_OFD_GETLK` ignores the caller's own locks).
 ///
-/// Holding a partition's lock is proved by `Held`, a token only `acquire` makes, which
-/// names the partition: every function that changes a partition takes one, so calling
-/// it without the lock does not compile. A writer holds one partition's lock at a time.
+/// Holding a partition's lock is proved by `Held`, a token only this file makes, which
+/// names the partition: every function that changes a partition's memory takes one, so
+/// calling it without the lock does not compile. The acquirers hand it out inside a
+/// `LockedPartition`, the partition whose word they took together with the proof, from
+/// which the writers reach the partition's layers: a change cannot name a partition
+/// other than the one locked. A writer holds one partition's lock at a time (growth,
+/// two: section 10 of DESIGN.md).
 ///
 /// A struct of a few words, not a class: taking the lock then retains and releases
-/// nothing (as a class, the retain and release cost ~6 % of a set, measured with
+/// nothing (as a class, the retain and release were a visible share of a set under
 /// `perf`). What only the slow paths need lives in `Context`, reached without reference
 /// counting and kept alive by the lock's owner (`CacheEngine`).
 struct WriteLock: @unchecked Sendable {
   static let witnessBase: Int64 = 1 << 40
-  /// Pauses a waiter spins before it checks the holder's witness and sleeps: ~13 µs
-  /// here. A running holder is done well within that, and a futex sleep and wake-up
-  /// costs more (64 pauses doubled the p99.9 of a set under two writing processes).
+  /// Pauses a waiter spins before it checks the holder's witness and sleeps: some
+  /// microseconds. A running holder is done well within that, and a futex sleep and
+  /// wake-up costs more (far fewer pauses made a set's tail latency under two writing
+  /// processes much worse: docs/history/bench-history.md).
   static let acquireSpins = 512
   /// Most pauses between two looks at a held word: waits double from one pause to this.
-  /// With 16 processes setting Zipf keys on 16 cores, 64 made 1.25-1.3× the sets of
-  /// looking after every pause (16: no change); two processes on two cores, the same.
+  /// With many processes setting Zipf keys on as many cores, this made more sets than
+  /// looking after every pause (a quarter of it: no change); two processes on two
+  /// cores, the same (docs/history/bench-history.md).
   static let maxPausesPerLook = 64
   /// Longest futex sleep: a holder that dies cannot wake its waiters, so they wake at
   /// least this often to check its witness, and notice its death within milliseconds.
   static let waitNanoseconds: Int64 = 2_000_000
 
-  /// Proof that the caller holds partition `partition`'s write lock. Only
-  /// `WriteLock.acquire` makes one and it cannot be copied or stored, so a function that
-  /// takes one (`borrowing`) can only run inside a hold of the lock.
+  /// Proof that the caller holds partition `partition`'s write lock. Only this file
+  /// makes one (inside the `LockedPartition` an acquirer returns) and it cannot be copied
+  /// or stored, so a function that takes one (`borrowing`) can only run inside a hold of
+  /// the lock.
   struct Held: ~Copyable {
     let partition: Int
     fileprivate init(partition: Int) { self.partition = partition }
@@ -121,37 +128,37 @@ struct WriteLock: @unchecked Sendable {
 
   /// Runs `body` holding partition `partition`'s lock.
   @inline(__always)
-  func withLock<R>(_ partition: Int, _ body: (_ held: borrowing Held) throws -> R) throws -> R {
-    let held = try acquire(partition)
+  func withLock<R>(_ partition: Int, _ body: (_ part: borrowing LockedPartition) throws -> R) throws -> R {
+    let part = try acquire(partition)
     defer { release(partition) }
-    return try body(held)
+    return try body(part)
   }
 
-  /// Takes partition `partition`'s lock and hands out its witness (in `.flock` mode: the
+  /// Takes partition `partition`'s lock and hands out the partition with its witness (in `.flock` mode: the
   /// in-process lock, the flock, then the word). Every `acquire` must be followed by
   /// `release` of the same partition on the same thread, as `withLock` and
   /// `CacheEngine.withWriteLock` (whose set path stays free of closure calls this way)
   /// do; nothing else calls it.
   @inline(__always)
-  func acquire(_ partition: Int) throws -> Held {
-    let word = memory.partition(partition).lockWord
-    if usesFlock { _ = try acquireWithFlock(word) } else { _ = acquireWord(word) }
-    return Held(partition: partition)
+  func acquire(_ partition: Int) throws -> LockedPartition {
+    let part = memory.partition(partition)
+    if usesFlock { _ = try acquireWithFlock(part.lockWord) } else { _ = acquireWord(part.lockWord) }
+    return LockedPartition(part, file: memory)
   }
 
   /// The token the common set's compare-and-swap stores (`tryAcquireUncontended`): this
   /// lock's, or 0 in `.flock` mode, where every write goes through `acquire`.
   var uncontendedToken: UInt32 { usesFlock ? 0 : myToken }
 
-  /// `word` (partition `partition`'s) if it is free now: the common set's one
+  /// Partition `part` of `file`, locked, if its word is free now: the common set's one
   /// compare-and-swap, with the token of a lock in `.sharedWord` mode
   /// (`uncontendedToken`), the same as `acquire`'s first. Nil when the word is held or
   /// names a dead holder: the set then goes through `acquire`. Released by
   /// `releaseUncontended` (or `release`).
   @inline(__always)
-  static func tryAcquireUncontended(_ word: SharedWord32, token: UInt32, partition: Int) -> Held? {
-    guard takeFree(word, token: token) else { return nil }
-    return Held(partition: partition)
+  static func tryAcquireUncontended(_ part: PartitionMemory, token: UInt32, file: MappedMemory) -> LockedPartition? {
+    guard takeFree(part.lockWord, token: token) else { return nil }
+    return LockedPartition(part, file: file)
   }
 
   /// Every acquisition's first try: `word` from 0 (free, no waiters) to `token`.
@@ -162,7 +169,7 @@ struct WriteLock: @unchecked Sendable {
 
   /// `release` in `.sharedWord` mode, from the word alone: the common set's.
   @inline(__always)
-  static func releaseUncontended(_ word: SharedWord32, _ held: borrowing Held) { release(word: word) }
+  static func releaseUncontended(_ part: consuming LockedPartition) { release(word: part.memory.lockWord) }
 
   /// The word's release (every release's): exchange with 0, and wake one sleeper if the
   /// waiters bit was set.
@@ -186,9 +193,10 @@ struct WriteLock: @unchecked Sendable {
   /// Takes partition `partition`'s word alone (no flock, in either mode: the word
   /// excludes every writer), for growth, which holds a split's source and new partition
   /// together, always the lower-numbered first. Released by `releaseWord`.
-  func acquireWord(_ partition: Int) -> Held {
-    _ = acquireWord(memory.partition(partition).lockWord)
-    return Held(partition: partition)
+  func acquireWord(_ partition: Int) -> LockedPartition {
+    let part = memory.partition(partition)
+    _ = acquireWord(part.lockWord)
+    return LockedPartition(part, file: memory)
   }
 
   /// Takes partition `partition`'s word if it is free now (or its holder is dead), for
@@ -197,15 +205,16 @@ struct WriteLock: @unchecked Sendable {
   /// bits (a waiters bit, or damage in the generation's). Taking only a zero word, a
   /// writer that finishes a dead grower's split would find such a source word never
   /// free, and retry forever.
-  func tryAcquireWord(_ partition: Int) -> Held? {
-    let word = memory.partition(partition).lockWord
+  func tryAcquireWord(_ partition: Int) -> LockedPartition? {
+    let part = memory.partition(partition)
+    let word = part.lockWord
     let cur = word.load(.relaxed)
     guard
       cur & memory.lockBits.ownerMask == 0
         || Liveness(memory: context.memory, fd: context.fd, asker: asker).holderIsDead(cur),
       claim(word, from: cur)
     else { return nil }
-    return Held(partition: partition)
+    return LockedPartition(part, file: memory)
   }
 
   /// Takes `word` from `cur`, a value just read that names no owner or a dead one: one
@@ -341,3 +350,36 @@ struct Liveness {
 
 @inline(__always)
 func spinPause() { Sys.cpuRelax() }
+
+/// A partition with its write lock held: the lock's witness (`held`) and the partition
+/// whose word was taken, in one value, as a transaction is in LMDB. Only the acquirers
+/// of `WriteLock` make one, and it cannot be copied or stored, so a function that takes
+/// one (`borrowing`) runs inside a hold of that partition's lock, and the layers it
+/// reaches through it (`index`, `logs`, `policy`, ...) are that partition's. Handed out
+/// by `CacheEngine.withWriteLock(partition:)`; the read side goes through `Partition`
+/// and needs none.
+struct LockedPartition: ~Copyable {
+  /// The partition's layers, for what reads them alone (`Checker`, the hints).
+  let partition: Partition
+  /// The witness the layers' mutating functions take.
+  let held: WriteLock.Held
+
+  @inline(__always)
+  fileprivate init(_ memory: PartitionMemory, file: MappedMemory) {
+    partition = Partition(memory, file: file)
+    held = WriteLock.Held(partition: memory.index)
+  }
+
+  @inline(__always) var memory: PartitionMemory { partition.memory }
+  @inline(__always) var index: BucketIndex { partition.index }
+  @inline(__always) var logs: RecordLogs { partition.logs }
+  @inline(__always) var freeLists: FreeLists { partition.freeLists }
+  @inline(__always) var counters: PartitionCounters { partition.counters }
+  @inline(__always) var resizer: IndexResizer { partition.resizer }
+  @inline(__always) var policy: EvictionPolicy { partition.policy }
+  @inline(__always) var number: Int { partition.number }
+
+  /// `Partition.needsRepair`.
+  @inline(__always)
+  func needsRepair(checkingLogs: Bool = true) -> Bool { partition.needsRepair(checkingLogs: checkingLogs) }
+}

@@ -22,26 +22,29 @@ extension Writer {
   @inline(__always)
   func rewriteInPlace(
     _ key: UnsafeRawBufferPointer, hash: UInt64, expiry: UInt64?, midway: () -> Void,
-    _ part: Partition, _ held: borrowing WriteLock.Held,
+    _ part: borrowing LockedPartition,
     _ body: (_ current: UnsafeRawBufferPointer, _ out: UnsafeMutableRawBufferPointer) throws -> Int
   ) throws -> Bool {
     let index = part.index
-    guard let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), held) else { return false }
+    guard let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), part.held) else {
+      return false
+    }
     let h = e.header
     // The clock is read only for an entry that can expire.
     if h.expiry != 0 && Expiry.isExpired(h.expiry, now: Sys.expiryClockMilliseconds()) { return false }
     // A new expiry needs the record's field (none is stored in it as 0).
     let stamped = expiry.map { Expiry.stamp($0, now: Sys.expiryClockMilliseconds()) }
     if let stamped, stamped != 0, !h.hasExpiry { return false }
-    return try part.memory.withValue(record: e.offset, h, held) { current in
+    return try part.memory.withValue(record: e.offset, h, part.held) { current in
       // Stable: the lock keeps every writer out of the record.
       guard KeyHash.checksum(current, hash: hash) == h.sum else { return false }
       return try withUnsafeTemporaryAllocation(byteCount: Self.inPlaceValueBytes, alignment: 8) { out in
         let n = try body(current, out)
         guard n == h.vlen, n <= out.count else { return false }
         let value = UnsafeRawBufferPointer(start: out.baseAddress, count: n)
-        rewrite(
-          e, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: stamped, midway: midway, part, held)
+        let c = RecordFormat.Content(
+          key: key, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: stamped ?? h.expiry)
+        rewrite(e, c, midway: midway, part)
         return true
       }
     }
@@ -54,24 +57,23 @@ extension Writer {
   /// (`shortEntry`'s form: a counter that may expire goes the general way, which reads
   /// the clock), the value's checksum intact, then `op` and the rewrite (W3,
   /// `rewrite`, the intent word naming the slot, then clear). `.elsewise` having changed
-  /// nothing (`op` not run) otherwise; `.refused` when `op` returns nil. A call (its
-  /// arguments some 30 instructions): made `@_transparent`, the increment took 64 more
+  /// nothing (`op` not run) otherwise; `.refused` when `op` returns nil. A call, whose
+  /// arguments cost a little: made `@_transparent`, the increment took more
   /// (`scripts/callgrind.sh`).
   @inline(__always)
   func changeCounter(
-    _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), hash: UInt64, hint: SlotHint, routedWith: Int,
-    _ part: Partition, _ held: borrowing WriteLock.Held, _ op: (Int) -> Int?
+    _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), hash: UInt64, _ seen: Sighting,
+    _ part: borrowing LockedPartition, _ op: (Int) -> Int?
   ) -> CacheEngine.CounterChange {
     let mem = part.memory
-    guard let word = hintedWord(hint, tag: IndexGeometry.tag(hash), routedWith: routedWith, part) else {
-      return .elsewise
-    }
+    let hint = seen.hint
+    guard let word = hintedWord(seen, part.partition) else { return .elsewise }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     guard let h = mem.shortEntry(at: offset, keyCount: key.count, valueCount: 8),
       mem.keyEquals(record: offset, h, key, words: words)
     else { return .elsewise }
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    return mem.withValue(record: offset, h, held) { current -> CacheEngine.CounterChange in
+    return mem.withValue(record: offset, h, part.held) { current -> CacheEngine.CounterChange in
       // Stable: the lock keeps every writer out of the record.
       guard KeyHash.checksum(current, hash: hash) == h.sum else { return .elsewise }
       let old = Int(littleEndian: current.loadUnaligned(as: Int.self))
@@ -79,7 +81,8 @@ extension Writer {
       return withUnsafeBytes(of: new.littleEndian) { value in
         // W3, the whole change: the intent word names the slot while the record is
         // rewritten, and is clear again after it (`marking`).
-        rewrite(e, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: nil, leaving: 0, part, held)
+        let c = RecordFormat.Content(key: key, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: h.expiry)
+        rewrite(e, c, leaving: 0, part)
         return .changed(new)
       }
     }

@@ -61,24 +61,22 @@ struct Writer {
     var hint: SlotHint
     var sum: UInt16
 
+    /// A write of no hint, routed by no count (W0's, which has them, sets both after).
     @inline(__always)
-    init(
-      hash: UInt64, sum: UInt16, keyCount: Int, valueCount: Int, expiry: UInt64, partition: Int,
-      routedWith: Int = 0, hint: SlotHint = .none
-    ) {
+    init(hash: UInt64, sum: UInt16, keyCount: Int, valueCount: Int, expiry: UInt64, partition: Int) {
       self.hash = hash
       self.keyCount = UInt32(truncatingIfNeeded: keyCount)
       self.valueCount = UInt32(truncatingIfNeeded: valueCount)
       self.expiry = expiry
       self.partition = partition
-      self.routedWith = routedWith
-      self.hint = hint
+      routedWith = 0
+      hint = .none
       self.sum = sum
     }
 
     /// The record's bytes, computed where a write needs them: the common set, an
-    /// overwrite in place, compares lengths instead (kept in W0, the size cost it 5
-    /// instructions, `scripts/callgrind.sh`). A record has an expiry field exactly when
+    /// overwrite in place, compares lengths instead (kept in W0, the size lengthened it,
+    /// `scripts/callgrind.sh`). A record has an expiry field exactly when
     /// its expiry word is not 0, as `PartitionMemory` writes it.
     @inline(__always)
     var size: Int {
@@ -92,6 +90,32 @@ struct Writer {
       w.partition = p
       return w
     }
+  }
+
+  /// An entry on its way into a partition under the lock: its key's and its value's
+  /// bytes (views, valid for the call), what W0 prepared of them, and how it goes in:
+  /// with a version to keep rather than a new one (`keep`: a touch, growth's copy), and
+  /// straight into main (`intoMain`: growth's copy).
+  struct Incoming {
+    let key: UnsafeRawBufferPointer
+    let value: UnsafeRawBufferPointer
+    let w: PreparedWrite
+    var keep: UInt32? = nil
+    var intoMain = false
+
+    /// The record's contents, with `version`.
+    @inline(__always)
+    func content(version: UInt32) -> RecordFormat.Content {
+      RecordFormat.Content(key: key, value: value, version: version, sum: w.sum, expiry: w.expiry)
+    }
+  }
+
+  /// What W0 saw of a key's slot (`SlotHint`), with what `hintedWord` checks it by under
+  /// the lock: the key's tag, and the partition count W0 routed by.
+  struct Sighting {
+    let hint: SlotHint
+    let tag: UInt16
+    let routedWith: Int
   }
 
   @inline(__always)
@@ -126,9 +150,11 @@ struct Writer {
     // The slot is kept as the write's hint.
     var hint = SlotHint.none
     if let first { hint = lookAhead(hash: hash, first: first.place, groups: first.groups, memory.partition(p)) }
-    return PreparedWrite(
-      hash: hash, sum: sum, keyCount: key.count, valueCount: value.count, expiry: stamped, partition: p,
-      routedWith: count, hint: hint)
+    var w = PreparedWrite(
+      hash: hash, sum: sum, keyCount: key.count, valueCount: value.count, expiry: stamped, partition: p)
+    w.routedWith = count
+    w.hint = hint
+    return w
   }
 
   /// The first slot of a key's first bucket that held the key's tag when W0 (of this set
@@ -215,28 +241,34 @@ struct Writer {
   }
 
   /// Stores one entry: the write protocol, W2-W7 (see the type's comment). `now` is the
-  /// expiry clock, or 0 to read it when first needed. `version`, when given, is kept
-  /// instead of taking a new one (a touch that has to rewrite the record).
+  /// expiry clock, or 0 to read it when first needed.
   @inline(__always)
   func store(
     _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    condition: SetCondition, now: UInt64 = 0, version keep: UInt32? = nil, intoMain: Bool = false,
-    _ part: Partition, _ held: borrowing WriteLock.Held
+    condition: SetCondition, now: UInt64 = 0, _ part: borrowing LockedPartition
   ) throws -> SetOutcome {
-    assert(held.partition == part.number && w.partition == part.number)
+    try store(Incoming(key: key, value: value, w: w), condition: condition, now: now, part)
+  }
+
+  /// `store` of `s`, which may keep a version or go straight into main.
+  @inline(__always)
+  func store(
+    _ s: Incoming, condition: SetCondition, now: UInt64 = 0, _ part: borrowing LockedPartition
+  ) throws -> SetOutcome {
+    let (key, w) = (s.key, s.w)
+    assert(w.partition == part.number)
     let index = part.index
     var clock = now
     // W2.
     let placement = Placement(hash: w.hash, groups: index.groups)
-    let found = index.find(key, placement: placement, held)
+    let found = index.find(key, placement: placement, part.held)
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, Self.fitsInPlace(e.header, valueCount: Int(w.valueCount), expiry: w.expiry) {
-      let version = rewrite(e, value: value, version: keep, sum: w.sum, expiry: w.expiry, part, held)
+      let version = rewrite(e, s.content(version: 0), keeping: s.keep, part)
       return .stored(version: UInt64(version))
     }
-    return try storeChanging(
-      key, value, w, found: found, placement: placement, now: clock, version: keep, intoMain: intoMain, part, held)
+    return try storeChanging(s, found: found, placement: placement, now: clock, part)
   }
 
   /// W1's checks, W2 and W3 of the common set, an overwrite in place, in one short path
@@ -251,30 +283,31 @@ struct Writer {
   /// call. Transparent: `@inline(__always)` left it a call, the set being large.
   @_transparent
   func overwriteHinted(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
+    _ part: borrowing LockedPartition
   ) -> UInt32? {
     overwriteHinted(
-      key, words: KeyHash.shortWords(of: key), value, hint: w.hint, tag: IndexGeometry.tag(w.hash), sum: w.sum,
-      expiry: w.expiry, routedWith: w.routedWith, part, held)
+      RecordFormat.Content(key: key, value: value, sum: w.sum, expiry: w.expiry), words: KeyHash.shortWords(of: key),
+      Sighting(hint: w.hint, tag: IndexGeometry.tag(w.hash), routedWith: w.routedWith), part)
   }
 
-  /// `overwriteHinted` of a write whose parts the caller holds apart: the key's
-  /// `KeyHash.shortWords` and tag, the value's checksum, the stamped expiry word, the
-  /// partition count W0 routed by (`CacheEngine.set` keeps them in registers).
+  /// `overwriteHinted` of a write whose parts the caller holds apart: the record's
+  /// contents `c` (the value's checksum, the stamped expiry word; the version is taken
+  /// here), the key's `KeyHash.shortWords`, and what W0 saw (`CacheEngine.set` keeps
+  /// them in registers).
   @_transparent
   func overwriteHinted(
-    _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), _ value: UnsafeRawBufferPointer, hint: SlotHint,
-    tag: UInt16, sum: UInt16, expiry: UInt64, routedWith: Int, shortOnly: Bool = false, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ c: RecordFormat.Content, words: (UInt64, UInt64), _ seen: Sighting, shortOnly: Bool = false,
+    _ part: borrowing LockedPartition
   ) -> UInt32? {
-    guard let word = hintedWord(hint, tag: tag, routedWith: routedWith, part) else { return nil }
+    let (key, value, expiry, hint) = (c.key, c.value, c.expiry, seen.hint)
+    guard let word = hintedWord(seen, part.partition) else { return nil }
     let mem = part.memory
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     // With `shortOnly` (the straight set's), only the common record's form, read with the
     // key's and the value's lengths: no call on the set's way (`shortEntry`). The checks
-    // after it then repeat what it judged; skipping them (`shortOnly ||`) cost the set 4
-    // more instructions (`scripts/callgrind.sh`).
+    // after it then repeat what it judged; skipping them (`shortOnly ||`) lengthened the
+    // set (`scripts/callgrind.sh`).
     let header =
       shortOnly
       ? mem.shortEntry(at: offset, keyCount: key.count, valueCount: value.count) : mem.record(at: offset, free: false)
@@ -284,7 +317,7 @@ struct Writer {
     // W3, the whole change: the intent word names the slot while the record is
     // rewritten, and is clear again after it (`marking`).
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    return rewrite(e, value: value, sum: sum, expiry: expiry, leaving: 0, part, held)
+    return rewrite(e, c, leaving: 0, part)
   }
 
   /// W1's checks and W2 of a hinted write: the hint's slot's word when the slot still
@@ -292,14 +325,15 @@ struct Writer {
   /// (`Partition.needsRepair(checkingLogs: false)`, spelt out), and the group count the
   /// hint's place was computed from. W0 found that count in range
   /// (`prefetchFirstBucket`; a recalled hint's must equal it), so of `geometryIsSane`
-  /// only the index's clearance of the logs is left to check (the whole check cost the
-  /// set 14 more instructions, `scripts/callgrind.sh`). The intent word is looked at
+  /// only the index's clearance of the logs is left to check (the whole check lengthened
+  /// the set, `scripts/callgrind.sh`). The intent word is looked at
   /// again after `acquireSettled`, which hands back a partition whose intent a dead
   /// writer set (not a split) for `store` to repair. W2: the hinted slot, its word and
   /// tag as W0 saw them.
   @_transparent
-  func hintedWord(_ hint: SlotHint, tag: UInt16, routedWith: Int, _ part: Partition) -> UInt32? {
-    guard !hint.isNone, memory.liveRouting() <= routedWith else { return nil }
+  func hintedWord(_ seen: Sighting, _ part: Partition) -> UInt32? {
+    let (hint, tag) = (seen.hint, seen.tag)
+    guard !hint.isNone, memory.liveRouting() <= seen.routedWith else { return nil }
     let mem = part.memory
     guard mem.word(.intent).load(.relaxed) == 0, part.index.groups == hint.groups,
       part.indexClearsLogs(groups: hint.groups)
@@ -322,47 +356,43 @@ struct Writer {
   /// W3, the common set, inline into their callers.
   @inline(never)
   private func storeChanging(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    found: BucketIndex.Entry?, placement: Placement, now: UInt64, version keep: UInt32?, intoMain: Bool,
-    _ part: Partition, _ held: borrowing WriteLock.Held
+    _ s: Incoming, found: BucketIndex.Entry?, placement: Placement, now: UInt64, _ part: borrowing LockedPartition
   ) throws -> SetOutcome {
+    let (key, value, w, keep, intoMain) = (s.key, s.value, s.w, s.keep, s.intoMain)
     let index = part.index
     var clock = now
     var found = found
     var placement = placement
     // W3b, W3c.
     if let e = found, !intoMain {
-      switch try resize(e, key, value, w, version: keep, now: &clock, part, held) {
+      switch try resize(e, s, now: &clock, part) {
       case .stored(let outcome):
         return outcome
       case .changed:
         placement = Placement(hash: w.hash, groups: index.groups)
-        found = index.find(key, placement: placement, held)
+        found = index.find(key, placement: placement, part.held)
       case .unchanged:
         break
       }
     }
     // W4. (The log positions are checked first: `set` takes the lock without.)
     guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
-    let oldBytes = found?.header.liveBytes ?? 0
-    let dest = intoMain ? .main : destination(of: found, w, part, held)
+    let dest = intoMain ? .main : destination(of: found, w, part)
     if clock == 0 { clock = Sys.expiryClockMilliseconds() }
-    if found == nil, part.resizer.growIfFull(entries: part.counters.count(.entries), held) {
+    if found == nil, part.resizer.growIfFull(entries: part.counters.count(.entries), part.held) {
       placement = Placement(hash: w.hash, groups: index.groups)
     }
-    let liveDelta = key.count &+ value.count &- oldBytes
-    let free = try makeRoom(
-      dest, key, w, liveDelta: liveDelta, found: &found, placement: &placement, now: clock, part, held)
-    let slot = try found?.at ?? allocate(&placement, hash: w.hash, now: clock, part, held)
+    let free = try makeRoom(dest, s, found: &found, placement: &placement, now: clock, part)
+    let slot = try found?.at ?? allocate(&placement, hash: w.hash, now: clock, part)
     // W5.
-    let version = keep ?? part.counters.nextVersion(held)
-    let offset = write(key, value, w, version: version, into: dest, free: free, part, held)
+    let version = keep ?? part.counters.nextVersion(part.held)
+    let offset = write(s.content(version: version), size: w.size, into: dest, free: free, part)
     // W6: an overwrite keeps the old entry's reference bit.
-    index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, held)
+    index.publish(slot, offset: offset, hits: (found?.word ?? 0) & Format.referencedBit, tag: placement.tag, part.held)
     // W7. (A writer killed before them leaves counts that repair recounts.) The old
     // record, no longer named, goes on a free list.
-    countStore(adding: key.count &+ value.count, replacing: found, part, held)
-    if let old = found { part.freeLists.release(old.offset, old.header, held) }
+    countStore(adding: key.count &+ value.count, replacing: found, part)
+    if let old = found { part.freeLists.release(old.offset, old.header, part.held) }
     return .stored(version: UInt64(version))
   }
 
@@ -372,42 +402,40 @@ struct Writer {
   /// (`EvictionPolicy.makeRoom`). `found` and `placement` follow what eviction moved.
   @inline(__always)
   private func makeRoom(
-    _ dest: LogID, _ key: UnsafeRawBufferPointer, _ w: PreparedWrite, liveDelta: Int,
-    found: inout BucketIndex.Entry?, placement: inout Placement, now: UInt64, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ dest: LogID, _ s: Incoming, found: inout BucketIndex.Entry?, placement: inout Placement, now: UInt64,
+    _ part: borrowing LockedPartition
   ) throws -> (offset: Int, extent: Int)? {
+    let (key, w) = (s.key, s.w)
+    let liveDelta = key.count &+ s.value.count &- (found?.header.liveBytes ?? 0)
     var tryFree = dest == .main && part.freeLists.mayHold(w.size)
     while true {
       let size = tryFree ? 0 : w.size
-      if try part.policy.makeRoom(dest, size: size, newEntry: found == nil, liveDelta: liveDelta, now: now, held) {
+      if try part.policy.makeRoom(dest, size: size, newEntry: found == nil, liveDelta: liveDelta, now: now, part.held) {
         // Eviction may have moved or removed the entry, or merged a group.
         placement = Placement(hash: w.hash, groups: part.index.groups)
-        if found != nil { found = part.index.find(key, placement: placement, held) }
+        if found != nil { found = part.index.find(key, placement: placement, part.held) }
       }
       guard tryFree else { return nil }
-      if let free = try part.freeLists.take(w.size, keyCount: key.count, held) { return free }
+      if let free = try part.freeLists.take(w.size, keyCount: key.count, part.held) { return free }
       tryFree = false
     }
   }
 
-  /// W5: the record written into the free record `free` (its leftover listed in turn),
-  /// or at log `dest`'s head, which then advances. Returns its offset.
+  /// W5: record `c` (of `size` bytes) written into the free record `free` (its leftover
+  /// listed in turn), or at log `dest`'s head, which then advances. Returns its offset.
   @inline(__always)
   private func write(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite, version: UInt32,
-    into dest: LogID, free: (offset: Int, extent: Int)?, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ c: RecordFormat.Content, size: Int, into dest: LogID, free: (offset: Int, extent: Int)?,
+    _ part: borrowing LockedPartition
   ) -> Int {
     if let f = free {
-      part.memory.writeRecord(
-        over: f.offset, extent: f.extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry,
-        held)
-      part.freeLists.releaseRest(of: f.offset, extent: f.extent, size: w.size, held)
+      part.memory.writeRecord(over: f.offset, extent: f.extent, c, part.held)
+      part.freeLists.releaseRest(of: f.offset, extent: f.extent, size: size, part.held)
       return f.offset
     }
-    let offset = part.logs.reserve(dest, w.size, held)
-    part.memory.writeRecord(
-      at: offset, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
-    part.logs.commit(dest, w.size, held)
+    let offset = part.logs.reserve(dest, size, part.held)
+    part.memory.writeRecord(at: offset, c, part.held)
+    part.logs.commit(dest, size, part.held)
     return offset
   }
 
@@ -422,11 +450,10 @@ struct Writer {
   /// W3b, then W3c: an overwrite that changes the record's size, where the record stands.
   @inline(__always)
   private func resize(
-    _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    version keep: UInt32?, now: inout UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ s: Incoming, now: inout UInt64, _ part: borrowing LockedPartition
   ) throws -> NeighbourMove {
-    if let stored = try resizeInPlace(e, key, value, w, version: keep, part, held) { return .stored(stored) }
-    return try resizeMovingNeighbours(e, key, value, w, version: keep, now: &now, part, held)
+    if let stored = try resizeInPlace(e, s, part) { return .stored(stored) }
+    return try resizeMovingNeighbours(e, s, now: &now, part)
   }
 
   /// W3b: `e`'s record rewritten where it stands with a value of another size, with
@@ -436,24 +463,21 @@ struct Writer {
   /// same-size set (W3) stays as short as it was.
   @inline(never)
   private func resizeInPlace(
-    _ e: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ w: PreparedWrite,
-    version keep: UInt32?, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ s: Incoming, _ part: borrowing LockedPartition
   ) throws -> SetOutcome? {
-    guard part.logs.areSane, let extent = rewriteExtent(e, w, part, held) else { return nil }
+    let (key, value, w) = (s.key, s.value, s.w)
+    guard part.logs.areSane, let extent = rewriteExtent(e, w, part) else { return nil }
     // The free records among the bytes taken leave their lists before they are written.
     var at = e.offset &+ e.header.size
     while at < e.offset &+ extent {
       guard let d = part.memory.record(at: at) else { throw PartitionDamage("a record taken in place moved") }
-      if d.isListed { try part.freeLists.unlink(at, held) }
+      if d.isListed { try part.freeLists.unlink(at, part.held) }
       at &+= d.size
     }
-    let version = keep ?? part.counters.nextVersion(held)
-    marking(e.at, part) {
-      part.index.rewriteRecord(
-        e, extent: extent, key: key, value: value, version: version, sum: w.sum, expiry: w.expiry, held)
-    }
-    part.freeLists.releaseRest(of: e.offset, extent: extent, size: w.size, held)
-    countStore(adding: key.count &+ value.count, replacing: e, part, held)
+    let version = s.keep ?? part.counters.nextVersion(part.held)
+    marking(e.at, part) { part.index.rewriteRecord(e, extent: extent, s.content(version: version), part.held) }
+    part.freeLists.releaseRest(of: e.offset, extent: extent, size: w.size, part.held)
+    countStore(adding: key.count &+ value.count, replacing: e, part)
     return .stored(version: UInt64(version))
   }
 
@@ -474,14 +498,13 @@ struct Writer {
   /// left. Room for the copies is made as for any append (eviction), once.
   @inline(never)
   private func resizeMovingNeighbours(
-    _ entry: BucketIndex.Entry, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
-    _ w: PreparedWrite, version keep: UInt32?, now: inout UInt64, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ entry: BucketIndex.Entry, _ s: Incoming, now: inout UInt64, _ part: borrowing LockedPartition
   ) throws -> NeighbourMove {
+    let (key, w) = (s.key, s.w)
     var e = entry
     var evicted = false
     while true {
-      guard part.logs.areSane, let room = rewriteRoom(e, w, movingLive: true, part, held),
+      guard part.logs.areSane, let room = rewriteRoom(e, w, movingLive: true, part),
         room.moved > 0, room.moved <= w.size
       else { return evicted ? .changed : .unchanged }
       let id = part.logs.id(containing: e.offset)
@@ -489,14 +512,14 @@ struct Writer {
         guard !evicted else { return .changed }
         evicted = true
         if now == 0 { now = Sys.expiryClockMilliseconds() }
-        _ = try part.policy.makeRoom(id, size: room.moved, newEntry: false, liveDelta: 0, now: now, held)
-        guard let again = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), held)
+        _ = try part.policy.makeRoom(id, size: room.moved, newEntry: false, liveDelta: 0, now: now, part.held)
+        guard let again = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), part.held)
         else { return .changed }
         e = again
         continue
       }
-      guard moveLiveRecords(after: e, upTo: room.extent, id, part, held),
-        let stored = try resizeInPlace(e, key, value, w, version: keep, part, held)
+      guard moveLiveRecords(after: e, upTo: room.extent, id, part),
+        let stored = try resizeInPlace(e, s, part)
       else { return .changed }
       return .stored(stored)
     }
@@ -510,27 +533,27 @@ struct Writer {
   /// naming a whole copy. False when the log has no room for one (nothing is then half
   /// done).
   func moveLiveRecords(
-    after e: BucketIndex.Entry, upTo extent: Int, _ id: LogID, _ part: Partition, _ held: borrowing WriteLock.Held
+    after e: BucketIndex.Entry, upTo extent: Int, _ id: LogID, _ part: borrowing LockedPartition
   ) -> Bool {
     var at = e.offset &+ e.header.size
     while at < e.offset &+ extent {
       guard let d = part.memory.record(at: at) else { return false }
       if !part.memory.sameKey(e.offset, e.header, at, d),
-        let n = part.index.slot(naming: at, hash: part.memory.keyHash(record: at, d), held)
+        let n = part.index.slot(naming: at, hash: part.memory.keyHash(record: at, d), part.held)
       {
         if id == .main,
           part.policy.moveToFreeRecord(
             n, hits: n.word & Format.hitBits, unearned: d.unearned,
-            avoiding: e.offset..<(e.offset &+ extent), held)
+            avoiding: e.offset..<(e.offset &+ extent), part.held)
         {
           at &+= d.size
           continue
         }
         guard part.logs.fits(id, d.size) else { return false }
-        let to = part.logs.reserve(id, d.size, held)
-        part.memory.moveRecord(from: at, to: to, size: d.size, unearned: d.unearned, held)
-        part.logs.commit(id, d.size, held)
-        part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, held)
+        let to = part.logs.reserve(id, d.size, part.held)
+        part.memory.moveRecord(from: at, to: to, size: d.size, unearned: d.unearned, part.held)
+        part.logs.commit(id, d.size, part.held)
+        part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, part.held)
       }
       at &+= d.size
     }
@@ -547,16 +570,16 @@ struct Writer {
   /// flags and lengths of the last dead record it takes.
   @inline(__always)
   func rewriteExtent(
-    _ e: BucketIndex.Entry, _ w: PreparedWrite, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, _ part: borrowing LockedPartition
   ) -> Int? {
-    rewriteRoom(e, w, movingLive: false, part, held)?.extent
+    rewriteRoom(e, w, movingLive: false, part)?.extent
   }
 
   /// `rewriteExtent`'s walk. With `movingLive` (W3c's plan), live records of other keys
   /// count in too, as if moved away; `moved` is their bytes (0 without).
   @inline(__always)
   func rewriteRoom(
-    _ e: BucketIndex.Entry, _ w: PreparedWrite, movingLive: Bool, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ w: PreparedWrite, movingLive: Bool, _ part: borrowing LockedPartition
   ) -> (extent: Int, moved: Int)? {
     let h = e.header
     guard Int(w.valueCount) <= h.vlen || part.counters.costLimit == 0 else { return nil }
@@ -575,7 +598,7 @@ struct Writer {
         return nil
       }
       if !d.isListed, !part.memory.sameKey(e.offset, h, next, d),
-        part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held) != nil
+        part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), part.held) != nil
       {
         guard movingLive else { return nil }
         moved &+= d.size
@@ -604,32 +627,31 @@ struct Writer {
   /// `old` (nil: a new entry).
   @inline(__always)
   private func countStore(
-    adding bytes: Int, replacing old: BucketIndex.Entry?, _ part: Partition, _ held: borrowing WriteLock.Held
+    adding bytes: Int, replacing old: BucketIndex.Entry?, _ part: borrowing LockedPartition
   ) {
-    part.counters.changeLiveBytes(adding: bytes, removing: old?.header.liveBytes ?? 0, held)
+    part.counters.changeLiveBytes(adding: bytes, removing: old?.header.liveBytes ?? 0, part.held)
     if old == nil {
-      part.counters.bump(.entries, held)
-      part.counters.bump(.inserts, held)
+      part.counters.bump(.entries, part.held)
+      part.counters.bump(.inserts, part.held)
     }
-    part.counters.bump(.sets, held)
+    part.counters.bump(.sets, part.held)
   }
 
-  /// W3 (and an in-place counter): `BucketIndex.rewriteValue` of `e` with a new version
-  /// (or `keep`), with the intent word naming the slot for its time, so that repair drops
-  /// the entry if the writer dies with the record half rewritten, and `leaving` after it;
-  /// then the set counted. Returns the version. `midway` runs with the bucket odd (a test
-  /// hook).
+  /// W3 (and an in-place counter): `BucketIndex.rewriteValue` of `e` with `c`'s value,
+  /// checksum and expiry and a new version (or `keep`), with the intent word naming the
+  /// slot for its time, so that repair drops the entry if the writer dies with the
+  /// record half rewritten, and `leaving` after it; then the set counted. Returns the
+  /// version. `midway` runs with the bucket odd (a test hook).
   @inline(__always) @discardableResult
   func rewrite(
-    _ e: BucketIndex.Entry, value: UnsafeRawBufferPointer, version keep: UInt32? = nil, sum: UInt16,
-    expiry: UInt64?, midway: () -> Void = {}, leaving: UInt64 = Format.intentChange, _ part: Partition,
-    _ held: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, _ c: RecordFormat.Content, keeping keep: UInt32? = nil, midway: () -> Void = {},
+    leaving: UInt64 = Format.intentChange, _ part: borrowing LockedPartition
   ) -> UInt32 {
-    let version = keep ?? part.counters.nextVersion(held)
-    marking(e.at, part, leaving: leaving) {
-      part.index.rewriteValue(e, value: value, version: version, sum: sum, expiry: expiry, midway: midway, held)
-    }
-    part.counters.bump(.sets, held)
+    var c = c
+    c.version = keep ?? part.counters.nextVersion(part.held)
+    let version = c.version
+    marking(e.at, part, leaving: leaving) { part.index.rewriteValue(e, c, midway: midway, part.held) }
+    part.counters.bump(.sets, part.held)
     return version
   }
 
@@ -640,7 +662,7 @@ struct Writer {
   /// straight increment's: a version or `sets` count bumped outside it is no damage).
   @inline(__always)
   func marking(
-    _ at: BucketIndex.Slot, _ part: Partition, leaving: UInt64 = Format.intentChange, _ body: () -> Void
+    _ at: BucketIndex.Slot, _ part: borrowing LockedPartition, leaving: UInt64 = Format.intentChange, _ body: () -> Void
   ) {
     let intent = part.memory.word(.intent)
     intent.store(Format.intentRewriteBase &+ UInt64(Self.slotNumber(at)), .relaxed)
@@ -662,30 +684,32 @@ struct Writer {
   /// eviction from the key's two buckets (`EvictionPolicy.evictForSlot`). `placement`
   /// follows the group count.
   private func allocate(
-    _ placement: inout Placement, hash: UInt64, now: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ placement: inout Placement, hash: UInt64, now: UInt64, _ part: borrowing LockedPartition
   ) throws -> BucketIndex.Slot {
-    if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, held) { return s }
+    if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, part.held) { return s }
     for _ in 0..<Self.allocationSplits {
-      guard part.resizer.split(held) else { break }
+      guard part.resizer.split(part.held) else { break }
       placement = Placement(hash: hash, groups: part.index.groups)
-      if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, held) { return s }
+      if let s = part.index.allocate(placement, searchLimit: BucketIndex.shallowSearch, part.held) { return s }
     }
-    if let s = part.index.allocate(placement, searchLimit: BucketIndex.deepSearch, held) { return s }
-    part.policy.evictForSlot(placement, now: now, held)
-    guard let s = part.index.allocate(placement, held) else { throw PartitionDamage("no slot frees up for a new key") }
+    if let s = part.index.allocate(placement, searchLimit: BucketIndex.deepSearch, part.held) { return s }
+    part.policy.evictForSlot(placement, now: now, part.held)
+    guard let s = part.index.allocate(placement, part.held) else {
+      throw PartitionDamage("no slot frees up for a new key")
+    }
     return s
   }
 
   /// W4's choice of log: main for an entry already there, a record too large for the
   /// small log, or a new key the ghost remembers (and forgets); small otherwise.
   private func destination(
-    of found: BucketIndex.Entry?, _ w: PreparedWrite, _ part: Partition, _ held: borrowing WriteLock.Held
+    of found: BucketIndex.Entry?, _ w: PreparedWrite, _ part: borrowing LockedPartition
   ) -> LogID {
     if let e = found, part.logs.id(containing: e.offset) == .main { return .main }
     if w.size > part.policy.smallBytes / 4 { return .main }
-    if found == nil, part.policy.ghost.recall(w.hash, entries: part.counters.count(.entries), held) {
-      part.policy.noteReuse(held)
-      part.counters.bump(.ghostHits, held)
+    if found == nil, part.policy.ghost.recall(w.hash, entries: part.counters.count(.entries), part.held) {
+      part.policy.noteReuse(part.held)
+      part.counters.bump(.ghostHits, part.held)
       growthTrigger.ghostHit(memory)
       return .main
     }
@@ -706,12 +730,12 @@ struct Writer {
 
   /// Removes `key`; false when it was not present.
   func remove(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held
+    _ key: UnsafeRawBufferPointer, hash: UInt64, _ part: borrowing LockedPartition
   ) -> Bool {
-    guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), held) else {
+    guard let e = part.index.find(key, placement: Placement(hash: hash, groups: part.index.groups), part.held) else {
       return false
     }
-    part.policy.discard(e, counting: .removals, held)
+    part.policy.discard(e, counting: .removals, part.held)
     return true
   }
 
@@ -720,16 +744,16 @@ struct Writer {
   /// lived in the cache belongs), unless `to` holds the key already (a move finished
   /// before a crash). Returns whether it copied.
   func copyEntry(
-    _ e: BucketIndex.Entry, hash: UInt64, from: Partition, _ fromHeld: borrowing WriteLock.Held,
-    to: Partition, _ toHeld: borrowing WriteLock.Held
+    _ e: BucketIndex.Entry, hash: UInt64, from: borrowing LockedPartition, to: borrowing LockedPartition
   ) throws -> Bool {
     // Views, not copies: `from`'s bytes cannot change while its lock is held, and the
     // store writes only into `to`.
-    let outcome = try from.memory.withKeyAndValue(record: e.offset, e.header, fromHeld) { k, v in
+    let outcome = try from.memory.withKeyAndValue(record: e.offset, e.header, from.held) { k, v in
       let w = PreparedWrite(
         hash: hash, sum: e.header.sum, keyCount: k.count, valueCount: v.count, expiry: e.header.expiry,
         partition: to.number)
-      return try store(k, v, w, condition: .ifAbsent, version: e.header.version, intoMain: true, to, toHeld)
+      let s = Incoming(key: k, value: v, w: w, keep: e.header.version, intoMain: true)
+      return try store(s, condition: .ifAbsent, to)
     }
     return outcome != .exists
   }
@@ -739,45 +763,45 @@ struct Writer {
   /// (given an expiry now) is written again with one, as a set writes it.
   func touch(
     _ key: UnsafeRawBufferPointer, hash: UInt64, expiry: UInt64, now: UInt64,
-    _ part: Partition, _ held: borrowing WriteLock.Held
+    _ part: borrowing LockedPartition
   ) throws -> Bool {
     let index = part.index
-    guard let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), held),
+    guard let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), part.held),
       !Expiry.isExpired(e.header.expiry, now: now)
     else { return false }
     let stamped = Expiry.stamp(expiry, now: now)
     if e.header.hasExpiry {
-      marking(e.at, part) { index.setExpiry(e, stamped, held) }
+      marking(e.at, part) { index.setExpiry(e, stamped, part.held) }
       return true
     }
     if stamped == 0 { return true }
-    let value = part.memory.withValue(record: e.offset, e.header, held) { [UInt8]($0) }
+    let value = part.memory.withValue(record: e.offset, e.header, part.held) { [UInt8]($0) }
     return try value.withUnsafeBytes { v in
       let w = PreparedWrite(
         hash: hash, sum: e.header.sum, keyCount: key.count, valueCount: v.count, expiry: stamped,
         partition: part.number)
-      _ = try store(key, v, w, condition: .always, now: now, version: e.header.version, part, held)
+      _ = try store(Incoming(key: key, value: v, w: w, keep: e.header.version), condition: .always, now: now, part)
       return true
     }
   }
 
   /// Removes every entry of `part`: every slot emptied, both logs discarded, the ghost
   /// forgotten, the geometry advanced (readers read again).
-  func removeAll(_ part: Partition, _ held: borrowing WriteLock.Held) {
+  func removeAll(_ part: borrowing LockedPartition) {
     let groups = part.index.groups
-    part.index.clearAll(groups: groups, held)
-    part.logs.discardAll(.small, held)
-    part.logs.discardAll(.main, held)
-    part.counters.set(.entries, 0, held)
-    part.counters.set(.liveBytes, 0, held)
-    part.policy.ghost.clear(groups: groups, held)
-    part.resizer.publish(part.index.geometryRelaxed().advanced, held)
+    part.index.clearAll(groups: groups, part.held)
+    part.logs.discardAll(.small, part.held)
+    part.logs.discardAll(.main, part.held)
+    part.counters.set(.entries, 0, part.held)
+    part.counters.set(.liveBytes, 0, part.held)
+    part.policy.ghost.clear(groups: groups, part.held)
+    part.resizer.publish(part.index.geometryRelaxed().advanced, part.held)
   }
 
   /// Removes the expired entries of `count` slots from slot `start` of `part`'s index
   /// (wrapping). Returns how many it removed and the slot after the range.
   func expireSlots(
-    _ part: Partition, from start: Int, count: Int, now: UInt64, _ held: borrowing WriteLock.Held
+    _ part: borrowing LockedPartition, from start: Int, count: Int, now: UInt64
   ) -> (removed: Int, next: Int) {
     let slots = part.index.slotCount
     guard slots > 0 else { return (0, 0) }
@@ -789,7 +813,7 @@ struct Writer {
         place: Place(group: bucket / Format.bucketsPerGroup, bucket: bucket % Format.bucketsPerGroup),
         slot: i % Format.slotsPerBucket)
       if let e = part.index.entry(at: at), Expiry.isExpired(e.header.expiry, now: now) {
-        part.policy.discard(e, counting: .expirations, held)
+        part.policy.discard(e, counting: .expirations, part.held)
         removed += 1
       }
       i = i + 1 == slots ? 0 : i + 1
@@ -822,13 +846,13 @@ struct Writer {
   ///     protocol (`store`), so crash safety is the same as for a set.
   /// The closure runs while the lock is held: it must be short and must not touch the cache.
   func update(
-    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ part: Partition, _ held: borrowing WriteLock.Held,
+    _ key: UnsafeRawBufferPointer, hash: UInt64, now: UInt64, _ part: borrowing LockedPartition,
     _ body: (_ current: UnsafeRawBufferPointer?, _ info: EntryInfo?) throws -> UpdateAction
   ) throws -> UpdateOutcome {
     var live: BucketIndex.Entry? = nil
     var action: UpdateAction
     let index = part.index
-    if let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), held),
+    if let e = index.find(key, placement: Placement(hash: hash, groups: index.groups), part.held),
       !Expiry.isExpired(e.header.expiry, now: now),
       part.memory.valueChecksum(record: e.offset, e.header, hash: hash) == e.header.sum
     {
@@ -837,7 +861,7 @@ struct Writer {
       let info = EntryInfo(
         valueCount: e.header.vlen, expiryMilliseconds: expiry == 0 ? nil : expiry,
         version: UInt64(e.header.version), isExpired: false)
-      action = try part.memory.withValue(record: e.offset, e.header, held) { try body($0, info) }
+      action = try part.memory.withValue(record: e.offset, e.header, part.held) { try body($0, info) }
     } else {
       action = try body(nil, nil)
     }
@@ -845,12 +869,12 @@ struct Writer {
     case .keep:
       return .kept
     case .remove:
-      if let e = live { part.policy.discard(e, counting: .removals, held) }
+      if let e = live { part.policy.discard(e, counting: .removals, part.held) }
       return .removed
     case .store(let value, let expiry):
       let outcome = try value.withUnsafeBytes { v in
         let w = try prepare(key, v, expiry: expiry, prefetch: false)
-        return try store(key, v, w, condition: .always, now: now, part, held)
+        return try store(key, v, w, condition: .always, now: now, part)
       }
       guard case .stored(let version) = outcome else {
         throw PartitionDamage("an unconditional store under the lock did not store")

@@ -133,4 +133,29 @@ enum RecordFormat {
     @inline(__always) var isListed: Bool { flags & RecordFormat.listedFlag != 0 }
     @inline(__always) var form: UInt8 { RecordFormat.form(ofFlags: flags) }
   }
+
+  /// An entry record's contents as a write lays them down: its key's and its value's
+  /// bytes (views, valid for the call they are handed to), and its header's version, the
+  /// value's checksum and the expiry word (`Expiry`; 0: none, and a record written anew
+  /// then has no expiry field).
+  struct Content {
+    let key: UnsafeRawBufferPointer
+    let value: UnsafeRawBufferPointer
+    var version: UInt32
+    let sum: UInt16
+    let expiry: UInt64
+
+    @inline(__always)
+    init(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32 = 0, sum: UInt16, expiry: UInt64) {
+      self.key = key
+      self.value = value
+      self.version = version
+      self.sum = sum
+      self.expiry = expiry
+    }
+  }
+
+  /// What a header holds after its lengths: the version, the value's checksum and, for a
+  /// header with an expiry field, the expiry word.
+  typealias Trailer = (version: UInt32, sum: UInt16, expiry: UInt64?)
 }

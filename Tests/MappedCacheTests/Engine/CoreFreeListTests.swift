@@ -114,9 +114,9 @@ import Testing
     defer { TestFiles.cleanup(path) }
     for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
     let b = try #require(try c.engine.entry(of: "b"))
-    try c.engine._crashDuring(partition: 0) { part, held in
-      part.policy.remove(b, counting: .removals, held)
-      part.memory.writeFreeRecord(at: b.offset, size: b.header.size, prev: 0, next: 0, held)
+    try c.engine._crashDuring(partition: 0) { part in
+      part.policy.remove(b, counting: .removals, part.held)
+      part.memory.writeFreeRecord(at: b.offset, size: b.header.size, prev: 0, next: 0, part.held)
     }
     // The next write repairs first.
     try c.setObject(value("x", 10), forKey: "x")
@@ -139,14 +139,14 @@ import Testing
     for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
     try c.removeObject(forKey: "b")
     let newValue = value("d", Self.large - 2_000)
-    try c.engine._crashDuring(partition: 0) { part, held in
+    try c.engine._crashDuring(partition: 0) { part in
       try Array("d".utf8).withUnsafeBytes { kb in
         try newValue.withUnsafeBytes { vb in
           let w = try c.engine.writer.prepare(kb, vb, expiry: 0)
-          let f = try #require(try part.freeLists.take(w.size, keyCount: kb.count, held))
+          let f = try #require(try part.freeLists.take(w.size, keyCount: kb.count, part.held))
           part.memory.writeRecord(
-            over: f.offset, extent: f.extent, key: kb, value: vb, version: 1, sum: w.sum, expiry: 0, steps: steps,
-            held)
+            over: f.offset, extent: f.extent,
+            RecordFormat.Content(key: kb, value: vb, version: 1, sum: w.sum, expiry: 0), steps: steps, part.held)
         }
       }
     }

@@ -33,9 +33,9 @@ import Testing
     -> UInt32?
   {
     let lock = try #require(engine.lock)
-    return try lock.withLock(0) { held in
+    return try lock.withLock(0) { part in
       key.withUnsafeBytes { kb in
-        v.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, w, engine.partition(0), held) }
+        v.withUnsafeBytes { engine.writer.overwriteHinted(kb, $0, w, part) }
       }
     }
   }
@@ -202,8 +202,8 @@ import Testing
     let groups = engine.partition(0).index.groups
     /// Up to `times` of `step` under partition 0's lock; how many did something.
     func resize(_ times: Int, _ step: (IndexResizer, borrowing WriteLock.Held) -> Bool) throws -> Int {
-      try lock.withLock(0) { held in
-        (0..<times).reduce(0) { n, _ in step(engine.partition(0).resizer, held) ? n + 1 : n }
+      try lock.withLock(0) { part in
+        (0..<times).reduce(0) { n, _ in step(part.resizer, part.held) ? n + 1 : n }
       }
     }
     let split = try resize(8) { $0.split($1) }

@@ -29,17 +29,17 @@ import Testing
   private func crashDuringSet(
     _ c: SharedCache<[UInt8]>, _ key: String, _ newValue: [UInt8],
     _ body: (
-      Partition, borrowing WriteLock.Held, BucketIndex.Entry, Writer.PreparedWrite, UnsafeRawBufferPointer,
-      UnsafeRawBufferPointer
+      borrowing LockedPartition, BucketIndex.Entry, Writer.PreparedWrite, UnsafeRawBufferPointer, UnsafeRawBufferPointer
     ) throws -> Void
   ) throws {
     let e = c.engine
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       try Array(key.utf8).withUnsafeBytes { kb in
         try newValue.withUnsafeBytes { vb in
-          let looked = part.index.find(kb, placement: Placement(hash: KeyHash.key(kb), groups: part.index.groups), held)
+          let looked = part.index.find(
+            kb, placement: Placement(hash: KeyHash.key(kb), groups: part.index.groups), part.held)
           let found = try #require(looked)
-          try body(part, held, found, try e.writer.prepare(kb, vb, expiry: 0), kb, vb)
+          try body(part, found, try e.writer.prepare(kb, vb, expiry: 0), kb, vb)
         }
       }
     }
@@ -62,7 +62,7 @@ import Testing
     let place = Place(group: 0, bucket: 2)
     let ks = e.keys(first: place, count: 6, tag: "odd")
     for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part, held in part.index._toggleSequence(place, held) }
+    try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
     // Readers meanwhile answer (a busy miss) rather than hang, and never a wrong value.
     for k in ks {
       let v = try c.object(forKey: k)
@@ -109,23 +109,24 @@ import Testing
     let ks = e.keys(first: place, count: 4, tag: "pub")
     for k in ks { try c.setObject(value(k), forKey: k) }
     let newValue = CoreValue.make(key: ks[0], writer: 1, seq: 1, size: 300)
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       let key = Array(ks[0].utf8)
       let pl = Placement(hash: key.withUnsafeBytes { KeyHash.key($0) }, groups: part.index.groups)
-      let found = try #require(key.withUnsafeBytes { part.index.find($0, placement: pl, held) })
+      let found = try #require(key.withUnsafeBytes { part.index.find($0, placement: pl, part.held) })
       // W5.
       let size = RecordFormat.size(keyCount: key.count, valueCount: newValue.count, expiry: false)
-      let offset = part.logs.reserve(.small, size, held)
+      let offset = part.logs.reserve(.small, size, part.held)
       key.withUnsafeBytes { k in
         newValue.withUnsafeBytes { v in
-          part.memory.writeRecord(
-            at: offset, key: k, value: v, version: part.counters.nextVersion(held),
-            sum: KeyHash.checksum(v, hash: KeyHash.key(k)), expiry: 0, held)
+          let c = RecordFormat.Content(
+            key: k, value: v, version: part.counters.nextVersion(part.held),
+            sum: KeyHash.checksum(v, hash: KeyHash.key(k)), expiry: 0)
+          part.memory.writeRecord(at: offset, c, part.held)
         }
       }
-      part.logs.commit(.small, size, held)
+      part.logs.commit(.small, size, part.held)
       // W6, killed after the word's store, the bucket still odd.
-      part.index._toggleSequence(place, held)
+      part.index._toggleSequence(place, part.held)
       part.memory.entryWord(place, found.at.slot).store(UInt32(offset), .relaxed)
     }
     try c.setObject([1], forKey: "next write")
@@ -143,9 +144,9 @@ import Testing
     let ks = e.keys(first: place, count: 5, tag: "rw")
     for k in ks { try c.setObject(value(k), forKey: k) }
     let f = try #require(try e.slot(of: ks[2]))
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
-      part.index._toggleSequence(place, held)
+      part.index._toggleSequence(place, part.held)
       // Half the value rewritten: the checksum no longer matches (nor would a reader's).
       let entry = try #require(part.index.entry(at: f.slot))
       let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
@@ -173,14 +174,14 @@ import Testing
         try c.setObject(CoreValue.make(key: k, writer: 0, seq: 1, size: 400), forKey: k)
         if from != 400 { try c.setObject(CoreValue.make(key: k, writer: 0, seq: 2, size: from), forKey: k) }
         let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: to)
-        try crashDuringSet(c, k, newValue) { part, held, found, w, kb, vb in
-          let room = e.writer.rewriteExtent(found, w, part, held)
+        try crashDuringSet(c, k, newValue) { part, found, w, kb, vb in
+          let room = e.writer.rewriteExtent(found, w, part)
           let extent = try #require(room, "\(from) -> \(to): W3b applies")
           part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(found.at)), .relaxed)
-          part.index._toggleSequence(found.at.place, held)
+          part.index._toggleSequence(found.at.place, part.held)
           part.memory.rewriteRecord(
-            at: found.offset, found.header, extent: extent, key: kb, value: vb, version: 9, sum: w.sum,
-            expiry: 0, steps: steps, held)
+            at: found.offset, found.header, extent: extent,
+            RecordFormat.Content(key: kb, value: vb, version: 9, sum: w.sum, expiry: 0), steps: steps, part.held)
         }
         try c.setObject([1], forKey: "next write")
         #expect(try c.object(forKey: k) == nil, "\(from) -> \(to), \(steps) steps: the entry is dropped")
@@ -206,19 +207,19 @@ import Testing
     for k in ks { try c.setObject(value(k), forKey: k) }
     let k = ks[0]
     let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: 100)
-    try crashDuringSet(c, k, newValue) { part, held, found, w, _, vb in
-      let room = e.writer.rewriteRoom(found, w, movingLive: true, part, held)
+    try crashDuringSet(c, k, newValue) { part, found, w, _, vb in
+      let room = e.writer.rewriteRoom(found, w, movingLive: true, part)
       try #require((room?.moved ?? 0) > 0, "W3c applies")
       // Its first neighbour, the record right after the key's.
       let next = found.offset + found.header.size
       let d = try #require(part.memory.record(at: next))
-      let named = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), held)
+      let named = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), part.held)
       let n = try #require(named)
       let id = part.logs.id(containing: n.offset)
-      let to = part.logs.reserve(id, n.header.size, held)
-      part.memory.moveRecord(from: n.offset, to: to, size: n.header.size, unearned: n.header.unearned, held)
-      part.logs.commit(id, n.header.size, held)
-      if slotMoved { part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, held) }
+      let to = part.logs.reserve(id, n.header.size, part.held)
+      part.memory.moveRecord(from: n.offset, to: to, size: n.header.size, unearned: n.header.unearned, part.held)
+      part.logs.commit(id, n.header.size, part.held)
+      if slotMoved { part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, part.held) }
     }
     try c.setObject([1], forKey: "next write")
     try expectAllThere(c, ks, "slot moved: \(slotMoved)")
@@ -243,7 +244,7 @@ import Testing
     let ks = e.keys(first: place, count: 3, tag: "mv")
     for k in ks { try c.setObject(value(k), forKey: k) }
     let f = try #require(try e.slot(of: ks[1]))
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       let entry = try #require(part.index.entry(at: f.slot))
       let pl = part.index.placement(of: entry, groups: part.index.groups).placement
       let other = pl.first == f.slot.place ? pl.second : pl.first
@@ -252,7 +253,7 @@ import Testing
       part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
       part.index.publish(
         .init(place: other, slot: room.trailingZeroBitCount), offset: entry.offset, hits: entry.hits, tag: pl.tag,
-        held)
+        part.held)
     }
     // Both copies name one whole record: a read finds it.
     #expect(try c.object(forKey: ks[1]) == value(ks[1]))
@@ -277,8 +278,8 @@ import Testing
     let ks = (0..<1500).map { "split-\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
     let groups = e.partition(0).index.groups
-    try e._crashDuring(partition: 0) { part, held in
-      let split = part.resizer.split(held, stopAt: stop)
+    try e._crashDuring(partition: 0) { part in
+      let split = part.resizer.split(part.held, stopAt: stop)
       #expect(split)
       if stop == .midClear {
         // Killed inside S5's bracket: the move sequence is left odd.
@@ -307,8 +308,8 @@ import Testing
     for k in ks.dropFirst(300) { try c.removeObject(forKey: k) }
     let kept = Array(ks.prefix(300))
     let groups = e.partition(0).index.groups
-    try e._crashDuring(partition: 0) { part, held in
-      let merged = part.resizer.merge(held, stopAt: stop)
+    try e._crashDuring(partition: 0) { part in
+      let merged = part.resizer.merge(part.held, stopAt: stop)
       #expect(merged)
     }
     #expect(e.partition(0).index.groups == groups - (stop == .afterPublish ? 1 : 0))
@@ -325,9 +326,9 @@ import Testing
     let e = c.engine
     let ks = (0..<50).map { "w\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       let s = part.logs.state(.small)
-      part.memory.writeWrapMarker(at: s.head.offset, held)
+      part.memory.writeWrapMarker(at: s.head.offset, part.held)
       part.memory.word(.mainLastWrap).store(UInt64(part.logs.state(.main).head.offset), .relaxed)
     }
     try c.setObject(value("new"), forKey: "new")
@@ -342,7 +343,7 @@ import Testing
     let e = c.engine
     let ks = (0..<50).map { "r\($0)" }
     for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part, held in
+    try e._crashDuring(partition: 0) { part in
       let junk = part.memory._byte(at: part.logs.state(.small).head.offset)
       for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
     }
@@ -358,9 +359,9 @@ import Testing
     let place = Place(group: 0, bucket: 2)
     let ks = e.keys(first: place, count: 4, tag: "rr")
     for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part, held in part.index._toggleSequence(place, held) }
+    try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
     // The first repair "dies" having done nothing but set the intent word (it is set).
-    try e._crashDuring(partition: 0) { _, _ in }
+    try e._crashDuring(partition: 0) { _ in }
     try c.setObject([1], forKey: "next")
     try expectAllThere(c, ks)
     #expect(c.statistics.recoveries == 2)

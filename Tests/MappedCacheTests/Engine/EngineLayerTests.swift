@@ -31,7 +31,7 @@ private final class Scratch {
   func slot(of key: String) throws -> BucketIndex.Slot? { try engine.slot(of: key)?.slot }
 
   /// Runs `body` under partition 0's lock, as a write does.
-  func locked<R>(_ body: (Partition, borrowing WriteLock.Held) throws -> R) throws -> R {
+  func locked<R>(_ body: (borrowing LockedPartition) throws -> R) throws -> R {
     try engine.withWriteLock(partition: 0, body)
   }
 
@@ -387,7 +387,7 @@ private final class Scratch {
     // Merges, directly: each keeps every entry, until one would not fit.
     var merged = 0
     for k in ks.dropFirst(2000) { try s.cache.removeObject(forKey: k) }
-    while try s.locked({ part, held in part.resizer.merge(held) }) && merged < 100_000 { merged += 1 }
+    while try s.locked({ part in part.resizer.merge(part.held) }) && merged < 100_000 { merged += 1 }
     #expect(merged > 0 && s.part.index.groups < grown)
     for k in ks.prefix(2000) { #expect(try s.cache.object(forKey: k) == [1], "\(k) after \(merged) merges") }
     s.expectConsistent()
@@ -399,11 +399,11 @@ private final class Scratch {
     let s = try Scratch("idx-pending", capacity: 1 << 20)
     // Fill the logs (evicting), so that main's records reach the index.
     for i in 0..<20_000 { try s.cache.setObject([UInt8](repeating: 1, count: 200), forKey: "p-\(i)") }
-    let (grew, groups, pending) = try s.locked { part, held -> (Bool, Int, Int) in
+    let (grew, groups, pending) = try s.locked { part -> (Bool, Int, Int) in
       let low = part.resizer.indexLow(groups: part.index.groups + 1)
       let free = part.logs.mainIsFreeFrom(low)
       let g = part.index.groups
-      let grew = part.resizer.split(held)
+      let grew = part.resizer.split(part.held)
       #expect(grew == (free || part.logs.mainLimit <= low))
       return (grew, g, part.logs.pendingLimit)
     }
@@ -451,27 +451,27 @@ private final class Scratch {
   /// tail; the tail crosses the marker to the base.
   @Test func reserveWrapsAtTheLimitAndTheTailFollows() throws {
     let s = try Scratch("logs-reserve")
-    try s.locked { part, held in
+    try s.locked { part in
       let logs = part.logs
       let start = logs.state(.small)
       let room = start.limit - start.head.offset
       // Fill all but 16 bytes before the limit with one record's worth, then ask for 64.
-      let first = logs.reserve(.small, room - 16, held)
+      let first = logs.reserve(.small, room - 16, part.held)
       #expect(first == start.head.offset)
-      logs.commit(.small, room - 16, held)
-      logs.advanceTail(.small, by: room - 16, held)
-      let at = logs.reserve(.small, 64, held)
+      logs.commit(.small, room - 16, part.held)
+      logs.advanceTail(.small, by: room - 16, part.held)
+      let at = logs.reserve(.small, 64, part.held)
       #expect(at == start.base, "the record starts at the log's base")
       let after = logs.state(.small)
       #expect(after.head == LogPosition(lap: start.head.lap + 1, offset: start.base), "one lap on")
       #expect(part.memory.isWrapMarker(at: start.limit - 16), "a wrap marker where the head was")
-      logs.commit(.small, 64, held)
+      logs.commit(.small, 64, part.held)
       if case .wrap = logs.tailItem(.small) {} else { Issue.record("the tail meets the marker") }
-      logs.advanceTail(.small, by: nil, held)
+      logs.advanceTail(.small, by: nil, part.held)
       #expect(logs.state(.small).tail == LogPosition(lap: start.head.lap + 1, offset: start.base))
       #expect(logs.areSane)
       // Drop the 64 bytes again (nothing names them).
-      logs.advanceTail(.small, by: 64, held)
+      logs.advanceTail(.small, by: 64, part.held)
     }
   }
 }
@@ -481,17 +481,17 @@ private final class Scratch {
   /// everything.
   @Test func theGhostRemembersOnce() throws {
     let s = try Scratch("pol-ghost")
-    try s.locked { part, held in
+    try s.locked { part in
       let ghost = part.policy.ghost
       let a = 0xDEAD_BEEF_1234_5679 as UInt64
       let b = 0x1111_2222_3333_4445 as UInt64
-      let unknown = ghost.recall(a, entries: 1000, held)
-      ghost.remember(a, entries: 1000, held)
-      let remembered = ghost.recall(a, entries: 1000, held)
-      let again = ghost.recall(a, entries: 1000, held)
-      ghost.remember(b, entries: 1000, held)
-      ghost.clear(groups: part.index.groups, held)
-      let cleared = ghost.recall(b, entries: 1000, held)
+      let unknown = ghost.recall(a, entries: 1000, part.held)
+      ghost.remember(a, entries: 1000, part.held)
+      let remembered = ghost.recall(a, entries: 1000, part.held)
+      let again = ghost.recall(a, entries: 1000, part.held)
+      ghost.remember(b, entries: 1000, part.held)
+      ghost.clear(groups: part.index.groups, part.held)
+      let cleared = ghost.recall(b, entries: 1000, part.held)
       #expect(!unknown && remembered)
       #expect(!again, "a recall forgets")
       #expect(!cleared)
