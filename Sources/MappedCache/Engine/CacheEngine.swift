@@ -356,7 +356,7 @@ final class CacheEngine: @unchecked Sendable {
     var w = PreparedWrite(hash: hash, sum: sum, keyCount: n, valueCount: value.count, expiry: 0, partition: p)
     w.routedWith = count
     w.hint = hint
-    return try setHolding(key, value, w, condition, locked)
+    return try setHolding(key, value, w, condition, locked.handedOn())
   }
 
   /// `set` the general way: prepared before the lock (W0), then the write protocol under

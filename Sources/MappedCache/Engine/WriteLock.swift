@@ -64,6 +64,10 @@ struct WriteLock: @unchecked Sendable {
   struct Held: ~Copyable {
     let partition: Int
     fileprivate init(partition: Int) { self.partition = partition }
+    /// Nothing to do; declared so that a witness is destroyed by a call the compiler
+    /// inlines to nothing. Without one it is destroyed through its type's metadata, an
+    /// indirect call that also keeps every value holding it in memory.
+    deinit {}
   }
 
   /// The slow paths' state, owned by `CacheEngine` for the lock's whole life.
@@ -368,6 +372,23 @@ struct LockedPartition: ~Copyable {
   fileprivate init(_ memory: PartitionMemory, file: MappedMemory) {
     partition = Partition(memory, file: file)
     held = WriteLock.Held(partition: memory.index)
+  }
+
+  /// Nothing to do (the lock is released by name, `WriteLock.release`); declared for
+  /// the reason `WriteLock.Held` declares one: destroyed through its type's metadata,
+  /// the value stayed in memory on the straight set's way.
+  deinit {}
+
+  /// The same hold as a new value, for a caller that hands it to a function out of line
+  /// on a rare way: a value borrowed by such a call is kept in memory from the lock on,
+  /// a cost to the common way too; this one is made only where it is handed on.
+  @inline(__always)
+  consuming func handedOn() -> LockedPartition { LockedPartition(partition) }
+
+  @inline(__always)
+  private init(_ partition: Partition) {
+    self.partition = partition
+    held = WriteLock.Held(partition: partition.number)
   }
 
   @inline(__always) var memory: PartitionMemory { partition.memory }

@@ -573,6 +573,36 @@ private final class Scratch {
     #expect(liveness.holderIsDead(foreignToken))
   }
 
+  /// Every acquirer hands out the partition whose word it took, holding that word: the
+  /// lock's `LockedPartition` names the partition, and its witness names it too.
+  @Test func eachAcquirerHandsOutThePartitionItLocked() throws {
+    let s = try Scratch("lock-part", capacity: 4 << 20, partitions: 4)
+    let lock = try #require(s.engine.lock)
+    let memory = s.engine.memory
+    let owner = memory.lockBits.ownerMask
+    func isHeld(_ p: Int) -> Bool { memory.partition(p).lockWord.load(.relaxed) & owner != 0 }
+    for p in 0..<4 {
+      try s.engine.withWriteLock(partition: p) { part in
+        #expect(part.number == p && part.held.partition == p && part.memory.index == p)
+        #expect(isHeld(p) && (0..<4).filter(isHeld) == [p], "only partition \(p)'s word is held")
+      }
+      let word = lock.acquireWord(p)
+      #expect(word.number == p && word.held.partition == p && isHeld(p))
+      lock.releaseWord(p)
+      let tried = try #require(lock.tryAcquireWord(p))
+      #expect(tried.number == p && tried.held.partition == p && isHeld(p))
+      var retaken = false
+      if let _ = lock.tryAcquireWord(p) { retaken = true }
+      #expect(!retaken, "a word this handle holds is not free to try")
+      lock.releaseWord(p)
+      let quick = try #require(
+        WriteLock.tryAcquireUncontended(memory.partition(p), token: lock.uncontendedToken, file: memory))
+      #expect(quick.number == p && quick.held.partition == p && isHeld(p))
+      WriteLock.releaseUncontended(quick)
+      #expect(!isHeld(p))
+    }
+  }
+
   /// Each partition's lock excludes threads of one handle and of two handles: counters
   /// bumped under them by many threads lose no increment.
   @Test func excludesThreadsAndHandles() throws {
