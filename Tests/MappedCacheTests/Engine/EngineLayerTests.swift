@@ -592,7 +592,7 @@ private final class Scratch {
       let tried = try #require(lock.tryAcquireWord(p))
       #expect(tried.number == p && tried.held.partition == p && isHeld(p))
       var retaken = false
-      if let _ = lock.tryAcquireWord(p) { retaken = true }
+      if let again = lock.tryAcquireWord(p) { retaken = again.number == p }
       #expect(!retaken, "a word this handle holds is not free to try")
       lock.releaseWord(p)
       let quick = try #require(
