@@ -38,6 +38,25 @@ module ActiveSupport
       SERIALIZE_TAKES_OPTIONS = Store.instance_method(:serialize_entry).parameters.any? { |k, _| k == :keyrest }
       DESERIALIZE_TAKES_OPTIONS = Store.instance_method(:deserialize_entry).parameters.any? { |k, _| k == :keyrest }
 
+      # Payloads in the store's own format: the value's Marshal data and a mark after it
+      # (Marshal.load stops where the value ends), with the time it expires at before an
+      # expiring entry's mark. A hit loads the value alone, with no Entry around it.
+      # Entries with a version, or large enough to compress, keep Rails' format.
+      VALUE_MARK = "\x00mc:v".b.freeze
+      EXPIRING_MARK = "\x00mc:e".b.freeze
+      EXPIRING_TAIL = 8 + EXPIRING_MARK.bytesize
+      # Rails' default compress_threshold: a value this large goes in an Entry, compressed.
+      COMPRESS_THRESHOLD = 1024
+      # Rails 6.1's Entry compresses its value when it is made (later Rails, when stored).
+      ENTRY_COMPRESSES = Entry.instance_method(:initialize).parameters.include?(%i[key compress_threshold])
+      # What fast_value returns for a payload the general path must read (an Entry, an
+      # expired value); nil is a value like any other.
+      GENERAL = Object.new.freeze
+      READ_EVENTS = %w[cache_read.active_support].freeze
+      FETCH_EVENTS = %w[cache_read.active_support cache_fetch_hit.active_support].freeze
+      READ_MULTI_EVENTS = %w[cache_read_multi.active_support].freeze
+      EMPTY_EVENTS = [].freeze
+
       prepend Strategy::LocalCache
 
       def self.supports_cache_versioning?
@@ -50,6 +69,8 @@ module ActiveSupport
       # MappedCache::Cache of bytes opened elsewhere in place of the path.
       def initialize(path_or_cache = nil, **options)
         cache_options = options.slice(*CACHE_OPTIONS)
+        # A coder of the application's own gets every entry; otherwise the format is ours.
+        @own_format = !options.key?(:coder) && !options.key?(:serializer)
         super(options.except(*CACHE_OPTIONS))
         @cache =
           case path_or_cache
@@ -63,6 +84,48 @@ module ActiveSupport
         return if @cache.value_type == "bytes" && !@cache.marshal?
 
         raise ArgumentError, "MappedCacheStore needs a cache of bytes without marshal (it stores the coder's strings)"
+      end
+
+      # Rails' read, fetch and read_multi, less the work no one observes: when no
+      # subscriber listens, no debug log is kept, no local cache is on and the call names
+      # Strings with no options of its own, a hit goes from the file to its value with
+      # no options merged, no payload built and no Entry loaded. Any other call, and any
+      # payload that needs an Entry (a version, compression, expiry past), takes Rails'
+      # path.
+      def read(name, options = nil)
+        key = options.nil? && fast_key(name, READ_EVENTS)
+        return super unless key
+
+        payload = @cache.get_raw(key)
+        return nil if payload.nil?
+
+        value = fast_value(payload)
+        value.equal?(GENERAL) ? super : value
+      end
+
+      def fetch(name, options = nil, &block)
+        key = block && options.nil? && !@options[:force] && fast_key(name, FETCH_EVENTS)
+        payload = key && @cache.get_raw(key)
+        value = payload ? fast_value(payload) : GENERAL
+        value.equal?(GENERAL) ? super : value
+      end
+
+      def read_multi(*names)
+        keys = !names.last.is_a?(Hash) && fast_keys(names)
+        return super unless keys
+
+        found = @cache.get_multi(keys)
+        values = {}
+        names.each_with_index do |name, i|
+          payload = found[keys[i]]
+          next if payload.nil?
+
+          value = fast_value(payload)
+          return super if value.equal?(GENERAL)
+
+          values[name] = value
+        end
+        values
       end
 
       # Adds +amount+ to the integer under +name+ atomically across every process and
@@ -158,8 +221,13 @@ module ActiveSupport
         keys_to_names = names.index_by { |name| normalize_key(name, options) }
         found = @cache.get_multi(keys_to_names.keys)
         found.each_with_object({}) do |(key, payload), values|
-          entry = deserialize(payload, options)
           name = keys_to_names[key]
+          value = fast_value(payload)
+          unless value.equal?(GENERAL)
+            values[name] = value
+            next
+          end
+          entry = deserialize(payload, options)
           next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
 
           values[name] = entry.value
@@ -195,6 +263,87 @@ module ActiveSupport
         "#{readable[0, @cache.max_key_size - digest.size - 5]}:md5:#{digest}"
       end
 
+      # The file's key for +name+ when the call may take the fast path (see #read): nil
+      # when something observes +events+, a local cache is on, the store's options name a
+      # version or a namespace Proc, or +name+ is not a UTF-8 String the file holds as it is.
+      def fast_key(name, events)
+        return nil unless quiet?(events) && name.instance_of?(String) && name.encoding == Encoding::UTF_8
+
+        namespace = @options[:namespace]
+        key =
+          case namespace
+          when nil then name
+          when String then "#{namespace}:#{name}"
+          else return nil
+          end
+        key if key.bytesize <= @cache.max_key_size && key.valid_encoding? && @options[:version].nil?
+      end
+
+      def fast_keys(names)
+        return nil unless quiet?(READ_MULTI_EVENTS)
+
+        keys = names.map { |name| fast_key(name, EMPTY_EVENTS) || (return nil) }
+        keys.uniq.size == keys.size ? keys : nil
+      end
+
+      def quiet?(events)
+        return false if local_cache || (logger&.debug? && !silence?)
+
+        notifier = ActiveSupport::Notifications.notifier
+        events.none? { |event| notifier.listening?(event) }
+      end
+
+      # A payload's value when it needs no Entry: the store's own format before it
+      # expires, or (with the default coder) a raw value, anything but Marshal data, as
+      # it is. GENERAL for the rest.
+      def fast_value(payload)
+        return @own_format ? payload : GENERAL unless payload.start_with?(MappedCache::MARSHAL_MAGIC)
+
+        if payload.end_with?(VALUE_MARK)
+          own_value(payload)
+        elsif payload.end_with?(EXPIRING_MARK)
+          own_expires_at(payload) <= Time.now.to_f ? GENERAL : own_value(payload)
+        else
+          GENERAL
+        end
+      end
+
+      def own_format?(payload)
+        payload.start_with?(MappedCache::MARSHAL_MAGIC) && (payload.end_with?(VALUE_MARK) || payload.end_with?(EXPIRING_MARK))
+      end
+
+      # The value of a payload in the store's own format; one that does not load after
+      # all is a raw value that happens to look so, read as it is.
+      def own_value(payload)
+        Marshal.load(payload)
+      rescue StandardError
+        payload
+      end
+
+      def own_expires_at(payload)
+        payload.unpack1("E", offset: payload.bytesize - EXPIRING_TAIL)
+      end
+
+      # The store's own payload for +entry+, or nil when it needs Rails' format (a
+      # version, a value large enough to compress, a coder of the application's).
+      def own_payload(entry, options)
+        return nil unless @own_format && entry.version.nil?
+
+        body = Marshal.dump(entry.value)
+        return nil if compresses?(entry, body, options)
+
+        expires_at = entry.expires_at
+        expires_at ? body << [expires_at].pack("E") << EXPIRING_MARK : body << VALUE_MARK
+      end
+
+      # Whether Rails would store +entry+ compressed: Rails 6.1's Entry decides itself when
+      # it is made; later Rails compress what reaches the threshold (when it shrinks).
+      def compresses?(entry, body, options)
+        return entry.send(:compressed?) if ENTRY_COMPRESSES
+
+        options[:compress] != false && body.bytesize >= (options[:compress_threshold] || COMPRESS_THRESHOLD)
+      end
+
       def count(key, delta, options)
         @cache.incr(key, delta, ttl: options[:expires_in]&.to_f)
       rescue MappedCache::NotAnIntegerError
@@ -214,6 +363,9 @@ module ActiveSupport
       def serialize(entry, options)
         return entry.value.to_s if options[:raw]
 
+        own = own_payload(entry, options)
+        return own if own
+
         payload = SERIALIZE_TAKES_OPTIONS ? serialize_entry(entry, **options) : serialize_entry(entry)
         return payload if payload.is_a?(String)
 
@@ -225,6 +377,7 @@ module ActiveSupport
       # by increment, or by another language), read as the String it is.
       def deserialize(payload, options)
         return nil if payload.nil?
+        return own_entry(payload) if own_format?(payload)
 
         entry =
           begin
@@ -233,6 +386,17 @@ module ActiveSupport
             nil
           end
         entry.is_a?(Entry) ? entry : Entry.new(payload, compress: false)
+      end
+
+      # An Entry for a payload in the store's own format (Rails' general path: race
+      # condition TTLs, the local cache), expiring when the payload says.
+      def own_entry(payload)
+        entry = Entry.new(own_value(payload), compress: false)
+        # Made at 0.0 and expiring at the absolute time, as Rails 7.1 makes its entries: the
+        # same payload gives the same entry whenever it is read.
+        entry.instance_variable_set(:@created_at, 0.0)
+        entry.expires_at = own_expires_at(payload) if payload.end_with?(EXPIRING_MARK)
+        entry
       end
     end
   end
