@@ -38,13 +38,23 @@ module ActiveSupport
       SERIALIZE_TAKES_OPTIONS = Store.instance_method(:serialize_entry).parameters.any? { |k, _| k == :keyrest }
       DESERIALIZE_TAKES_OPTIONS = Store.instance_method(:deserialize_entry).parameters.any? { |k, _| k == :keyrest }
 
-      # Payloads in the store's own format: the value's Marshal data and a mark after it
-      # (Marshal.load stops where the value ends), with the time it expires at before an
-      # expiring entry's mark. A hit loads the value alone, with no Entry around it.
-      # Entries with a version, or large enough to compress, keep Rails' format.
-      VALUE_MARK = "\x00mc:v".b.freeze
-      EXPIRING_MARK = "\x00mc:e".b.freeze
-      EXPIRING_TAIL = 8 + EXPIRING_MARK.bytesize
+      # Payloads in the store's own format begin as Marshal data does and end with a mark:
+      # after a UTF-8 String value, its bytes and MARK_STRING; after any other value, its
+      # Marshal data and MARK_MARSHAL (Marshal.load stops where the value ends). An
+      # expiring entry's mark is MARK_STRING_EXPIRING or MARK_MARSHAL_EXPIRING, with the
+      # time it expires at (a double) before it. A hit so gives the value alone, with no
+      # Entry to load; entries with a version, or compressed, keep Rails' format.
+      MARK_MARSHAL = "\x00mc:v".b.freeze
+      MARK_MARSHAL_EXPIRING = "\x00mc:e".b.freeze
+      MARK_STRING = "\x00mc:s".b.freeze
+      MARK_STRING_EXPIRING = "\x00mc:t".b.freeze
+      # Each mark by its last byte: [mark, whether an expiry time goes before it, whether
+      # a String's bytes do].
+      MARKS = { "v".ord => [MARK_MARSHAL, false, false].freeze, "e".ord => [MARK_MARSHAL_EXPIRING, true, false].freeze,
+                "s".ord => [MARK_STRING, false, true].freeze, "t".ord => [MARK_STRING_EXPIRING, true, true].freeze }.freeze
+      MARK_SIZE = MARK_MARSHAL.bytesize
+      EXPIRY_SIZE = 8
+      MAGIC_SIZE = MappedCache::MARSHAL_MAGIC.bytesize
       # Rails' default compress_threshold: a value this large goes in an Entry, compressed.
       COMPRESS_THRESHOLD = 1024
       # Rails 6.1's Entry compresses its value when it is made (later Rails, when stored).
@@ -52,10 +62,9 @@ module ActiveSupport
       # What fast_value returns for a payload the general path must read (an Entry, an
       # expired value); nil is a value like any other.
       GENERAL = Object.new.freeze
-      READ_EVENTS = %w[cache_read.active_support].freeze
-      FETCH_EVENTS = %w[cache_read.active_support cache_fetch_hit.active_support].freeze
-      READ_MULTI_EVENTS = %w[cache_read_multi.active_support].freeze
-      EMPTY_EVENTS = [].freeze
+      READ_EVENT = "cache_read.active_support"
+      FETCH_HIT_EVENT = "cache_fetch_hit.active_support"
+      READ_MULTI_EVENT = "cache_read_multi.active_support"
 
       prepend Strategy::LocalCache
 
@@ -93,7 +102,7 @@ module ActiveSupport
       # payload that needs an Entry (a version, compression, expiry past), takes Rails'
       # path.
       def read(name, options = nil)
-        key = options.nil? && fast_key(name, READ_EVENTS)
+        key = options.nil? && quiet?(READ_EVENT) && fast_key(name)
         return super unless key
 
         payload = @cache.get_raw(key)
@@ -104,7 +113,7 @@ module ActiveSupport
       end
 
       def fetch(name, options = nil, &block)
-        key = block && options.nil? && !@options[:force] && fast_key(name, FETCH_EVENTS)
+        key = block && options.nil? && !@options[:force] && quiet?(READ_EVENT, FETCH_HIT_EVENT) && fast_key(name)
         payload = key && @cache.get_raw(key)
         value = payload ? fast_value(payload) : GENERAL
         value.equal?(GENERAL) ? super : value
@@ -264,10 +273,10 @@ module ActiveSupport
       end
 
       # The file's key for +name+ when the call may take the fast path (see #read): nil
-      # when something observes +events+, a local cache is on, the store's options name a
-      # version or a namespace Proc, or +name+ is not a UTF-8 String the file holds as it is.
-      def fast_key(name, events)
-        return nil unless quiet?(events) && name.instance_of?(String) && name.encoding == Encoding::UTF_8
+      # when the store's options name a version or a namespace Proc, or +name+ is not a
+      # UTF-8 String the file holds as it is.
+      def fast_key(name)
+        return nil unless name.instance_of?(String) && name.encoding == Encoding::UTF_8
 
         namespace = @options[:namespace]
         key =
@@ -280,17 +289,18 @@ module ActiveSupport
       end
 
       def fast_keys(names)
-        return nil unless quiet?(READ_MULTI_EVENTS)
+        return nil unless quiet?(READ_MULTI_EVENT)
 
-        keys = names.map { |name| fast_key(name, EMPTY_EVENTS) || (return nil) }
+        keys = names.map { |name| fast_key(name) || (return nil) }
         keys.uniq.size == keys.size ? keys : nil
       end
 
-      def quiet?(events)
-        return false if local_cache || (logger&.debug? && !silence?)
-
+      # Whether nothing observes the call: no subscriber to its events, no debug log, no
+      # local cache on.
+      def quiet?(event, other_event = nil)
         notifier = ActiveSupport::Notifications.notifier
-        events.none? { |event| notifier.listening?(event) }
+        !(notifier.listening?(event) || (other_event && notifier.listening?(other_event)) ||
+          (logger&.debug? && !silence?) || local_cache)
       end
 
       # A payload's value when it needs no Entry: the store's own format before it
@@ -299,49 +309,55 @@ module ActiveSupport
       def fast_value(payload)
         return @own_format ? payload : GENERAL unless payload.start_with?(MappedCache::MARSHAL_MAGIC)
 
-        if payload.end_with?(VALUE_MARK)
-          own_value(payload)
-        elsif payload.end_with?(EXPIRING_MARK)
-          own_expires_at(payload) <= Time.now.to_f ? GENERAL : own_value(payload)
-        else
-          GENERAL
+        mark = MARKS[payload.getbyte(-1)]
+        return GENERAL unless mark && payload.end_with?(mark[0])
+        return GENERAL if mark[1] && own_expires_at(payload) <= Time.now.to_f
+
+        own_value(payload, mark)
+      end
+
+      # The payload's mark ([mark, expiring]) when it is in the store's own format.
+      def own_mark(payload)
+        mark = MARKS[payload.getbyte(-1)]
+        mark if mark && payload.end_with?(mark[0]) && payload.start_with?(MappedCache::MARSHAL_MAGIC)
+      end
+
+      # The value of a payload in the store's own format; Marshal data that does not load
+      # after all belongs to a raw value that happens to look so, read as it is.
+      def own_value(payload, mark)
+        if mark[2]
+          size = payload.bytesize - MAGIC_SIZE - MARK_SIZE - (mark[1] ? EXPIRY_SIZE : 0)
+          return payload.byteslice(MAGIC_SIZE, size).force_encoding(Encoding::UTF_8)
+        end
+        begin
+          Marshal.load(payload)
+        rescue StandardError
+          payload
         end
       end
 
-      def own_format?(payload)
-        payload.start_with?(MappedCache::MARSHAL_MAGIC) && (payload.end_with?(VALUE_MARK) || payload.end_with?(EXPIRING_MARK))
-      end
-
-      # The value of a payload in the store's own format; one that does not load after
-      # all is a raw value that happens to look so, read as it is.
-      def own_value(payload)
-        Marshal.load(payload)
-      rescue StandardError
-        payload
-      end
-
       def own_expires_at(payload)
-        payload.unpack1("E", offset: payload.bytesize - EXPIRING_TAIL)
+        payload.unpack1("E", offset: payload.bytesize - MARK_SIZE - EXPIRY_SIZE)
       end
 
       # The store's own payload for +entry+, or nil when it needs Rails' format (a
       # version, a value large enough to compress, a coder of the application's).
       def own_payload(entry, options)
         return nil unless @own_format && entry.version.nil?
+        # Rails 6.1's Entry compresses itself when it is made, when that pays.
+        return nil if ENTRY_COMPRESSES && entry.send(:compressed?)
 
-        body = Marshal.dump(entry.value)
-        return nil if compresses?(entry, body, options)
+        value = entry.value
+        string = value.instance_of?(String) && value.encoding == Encoding::UTF_8
+        body = string ? (+MappedCache::MARSHAL_MAGIC << value).force_encoding(Encoding::BINARY) : Marshal.dump(value)
+        # Later Rails compress when they store what reaches the threshold.
+        return nil if !ENTRY_COMPRESSES && options[:compress] != false &&
+                      body.bytesize >= (options[:compress_threshold] || COMPRESS_THRESHOLD)
 
         expires_at = entry.expires_at
-        expires_at ? body << [expires_at].pack("E") << EXPIRING_MARK : body << VALUE_MARK
-      end
+        return body << (string ? MARK_STRING : MARK_MARSHAL) unless expires_at
 
-      # Whether Rails would store +entry+ compressed: Rails 6.1's Entry decides itself when
-      # it is made; later Rails compress what reaches the threshold (when it shrinks).
-      def compresses?(entry, body, options)
-        return entry.send(:compressed?) if ENTRY_COMPRESSES
-
-        options[:compress] != false && body.bytesize >= (options[:compress_threshold] || COMPRESS_THRESHOLD)
+        body << [expires_at].pack("E") << (string ? MARK_STRING_EXPIRING : MARK_MARSHAL_EXPIRING)
       end
 
       def count(key, delta, options)
@@ -377,7 +393,8 @@ module ActiveSupport
       # by increment, or by another language), read as the String it is.
       def deserialize(payload, options)
         return nil if payload.nil?
-        return own_entry(payload) if own_format?(payload)
+        mark = own_mark(payload)
+        return own_entry(payload, mark) if mark
 
         entry =
           begin
@@ -390,12 +407,12 @@ module ActiveSupport
 
       # An Entry for a payload in the store's own format (Rails' general path: race
       # condition TTLs, the local cache), expiring when the payload says.
-      def own_entry(payload)
-        entry = Entry.new(own_value(payload), compress: false)
+      def own_entry(payload, mark)
+        entry = Entry.new(own_value(payload, mark), compress: false)
         # Made at 0.0 and expiring at the absolute time, as Rails 7.1 makes its entries: the
         # same payload gives the same entry whenever it is read.
         entry.instance_variable_set(:@created_at, 0.0)
-        entry.expires_at = own_expires_at(payload) if payload.end_with?(EXPIRING_MARK)
+        entry.expires_at = own_expires_at(payload) if mark[1]
         entry
       end
     end
