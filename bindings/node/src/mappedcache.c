@@ -691,13 +691,21 @@ static bool array_length(napi_env env, napi_value v, const char *what, uint32_t 
   return napi_get_array_length(env, v, count) == napi_ok;
 }
 
+/* The handle and the call's first argument as an array of keys (argv[0]) and its length;
+ * NULL with an exception pending. */
+static cache_object *open_this_keys(napi_env env, napi_callback_info info, size_t max, napi_value *argv,
+                                    uint32_t *count) {
+  cache_object *c = open_this(env, info, max, argv);
+  return c != NULL && array_length(env, argv[0], "keys", count) ? c : NULL;
+}
+
 /* Values of the keys (undefined where missing), read at once by mc_get_many into slots
  * of 256 bytes; a longer value is read again alone. */
 static napi_value Cache_getMany(napi_env env, napi_callback_info info) {
   napi_value argv[1], result = NULL;
   uint32_t count = 0;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count)) return NULL;
+  cache_object *c = open_this_keys(env, info, 1, argv, &count);
+  if (c == NULL) return NULL;
   many m = {0};
   enum { SLOT = 256 };
   char *slab = NULL;
@@ -836,9 +844,8 @@ static napi_value Cache_setMany(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   uint32_t count = 0, values_count = 0;
   double ttl;
-  cache_object *c = open_this(env, info, 3, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count) ||
-      !array_length(env, argv[1], "values", &values_count) || !get_ttl(env, argv[2], &ttl)) {
+  cache_object *c = open_this_keys(env, info, 3, argv, &count);
+  if (c == NULL || !array_length(env, argv[1], "values", &values_count) || !get_ttl(env, argv[2], &ttl)) {
     return NULL;
   }
   if (count != values_count) return throw_type(env, "keys and values must have the same length");
@@ -876,8 +883,8 @@ static napi_value Cache_setMany(napi_env env, napi_callback_info info) {
 static napi_value Cache_deleteMany(napi_env env, napi_callback_info info) {
   napi_value argv[1], r = NULL;
   uint32_t count = 0;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count)) return NULL;
+  cache_object *c = open_this_keys(env, info, 1, argv, &count);
+  if (c == NULL) return NULL;
   many m = {0};
   if (many_keys(env, c, argv[0], count, &m)) {
     size_t removed = 0;
