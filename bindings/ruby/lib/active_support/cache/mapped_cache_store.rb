@@ -309,17 +309,17 @@ module ActiveSupport
       def fast_value(payload)
         return @own_format ? payload : GENERAL unless payload.start_with?(MappedCache::MARSHAL_MAGIC)
 
-        mark = MARKS[payload.getbyte(-1)]
-        return GENERAL unless mark && payload.end_with?(mark[0])
-        return GENERAL if mark[1] && own_expires_at(payload) <= Time.now.to_f
+        mark = own_mark(payload)
+        return GENERAL if mark.nil? || (mark[1] && own_expires_at(payload) <= Time.now.to_f)
 
         own_value(payload, mark)
       end
 
-      # The payload's mark ([mark, expiring]) when it is in the store's own format.
+      # The mark (MARKS' entry) ending a payload that begins as Marshal data, when it is
+      # one of the store's own.
       def own_mark(payload)
         mark = MARKS[payload.getbyte(-1)]
-        mark if mark && payload.end_with?(mark[0]) && payload.start_with?(MappedCache::MARSHAL_MAGIC)
+        mark if mark && payload.end_with?(mark[0])
       end
 
       # The value of a payload in the store's own format; Marshal data that does not load
@@ -393,7 +393,7 @@ module ActiveSupport
       # by increment, or by another language), read as the String it is.
       def deserialize(payload, options)
         return nil if payload.nil?
-        mark = own_mark(payload)
+        mark = payload.start_with?(MappedCache::MARSHAL_MAGIC) && own_mark(payload)
         return own_entry(payload, mark) if mark
 
         entry =
