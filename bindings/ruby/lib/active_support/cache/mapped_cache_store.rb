@@ -16,7 +16,7 @@ module ActiveSupport
   module Cache
     # A cache store that every process of the host shares through one memory-mapped
     # file (MappedCache): reads take no lock and make no system call, so a read costs
-    # what MemoryStore's does, yet every Puma or Unicorn worker, job runner and console
+    # no more than MemoryStore's, yet every Puma or Unicorn worker, job runner and console
     # on the machine sees one cache.
     #
     #   config.cache_store = :mapped_cache_store, "/dev/shm/app.mcache", { capacity: 256.megabytes }
@@ -24,7 +24,9 @@ module ActiveSupport
     # The options beside Rails' own (namespace, expires_in, race_condition_ttl,
     # compress, compress_threshold, coder, ...) are MappedCache::Cache's: +capacity+
     # (bytes, for a new file), +max_key_size+, +max_value_size+, +partitions+, +mode+,
-    # +shared_group+. Entries are stored as the coder dumps them (Marshal by default);
+    # +shared_group+. A value without a version is stored alone, in the store's own
+    # format (see MARK_MARSHAL), so a hit loads no Entry; other entries as the coder
+    # dumps them (Marshal by default), as is every entry of a store given a coder.
     # +raw: true+ stores the value's to_s, which other languages read as it is, and
     # increment and decrement change such counters in place, atomically across every
     # process. Keys that are longer than the file allows, or not UTF-8, are hashed the
