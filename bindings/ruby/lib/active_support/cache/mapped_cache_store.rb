@@ -24,9 +24,10 @@ module ActiveSupport
     # The options beside Rails' own (namespace, expires_in, race_condition_ttl,
     # compress, compress_threshold, coder, ...) are MappedCache::Cache's: +capacity+
     # (bytes, for a new file), +max_key_size+, +max_value_size+, +partitions+, +mode+,
-    # +shared_group+. A value without a version is stored alone, in the store's own
-    # format (see MARK_MARSHAL), so a hit loads no Entry; other entries as the coder
-    # dumps them (Marshal by default), as is every entry of a store given a coder.
+    # +shared_group+. A value without a version, uncompressed, is stored alone in the
+    # store's own format (see MARK_MARSHAL), so a hit loads no Entry; other entries as
+    # the coder dumps them (Marshal by default), as is every entry of a store given a
+    # coder.
     # +raw: true+ stores the value's to_s, which other languages read as it is, and
     # increment and decrement change such counters in place, atomically across every
     # process. Keys that are longer than the file allows, or not UTF-8, are hashed the
