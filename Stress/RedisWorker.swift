@@ -352,7 +352,7 @@ struct RedisThreadLoop {
     var lastPublish = Clock.nanoseconds()
     let think = UInt32(o.thinkTime * 1e6)
     while true {
-      if think > 0 { Sys.sleep(microseconds: think) }
+      if think > 0 { SystemCall.sleep(microseconds: think) }
       let op = ops[pos & mask]
       pos &+= 1
       let t0 = Clock.nanoseconds()
@@ -386,7 +386,7 @@ struct RedisThreadLoop {
         note("set \(nearKeys[k]) version \(version): \(error)")
         do { try log.markUnanswered(k, version: version) } catch { note("write log of \(nearKeys[k]): \(error)") }
         if Clock.nanoseconds() >= end { return }
-        Sys.sleep(microseconds: 1000)
+        SystemCall.sleep(microseconds: 1000)
         continue
       }
       let ack = Clock.nanoseconds()

@@ -117,7 +117,7 @@ extension NearCacheStatistics {
     let now = Clock.milliseconds()
     let (n, s, h) = (w(L.fetches), w(L.sessions), w(L.holders))
     self.init(
-      holderPID: pid == 0 ? nil : pid, holderAlive: Sys.isProcessAlive(pid), isHolder: isHolder,
+      holderPID: pid == 0 ? nil : pid, holderAlive: SystemCall.isProcessAlive(pid), isHolder: isHolder,
       heartbeatAgeMilliseconds: [], fenceFresh: NearFence.isFresh(local, maxStalenessMs),
       epoch: w(L.epoch) >> 32, invalidationsReceived: w(L.received), invalidationsApplied: w(L.applied),
       flushes: w(L.flushes), reconnects: s &- min(s, h), holderChanges: h,

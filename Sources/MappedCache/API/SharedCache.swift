@@ -208,11 +208,11 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   @usableFromInline
   func expiryMsComputed(_ e: CacheExpiry?) -> UInt64 {
-    if let e { return e.milliseconds(now: Sys.wallClockMilliseconds()) }
+    if let e { return e.milliseconds(now: SystemCall.wallClockMilliseconds()) }
     let w = defaults.load(ordering: .relaxed)
     switch w >> 62 {
     case 0: return 0
-    case 1: return min(Sys.wallClockMilliseconds() &+ (w & Format.expiryMask), Format.expiryMask)
+    case 1: return min(SystemCall.wallClockMilliseconds() &+ (w & Format.expiryMask), Format.expiryMask)
     default: return w & Format.expiryMask
     }
   }
@@ -414,7 +414,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func touch(_ key: String, expires: CacheExpiry) throws -> Bool {
-    let ms = expires.milliseconds(now: Sys.wallClockMilliseconds())
+    let ms = expires.milliseconds(now: SystemCall.wallClockMilliseconds())
     return try withKey(key) { try engine.touch($0, expiry: ms) }
   }
 
