@@ -123,7 +123,7 @@ struct StressOptions: Sendable {
   /// Without a trace, the largest value is the run's own (`--value-size`'s largest): the
   /// automatic partition count keeps twelve of the largest records in a partition, so
   /// the library's default of 1 MiB would make a 256 MiB file 16 partitions, where 64
-  /// suit two cores (sets on two processes, Zipf: 1.69 against 1.92 times one process's,
+  /// suit two cores better (sets on two processes scale further with more partitions:
   /// `scripts/set-scaling.sh`). A trace's values keep the default.
   var cacheOptions: CacheOptions {
     var o = CacheOptions(capacity: capacity)

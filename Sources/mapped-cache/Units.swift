@@ -52,7 +52,7 @@ enum Units {
     return "\(count(whole)).\(max(0, min(9, tenth)))/s"
   }
 
-  /// "2026-11-30T09:11:08Z" (UTC, second precision).
+  /// ISO 8601 in UTC to the second, `YYYY-MM-DDThh:mm:ssZ`.
   static func date(_ d: Date) -> String {
     guard let tm = SystemCall.utcTime(Int(d.timeIntervalSince1970.rounded(.down))) else { return "-" }
     func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }

@@ -655,8 +655,8 @@ final class BinaryDecodingInput {
 
   func stringBytes(_ start: Int, _ end: Int, _ path: @autoclosure () -> [CodingKey]) throws -> String {
     // `String(cacheBytes:)` builds and checks the string with no generic call
-    // (`String(validating:as:)` over a slice looked up generic metadata per string: 17 %
-    // of a small struct's decode).
+    // (`String(validating:as:)` over a slice looked up generic metadata per string, a
+    // visible share of a small struct's decode).
     let s = bytes.withUnsafeBytes { b -> String? in
       guard end > start, let base = b.baseAddress else { return "" }
       return try? String(cacheBytes: UnsafeRawBufferPointer(start: base + start, count: end - start))

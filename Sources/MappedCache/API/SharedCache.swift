@@ -19,9 +19,9 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Decoded values kept in this process (`OpenPolicy.decodedValues`), or nil.
   @usableFromInline let decoded: DecodedValueCache<Value>?
   /// `decoded` unretained (kept alive by `decoded`): the hot read passes it down without
-  /// a retain and release, two atomic operations, about a tenth of its time. Stored, not
-  /// derived at the read: binding `decoded` there retains it (`scripts/typed-callgrind.sh`
-  /// struct-hot 890 instructions against 837).
+  /// a retain and release, two atomic operations and a real share of its time. Stored,
+  /// not derived at the read: binding `decoded` there retains it (`scripts/typed-callgrind.sh`
+  /// struct-hot counts the difference).
   @usableFromInline let decodedUnretained: Unmanaged<DecodedValueCache<Value>>?
   /// The default expiry, packed for lock-free reads on every write:
   /// 0 = never; tag 1 in the top bits = seconds (low bits: milliseconds);
@@ -196,7 +196,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   }
 
   /// Inlined into every write: `.never`, and no expiry with no default, cost one
-  /// compare (as a call, 26 instructions of a 64-byte set's ~400).
+  /// compare (as a call, a noticeable share of a small set's instructions).
   @inlinable @inline(__always)
   func expiryMs(_ e: CacheExpiry?) -> UInt64 {
     switch e {
