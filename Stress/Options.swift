@@ -388,6 +388,7 @@ enum OptionTable {
       "--help", defaultText: "", help: "print this help (also -h)", \.help, passedOn: false),
     .toggle(
       "--version", defaultText: "", help: "print the version and the file format version", \.version, passedOn: false),
+
     // Hidden.
     .toggle(
       "--plant-corruption", defaultText: "", help: "test only: write one bad value", \.plantCorruption, hidden: true),

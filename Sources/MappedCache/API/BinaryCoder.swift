@@ -129,6 +129,85 @@ extension Array where Element == UInt8 {
   }
 }
 
+/// The Codable primitives: each writes its own tag and payload, and reads itself from a
+/// tagged value, so that every container's fourteen overloads of `encode` and `decode`
+/// are one generic path each.
+protocol BinaryScalar {
+  func write(into out: inout [UInt8])
+  static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Self
+}
+
+extension BinaryScalar where Self: FixedWidthInteger {
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Self { try input.integer(Self.self, v, path()) }
+}
+
+extension Bool: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.append(self ? BinaryTag.yes : BinaryTag.no) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Bool { try input.bool(v, path()) }
+}
+
+extension String: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) {
+    out.append(BinaryTag.string)
+    out.binString(self)
+  }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> String { try input.string(v, path()) }
+}
+
+extension Double: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.f64, bitPattern) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Double { try input.double(v, path()) }
+}
+
+extension Float: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.f32, bitPattern) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Float { try input.float(v, path()) }
+}
+
+// `Int` and `UInt` are stored as 64 bits whatever the platform's word.
+extension Int: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, Int64(self)) }
+}
+extension Int8: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i8, self) }
+}
+extension Int16: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i16, self) }
+}
+extension Int32: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i32, self) }
+}
+extension Int64: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, self) }
+}
+extension UInt: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, UInt64(self)) }
+}
+extension UInt8: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u8, self) }
+}
+extension UInt16: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u16, self) }
+}
+extension UInt32: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u32, self) }
+}
+extension UInt64: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, self) }
+}
+
 /// Errors found where the Encoder API cannot throw (e.g. asking one encoder for two
 /// kinds of container); reported when the top-level encode finishes.
 final class BinaryEncodingState {
@@ -171,17 +250,13 @@ final class BinaryEncodingNode {
       }
       var body: [UInt8] = []
       if kind == .unkeyed { body.binVarint(UInt64(count)) }
-      if pending.isEmpty {
-        body.append(contentsOf: out)
-      } else {
-        var from = 0
-        for p in pending {
-          body.append(contentsOf: out[from..<p.at])
-          p.node.serialize(into: &body)
-          from = p.at
-        }
-        body.append(contentsOf: out[from...])
+      var from = 0
+      for p in pending {
+        body.append(contentsOf: out[from..<p.at])
+        p.node.serialize(into: &body)
+        from = p.at
       }
+      body.append(contentsOf: out[from...])
       w.append(kind == .keyed ? BinaryTag.keyed : BinaryTag.unkeyed)
       w.binVarint(UInt64(body.count))
       w.append(contentsOf: body)
@@ -276,67 +351,29 @@ struct BinaryKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
 
   @inline(__always) private func key(_ k: Key) { node.out.binString(k.stringValue) }
 
+  @inline(__always) private func put<T: BinaryScalar>(_ v: T, _ k: Key) {
+    key(k)
+    v.write(into: &node.out)
+  }
+
   mutating func encodeNil(forKey k: Key) throws {
     key(k)
     node.out.append(BinaryTag.null)
   }
-  mutating func encode(_ v: Bool, forKey k: Key) throws {
-    key(k)
-    node.out.append(v ? BinaryTag.yes : BinaryTag.no)
-  }
-  mutating func encode(_ v: String, forKey k: Key) throws {
-    key(k)
-    node.out.append(BinaryTag.string)
-    node.out.binString(v)
-  }
-  mutating func encode(_ v: Double, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.f64, v.bitPattern)
-  }
-  mutating func encode(_ v: Float, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.f32, v.bitPattern)
-  }
-  mutating func encode(_ v: Int, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.i64, Int64(v))
-  }
-  mutating func encode(_ v: Int8, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.i8, v)
-  }
-  mutating func encode(_ v: Int16, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.i16, v)
-  }
-  mutating func encode(_ v: Int32, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.i32, v)
-  }
-  mutating func encode(_ v: Int64, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.i64, v)
-  }
-  mutating func encode(_ v: UInt, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.u64, UInt64(v))
-  }
-  mutating func encode(_ v: UInt8, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.u8, v)
-  }
-  mutating func encode(_ v: UInt16, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.u16, v)
-  }
-  mutating func encode(_ v: UInt32, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.u32, v)
-  }
-  mutating func encode(_ v: UInt64, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinaryTag.u64, v)
-  }
+  mutating func encode(_ v: Bool, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: String, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Double, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Float, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int8, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int16, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int32, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int64, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt8, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt16, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt32, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt64, forKey k: Key) throws { put(v, k) }
   mutating func encode<T: Encodable>(_ v: T, forKey k: Key) throws {
     key(k)
     try BinaryEncodingNode.encodeValue(v, into: &node.out, path: codingPath + [k], state: state, depth: depth)
@@ -394,67 +431,29 @@ struct BinaryUnkeyedEncodingContainer: UnkeyedEncodingContainer {
   let depth: Int
   var count: Int { node.count }
 
+  @inline(__always) private func append<T: BinaryScalar>(_ v: T) {
+    node.count += 1
+    v.write(into: &node.out)
+  }
+
   mutating func encodeNil() throws {
     node.count += 1
     node.out.append(BinaryTag.null)
   }
-  mutating func encode(_ v: Bool) throws {
-    node.count += 1
-    node.out.append(v ? BinaryTag.yes : BinaryTag.no)
-  }
-  mutating func encode(_ v: String) throws {
-    node.count += 1
-    node.out.append(BinaryTag.string)
-    node.out.binString(v)
-  }
-  mutating func encode(_ v: Double) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.f64, v.bitPattern)
-  }
-  mutating func encode(_ v: Float) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.f32, v.bitPattern)
-  }
-  mutating func encode(_ v: Int) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.i64, Int64(v))
-  }
-  mutating func encode(_ v: Int8) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.i8, v)
-  }
-  mutating func encode(_ v: Int16) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.i16, v)
-  }
-  mutating func encode(_ v: Int32) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.i32, v)
-  }
-  mutating func encode(_ v: Int64) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.i64, v)
-  }
-  mutating func encode(_ v: UInt) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.u64, UInt64(v))
-  }
-  mutating func encode(_ v: UInt8) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.u8, v)
-  }
-  mutating func encode(_ v: UInt16) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.u16, v)
-  }
-  mutating func encode(_ v: UInt32) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.u32, v)
-  }
-  mutating func encode(_ v: UInt64) throws {
-    node.count += 1
-    node.out.binFixed(BinaryTag.u64, v)
-  }
+  mutating func encode(_ v: Bool) throws { append(v) }
+  mutating func encode(_ v: String) throws { append(v) }
+  mutating func encode(_ v: Double) throws { append(v) }
+  mutating func encode(_ v: Float) throws { append(v) }
+  mutating func encode(_ v: Int) throws { append(v) }
+  mutating func encode(_ v: Int8) throws { append(v) }
+  mutating func encode(_ v: Int16) throws { append(v) }
+  mutating func encode(_ v: Int32) throws { append(v) }
+  mutating func encode(_ v: Int64) throws { append(v) }
+  mutating func encode(_ v: UInt) throws { append(v) }
+  mutating func encode(_ v: UInt8) throws { append(v) }
+  mutating func encode(_ v: UInt16) throws { append(v) }
+  mutating func encode(_ v: UInt32) throws { append(v) }
+  mutating func encode(_ v: UInt64) throws { append(v) }
   mutating func encode<T: Encodable>(_ v: T) throws {
     let i = node.count
     node.count += 1
@@ -501,26 +500,23 @@ struct BinarySingleValueEncodingContainer: SingleValueEncodingContainer {
     node.hasSingle = true
   }
 
+  private func put<T: BinaryScalar>(_ v: T) throws { try put { v.write(into: &$0) } }
+
   mutating func encodeNil() throws { try put { $0.append(BinaryTag.null) } }
-  mutating func encode(_ v: Bool) throws { try put { $0.append(v ? BinaryTag.yes : BinaryTag.no) } }
-  mutating func encode(_ v: String) throws {
-    try put {
-      $0.append(BinaryTag.string)
-      $0.binString(v)
-    }
-  }
-  mutating func encode(_ v: Double) throws { try put { $0.binFixed(BinaryTag.f64, v.bitPattern) } }
-  mutating func encode(_ v: Float) throws { try put { $0.binFixed(BinaryTag.f32, v.bitPattern) } }
-  mutating func encode(_ v: Int) throws { try put { $0.binFixed(BinaryTag.i64, Int64(v)) } }
-  mutating func encode(_ v: Int8) throws { try put { $0.binFixed(BinaryTag.i8, v) } }
-  mutating func encode(_ v: Int16) throws { try put { $0.binFixed(BinaryTag.i16, v) } }
-  mutating func encode(_ v: Int32) throws { try put { $0.binFixed(BinaryTag.i32, v) } }
-  mutating func encode(_ v: Int64) throws { try put { $0.binFixed(BinaryTag.i64, v) } }
-  mutating func encode(_ v: UInt) throws { try put { $0.binFixed(BinaryTag.u64, UInt64(v)) } }
-  mutating func encode(_ v: UInt8) throws { try put { $0.binFixed(BinaryTag.u8, v) } }
-  mutating func encode(_ v: UInt16) throws { try put { $0.binFixed(BinaryTag.u16, v) } }
-  mutating func encode(_ v: UInt32) throws { try put { $0.binFixed(BinaryTag.u32, v) } }
-  mutating func encode(_ v: UInt64) throws { try put { $0.binFixed(BinaryTag.u64, v) } }
+  mutating func encode(_ v: Bool) throws { try put(v) }
+  mutating func encode(_ v: String) throws { try put(v) }
+  mutating func encode(_ v: Double) throws { try put(v) }
+  mutating func encode(_ v: Float) throws { try put(v) }
+  mutating func encode(_ v: Int) throws { try put(v) }
+  mutating func encode(_ v: Int8) throws { try put(v) }
+  mutating func encode(_ v: Int16) throws { try put(v) }
+  mutating func encode(_ v: Int32) throws { try put(v) }
+  mutating func encode(_ v: Int64) throws { try put(v) }
+  mutating func encode(_ v: UInt) throws { try put(v) }
+  mutating func encode(_ v: UInt8) throws { try put(v) }
+  mutating func encode(_ v: UInt16) throws { try put(v) }
+  mutating func encode(_ v: UInt32) throws { try put(v) }
+  mutating func encode(_ v: UInt64) throws { try put(v) }
   mutating func encode<T: Encodable>(_ v: T) throws {
     try put { try BinaryEncodingNode.encodeValue(v, into: &$0, path: codingPath, state: state, depth: depth) }
   }
@@ -798,21 +794,23 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
 
   func contains(_ k: Key) -> Bool { ((try? find(k)) ?? nil) != nil }
 
+  private func scalar<T: BinaryScalar>(_ k: Key) throws -> T { try T.read(require(k), from: input, codingPath + [k]) }
+
   func decodeNil(forKey k: Key) throws -> Bool { try require(k).tag == BinaryTag.null }
-  func decode(_ t: Bool.Type, forKey k: Key) throws -> Bool { try input.bool(require(k), codingPath + [k]) }
-  func decode(_ t: String.Type, forKey k: Key) throws -> String { try input.string(require(k), codingPath + [k]) }
-  func decode(_ t: Double.Type, forKey k: Key) throws -> Double { try input.double(require(k), codingPath + [k]) }
-  func decode(_ t: Float.Type, forKey k: Key) throws -> Float { try input.float(require(k), codingPath + [k]) }
-  func decode(_ t: Int.Type, forKey k: Key) throws -> Int { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int8.Type, forKey k: Key) throws -> Int8 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int16.Type, forKey k: Key) throws -> Int16 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int32.Type, forKey k: Key) throws -> Int32 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int64.Type, forKey k: Key) throws -> Int64 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt.Type, forKey k: Key) throws -> UInt { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt8.Type, forKey k: Key) throws -> UInt8 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt16.Type, forKey k: Key) throws -> UInt16 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt32.Type, forKey k: Key) throws -> UInt32 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt64.Type, forKey k: Key) throws -> UInt64 { try input.integer(t, require(k), codingPath + [k]) }
+  func decode(_ t: Bool.Type, forKey k: Key) throws -> Bool { try scalar(k) }
+  func decode(_ t: String.Type, forKey k: Key) throws -> String { try scalar(k) }
+  func decode(_ t: Double.Type, forKey k: Key) throws -> Double { try scalar(k) }
+  func decode(_ t: Float.Type, forKey k: Key) throws -> Float { try scalar(k) }
+  func decode(_ t: Int.Type, forKey k: Key) throws -> Int { try scalar(k) }
+  func decode(_ t: Int8.Type, forKey k: Key) throws -> Int8 { try scalar(k) }
+  func decode(_ t: Int16.Type, forKey k: Key) throws -> Int16 { try scalar(k) }
+  func decode(_ t: Int32.Type, forKey k: Key) throws -> Int32 { try scalar(k) }
+  func decode(_ t: Int64.Type, forKey k: Key) throws -> Int64 { try scalar(k) }
+  func decode(_ t: UInt.Type, forKey k: Key) throws -> UInt { try scalar(k) }
+  func decode(_ t: UInt8.Type, forKey k: Key) throws -> UInt8 { try scalar(k) }
+  func decode(_ t: UInt16.Type, forKey k: Key) throws -> UInt16 { try scalar(k) }
+  func decode(_ t: UInt32.Type, forKey k: Key) throws -> UInt32 { try scalar(k) }
+  func decode(_ t: UInt64.Type, forKey k: Key) throws -> UInt64 { try scalar(k) }
   func decode<T: Decodable>(_ t: T.Type, forKey k: Key) throws -> T {
     try input.decodeValue(t, require(k), path: codingPath + [k], depth: depth)
   }
@@ -870,6 +868,11 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     return v
   }
 
+  private mutating func scalar<T: BinaryScalar>() throws -> T {
+    let i = currentIndex
+    return try T.read(next(), from: input, at(i))
+  }
+
   mutating func decodeNil() throws -> Bool {
     guard !isAtEnd else { return false }
     let (v, n) = try input.value(at: cursor, end: end, path: path)
@@ -878,62 +881,20 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     currentIndex += 1
     return true
   }
-  mutating func decode(_ t: Bool.Type) throws -> Bool {
-    let i = currentIndex
-    return try input.bool(next(), at(i))
-  }
-  mutating func decode(_ t: String.Type) throws -> String {
-    let i = currentIndex
-    return try input.string(next(), at(i))
-  }
-  mutating func decode(_ t: Double.Type) throws -> Double {
-    let i = currentIndex
-    return try input.double(next(), at(i))
-  }
-  mutating func decode(_ t: Float.Type) throws -> Float {
-    let i = currentIndex
-    return try input.float(next(), at(i))
-  }
-  mutating func decode(_ t: Int.Type) throws -> Int {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int8.Type) throws -> Int8 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int16.Type) throws -> Int16 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int32.Type) throws -> Int32 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int64.Type) throws -> Int64 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt.Type) throws -> UInt {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt8.Type) throws -> UInt8 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt16.Type) throws -> UInt16 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt32.Type) throws -> UInt32 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt64.Type) throws -> UInt64 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
+  mutating func decode(_ t: Bool.Type) throws -> Bool { try scalar() }
+  mutating func decode(_ t: String.Type) throws -> String { try scalar() }
+  mutating func decode(_ t: Double.Type) throws -> Double { try scalar() }
+  mutating func decode(_ t: Float.Type) throws -> Float { try scalar() }
+  mutating func decode(_ t: Int.Type) throws -> Int { try scalar() }
+  mutating func decode(_ t: Int8.Type) throws -> Int8 { try scalar() }
+  mutating func decode(_ t: Int16.Type) throws -> Int16 { try scalar() }
+  mutating func decode(_ t: Int32.Type) throws -> Int32 { try scalar() }
+  mutating func decode(_ t: Int64.Type) throws -> Int64 { try scalar() }
+  mutating func decode(_ t: UInt.Type) throws -> UInt { try scalar() }
+  mutating func decode(_ t: UInt8.Type) throws -> UInt8 { try scalar() }
+  mutating func decode(_ t: UInt16.Type) throws -> UInt16 { try scalar() }
+  mutating func decode(_ t: UInt32.Type) throws -> UInt32 { try scalar() }
+  mutating func decode(_ t: UInt64.Type) throws -> UInt64 { try scalar() }
   mutating func decode<T: Decodable>(_ t: T.Type) throws -> T {
     let i = currentIndex
     return try input.decodeValue(t, next(), path: at(i), depth: depth)
@@ -959,20 +920,22 @@ struct BinarySingleValueDecodingContainer: SingleValueDecodingContainer {
   let codingPath: [CodingKey]
   let depth: Int
 
+  private func scalar<T: BinaryScalar>() throws -> T { try T.read(value, from: input, codingPath) }
+
   func decodeNil() -> Bool { value.tag == BinaryTag.null }
-  func decode(_ t: Bool.Type) throws -> Bool { try input.bool(value, codingPath) }
-  func decode(_ t: String.Type) throws -> String { try input.string(value, codingPath) }
-  func decode(_ t: Double.Type) throws -> Double { try input.double(value, codingPath) }
-  func decode(_ t: Float.Type) throws -> Float { try input.float(value, codingPath) }
-  func decode(_ t: Int.Type) throws -> Int { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int8.Type) throws -> Int8 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int16.Type) throws -> Int16 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int32.Type) throws -> Int32 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int64.Type) throws -> Int64 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt.Type) throws -> UInt { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt8.Type) throws -> UInt8 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt16.Type) throws -> UInt16 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt32.Type) throws -> UInt32 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt64.Type) throws -> UInt64 { try input.integer(t, value, codingPath) }
+  func decode(_ t: Bool.Type) throws -> Bool { try scalar() }
+  func decode(_ t: String.Type) throws -> String { try scalar() }
+  func decode(_ t: Double.Type) throws -> Double { try scalar() }
+  func decode(_ t: Float.Type) throws -> Float { try scalar() }
+  func decode(_ t: Int.Type) throws -> Int { try scalar() }
+  func decode(_ t: Int8.Type) throws -> Int8 { try scalar() }
+  func decode(_ t: Int16.Type) throws -> Int16 { try scalar() }
+  func decode(_ t: Int32.Type) throws -> Int32 { try scalar() }
+  func decode(_ t: Int64.Type) throws -> Int64 { try scalar() }
+  func decode(_ t: UInt.Type) throws -> UInt { try scalar() }
+  func decode(_ t: UInt8.Type) throws -> UInt8 { try scalar() }
+  func decode(_ t: UInt16.Type) throws -> UInt16 { try scalar() }
+  func decode(_ t: UInt32.Type) throws -> UInt32 { try scalar() }
+  func decode(_ t: UInt64.Type) throws -> UInt64 { try scalar() }
   func decode<T: Decodable>(_ t: T.Type) throws -> T { try input.decodeValue(t, value, path: codingPath, depth: depth) }
 }
