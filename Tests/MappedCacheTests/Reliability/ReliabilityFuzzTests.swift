@@ -460,40 +460,27 @@ struct FileMutator: Sendable {
   /// Hostile values behind a valid fingerprint: only the layout checks stand in the way.
   private func headerFingerprinted(_ b: inout [UInt8], _ r: inout Rng) -> String {
     var h = HeaderFields(bytes: Array(b[0..<256]))
+    // The fields a hostile value goes into, and their widths in bits.
+    let fields: [(String, WritableKeyPath<HeaderFields, Int>, Int)] = [
+      ("headerBytes", \.headerBytes, 32),
+      ("fileSize", \.fileSize, 64),
+      ("partitionCount", \.partitionCount, 64),
+      ("partitionBytes", \.partitionBytes, 64),
+      ("partitionsOffset", \.partitionsOffset, 64),
+      ("smallBytes", \.smallBytes, 64),
+      ("maxCapacity", \.maxCapacity, 64),
+      ("maxKey", \.maxKey, 32),
+      ("maxValue", \.maxValue, 32),
+      ("procCount", \.procCount, 32),
+    ]
     var what: [String] = []
     for _ in 0..<(1 + r.below(2)) {
-      switch r.below(11) {
-      case 0:
-        h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32)
-        what.append("headerBytes=\(h.headerBytes)")
-      case 1:
-        h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64)
-        what.append("fileSize=\(h.fileSize)")
-      case 2:
-        h.partitionCount = hostileInt(&r, current: h.partitionCount, bits: 64)
-        what.append("partitionCount=\(h.partitionCount)")
-      case 3:
-        h.partitionBytes = hostileInt(&r, current: h.partitionBytes, bits: 64)
-        what.append("partitionBytes=\(h.partitionBytes)")
-      case 4:
-        h.partitionsOffset = hostileInt(&r, current: h.partitionsOffset, bits: 64)
-        what.append("partitionsOffset=\(h.partitionsOffset)")
-      case 5:
-        h.smallBytes = hostileInt(&r, current: h.smallBytes, bits: 64)
-        what.append("smallBytes=\(h.smallBytes)")
-      case 6:
-        h.maxCapacity = hostileInt(&r, current: h.maxCapacity, bits: 64)
-        what.append("maxCapacity=\(h.maxCapacity)")
-      case 7:
-        h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32)
-        what.append("maxKey=\(h.maxKey)")
-      case 8:
-        h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32)
-        what.append("maxValue=\(h.maxValue)")
-      case 9:
-        h.procCount = hostileInt(&r, current: h.procCount, bits: 32)
-        what.append("procCount=\(h.procCount)")
-      default:
+      let pick = r.below(fields.count + 1)
+      if pick < fields.count {
+        let (name, field, bits) = fields[pick]
+        h[keyPath: field] = hostileInt(&r, current: h[keyPath: field], bits: bits)
+        what.append("\(name)=\(h[keyPath: field])")
+      } else {
         // Fewer, smaller partitions (still a valid layout, over the old contents).
         h.partitionBytes = max(256 << 10, (h.partitionBytes / (1 + r.below(4))) & ~4095)
         h.partitionCount = max(1, h.partitionCount - r.below(2))
