@@ -190,18 +190,14 @@ struct RedisCounters: Codable {
   /// may have applied it late, after later versions): not judged.
   var lateWriteReads: UInt64 = 0
 
+  /// The fields a sum adds (`maxLatenessNs` is a maximum).
+  private static let summed: [WritableKeyPath<RedisCounters, UInt64> & Sendable] = [
+    \.reads, \.writes, \.absent, \.errors, \.writeErrors, \.corruptReads, \.wrongValues, \.staleReads,
+    \.violations, \.unknownLateness, \.lateWriteReads,
+  ]
+
   mutating func add(_ o: RedisCounters) {
-    lateWriteReads += o.lateWriteReads
-    reads += o.reads
-    writes += o.writes
-    absent += o.absent
-    errors += o.errors
-    writeErrors += o.writeErrors
-    corruptReads += o.corruptReads
-    wrongValues += o.wrongValues
-    staleReads += o.staleReads
-    violations += o.violations
-    unknownLateness += o.unknownLateness
+    for f in Self.summed { self[keyPath: f] += o[keyPath: f] }
     maxLatenessNs = max(maxLatenessNs, o.maxLatenessNs)
   }
 }

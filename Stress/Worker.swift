@@ -133,22 +133,20 @@ struct Counters: Codable {
   var wrongValues: UInt64 = 0
   var errors: UInt64 = 0
 
+  /// Every field: what a sum adds and a difference subtracts.
+  private static let fields: [WritableKeyPath<Counters, UInt64> & Sendable] = [
+    \.getOps, \.setOps, \.hits, \.misses, \.corruptReads, \.wrongValues, \.errors,
+  ]
+
   mutating func add(_ o: Counters) {
-    getOps += o.getOps
-    setOps += o.setOps
-    hits += o.hits
-    misses += o.misses
-    corruptReads += o.corruptReads
-    wrongValues += o.wrongValues
-    errors += o.errors
+    for f in Self.fields { self[keyPath: f] += o[keyPath: f] }
   }
 
   /// What was counted since `earlier` (a previous snapshot of the same counters).
   func since(_ earlier: Counters) -> Counters {
-    Counters(
-      getOps: getOps &- earlier.getOps, setOps: setOps &- earlier.setOps, hits: hits &- earlier.hits,
-      misses: misses &- earlier.misses, corruptReads: corruptReads &- earlier.corruptReads,
-      wrongValues: wrongValues &- earlier.wrongValues, errors: errors &- earlier.errors)
+    var d = self
+    for f in Self.fields { d[keyPath: f] = self[keyPath: f] &- earlier[keyPath: f] }
+    return d
   }
 }
 
