@@ -18,10 +18,7 @@ struct NearCacheInProcessTests {
     defer { server.stop() }
     let a = try makeHost(server)
     let b = try makeHost(server)
-    defer {
-      dispose(a)
-      dispose(b)
-    }
+    defer { dispose(a, b) }
     #expect(waitReady(a) && waitReady(b))
     #expect(a.statistics.isHolder && b.statistics.isHolder)
     try a.setObject("v1", forKey: "k", expires: .seconds(60))
@@ -134,10 +131,7 @@ struct NearCacheInProcessTests {
     let s = try makeHost(
       server, staleness: staleness, commandTimeout: 0.5,
       options: NearCacheOptions(capacity: 4 << 20, serveStale: true))
-    defer {
-      dispose(b)
-      dispose(s)
-    }
+    defer { dispose(b, s) }
     #expect(waitReady(b) && waitReady(s))
     _ = try server.client().call("SET", "t:k", "v")
     // That SET's own invalidation first (it would remove a fill made before it).

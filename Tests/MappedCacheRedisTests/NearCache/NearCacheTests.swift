@@ -29,10 +29,13 @@ func makeHost(
   return try NearCache<String>(path: path, remote: remote, maxStaleness: staleness, options: options)
 }
 
-func dispose(_ c: NearCache<String>) {
-  c.close()
-  unlink(c.local.path)
-  unlink(c.local.path + ".holder")
+/// Closes each host and removes its file and its holder file.
+func dispose(_ caches: NearCache<String>...) {
+  for c in caches {
+    c.close()
+    unlink(c.local.path)
+    unlink(c.local.path + ".holder")
+  }
 }
 
 /// Waits until the host's holder runs and its fence is fresh.
