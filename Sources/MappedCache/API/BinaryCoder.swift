@@ -500,7 +500,7 @@ struct BinarySingleValueEncodingContainer: SingleValueEncodingContainer {
     node.hasSingle = true
   }
 
-  private func put<T: BinaryScalar>(_ v: T) throws { try put { v.write(into: &$0) } }
+  @inline(__always) private func put<T: BinaryScalar>(_ v: T) throws { try put { v.write(into: &$0) } }
 
   mutating func encodeNil() throws { try put { $0.append(BinaryTag.null) } }
   mutating func encode(_ v: Bool) throws { try put(v) }
@@ -794,7 +794,9 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
 
   func contains(_ k: Key) -> Bool { ((try? find(k)) ?? nil) != nil }
 
-  private func scalar<T: BinaryScalar>(_ k: Key) throws -> T { try T.read(require(k), from: input, codingPath + [k]) }
+  @inline(__always) private func scalar<T: BinaryScalar>(_ k: Key) throws -> T {
+    try T.read(require(k), from: input, codingPath + [k])
+  }
 
   func decodeNil(forKey k: Key) throws -> Bool { try require(k).tag == BinaryTag.null }
   func decode(_ t: Bool.Type, forKey k: Key) throws -> Bool { try scalar(k) }
@@ -868,7 +870,7 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     return v
   }
 
-  private mutating func scalar<T: BinaryScalar>() throws -> T {
+  @inline(__always) private mutating func scalar<T: BinaryScalar>() throws -> T {
     let i = currentIndex
     return try T.read(next(), from: input, at(i))
   }
@@ -920,7 +922,7 @@ struct BinarySingleValueDecodingContainer: SingleValueDecodingContainer {
   let codingPath: [CodingKey]
   let depth: Int
 
-  private func scalar<T: BinaryScalar>() throws -> T { try T.read(value, from: input, codingPath) }
+  @inline(__always) private func scalar<T: BinaryScalar>() throws -> T { try T.read(value, from: input, codingPath) }
 
   func decodeNil() -> Bool { value.tag == BinaryTag.null }
   func decode(_ t: Bool.Type) throws -> Bool { try scalar() }
