@@ -216,7 +216,7 @@ final class CacheEngine: @unchecked Sendable {
       }
       if !retry { return held }
       lock.release(p)
-      Sys.yield()
+      SystemCall.yield()
     }
   }
 
@@ -464,7 +464,7 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      let now = Sys.expiryClockMilliseconds()
+      let now = SystemCall.expiryClockMilliseconds()
       return try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: now, part, held) }
     }
   }
@@ -478,7 +478,7 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     let engine = unretained
     return try withKeyLock(hash: hash) { part, held in
-      try engine { try $0.writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, held, body) }
+      try engine { try $0.writer.update(key, hash: hash, now: SystemCall.expiryClockMilliseconds(), part, held, body) }
     }
   }
 
@@ -504,7 +504,7 @@ final class CacheEngine: @unchecked Sendable {
       removed += try withWriteLock(partition: p) { part, held in
         let r = writer.expireSlots(
           part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
-          now: Sys.expiryClockMilliseconds(), held)
+          now: SystemCall.expiryClockMilliseconds(), held)
         part.counters.set(.sweepHand, UInt64(r.next), held)
         return r.removed
       }
@@ -524,7 +524,7 @@ final class CacheEngine: @unchecked Sendable {
         let (n, done) = try withWriteLock(partition: p) { part, held -> (Int, Bool) in
           let slots = part.index.slotCount
           let count = min(Self.sweepStep, max(0, slots - start))
-          let r = writer.expireSlots(part, from: start, count: count, now: Sys.expiryClockMilliseconds(), held)
+          let r = writer.expireSlots(part, from: start, count: count, now: SystemCall.expiryClockMilliseconds(), held)
           return (r.removed, start + count >= slots)
         }
         removed += n
@@ -552,7 +552,7 @@ final class CacheEngine: @unchecked Sendable {
       try withWriteLock(partition: p) { part, held in
         let countShare = Self.share(countLimit, of: totals.entries, held: part.counters.count(.entries))
         let costShare = Self.share(costLimit, of: totals.liveBytes, held: part.counters.count(.liveBytes))
-        try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), held)
+        try part.policy.evictDown(toCount: countShare, cost: costShare, now: SystemCall.expiryClockMilliseconds(), held)
       }
     }
   }
@@ -719,7 +719,7 @@ final class CacheEngine: @unchecked Sendable {
       total.problems.append("the header's grown partition count \(bad) names partitions past the file's end")
       if repair {
         try takeGrowthLock()
-        defer { Sys.unlockByte(file.fd, at: Self.growthLockByte) }
+        defer { SystemCall.unlockByte(file.fd, at: Self.growthLockByte) }
         memory.resetGrowth()
         total.repaired += 1
       }
@@ -752,9 +752,9 @@ final class CacheEngine: @unchecked Sendable {
     var misses = memory.header(.retiredMisses).load(.relaxed)
     var busy = memory.header(.retiredBusy).load(.relaxed)
     for i in 0..<layout.procCount {
-      hits &+= memory.procWord(i, Format.P.hits).load(.relaxed)
-      misses &+= memory.procWord(i, Format.P.misses).load(.relaxed)
-      busy &+= memory.procWord(i, Format.P.busy).load(.relaxed)
+      hits &+= memory.procWord(i, Format.ProcessEntryOffset.hits).load(.relaxed)
+      misses &+= memory.procWord(i, Format.ProcessEntryOffset.misses).load(.relaxed)
+      busy &+= memory.procWord(i, Format.ProcessEntryOffset.busy).load(.relaxed)
     }
     if registration == nil {
       hits &+= handleCounters.hits.load(.relaxed)

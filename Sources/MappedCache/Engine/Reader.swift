@@ -109,9 +109,9 @@ final class Reader {
       return true
     }
     if attempts <= Self.readSpins + Self.readYields {
-      Sys.yield()
+      SystemCall.yield()
     } else if attempts <= Self.readSpins + Self.readYields + Self.readSleeps {
-      Sys.sleep(microseconds: Self.readSleepMicroseconds)
+      SystemCall.sleep(microseconds: Self.readSleepMicroseconds)
     } else {
       return false
     }
@@ -376,7 +376,7 @@ final class Reader {
     let h = e.header
     let expiry = h.expiry & Format.expiryMask
     // The clock is read only for entries that can expire (`now` 0: not read yet).
-    let expired = expiry != 0 && Expiry.isExpired(h.expiry, now: now != 0 ? now : Sys.expiryClockMilliseconds())
+    let expired = expiry != 0 && Expiry.isExpired(h.expiry, now: now != 0 ? now : SystemCall.expiryClockMilliseconds())
     if expired && !allowExpired { return .miss }
     if h.vlen > buffer.count { return .needs(h.vlen) }
     if checksumOnRead,
@@ -424,7 +424,7 @@ final class Reader {
   /// copied whole). Entries written or moved during the scan may be missed or seen
   /// twice; writers are never blocked. Return false from `body` to stop.
   func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
-    let now = Sys.expiryClockMilliseconds()
+    let now = SystemCall.expiryClockMilliseconds()
     memory.refreshRouting()
     for p in 0..<memory.partitionCount {
       let index = BucketIndex(part: memory.partition(p))

@@ -207,10 +207,10 @@ final class CoreFlag: Sendable {
     // Once its witness byte is free: a helper process another test is spawning shares
     // the first handle's open file description, and with it that lock, until its exec.
     let deadline = Date().addingTimeInterval(5)
-    while Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot)) && Date() < deadline { usleep(1000) }
+    while SystemCall.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot)) && Date() < deadline { usleep(1000) }
     let word =
       Int(HeaderFields(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(256))).partitionsOffset)
-      + Format.Part.lockWord
+      + Format.PartitionOffset.lockWord
     #expect(pwrite(fd, &planted, 4, off_t(word)) == 4)
     close(fd)
     let cache = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)

@@ -217,7 +217,7 @@ private final class Scratch {
     let mem = s.part.memory
     let end = mem.limits.bytes
     let last = end - RecordFormat.maxShortRecord  // the last offset the short branch takes
-    let offsets = [Format.Part.dataStart, end / 2, last - 1, last, last + 1, end - 300, end - 40, end - 10]
+    let offsets = [Format.PartitionOffset.dataStart, end / 2, last - 1, last, last + 1, end - 300, end - 40, end - 10]
     let lengths = [(1, 0), (12, 64), (mem.limits.maxKey, 255), (mem.limits.maxKey + 1, 3), (256, 0), (7, 200)]
     for offset in offsets {
       for (klen, vlen) in lengths {
