@@ -16,7 +16,7 @@ let package = Package(
   targets: [
     // Futex and OFD-lock calls only: everything else is Swift.
     .target(name: "CMappedCacheShim", path: "Sources/CMappedCacheShim"),
-    // Every system call of the package, wrapped once (`Sys`, `Clock`, `SystemError`, `Errno`):
+    // Every system call of the package, wrapped once (`SystemCall`, `Clock`, `SystemError`, `Errno`):
     // every other module calls the C library through it.
     .target(name: "SystemCalls", dependencies: ["CMappedCacheShim"], path: "Sources/SystemCalls"),
     .target(name: "MappedCache", dependencies: ["CMappedCacheShim", "SystemCalls"], path: "Sources/MappedCache"),

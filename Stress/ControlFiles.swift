@@ -79,7 +79,9 @@ struct ControlDirectory {
     guard FileManager.default.createFile(atPath: tmp, contents: data) else {
       throw StressFailure("cannot write \(tmp)")
     }
-    do { try Sys.rename(tmp, to: file) } catch { throw StressFailure("cannot rename \(tmp): \(error.code.message)") }
+    do { try SystemCall.rename(tmp, to: file) } catch {
+      throw StressFailure("cannot rename \(tmp): \(error.code.message)")
+    }
   }
 }
 

@@ -33,7 +33,8 @@ final class Coordinator: @unchecked Sendable {
     do {
       let dir = try ControlDirectory.create()
       fleet = WorkerFleet(count: o.procs, dir: dir) { [o] w, inc in
-        OptionTable.workerArguments(o, worker: w, incarnation: inc, controlDir: dir.path, coordinator: Sys.processID())
+        OptionTable.workerArguments(
+          o, worker: w, incarnation: inc, controlDir: dir.path, coordinator: SystemCall.processID())
       }
     } catch {
       return Self.fail("error: \(error)", status: 1)
@@ -169,7 +170,7 @@ final class Coordinator: @unchecked Sendable {
       }
       let wake = min(end, nextProgress, killTimes.first ?? end, nextGrowth)
       let nap = wake > now ? min(wake - now, 50_000_000) : 0
-      if nap > 0 { Sys.sleep(microseconds: UInt32(max(nap / 1000, 1))) }
+      if nap > 0 { SystemCall.sleep(microseconds: UInt32(max(nap / 1000, 1))) }
     }
   }
 
@@ -250,7 +251,7 @@ final class Coordinator: @unchecked Sendable {
   private func cleanUp() {
     fleet?.stopAll()
     fleet?.dir.remove()
-    if ownsFile, let path = o.path { try? Sys.unlink(path) }
+    if ownsFile, let path = o.path { try? SystemCall.unlink(path) }
   }
 }
 

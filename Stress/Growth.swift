@@ -127,7 +127,7 @@ final class GrowthRunner: @unchecked Sendable {
     // block until a line comes or the pipe closes).
     let started = Clock.nanoseconds()
     let watchdog = DispatchWorkItem {
-      if p.isRunning { try? Sys.kill(p.processIdentifier, SIGKILL) }
+      if p.isRunning { try? SystemCall.kill(p.processIdentifier, SIGKILL) }
     }
     DispatchQueue.global().asyncAfter(deadline: .now() + Self.growerLimit, execute: watchdog)
     // Its first line says it opened the file; its second is the growth's result.
@@ -136,9 +136,9 @@ final class GrowthRunner: @unchecked Sendable {
     let openedAt = Clock.nanoseconds()
     if opened, let after = killAfter {
       let deadline = Clock.nanoseconds() + UInt64(after * 1e9)
-      while p.isRunning && Clock.nanoseconds() < deadline { Sys.sleep(microseconds: 200) }
+      while p.isRunning && Clock.nanoseconds() < deadline { SystemCall.sleep(microseconds: 200) }
       if p.isRunning {
-        try? Sys.kill(p.processIdentifier, SIGKILL)
+        try? SystemCall.kill(p.processIdentifier, SIGKILL)
         e.killed = true
       }
     }

@@ -5,8 +5,8 @@ import MappedCache
 /// Everything `cache-stress` can be told. One table (`OptionTable.all`) drives parsing,
 /// `--help`, and the arguments the coordinator passes on to the workers it starts.
 struct StressOptions: Sendable {
-  enum Distribution: String { case uniform, zipf }
-  enum LockChoice: String { case word, flock }
+  enum Distribution: String, CaseIterable, Sendable { case uniform, zipf }
+  enum LockChoice: String, CaseIterable, Sendable { case word, flock }
 
   var path: String? = nil
   var capacity = 256 << 20
@@ -123,7 +123,7 @@ struct StressOptions: Sendable {
   /// Without a trace, the largest value is the run's own (`--value-size`'s largest): the
   /// automatic partition count keeps twelve of the largest records in a partition, so
   /// the library's default of 1 MiB would make a 256 MiB file 16 partitions, where 64
-  /// suit two cores (sets on two processes, Zipf: 1.69 against 1.92 times one process's,
+  /// suit two cores better (sets on two processes scale further with more partitions:
   /// `scripts/set-scaling.sh`). A trace's values keep the default.
   var cacheOptions: CacheOptions {
     var o = CacheOptions(capacity: capacity)
@@ -158,58 +158,30 @@ struct OptionSpec: Sendable {
 
 enum OptionTable {
   static let all: [OptionSpec] = [
-    OptionSpec(
-      flag: "--path", valueName: "P", defaultText: "a fresh file under /dev/shm, removed at the end",
-      help: "cache file to use, created if absent (an existing one keeps its capacity and is kept)",
-      apply: { o, v throws(UsageError) in
-        guard !v.isEmpty else { throw UsageError("--path needs a file name") }
-        o.path = v
-      }, passOn: { $0.path }),
-    OptionSpec(
-      flag: "--capacity", valueName: "SIZE", defaultText: "256MiB",
+    .fileName(
+      "--path", "P", defaultText: "a fresh file under /dev/shm, removed at the end",
+      help: "cache file to use, created if absent (an existing one keeps its capacity and is kept)", \.path),
+    .size(
+      "--capacity", "SIZE", defaultText: "256MiB",
       help: "cache file size, 1MiB to 64TiB, e.g. 64M, 1GiB, 1600KiB (powers of 1024; KB, MB, GB are refused)",
-      apply: { o, v throws(UsageError) in
-        o.capacity = try parseSize(v, flag: "--capacity")
-        guard o.capacity >= 1 << 20, o.capacity <= 1 << 46 else {
-          throw UsageError("--capacity must be between 1MiB and 64TiB, not \(v)")
-        }
-      }, passOn: { "\($0.capacity)" }),
-    OptionSpec(
-      flag: "--partitions", valueName: "N", defaultText: "the library's choice",
+      in: ((1 << 20)...(1 << 46), "1MiB and 64TiB"), \.capacity),
+    .integer(
+      "--partitions", "N", defaultText: "the library's choice",
       help: "partitions of a new file, 1 to 1048576 (each has its own write lock: more let more writers run at once)",
-      apply: { o, v throws(UsageError) in
-        o.partitionCount = try parseInt(v, flag: "--partitions", in: 1...(1 << 20))
-      }, passOn: { $0.partitionCount.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--procs", valueName: "N", defaultText: "the number of cores",
-      help: "worker processes, 1 to 128",
-      apply: { o, v throws(UsageError) in
-        o.procs = try parseInt(v, flag: "--procs", in: 1...128)
-      }, passOn: { "\($0.procs)" }),
-    OptionSpec(
-      flag: "--threads", valueName: "T", defaultText: "1",
-      help: "threads per worker process, 1 to 256",
-      apply: { o, v throws(UsageError) in
-        o.threads = try parseInt(v, flag: "--threads", in: 1...256)
-      }, passOn: { "\($0.threads)" }),
-    OptionSpec(
-      flag: "--duration", valueName: "TIME", defaultText: "10s",
-      help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)",
-      apply: { o, v throws(UsageError) in
-        o.duration = try parseDuration(v, flag: "--duration", min: 0.1, max: 86_400)
-      }, passOn: { "\($0.duration)" }),
-    OptionSpec(
-      flag: "--keys", valueName: "K", defaultText: "100000",
-      help: "distinct keys, 1 to 100000000",
-      apply: { o, v throws(UsageError) in
-        o.keys = try parseInt(v, flag: "--keys", in: 1...100_000_000)
-      }, passOn: { "\($0.keys)" }),
-    OptionSpec(
-      flag: "--key-size", valueName: "B", defaultText: "12",
-      help: "bytes per key, from the digits of the largest key index to 250",
-      apply: { o, v throws(UsageError) in
-        o.keySize = try parseInt(v, flag: "--key-size", in: 1...4096)
-      }, passOn: { "\($0.keySize)" }),
+      in: 1...(1 << 20), \.partitionCount),
+    .integer(
+      "--procs", "N", defaultText: "the number of cores", help: "worker processes, 1 to 128", in: 1...128, \.procs),
+    .integer(
+      "--threads", "T", defaultText: "1", help: "threads per worker process, 1 to 256", in: 1...256, \.threads),
+    .duration(
+      "--duration", "TIME", defaultText: "10s",
+      help: "length of the measured run, 100ms to 1d (no unit: seconds; ms, s, m, h, d)", min: 0.1, max: 86_400,
+      \.duration),
+    .integer(
+      "--keys", "K", defaultText: "100000", help: "distinct keys, 1 to 100000000", in: 1...100_000_000, \.keys),
+    .integer(
+      "--key-size", "B", defaultText: "12", help: "bytes per key, from the digits of the largest key index to 250",
+      in: 1...4096, \.keySize),
     OptionSpec(
       flag: "--value-size", valueName: "B|MIN-MAX", defaultText: "64",
       help:
@@ -235,89 +207,58 @@ enum OptionTable {
           throw UsageError("--value-size wants B or MIN-MAX, e.g. 64 or 8-200, not \(v)")
         }
       }, passOn: { $0.valueSizeText }),
-    OptionSpec(
-      flag: "--read-pct", valueName: "R", defaultText: "90",
-      help: "percent of operations that are gets, 0 to 100",
-      apply: { o, v throws(UsageError) in
-        o.readPct = try parseInt(v, flag: "--read-pct", in: 0...100)
-      }, passOn: { "\($0.readPct)" }),
-    OptionSpec(
-      flag: "--dist", valueName: "uniform|zipf", defaultText: "zipf",
-      help: "key distribution: uniform, or zipf (a few hot keys, as in YCSB)",
-      apply: { o, v throws(UsageError) in
-        guard let d = StressOptions.Distribution(rawValue: v) else {
-          throw UsageError("--dist must be uniform or zipf, not \(v)")
-        }
-        o.dist = d
-      }, passOn: { $0.dist.rawValue }),
+    .integer(
+      "--read-pct", "R", defaultText: "90", help: "percent of operations that are gets, 0 to 100", in: 0...100,
+      \.readPct),
+    .choice(
+      "--dist", "uniform|zipf", defaultText: "zipf",
+      help: "key distribution: uniform, or zipf (a few hot keys, as in YCSB)", \.dist),
     OptionSpec(
       flag: "--zipf-theta", valueName: "X", defaultText: "0.99",
       help: "Zipf skew, 0.01 to 0.999 (higher: hotter hot keys)",
       apply: { o, v throws(UsageError) in
         o.zipfTheta = try parseDouble(v, flag: "--zipf-theta", min: 0.01, max: 0.999)
       }, passOn: { "\($0.zipfTheta)" }),
-    OptionSpec(
-      flag: "--ttl", valueName: "TIME", defaultText: "none: entries never expire",
-      help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)",
-      apply: { o, v throws(UsageError) in
-        o.ttl = try parseDuration(v, flag: "--ttl", min: 0.001, max: 1e9)
-      }, passOn: { $0.ttl.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--read-through", valueName: nil, defaultText: "off",
-      help: "on a miss, set the key (measures hit ratio; implies --no-prefill)",
-      apply: { o, _ in o.readThrough = true }, passOn: { $0.readThrough ? "" : nil }),
-    OptionSpec(
-      flag: "--no-prefill", valueName: nil, defaultText: "prefill on",
-      help: "skip setting every key before the timed run",
-      apply: { o, _ in o.noPrefill = true }, passOn: { $0.noPrefill ? "" : nil }),
-    OptionSpec(
-      flag: "--trace", valueName: "FILE", defaultText: "none",
+    .duration(
+      "--ttl", "TIME", defaultText: "none: entries never expire",
+      help: "expiry of every set and of the prefill, 1ms to 10^9 s (no unit: seconds; ms, s, m, h, d)", min: 0.001,
+      max: 1e9, \.ttl),
+    .toggle(
+      "--read-through", help: "on a miss, set the key (measures hit ratio; implies --no-prefill)", \.readThrough),
+    .toggle(
+      "--no-prefill", defaultText: "prefill on", help: "skip setting every key before the timed run", \.noPrefill),
+    .fileName(
+      "--trace", "FILE", defaultText: "none",
       help:
         "replay FILE instead: one request per line, KEY or KEY,SIZE (value bytes; without it, --value-size's MIN), each a read, a miss storing the key (read-through); one process, no expiry; reports requests, hits and the hit ratio (with --path, entries already in the file count as hits). --procs, --threads, --duration, --keys and the key and read options do not apply",
-      apply: { o, v throws(UsageError) in
-        guard !v.isEmpty else { throw UsageError("--trace needs a file name") }
-        o.tracePath = v
-      }, passOn: { $0.tracePath }),
-    OptionSpec(
-      flag: "--count-limit", valueName: "N", defaultText: "none",
+      \.tracePath),
+    .integer(
+      "--count-limit", "N", defaultText: "none",
       help: "most entries the cache keeps (SharedCache.countLimit, stored in the file), 1 to 10^12",
-      apply: { o, v throws(UsageError) in
-        o.countLimit = try parseInt(v, flag: "--count-limit", in: 1...1_000_000_000_000)
-      }, passOn: { $0.countLimit.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--capacity-entries", valueName: "N", defaultText: "none",
+      in: 1...1_000_000_000_000, \.countLimit),
+    .integer(
+      "--capacity-entries", "N", defaultText: "none",
       help:
         "with --trace: size a fresh file (instead of --capacity) so that about N entries of the trace's mean size fill it by bytes, with no count limit (found by filling trial files), 1 to 100000000",
-      apply: { o, v throws(UsageError) in
-        o.capacityEntries = try parseInt(v, flag: "--capacity-entries", in: 1...100_000_000)
-      }, passOn: { $0.capacityEntries.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--grow-every", valueName: "TIME", defaultText: "never",
+      in: 1...100_000_000, \.capacityEntries),
+    .duration(
+      "--grow-every", "TIME", defaultText: "never",
       help: "grow the cache (SharedCache.grow) every TIME while the workers run, doubling it each time up to --grow-to",
-      apply: { o, v throws(UsageError) in
-        o.growEvery = try parseDuration(v, flag: "--grow-every", min: 0.05, max: 86_400)
-      }, passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--grow-to", valueName: "SIZE", defaultText: "none",
-      help: "with --grow-every: the capacity to stop growing at (at most the file's most capacity)",
-      apply: { o, v throws(UsageError) in
-        o.growTo = try parseSize(v, flag: "--grow-to")
-      }, passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--kill-growers", valueName: nil, defaultText: "off",
+      min: 0.05, max: 86_400, \.growEvery, passedOn: false),
+    .size(
+      "--grow-to", "SIZE", defaultText: "none",
+      help: "with --grow-every: the capacity to stop growing at (at most the file's most capacity)", \.growTo,
+      passedOn: false),
+    .toggle(
+      "--kill-growers",
       help:
         "with --grow-every: grow in a process of its own each time, and SIGKILL every other one at a random moment of its work (the next growth, or the next writer of a partition, finishes the step it left)",
-      apply: { o, _ in o.killGrowers = true }, passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--grower-target", valueName: "BYTES", defaultText: "", help: "internal", hidden: true,
-      apply: { o, v throws(UsageError) in o.growerTarget = try parseSize(v, flag: "--grower-target") },
-      passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--max-capacity", valueName: "SIZE", defaultText: "64 × --capacity, at most 1TiB",
-      help: "the most a new file may grow to (address space every process reserves)",
-      apply: { o, v throws(UsageError) in
-        o.maxCapacity = try parseSize(v, flag: "--max-capacity")
-      }, passOn: { $0.maxCapacity.map { "\($0)" } }),
+      \.killGrowers, passedOn: false),
+    .size(
+      "--grower-target", "BYTES", defaultText: "", help: "internal", \.growerTarget, hidden: true, passedOn: false),
+    .size(
+      "--max-capacity", "SIZE", defaultText: "64 × --capacity, at most 1TiB",
+      help: "the most a new file may grow to (address space every process reserves)", \.maxCapacity),
     OptionSpec(
       flag: "--growth-policy", valueName: "RATE[:FACTOR[:SECONDS[:INSERTS]]]", defaultText: "none",
       help:
@@ -329,12 +270,9 @@ enum OptionTable {
         o.growthPolicy = p
       },
       passOn: { o in o.growthPolicy.map(GrowthPolicySpec.text) }),
-    OptionSpec(
-      flag: "--chaos-kills", valueName: "N", defaultText: "0",
-      help: "SIGKILL N random workers during the run (0 to 10000) and restart them",
-      apply: { o, v throws(UsageError) in
-        o.chaosKills = try parseInt(v, flag: "--chaos-kills", in: 0...10_000)
-      }, passOn: { "\($0.chaosKills)" }),
+    .integer(
+      "--chaos-kills", "N", defaultText: "0",
+      help: "SIGKILL N random workers during the run (0 to 10000) and restart them", in: 0...10_000, \.chaosKills),
     OptionSpec(
       flag: "--seed", valueName: "N", defaultText: "random, printed in the report",
       help: "for repeatable key sequences, 0 to 18446744073709551615",
@@ -344,55 +282,36 @@ enum OptionTable {
         }
         o.seed = s
       }, passOn: { $0.seed.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--lock", valueName: "word|flock", defaultText: "word",
-      help: "write lock across processes: shared lock word + futex, or flock",
-      apply: { o, v throws(UsageError) in
-        guard let l = StressOptions.LockChoice(rawValue: v) else {
-          throw UsageError("--lock must be word or flock, not \(v)")
-        }
-        o.lock = l
-      }, passOn: { $0.lock.rawValue }),
-    OptionSpec(
-      flag: "--track-every", valueName: "N", defaultText: "1",
+    .choice(
+      "--lock", "word|flock", defaultText: "word",
+      help: "write lock across processes: shared lock word + futex, or flock", \.lock),
+    .powerOfTwo(
+      "--track-every", "N", defaultText: "1",
       help:
         "track freshness (wrong_values) for 1 key in N (a power of two, 1 to 1048576), so that the readers' table of sequence numbers stays in the CPU cache; every read is still checked",
-      apply: { o, v throws(UsageError) in
-        o.trackEvery = try parsePowerOfTwo(v, flag: "--track-every")
-      }, passOn: { "\($0.trackEvery)" }),
-    OptionSpec(
-      flag: "--check-every", valueName: "N", defaultText: "1",
+      \.trackEvery),
+    .powerOfTwo(
+      "--check-every", "N", defaultText: "1",
       help:
         "check the whole value (every byte regenerated from its header) on 1 read in N (a power of two, 1 to 1048576); every read checks the value's key, length and writer. 64 is the peers' policy (length and key digits on every read, the whole value on 1 in 64)",
-      apply: { o, v throws(UsageError) in
-        o.checkEvery = try parsePowerOfTwo(v, flag: "--check-every")
-      }, passOn: { "\($0.checkEvery)" }),
-    OptionSpec(
-      flag: "--mget", valueName: "N", defaultText: "1",
+      \.checkEvery),
+    .integer(
+      "--mget", "N", defaultText: "1",
       help:
         "gets per call, 1 to 64: up to N consecutive gets of a thread's stream go to one batch read (a set ends a batch), each value checked as a single get's is",
-      apply: { o, v throws(UsageError) in
-        o.mget = try parseInt(v, flag: "--mget", in: 1...64)
-      }, passOn: { "\($0.mget)" }),
-    OptionSpec(
-      flag: "--mset", valueName: "N", defaultText: "1",
+      in: 1...64, \.mget),
+    .integer(
+      "--mset", "N", defaultText: "1",
       help:
         "sets per call, 1 to 64: up to N consecutive sets of a thread's stream go to one batch write under one lock hold (a get ends a batch); every value written is checked by the readers as a single set's is",
-      apply: { o, v throws(UsageError) in
-        o.mset = try parseInt(v, flag: "--mset", in: 1...64)
-      }, passOn: { "\($0.mset)" }),
-    OptionSpec(
-      flag: "--json", valueName: nil, defaultText: "off",
-      help: "print one JSON object instead of the table",
-      apply: { o, _ in o.json = true }, passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--report", valueName: "FILE.html", defaultText: "none",
+      in: 1...64, \.mset),
+    .toggle(
+      "--json", help: "print one JSON object instead of the table", \.json, passedOn: false),
+    .fileName(
+      "--report", "FILE.html", defaultText: "none",
       help:
         "also write the run as one self-contained HTML page (charts in inline SVG, no scripts): parameters, throughput per second with the chaos kills, latency percentiles, hit ratio over time, per-process throughput, the verdict",
-      apply: { o, v throws(UsageError) in
-        guard !v.isEmpty else { throw UsageError("--report needs a file name") }
-        o.reportPath = v
-      }, passOn: { _ in nil }),
+      \.reportPath, passedOn: false),
     OptionSpec(
       flag: "--redis", valueName: "URL", defaultText: "off",
       help:
@@ -404,77 +323,55 @@ enum OptionTable {
         }
         o.redisURL = v
       }, passOn: { $0.redisURL }),
-    OptionSpec(
-      flag: "--redis-spawn", valueName: nil, defaultText: "off",
+    .toggle(
+      "--redis-spawn",
       help: "Redis mode against a private redis-server (from PATH) started on a free loopback port for the run",
-      apply: { o, _ in o.redisSpawn = true }, passOn: { $0.redisSpawn ? "" : nil }),
-    OptionSpec(
-      flag: "--redis-spawn-cluster", valueName: nil, defaultText: "off",
+      \.redisSpawn),
+    .toggle(
+      "--redis-spawn-cluster",
       help:
         "Redis mode against a private Redis Cluster of three primaries (redis-server and redis-cli from PATH) on free loopback ports",
-      apply: { o, _ in o.redisSpawnCluster = true }, passOn: { $0.redisSpawnCluster ? "" : nil }),
-    OptionSpec(
-      flag: "--reshard-every", valueName: "TIME", defaultText: "off",
+      \.redisSpawnCluster),
+    .duration(
+      "--reshard-every", "TIME", defaultText: "off",
       help:
         "Redis mode with a cluster: this often, 50ms to 1h, move the slot of a random key of the run (its keys migrated) to the next primary",
-      apply: { o, v throws(UsageError) in
-        o.reshardEvery = try parseDuration(v, flag: "--reshard-every", min: 0.05, max: 3600)
-      }, passOn: { $0.reshardEvery.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--failover-every", valueName: "TIME", defaultText: "off",
+      min: 0.05, max: 3600, \.reshardEvery),
+    .duration(
+      "--failover-every", "TIME", defaultText: "off",
       help:
         "Redis mode with --redis-spawn-cluster (then 3 primaries with a replica each): this often, 1s to 1h, SIGKILL the primary of a random key's slot, promote its replica and restart the killed node as the new primary's replica",
-      apply: { o, v throws(UsageError) in
-        o.failoverEvery = try parseDuration(v, flag: "--failover-every", min: 1, max: 3600)
-      }, passOn: { $0.failoverEvery.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--hosts", valueName: "H", defaultText: "4",
-      help: "Redis mode: hosts (cache files, each with its own invalidation holder), 1 to 16",
-      apply: { o, v throws(UsageError) in o.hosts = try parseInt(v, flag: "--hosts", in: 1...16) },
-      passOn: { "\($0.hosts)" }),
-    OptionSpec(
-      flag: "--host-capacity", valueName: "SIZE", defaultText: "16MiB",
+      min: 1, max: 3600, \.failoverEvery),
+    .integer(
+      "--hosts", "H", defaultText: "4",
+      help: "Redis mode: hosts (cache files, each with its own invalidation holder), 1 to 16", in: 1...16, \.hosts),
+    .size(
+      "--host-capacity", "SIZE", defaultText: "16MiB",
       help: "Redis mode: each host's cache file size (--capacity is not used), 1MiB to 1GiB",
-      apply: { o, v throws(UsageError) in
-        o.hostCapacity = try parseSize(v, flag: "--host-capacity")
-        guard o.hostCapacity >= 1 << 20, o.hostCapacity <= 1 << 30 else {
-          throw UsageError("--host-capacity must be between 1MiB and 1GiB, not \(v)")
-        }
-      }, passOn: { "\($0.hostCapacity)" }),
-    OptionSpec(
-      flag: "--max-staleness", valueName: "TIME", defaultText: "500ms",
+      in: ((1 << 20)...(1 << 30), "1MiB and 1GiB"), \.hostCapacity),
+    .duration(
+      "--max-staleness", "TIME", defaultText: "500ms",
       help:
         "Redis mode: the near caches' maxStaleness, 50ms to 60s; a read served later than this + 50 ms after its overwrite is a violation",
-      apply: { o, v throws(UsageError) in
-        o.maxStaleness = try parseDuration(v, flag: "--max-staleness", min: 0.05, max: 60)
-      }, passOn: { "\($0.maxStaleness)" }),
-    OptionSpec(
-      flag: "--kill-holder-every", valueName: "TIME", defaultText: "off",
+      min: 0.05, max: 60, \.maxStaleness),
+    .duration(
+      "--kill-holder-every", "TIME", defaultText: "off",
       help:
         "Redis mode: SIGKILL one host's invalidation holder (a worker process; hosts in turn) this often, 50ms to 1h, and restart it",
-      apply: { o, v throws(UsageError) in
-        o.killHolderEvery = try parseDuration(v, flag: "--kill-holder-every", min: 0.05, max: 3600)
-      }, passOn: { $0.killHolderEvery.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--blackhole-every", valueName: "TIME", defaultText: "off",
+      min: 0.05, max: 3600, \.killHolderEvery),
+    .duration(
+      "--blackhole-every", "TIME", defaultText: "off",
       help:
         "Redis mode: this often, 50ms to 1h, one host's connections to Redis (through a fault proxy per host) are black-holed for --blackhole-for (hosts in turn)",
-      apply: { o, v throws(UsageError) in
-        o.blackholeEvery = try parseDuration(v, flag: "--blackhole-every", min: 0.05, max: 3600)
-      }, passOn: { $0.blackholeEvery.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--blackhole-for", valueName: "TIME", defaultText: "400ms",
-      help: "Redis mode: length of each black hole, 10ms to 1h",
-      apply: { o, v throws(UsageError) in
-        o.blackholeFor = try parseDuration(v, flag: "--blackhole-for", min: 0.01, max: 3600)
-      }, passOn: { "\($0.blackholeFor)" }),
-    OptionSpec(
-      flag: "--kill-redis-every", valueName: "TIME", defaultText: "off",
+      min: 0.05, max: 3600, \.blackholeEvery),
+    .duration(
+      "--blackhole-for", "TIME", defaultText: "400ms", help: "Redis mode: length of each black hole, 10ms to 1h",
+      min: 0.01, max: 3600, \.blackholeFor),
+    .duration(
+      "--kill-redis-every", "TIME", defaultText: "off",
       help:
         "Redis mode with --redis-spawn: SIGKILL the redis-server this often, 100ms to 1h, and restart it empty on the same port",
-      apply: { o, v throws(UsageError) in
-        o.killRedisEvery = try parseDuration(v, flag: "--kill-redis-every", min: 0.1, max: 3600)
-      }, passOn: { $0.killRedisEvery.map { "\($0)" } }),
+      min: 0.1, max: 3600, \.killRedisEvery),
     OptionSpec(
       flag: "--think-time", valueName: "TIME", defaultText: "0: none",
       help:
@@ -487,37 +384,27 @@ enum OptionTable {
         }
         o.thinkTime = t
       }, passOn: { $0.thinkTime > 0 ? "\($0.thinkTime)" : nil }),
-    OptionSpec(
-      flag: "--help", valueName: nil, defaultText: "",
-      help: "print this help (also -h)", apply: { o, _ in o.help = true }, passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--version", valueName: nil, defaultText: "",
-      help: "print the version and the file format version", apply: { o, _ in o.version = true },
-      passOn: { _ in nil }),
+    .toggle(
+      "--help", defaultText: "", help: "print this help (also -h)", \.help, passedOn: false),
+    .toggle(
+      "--version", defaultText: "", help: "print the version and the file format version", \.version, passedOn: false),
 
     // Hidden.
-    OptionSpec(
-      flag: "--plant-corruption", valueName: nil, defaultText: "", help: "test only: write one bad value",
-      hidden: true, apply: { o, _ in o.plantCorruption = true }, passOn: { $0.plantCorruption ? "" : nil }),
-    OptionSpec(
-      flag: "--plant-stale", valueName: nil, defaultText: "",
-      help: "test only (Redis mode): host 0 serves stale entries while its holder is stopped", hidden: true,
-      apply: { o, _ in o.plantStale = true }, passOn: { $0.plantStale ? "" : nil }),
-    OptionSpec(
-      flag: "--average-entry-size", valueName: "B", defaultText: "key size + average value size",
-      help: "sizes the index of a new file (CacheOptions.averageEntrySize)", hidden: true,
-      apply: { o, v throws(UsageError) in
-        o.averageEntrySize = try parseInt(v, flag: "--average-entry-size", in: 16...(1 << 24))
-      },
-      passOn: { $0.averageEntrySize.map { "\($0)" } }),
-    OptionSpec(
-      flag: "--worker-id", valueName: "N", defaultText: "", help: "internal", hidden: true,
-      apply: { o, v throws(UsageError) in o.workerID = try parseInt(v, flag: "--worker-id", in: 0...10_000) },
-      passOn: { _ in nil }),
-    OptionSpec(
-      flag: "--incarnation", valueName: "N", defaultText: "", help: "internal", hidden: true,
-      apply: { o, v throws(UsageError) in o.incarnation = try parseInt(v, flag: "--incarnation", in: 0...1_000_000) },
-      passOn: { _ in nil }),
+    .toggle(
+      "--plant-corruption", defaultText: "", help: "test only: write one bad value", \.plantCorruption, hidden: true),
+    .toggle(
+      "--plant-stale", defaultText: "",
+      help: "test only (Redis mode): host 0 serves stale entries while its holder is stopped", \.plantStale,
+      hidden: true),
+    .integer(
+      "--average-entry-size", "B", defaultText: "key size + average value size",
+      help: "sizes the index of a new file (CacheOptions.averageEntrySize)", in: 16...(1 << 24), \.averageEntrySize,
+      hidden: true),
+    .integer(
+      "--worker-id", "N", defaultText: "", help: "internal", in: 0...10_000, \.workerID, hidden: true, passedOn: false),
+    .integer(
+      "--incarnation", "N", defaultText: "", help: "internal", in: 0...1_000_000, \.incarnation, hidden: true,
+      passedOn: false),
     OptionSpec(
       flag: "--control-dir", valueName: "D", defaultText: "", help: "internal", hidden: true,
       apply: { o, v in o.controlDir = v }, passOn: { _ in nil }),

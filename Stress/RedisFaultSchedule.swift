@@ -80,7 +80,7 @@ final class RedisFaultSchedule {
     plantFile = o.plantStale ? try CacheFile(path: targets.layout.hostPath(0), readOnly: true) : nil
   }
 
-  deinit { if let pid = stopped { try? Sys.kill(pid, SIGCONT) } }
+  deinit { if let pid = stopped { try? SystemCall.kill(pid, SIGCONT) } }
 
   private static func period(_ seconds: Double?) -> UInt64? { seconds.map { UInt64($0 * 1e9) } }
 
@@ -133,7 +133,7 @@ final class RedisFaultSchedule {
   func lift() {
     for p in t.proxies { p.mode = .pass }
     if let pid = stopped {
-      try? Sys.kill(pid, SIGCONT)
+      try? SystemCall.kill(pid, SIGCONT)
       stopped = nil
     }
   }

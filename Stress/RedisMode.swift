@@ -141,7 +141,7 @@ final class RedisCoordinator: @unchecked Sendable {
       if Clock.nanoseconds() > ready {
         throw StressFailure("a host's invalidation holder did not confirm a heartbeat within 20 s")
       }
-      Sys.sleep(microseconds: 2000)
+      SystemCall.sleep(microseconds: 2000)
     }
     return observers
   }
@@ -173,7 +173,7 @@ final class RedisCoordinator: @unchecked Sendable {
         showProgress(seconds: Double(now - start) / 1e9)
         while nextProgress <= now { nextProgress += 1_000_000_000 }
       }
-      Sys.sleep(microseconds: 2000)
+      SystemCall.sleep(microseconds: 2000)
     }
     return maxHeartbeatAge
   }
@@ -246,7 +246,7 @@ final class RedisCoordinator: @unchecked Sendable {
     wo.failoverEvery = nil
     wo.killRedisEvery = nil
     return OptionTable.workerArguments(
-      wo, worker: w, incarnation: inc, controlDir: dir.path, coordinator: Sys.processID())
+      wo, worker: w, incarnation: inc, controlDir: dir.path, coordinator: SystemCall.processID())
   }
 
   /// Clients with tracking on (flag `t` in CLIENT LIST).

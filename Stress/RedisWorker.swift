@@ -190,18 +190,14 @@ struct RedisCounters: Codable {
   /// may have applied it late, after later versions): not judged.
   var lateWriteReads: UInt64 = 0
 
+  /// The fields a sum adds (`maxLatenessNs` is a maximum).
+  private static let summed: [WritableKeyPath<RedisCounters, UInt64> & Sendable] = [
+    \.reads, \.writes, \.absent, \.errors, \.writeErrors, \.corruptReads, \.wrongValues, \.staleReads,
+    \.violations, \.unknownLateness, \.lateWriteReads,
+  ]
+
   mutating func add(_ o: RedisCounters) {
-    lateWriteReads += o.lateWriteReads
-    reads += o.reads
-    writes += o.writes
-    absent += o.absent
-    errors += o.errors
-    writeErrors += o.writeErrors
-    corruptReads += o.corruptReads
-    wrongValues += o.wrongValues
-    staleReads += o.staleReads
-    violations += o.violations
-    unknownLateness += o.unknownLateness
+    for f in Self.summed { self[keyPath: f] += o[keyPath: f] }
     maxLatenessNs = max(maxLatenessNs, o.maxLatenessNs)
   }
 }
@@ -352,7 +348,7 @@ struct RedisThreadLoop {
     var lastPublish = Clock.nanoseconds()
     let think = UInt32(o.thinkTime * 1e6)
     while true {
-      if think > 0 { Sys.sleep(microseconds: think) }
+      if think > 0 { SystemCall.sleep(microseconds: think) }
       let op = ops[pos & mask]
       pos &+= 1
       let t0 = Clock.nanoseconds()
@@ -386,7 +382,7 @@ struct RedisThreadLoop {
         note("set \(nearKeys[k]) version \(version): \(error)")
         do { try log.markUnanswered(k, version: version) } catch { note("write log of \(nearKeys[k]): \(error)") }
         if Clock.nanoseconds() >= end { return }
-        Sys.sleep(microseconds: 1000)
+        SystemCall.sleep(microseconds: 1000)
         continue
       }
       let ack = Clock.nanoseconds()

@@ -158,7 +158,7 @@ struct TraceReplay {
   ) throws -> (capacity: Int, held: Int) {
     func held(at capacity: Int) throws -> Int {
       let path = ScratchFiles.path("cache-stress-fit")
-      defer { try? Sys.unlink(path) }
+      defer { try? SystemCall.unlink(path) }
       var o = options
       o.capacity = capacity
       let cache = try SharedCache<[UInt8]>(path: path, capacity: capacity, options: o.cacheOptions)
@@ -211,7 +211,7 @@ struct TraceReplay {
     }
     let ownsFile = o.path == nil
     let path = o.path ?? ScratchFiles.path("cache-stress-trace")
-    defer { if ownsFile { try? Sys.unlink(path) } }
+    defer { if ownsFile { try? SystemCall.unlink(path) } }
     do {
       // Keys of a trace are usually short: size the index for the trace's own keys.
       let requests0 = try parse(bytes, maxKey: 250, maxValue: 1 << 20)

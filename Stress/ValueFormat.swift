@@ -81,8 +81,8 @@ enum ValueFormat {
       of: (UInt64(writer) | UInt64(truncatingIfNeeded: n) << 32).littleEndian, toByteOffset: 8, as: UInt64.self)
     buffer.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
     // Four words a round, then up to three one by one: as one word-at-a-time loop, the
-    // loop was vectorised, and its setup took some 40 of the 95 instructions a 64-byte
-    // value cost every measured set (callgrind of a cache-stress worker).
+    // loop was vectorised, and its setup took much of what a small value cost every
+    // measured set (callgrind of a cache-stress worker).
     var o = headerSize
     while o &+ 32 <= n {
       buffer.storeBytes(of: w.littleEndian, toByteOffset: o, as: UInt64.self)

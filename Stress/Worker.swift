@@ -4,8 +4,8 @@ import SystemCalls
 
 /// Timing constants shared by workers and the coordinator.
 enum WorkerTiming {
-  /// 1 operation in `sampleEvery` is timed (two clock reads, ~25 ns each here): the
-  /// peers' rate, so both harnesses spend the same on timing.
+  /// 1 operation in `sampleEvery` is timed (two clock reads): the peers' rate, so both
+  /// harnesses spend the same on timing.
   static let sampleEvery: UInt64 = 64
   /// How often a thread hands its counters to the worker's board.
   static let publishNs: UInt64 = 50_000_000
@@ -36,8 +36,8 @@ struct KeySet {
   private let quads = KeySet.quadTable
 
   /// 40 KB, made once and never freed: two loads give an index's eight digits, where
-  /// `digits8`'s chain of four multiplies took some 30 instructions of every operation
-  /// that `cache-stress` times. `nonisolated(unsafe)`: written only while it is made.
+  /// `digits8`'s chain of four multiplies was a large share of every operation that
+  /// `cache-stress` times. `nonisolated(unsafe)`: written only while it is made.
   nonisolated(unsafe) private static let quadTable: UnsafePointer<UInt32> = {
     let t = UnsafeMutablePointer<UInt32>.allocate(capacity: 10_000)
     for i in 0..<10_000 {
@@ -60,9 +60,9 @@ struct KeySet {
   /// division instruction: the two 4-digit halves go in the word's 32-bit lanes, each
   /// splits into 2-digit halves in 16-bit lanes (·10486 >> 20 is ÷100 below 10^4), each
   /// of those into digits in bytes (·103 >> 10 is ÷10 below 100); no lane's product
-  /// reaches the next lane's bits that the masks keep. About 15 instructions, against
-  /// ~35 for four lookups in the pair table (the loop is CPU-bound under Zipf reads:
-  /// fewer instructions per operation let the CPU overlap more operations' misses).
+  /// reaches the next lane's bits that the masks keep. Fewer instructions than four
+  /// lookups in the pair table (the loop is CPU-bound under Zipf reads: fewer
+  /// instructions per operation let the CPU overlap more operations' misses).
   @inline(__always)
   static func digits8(_ v: UInt64) -> UInt64 {
     let x = v / 10_000 | (v % 10_000) << 32
@@ -133,22 +133,20 @@ struct Counters: Codable {
   var wrongValues: UInt64 = 0
   var errors: UInt64 = 0
 
+  /// Every field: what a sum adds and a difference subtracts.
+  private static let fields: [WritableKeyPath<Counters, UInt64> & Sendable] = [
+    \.getOps, \.setOps, \.hits, \.misses, \.corruptReads, \.wrongValues, \.errors,
+  ]
+
   mutating func add(_ o: Counters) {
-    getOps += o.getOps
-    setOps += o.setOps
-    hits += o.hits
-    misses += o.misses
-    corruptReads += o.corruptReads
-    wrongValues += o.wrongValues
-    errors += o.errors
+    for f in Self.fields { self[keyPath: f] += o[keyPath: f] }
   }
 
   /// What was counted since `earlier` (a previous snapshot of the same counters).
   func since(_ earlier: Counters) -> Counters {
-    Counters(
-      getOps: getOps &- earlier.getOps, setOps: setOps &- earlier.setOps, hits: hits &- earlier.hits,
-      misses: misses &- earlier.misses, corruptReads: corruptReads &- earlier.corruptReads,
-      wrongValues: wrongValues &- earlier.wrongValues, errors: errors &- earlier.errors)
+    var d = self
+    for f in Self.fields { d[keyPath: f] = self[keyPath: f] &- earlier[keyPath: f] }
+    return d
   }
 }
 
@@ -322,7 +320,7 @@ struct ThreadLoop {
     let plant = ctx.options.plantCorruption && ctx.worker == 0 && thread == 0
     // One strong reference for the whole loop, passed down: no retain and release per
     // operation. (`Unmanaged._withUnsafeGuaranteedRef` avoided those too, but cost
-    // uniform reads a third of their throughput, measured: 172 against 124 ns.)
+    // uniform reads much of their throughput.)
     let cache = ctx.cache
     while true {
       let op = ops[pos & mask]

@@ -41,7 +41,7 @@ final class WorkerFleet: @unchecked Sendable {
     // worker's instructions a get so); it must run cache-stress with them.
     executable = ProcessInfo.processInfo.environment["MC_STRESS_WORKER_EXEC"] ?? FleetMember.ownBinary
     for sig in [SIGINT, SIGTERM] {
-      Sys.ignoreSignal(sig)
+      SystemCall.ignoreSignal(sig)
       let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
       src.setEventHandler { [weak self] in self?.interruptFlag.store(true, ordering: .relaxed) }
       src.resume()
@@ -85,7 +85,7 @@ final class WorkerFleet: @unchecked Sendable {
           throw StressFailure("worker \(w) exited with status \(p.terminationStatus) before it was ready")
         }
         if Clock.seconds() > deadline { throw StressFailure("worker \(w) was not ready within 120 s") }
-        Sys.sleep(microseconds: 2000)
+        SystemCall.sleep(microseconds: 2000)
       }
     }
   }
@@ -106,7 +106,7 @@ final class WorkerFleet: @unchecked Sendable {
   func restart(_ w: Int) throws -> Int32 {
     let pid = processes[w]?.processIdentifier ?? 0
     if let p = processes[w] {
-      try? Sys.kill(p.processIdentifier, SIGKILL)
+      try? SystemCall.kill(p.processIdentifier, SIGKILL)
       p.waitUntilExit()
     }
     incarnations[w] += 1
@@ -138,12 +138,12 @@ final class WorkerFleet: @unchecked Sendable {
       while p.isRunning {
         try checkInterrupted()
         if Clock.nanoseconds() > deadline {
-          try? Sys.kill(p.processIdentifier, SIGKILL)
+          try? SystemCall.kill(p.processIdentifier, SIGKILL)
           p.waitUntilExit()
           failures.append("worker \(w).\(incarnations[w]) did not stop; killed")
           break
         }
-        Sys.sleep(microseconds: 5000)
+        SystemCall.sleep(microseconds: 5000)
       }
       p.waitUntilExit()
       if p.terminationReason == .uncaughtSignal || p.terminationStatus != 0,
@@ -173,7 +173,7 @@ final class WorkerFleet: @unchecked Sendable {
   /// SIGKILLs every worker still running and waits for them.
   func stopAll() {
     for case let p? in processes where p.isRunning {
-      try? Sys.kill(p.processIdentifier, SIGKILL)
+      try? SystemCall.kill(p.processIdentifier, SIGKILL)
       p.waitUntilExit()
     }
   }
@@ -197,8 +197,8 @@ enum FleetMember {
   static func awaitGo(_ dir: ControlDirectory, coordinator: Int32) -> (start: UInt64, end: UInt64)? {
     while true {
       if let window = dir.readGo() { return window }
-      if Sys.parentProcessID() != coordinator { return nil }
-      Sys.sleep(microseconds: 1000)
+      if SystemCall.parentProcessID() != coordinator { return nil }
+      SystemCall.sleep(microseconds: 1000)
     }
   }
 
@@ -217,11 +217,11 @@ enum FleetMember {
         while case let now = Clock.nanoseconds(), now < start {
           let wait = start - now
           if !precise {
-            Sys.sleep(microseconds: UInt32(min(wait / 1000, 10_000)))
+            SystemCall.sleep(microseconds: UInt32(min(wait / 1000, 10_000)))
           } else if wait > 2_000_000 {
-            Sys.sleep(microseconds: UInt32(min(wait / 2000, 100_000)))
+            SystemCall.sleep(microseconds: UInt32(min(wait / 2000, 100_000)))
           } else {
-            Sys.yield()
+            SystemCall.yield()
           }
         }
         body()
@@ -255,7 +255,7 @@ enum FleetMember {
     while true {
       _ = wake.wait(timeout: .now() + interval)
       if group.wait(timeout: .now()) == .success { return true }
-      if Sys.parentProcessID() != coordinator { return false }
+      if SystemCall.parentProcessID() != coordinator { return false }
       flush()
     }
   }

@@ -19,7 +19,7 @@ import SystemCalls
 
 func fail(usage message: String) -> Never {
   FileHandle.standardError.write(Data("error: \(message)\n\(OptionTable.usageLine)\n".utf8))
-  Sys.exit(64)
+  SystemCall.exit(64)
 }
 
 let options: StressOptions
@@ -31,26 +31,26 @@ do {
 
 if options.version {
   print(ToolVersion.line(tool: "cache-stress"))
-  Sys.exit(0)
+  SystemCall.exit(0)
 }
 if options.help {
   print(OptionTable.helpText, terminator: "")
-  Sys.exit(0)
+  SystemCall.exit(0)
 }
 if options.tracePath != nil && options.workerID == nil {
-  Sys.exit(TraceReplay.run(options))
+  SystemCall.exit(TraceReplay.run(options))
 }
 if let target = options.growerTarget, let path = options.path {
-  Sys.exit(GrowerProcess.run(path: path, target: target))
+  SystemCall.exit(GrowerProcess.run(path: path, target: target))
 }
 if options.workerID != nil {
-  Sys.exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
+  SystemCall.exit(options.redisMode ? RedisWorker.run(options) : Worker.run(options))
 }
 do {
-  if options.redisMode { Sys.exit(try RedisCoordinator(options: options).run()) }
+  if options.redisMode { SystemCall.exit(try RedisCoordinator(options: options).run()) }
   let coordinator = try Coordinator(options: options)
-  Sys.exit(coordinator.run())
+  SystemCall.exit(coordinator.run())
 } catch {
   FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-  Sys.exit(1)
+  SystemCall.exit(1)
 }

@@ -9,8 +9,8 @@
  * Why set-scaling.sh runs it: two writers on one file share the lines they write (a
  * partition's lock line, a key's bucket and record), and each such line a set finds in
  * the other CPU's cache costs one transfer. On a VM the host may run the two vCPUs on
- * one L3 (a transfer of some 40 ns on Zen 4) or on two (some 180 ns), and may move
- * them within seconds, so a run's scaling depends on where it ran: this says where.
+ * one L3 (a cheap transfer) or on two (several times dearer), and may move them
+ * within seconds, so a run's scaling depends on where it ran: this says where.
  */
 #define _GNU_SOURCE
 #include <sched.h>

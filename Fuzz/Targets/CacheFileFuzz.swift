@@ -183,11 +183,11 @@ enum CacheFileFuzz {
       switch region & 7 {
       case 0: (start, span) = (0, Format.headerPage)
       case 1: (start, span) = (Format.headerPage, l.headerBytes - Format.headerPage)
-      case 2: (start, span) = (part, Format.Part.dataStart)
+      case 2: (start, span) = (part, Format.PartitionOffset.dataStart)
       case 3:
         // The index's groups as the image has them (the geometry word's low half),
         // within what the partition can hold.
-        let groups = min(max(1, Int(readU32(image, part + Format.Part.geometry))), l.maxGroups)
+        let groups = min(max(1, Int(readU32(image, part + Format.PartitionOffset.geometry))), l.maxGroups)
         (start, span) = (part + l.indexLow(groups: groups), groups * Format.groupBytes)
       case 4: (start, span) = (part + l.smallBase, l.smallBytes)
       case 5: (start, span) = (part + l.mainBase, l.indexLow(groups: 1) - l.mainBase)
@@ -205,9 +205,9 @@ enum CacheFileFuzz {
         // Live, the identity lines (checked once, at open) and the partitions' lock words
         // are left alone: a process that can write the file can always hold a lock
         // forever or change what `verify` cannot repair; the words after them are fair game.
-        if at < Format.H.lockTakeovers { at = Format.H.lockTakeovers + at }
+        if at < Format.HeaderOffset.lockTakeovers { at = Format.HeaderOffset.lockTakeovers + at }
         let p = (at - l.partitionsOffset) / l.partitionBytes
-        let lock = l.partitionsOffset + p * l.partitionBytes + Format.Part.lockWord
+        let lock = l.partitionsOffset + p * l.partitionBytes + Format.PartitionOffset.lockWord
         if p >= 0 && p < l.partitionCount && at < lock + 4 && at + data.count > lock { at = lock + 4 }
       }
       let e = Edit(at: at, data: data, xor: region & 8 != 0)
@@ -243,8 +243,10 @@ enum CacheFileFuzz {
   }
 
   static func fixFingerprint(_ image: inout [UInt8]) {
-    let fp = KeyHash.bytes(image[0..<Format.H.fingerprinted])
-    for i in 0..<8 { image[Format.H.layoutFingerprint + i] = UInt8(truncatingIfNeeded: fp >> (8 * UInt64(i))) }
+    let fp = KeyHash.bytes(image[0..<Format.HeaderOffset.fingerprinted])
+    for i in 0..<8 {
+      image[Format.HeaderOffset.layoutFingerprint + i] = UInt8(truncatingIfNeeded: fp >> (8 * UInt64(i)))
+    }
   }
 
   static func write(_ image: [UInt8], size: Int, to path: String) {

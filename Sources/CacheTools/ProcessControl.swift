@@ -9,7 +9,7 @@ public enum ProcessControl {
   /// The state letter of process `pid` (`/proc/PID/stat`: "R", "S", "T" for stopped,
   /// ...), or nil when it is gone or the file cannot be read.
   public static func state(_ pid: Int32) -> Character? {
-    Sys.processState(pid).map { Character(Unicode.Scalar($0)) }
+    SystemCall.processState(pid).map { Character(Unicode.Scalar($0)) }
   }
 
   /// Stops `pid` (SIGSTOP) at a moment when it does not hold `file`'s write lock. A
@@ -23,16 +23,16 @@ public enum ProcessControl {
   /// nil when none did (it is then left running) or the process is gone.
   public static func stopOutsideWriteLock(_ pid: Int32, of file: CacheFile, attempts: Int = 100) -> Int? {
     for attempt in 0..<attempts {
-      guard (try? Sys.kill(pid, SIGSTOP)) != nil else { return nil }
+      guard (try? SystemCall.kill(pid, SIGSTOP)) != nil else { return nil }
       var s = state(pid)
       for _ in 0..<100 where s != nil && s != "T" {
-        Sys.sleep(microseconds: 1000)
+        SystemCall.sleep(microseconds: 1000)
         s = state(pid)
       }
       guard s != nil else { return nil }
       if s == "T" && file.writeLockHolder?.pid != Int(pid) { return attempt }
-      try? Sys.kill(pid, SIGCONT)
-      Sys.sleep(microseconds: 1000)
+      try? SystemCall.kill(pid, SIGCONT)
+      SystemCall.sleep(microseconds: 1000)
     }
     return nil
   }

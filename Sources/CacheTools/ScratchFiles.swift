@@ -17,11 +17,11 @@ public enum ScratchFiles {
 
   /// A path nobody uses yet: `directory/prefix-PID-RANDOM` + `suffix`.
   public static func path(_ prefix: String, suffix: String = ".mcache") -> String {
-    "\(directory)/\(prefix)-\(Sys.processID())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))\(suffix)"
+    "\(directory)/\(prefix)-\(SystemCall.processID())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))\(suffix)"
   }
 
   /// Creates a private directory (mode 0700) `directory/prefix-PID-XXXXXX`; its path.
   public static func makeDirectory(_ prefix: String) throws(SystemError) -> String {
-    try Sys.makeTemporaryDirectory(prefix: "\(directory)/\(prefix)-\(Sys.processID())-")
+    try SystemCall.makeTemporaryDirectory(prefix: "\(directory)/\(prefix)-\(SystemCall.processID())-")
   }
 }

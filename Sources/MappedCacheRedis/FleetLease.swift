@@ -79,8 +79,8 @@ enum FleetLease {
 
   /// host:pid:random, unique to one attempt.
   static func ownerToken() -> [UInt8] {
-    let host = Sys.hostName() ?? "?"
-    return Array("\(host):\(Sys.processID()):\(String(UInt64.random(in: 1...UInt64.max), radix: 16))".utf8)
+    let host = SystemCall.hostName() ?? "?"
+    return Array("\(host):\(SystemCall.processID()):\(String(UInt64.random(in: 1...UInt64.max), radix: 16))".utf8)
   }
 
   /// `SET lease NX PX ms`: whether this owner now holds the lease.

@@ -44,7 +44,7 @@ extension NearCache {
     let fresh = fenceFresh(word)
     let epoch = NearLayout.currentEpoch(local, word)
     let placeholder = NearLayout.pending(
-      epoch: epoch, word: word, pid: Sys.processID(), token: UInt64.random(in: 1...UInt64.max))
+      epoch: epoch, word: word, pid: SystemCall.processID(), token: UInt64.random(in: 1...UInt64.max))
     // The placeholder outlives its owner's fetch (or compute) with a margin; a dead
     // owner's expires by itself.
     let life = CacheExpiry.seconds(life ?? options.fillTimeout)
@@ -60,7 +60,7 @@ extension NearCache {
           case NearLayout.tagAbsent where fresh:
             return .found(nil)
           case NearLayout.tagPending:
-            if let pid = NearLayout.pendingPID(bytes), Sys.isProcessAlive(pid), Clock.nanoseconds() < deadline {
+            if let pid = NearLayout.pendingPID(bytes), SystemCall.isProcessAlive(pid), Clock.nanoseconds() < deadline {
               return .wait
             }
           default: break

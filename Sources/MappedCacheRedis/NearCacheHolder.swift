@@ -77,13 +77,13 @@ final class NearCacheHolder: @unchecked Sendable {
 
   private func run() {
     defer { done.signal() }
-    guard let fd = try? Sys.open(lockPath, flags: O_RDWR | O_CREAT, mode: 0o600) else { return }
-    defer { Sys.close(fd) }
+    guard let fd = try? SystemCall.open(lockPath, flags: O_RDWR | O_CREAT, mode: 0o600) else { return }
+    defer { SystemCall.close(fd) }
     let pollNs = UInt64(max(0.001, options.electionInterval) * 1e9)
     while !stopped.load(ordering: .acquiring) {
-      if (try? Sys.tryFlock(fd, LOCK_EX)) == true {
+      if (try? SystemCall.tryFlock(fd, LOCK_EX)) == true {
         hold()
-        try? Sys.flock(fd, LOCK_UN)
+        try? SystemCall.flock(fd, LOCK_UN)
       } else {
         Clock.sleep(nanoseconds: pollNs)
       }
@@ -92,7 +92,7 @@ final class NearCacheHolder: @unchecked Sendable {
 
   /// Holds the role until stopped: sessions with backoff between them.
   private func hold() {
-    let pid = UInt64(Sys.processID())
+    let pid = UInt64(SystemCall.processID())
     try? local.storeTierWord(NearLayout.holder, pid)
     NearLayout.add(local, NearLayout.holders, 1)
     holding.store(true, ordering: .releasing)
@@ -152,7 +152,7 @@ final class NearCacheHolder: @unchecked Sendable {
     var pushes: [RESPValue] = []
     var ro = redisOptions
     ro.useRESP3 = true
-    ro.clientName = ro.clientName ?? "mc-near-holder-\(Sys.processID())"
+    ro.clientName = ro.clientName ?? "mc-near-holder-\(SystemCall.processID())"
     let c = try RedisConnection.open(endpoint, ro, pushHandler: { pushes.append($0) })
     defer { c.close() }
     guard c.resp3 else {

@@ -111,34 +111,35 @@ extension NearCacheStatistics {
   /// The figures of a near-cache file, from its tier words (`isHolder` and `fetchMaxNs`
   /// are the caller's: this process's).
   init(_ local: SharedCache<[UInt8]>, maxStalenessMs: UInt64, isHolder: Bool, fetchMaxNs: UInt64) {
-    typealias L = NearLayout
     func w(_ i: Int) -> UInt64 { (try? local.tierWord(i)) ?? 0 }
-    let pid = Int32(truncatingIfNeeded: w(L.holder))
+    let pid = Int32(truncatingIfNeeded: w(NearLayout.holder))
     let now = Clock.milliseconds()
-    let (n, s, h) = (w(L.fetches), w(L.sessions), w(L.holders))
+    let (n, s, h) = (w(NearLayout.fetches), w(NearLayout.sessions), w(NearLayout.holders))
     self.init(
-      holderPID: pid == 0 ? nil : pid, holderAlive: Sys.isProcessAlive(pid), isHolder: isHolder,
+      holderPID: pid == 0 ? nil : pid, holderAlive: SystemCall.isProcessAlive(pid), isHolder: isHolder,
       heartbeatAgeMilliseconds: [], fenceFresh: NearFence.isFresh(local, maxStalenessMs),
-      epoch: w(L.epoch) >> 32, invalidationsReceived: w(L.received), invalidationsApplied: w(L.applied),
-      flushes: w(L.flushes), reconnects: s &- min(s, h), holderChanges: h,
-      staleServes: w(L.staleServes), fenceMisses: w(L.fenceMisses), epochMisses: w(L.epochMisses),
+      epoch: w(NearLayout.epoch) >> 32, invalidationsReceived: w(NearLayout.received),
+      invalidationsApplied: w(NearLayout.applied),
+      flushes: w(NearLayout.flushes), reconnects: s &- min(s, h), holderChanges: h,
+      staleServes: w(NearLayout.staleServes), fenceMisses: w(NearLayout.fenceMisses),
+      epochMisses: w(NearLayout.epochMisses),
       remoteFetches: n,
-      remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(L.fetchNanoseconds)) / Double(n) / 1000,
+      remoteFetchMeanMicroseconds: n == 0 ? 0 : Double(w(NearLayout.fetchNanoseconds)) / Double(n) / 1000,
       remoteFetchMaxMicroseconds: Double(fetchMaxNs) / 1000, local: local.statistics)
     // In front of a cluster: one age per primary (its last confirmed heartbeat).
-    let nodes = L.nodeFenceList(local)
-    let f = w(L.fence)
+    let nodes = NearLayout.nodeFenceList(local)
+    let f = w(NearLayout.fence)
     heartbeatAgeMilliseconds =
       nodes.isEmpty ? [f == 0 ? nil : now &- min(now, f)] : nodes.map { $0.ms == 0 ? nil : now &- min(now, $0.ms) }
     heartbeatNodes = nodes.map { "port \($0.port)" }
-    movedRedirects = w(L.Cluster.moved)
-    askRedirects = w(L.Cluster.ask)
-    slotMapRefreshes = w(L.Cluster.slotMapRefreshes)
-    slotBucketsDropped = w(L.Cluster.bucketsDropped)
-    leaseWins = w(L.Cluster.leaseWins)
-    leaseWaits = w(L.Cluster.leaseWaits)
-    leaseTakeovers = w(L.Cluster.leaseTakeovers)
-    leasesLost = w(L.Cluster.leaseLost)
-    leaseStaleServes = w(L.Cluster.leaseStaleServes)
+    movedRedirects = w(NearLayout.Cluster.moved)
+    askRedirects = w(NearLayout.Cluster.ask)
+    slotMapRefreshes = w(NearLayout.Cluster.slotMapRefreshes)
+    slotBucketsDropped = w(NearLayout.Cluster.bucketsDropped)
+    leaseWins = w(NearLayout.Cluster.leaseWins)
+    leaseWaits = w(NearLayout.Cluster.leaseWaits)
+    leaseTakeovers = w(NearLayout.Cluster.leaseTakeovers)
+    leasesLost = w(NearLayout.Cluster.leaseLost)
+    leaseStaleServes = w(NearLayout.Cluster.leaseStaleServes)
   }
 }

@@ -36,7 +36,7 @@ final class RedisConnection {
   deinit { close() }
 
   func close() {
-    if fd >= 0 { Sys.close(fd) }
+    if fd >= 0 { SystemCall.close(fd) }
     fd = -1
   }
 
@@ -100,7 +100,7 @@ final class RedisConnection {
       return try connect(to: address, family: AF_UNIX, name: name, deadline: deadline)
     case .tcp(let host, let port):
       let addresses: [ResolvedAddress]
-      switch Sys.resolve(host, port: port) {
+      switch SystemCall.resolve(host, port: port) {
       case .success(let a): addresses = a
       case .failure(let e):
         throw CacheError.remoteUnavailable(endpoint: name, reason: "cannot resolve \(host): \(e.message)")
@@ -124,16 +124,16 @@ final class RedisConnection {
     deadline: UInt64
   ) throws -> Int32 {
     let fd: Int32
-    do { fd = try Sys.socket(family: family, protocol: `protocol`, nonBlocking: true) } catch {
+    do { fd = try SystemCall.socket(family: family, protocol: `protocol`, nonBlocking: true) } catch {
       throw unavailable(name, error)
     }
     do {
-      if noDelay { try? Sys.setOption(fd, level: Int32(IPPROTO_TCP), TCP_NODELAY, 1) }
-      if try !Sys.connect(fd, to: address) { try waitForConnect(fd, name, deadline) }
-      try Sys.setBlocking(fd, true)
+      if noDelay { try? SystemCall.setOption(fd, level: Int32(IPPROTO_TCP), TCP_NODELAY, 1) }
+      if try !SystemCall.connect(fd, to: address) { try waitForConnect(fd, name, deadline) }
+      try SystemCall.setBlocking(fd, true)
       return fd
     } catch {
-      Sys.close(fd)
+      SystemCall.close(fd)
       if let e = error as? SystemError { throw unavailable(name, e) }
       throw error
     }
@@ -145,9 +145,9 @@ final class RedisConnection {
       let now = Clock.nanoseconds()
       guard now < deadline else { throw CacheError.remoteUnavailable(endpoint: name, reason: "connect timed out") }
       let ms = Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1))
-      if try Sys.poll(fd, events: Int32(POLLOUT), milliseconds: ms) != 0 { break }
+      if try SystemCall.poll(fd, events: Int32(POLLOUT), milliseconds: ms) != 0 { break }
     }
-    let e = try Sys.socketError(fd)
+    let e = try SystemCall.socketError(fd)
     guard e == 0 else { throw SystemError(errno: e, operation: "connect") }
   }
 
@@ -157,7 +157,7 @@ final class RedisConnection {
   }
 
   private func setTimeouts(_ seconds: Double) throws {
-    do { try Sys.setTimeouts(fd, seconds: seconds) } catch {
+    do { try SystemCall.setTimeouts(fd, seconds: seconds) } catch {
       close()
       throw Self.unavailable(name, error)
     }
@@ -182,7 +182,7 @@ final class RedisConnection {
   /// Sends bytes already encoded (commands whose replies `readReply` will read).
   func send(_ bytes: [UInt8]) throws {
     guard isOpen else { throw CacheError.remoteUnavailable(endpoint: name, reason: "connection closed") }
-    do { try Sys.sendAll(fd, bytes) } catch {
+    do { try SystemCall.sendAll(fd, bytes) } catch {
       close()
       throw error.code == .resourceTemporarilyUnavailable
         ? CacheError.remoteUnavailable(endpoint: name, reason: "send timed out")
@@ -231,7 +231,7 @@ final class RedisConnection {
     if delivered > 0 { return delivered }
     let ready: Int16
     do {
-      ready = try Sys.poll(
+      ready = try SystemCall.poll(
         fd, events: Int32(POLLIN), milliseconds: Int32(max(0, min(Double(Int32.max), timeout * 1000))))
     } catch {
       close()
@@ -254,7 +254,7 @@ final class RedisConnection {
   /// One `recv` into the parser (blocking up to SO_RCVTIMEO).
   private func fill() throws {
     let n: Int
-    do { n = try Sys.receive(fd, into: &readBuffer) } catch {
+    do { n = try SystemCall.receive(fd, into: &readBuffer) } catch {
       close()
       throw error.code == .wouldBlock
         ? CacheError.remoteUnavailable(endpoint: name, reason: "no reply within the command timeout")

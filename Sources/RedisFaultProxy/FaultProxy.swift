@@ -22,13 +22,13 @@ public final class FaultProxy: @unchecked Sendable {
 
   public init(to target: UInt16) throws {
     self.target = target
-    let fd = try Sys.socket(family: AF_INET)
+    let fd = try SystemCall.socket(family: AF_INET)
     do {
-      try Sys.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
-      port = try Sys.bind(fd, to: .loopback(port: 0)).port
-      try Sys.listen(fd, backlog: 64)
+      try SystemCall.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
+      port = try SystemCall.bind(fd, to: .loopback(port: 0)).port
+      try SystemCall.listen(fd, backlog: 64)
     } catch {
-      Sys.close(fd)
+      SystemCall.close(fd)
       throw error
     }
     listener = fd
@@ -64,24 +64,24 @@ public final class FaultProxy: @unchecked Sendable {
 
   /// Closes with RST (SO_LINGER 0) after waking any thread blocked on it.
   static func abort(_ fd: Int32) {
-    Sys.setResetOnClose(fd)
-    Sys.shutdown(fd, writesOnly: false)
+    SystemCall.setResetOnClose(fd)
+    SystemCall.shutdown(fd, writesOnly: false)
   }
 
   private func acceptLoop() {
-    defer { Sys.close(listener) }
+    defer { SystemCall.close(listener) }
     while !state.withLock({ $0.stopped }) {
-      guard (try? Sys.poll(listener, events: Int32(POLLIN), milliseconds: 20)) ?? 0 != 0,
-        let client = try? Sys.accept(listener)
+      guard (try? SystemCall.poll(listener, events: Int32(POLLIN), milliseconds: 20)) ?? 0 != 0,
+        let client = try? SystemCall.accept(listener)
       else { continue }
       if state.withLock({ $0.mode }) == .reset {
         Self.abort(client)
-        Sys.close(client)
+        SystemCall.close(client)
         continue
       }
       guard let upstream = Self.connectUpstream(target) else {
         Self.abort(client)
-        Sys.close(client)
+        SystemCall.close(client)
         continue
       }
       state.withLock { $0.sockets.formUnion([client, upstream]) }
@@ -93,9 +93,9 @@ public final class FaultProxy: @unchecked Sendable {
 
   /// A blocking connection to the server on 127.0.0.1:`port`; nil when it refuses.
   private static func connectUpstream(_ port: UInt16) -> Int32? {
-    guard let fd = try? Sys.socket(family: AF_INET) else { return nil }
-    guard (try? Sys.connect(fd, to: .loopback(port: port))) == true else {
-      Sys.close(fd)
+    guard let fd = try? SystemCall.socket(family: AF_INET) else { return nil }
+    guard (try? SystemCall.connect(fd, to: .loopback(port: port))) == true else {
+      SystemCall.close(fd)
       return nil
     }
     return fd
@@ -121,8 +121,8 @@ public final class FaultProxy: @unchecked Sendable {
         }
         pair.finished += 1
         if pair.finished == 2 {
-          Sys.close(a)
-          Sys.close(b)
+          SystemCall.close(a)
+          SystemCall.close(b)
         }
       }
     }
@@ -133,13 +133,13 @@ public final class FaultProxy: @unchecked Sendable {
         guard sendAll(b, held) else { return }
         held.removeAll()
       }
-      guard (try? Sys.poll(a, events: Int32(POLLIN), milliseconds: 10)) ?? 0 != 0 else { continue }
-      guard let n = try? Sys.receive(a, into: &buf), n > 0 else { return }
+      guard (try? SystemCall.poll(a, events: Int32(POLLIN), milliseconds: 10)) ?? 0 != 0 else { continue }
+      guard let n = try? SystemCall.receive(a, into: &buf), n > 0 else { return }
       // The mode as of now, not as of before the wait: a fault starts at once.
       switch state.withLock({ $0.mode }) {
       case .pass: guard sendAll(b, Array(buf[0..<n])) else { return }
       case .delay(let ms):
-        Sys.sleep(microseconds: UInt32(ms * 1000))
+        SystemCall.sleep(microseconds: UInt32(ms * 1000))
         guard sendAll(b, Array(buf[0..<n])) else { return }
       case .blackHole: held += buf[0..<n]
       case .reset: return
@@ -147,5 +147,5 @@ public final class FaultProxy: @unchecked Sendable {
     }
   }
 
-  private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool { (try? Sys.sendAll(fd, bytes)) != nil }
+  private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool { (try? SystemCall.sendAll(fd, bytes)) != nil }
 }

@@ -65,7 +65,7 @@ public final class RedisClusterProcesses: @unchecked Sendable {
       guard Clock.seconds() < deadline else {
         throw RedisServerError("the cluster was not healthy within \(Int(timeout)) s")
       }
-      Sys.sleep(microseconds: 20_000)
+      SystemCall.sleep(microseconds: 20_000)
     }
   }
 
@@ -119,7 +119,7 @@ public final class RedisClusterProcesses: @unchecked Sendable {
       guard Clock.seconds() < deadline else {
         throw RedisServerError("replica :\(replicaPort) was not promoted within 15 s")
       }
-      Sys.sleep(microseconds: 10_000)
+      SystemCall.sleep(microseconds: 10_000)
     }
     try victim.start()
     try waitUntilHealthy(timeout: 30, replicasPerPrimary: 1)

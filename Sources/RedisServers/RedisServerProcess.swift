@@ -56,7 +56,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     dir: String? = nil, port: UInt16? = nil, unixSocket: Bool = false, clusterNode: Bool = false,
     arguments: [String] = []
   ) throws {
-    let d = dir ?? NSTemporaryDirectory() + "mc-redis-\(Sys.processID())-\(UUID().uuidString.prefix(8))"
+    let d = dir ?? NSTemporaryDirectory() + "mc-redis-\(SystemCall.processID())-\(UUID().uuidString.prefix(8))"
     if dir == nil { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
     self.dir = d
     ownsDirectory = dir == nil
@@ -99,7 +99,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         process = nil
         throw RedisServerError("redis-server could not listen on port \(port)", portTaken: true)
       }
-      Sys.sleep(microseconds: 10_000)
+      SystemCall.sleep(microseconds: 10_000)
     }
     kill()
     throw RedisServerError("redis-server on port \(port) did not answer within 10 s")
@@ -118,10 +118,10 @@ public final class RedisServerProcess: @unchecked Sendable {
   /// SIGKILLs the server (no shutdown: its clients see a reset) and waits for it.
   public func kill() {
     guard let p = process else { return }
-    try? Sys.kill(p.processIdentifier, SIGKILL)
+    try? SystemCall.kill(p.processIdentifier, SIGKILL)
     p.waitUntilExit()
     process = nil
-    if let socketPath { try? Sys.unlink(socketPath) }
+    if let socketPath { try? SystemCall.unlink(socketPath) }
   }
 
   /// SIGKILLs the server and starts it again, empty, on the same port.
@@ -156,15 +156,15 @@ public final class RedisServerProcess: @unchecked Sendable {
   }
 
   private static func probePort() throws -> UInt16 {
-    let fd = try Sys.socket(family: AF_INET)
-    defer { Sys.close(fd) }
-    return try Sys.bind(fd, to: .loopback(port: 0)).port
+    let fd = try SystemCall.socket(family: AF_INET)
+    defer { SystemCall.close(fd) }
+    return try SystemCall.bind(fd, to: .loopback(port: 0)).port
   }
 
   private static func installed(_ name: String) -> String? {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
     return (path.split(separator: ":") + ["/usr/bin", "/usr/sbin"]).map { "\($0)/\(name)" }.first {
-      Sys.isAccessible($0, X_OK)
+      SystemCall.isAccessible($0, X_OK)
     }
   }
 }

@@ -8,7 +8,7 @@ import Glibc
 package enum Clock {
   /// Nanoseconds.
   @inlinable @inline(__always)
-  package static func nanoseconds() -> UInt64 { Sys.monotonicNanoseconds() }
+  package static func nanoseconds() -> UInt64 { SystemCall.monotonicNanoseconds() }
 
   /// Milliseconds.
   package static func milliseconds() -> UInt64 { nanoseconds() / 1_000_000 }
@@ -20,13 +20,13 @@ package enum Clock {
   /// from the vDSO without reading the clock (a few ns); behind the precise clock by at
   /// most one tick, 1-10 ms.
   @inlinable @inline(__always)
-  package static func coarseMilliseconds() -> UInt64 { Sys.monotonicCoarseMilliseconds() }
+  package static func coarseMilliseconds() -> UInt64 { SystemCall.monotonicCoarseMilliseconds() }
 
   /// Sleeps for `nanoseconds` (the whole time, whatever signals come).
-  package static func sleep(nanoseconds ns: UInt64) { Sys.sleep(nanoseconds: ns) }
+  package static func sleep(nanoseconds ns: UInt64) { SystemCall.sleep(nanoseconds: ns) }
 }
 
-extension Sys {
+extension SystemCall {
   /// `CLOCK_MONOTONIC_COARSE` in milliseconds (see `Clock.coarseMilliseconds`). The
   /// corresponding C function is `clock_gettime`.
   @inlinable @inline(__always)

@@ -1,6 +1,6 @@
 import Glibc
 
-extension Sys {
+extension SystemCall {
   /// Reads into `buffer`; returns how many bytes came, 0 at the end. `EAGAIN` (a
   /// non-blocking descriptor with nothing to read) is thrown for the caller to tell
   /// apart. The corresponding C function is `read`.

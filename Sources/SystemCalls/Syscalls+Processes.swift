@@ -1,6 +1,6 @@
 import Glibc
 
-extension Sys {
+extension SystemCall {
   /// The parent's process id (1, or a subreaper's, once the parent died). The
   /// corresponding C function is `getppid`.
   package static func parentProcessID() -> Int32 { getppid() }
@@ -100,7 +100,7 @@ extension Sys {
   package static func exitFromSignalHandler(_ status: Int32) -> Never { _exit(status) }
 }
 
-extension Sys {
+extension SystemCall {
   /// The name of group `gid`, or nil when it has none. The corresponding C function is
   /// `getgrgid_r`.
   package static func groupName(of gid: gid_t) -> String? {

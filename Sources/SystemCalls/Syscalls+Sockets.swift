@@ -87,7 +87,7 @@ package struct ResolvedAddress: Sendable {
   package var address: SocketAddress
 }
 
-extension Sys {
+extension SystemCall {
   /// A socket, close-on-exec, non-blocking when asked. The corresponding C function is `socket`.
   package static func socket(
     family: Int32, type: Int32 = Int32(SOCK_STREAM.rawValue), protocol: Int32 = 0, nonBlocking: Bool = false

@@ -38,7 +38,7 @@ private func cFlock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 
 /// The system calls of the package, one wrapper each (see the top of this file).
 @usableFromInline
-package enum Sys {
+package enum SystemCall {
   /// The corresponding C function is `open` (always with `O_CLOEXEC | O_NOFOLLOW`).
   package static func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
     let fd = retrying { Glibc.open(path, flags | O_CLOEXEC | O_NOFOLLOW, mode) }

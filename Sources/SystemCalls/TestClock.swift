@@ -4,7 +4,7 @@
 package enum TestClock {
   /// The offset added to every wall-clock reading, in milliseconds (0 = the real clock).
   package static var offsetMilliseconds: Int64 {
-    get { Sys.clockOffsetMilliseconds }
-    set { Sys.clockOffsetMilliseconds = newValue }
+    get { SystemCall.clockOffsetMilliseconds }
+    set { SystemCall.clockOffsetMilliseconds = newValue }
   }
 }

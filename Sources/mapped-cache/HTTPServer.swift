@@ -126,17 +126,17 @@ final class HTTPServer {
   /// Binds and listens on `address`; `routes` answers GET and HEAD requests (nil: 404).
   init(address: ListenAddress, routes: @escaping (Request) -> Response?) throws(CLIFailure) {
     let fd: Int32
-    do { fd = try Sys.socket(family: address.isIPv6 ? AF_INET6 : AF_INET, nonBlocking: true) } catch {
+    do { fd = try SystemCall.socket(family: address.isIPv6 ? AF_INET6 : AF_INET, nonBlocking: true) } catch {
       throw .failed("cannot make a socket: \(error.code.message)")
     }
-    try? Sys.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
+    try? SystemCall.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
     var bound = address
     do {
       // A port-0 request learns the port it got from the address bound.
-      bound.port = try Sys.bind(fd, to: address.socketAddress ?? SocketAddress.loopback(port: address.port)).port
-      try Sys.listen(fd, backlog: 128)
+      bound.port = try SystemCall.bind(fd, to: address.socketAddress ?? SocketAddress.loopback(port: address.port)).port
+      try SystemCall.listen(fd, backlog: 128)
     } catch {
-      Sys.close(fd)
+      SystemCall.close(fd)
       throw .failed("cannot listen on \(address): \(error.code.message)")
     }
     listener = fd
@@ -145,8 +145,8 @@ final class HTTPServer {
   }
 
   deinit {
-    for c in connections { Sys.close(c.fd) }
-    Sys.close(listener)
+    for c in connections { SystemCall.close(c.fd) }
+    SystemCall.close(listener)
   }
 
   /// Serves until `stop()` returns true; it is checked at least every 200 ms and right
@@ -161,12 +161,14 @@ final class HTTPServer {
       let soonest = connections.map(\.deadline).min() ?? now + 0.2
       let timeout = Int32(max(0, min(0.2, soonest - now)) * 1000) + 1
       // A signal makes `poll` return with nothing ready: `stop()` is checked next.
-      do { _ = try Sys.poll(&fds, milliseconds: timeout) } catch { throw .failed("poll failed: \(error.code.message)") }
+      do { _ = try SystemCall.poll(&fds, milliseconds: timeout) } catch {
+        throw .failed("poll failed: \(error.code.message)")
+      }
       now = Clock.seconds()
       // Connections first (their indexes match `fds` until the list changes), then new ones.
       for i in connections.indices.reversed() where fds[i + 1].revents != 0 || connections[i].deadline <= now {
         if !service(&connections[i], events: fds[i + 1].revents, now: now) {
-          Sys.close(connections[i].fd)
+          SystemCall.close(connections[i].fd)
           connections.remove(at: i)
         }
       }
@@ -179,15 +181,15 @@ final class HTTPServer {
       let fd: Int32
       do {
         // nil: no more waiting.
-        guard let accepted = try Sys.accept(listener) else { return }
+        guard let accepted = try SystemCall.accept(listener) else { return }
         fd = accepted
       } catch {
         // Out of descriptors: wait for some to close.
         if error.code == .tooManyOpenFiles || error.code == .tooManyOpenFilesInSystem { acceptPausedUntil = now + 0.1 }
         return
       }
-      do { try Sys.setBlocking(fd, false) } catch {
-        Sys.close(fd)
+      do { try SystemCall.setBlocking(fd, false) } catch {
+        SystemCall.close(fd)
         continue
       }
       if connections.count >= Self.maxConnections {
@@ -195,10 +197,10 @@ final class HTTPServer {
         if let oldest = connections.indices.filter({ connections[$0].phase == .reading })
           .min(by: { connections[$0].opened < connections[$1].opened })
         {
-          Sys.close(connections[oldest].fd)
+          SystemCall.close(connections[oldest].fd)
           connections.remove(at: oldest)
         } else {
-          Sys.close(fd)
+          SystemCall.close(fd)
           continue
         }
       }
@@ -213,7 +215,7 @@ final class HTTPServer {
       if c.deadline > now {
         var chunk = [UInt8](repeating: 0, count: 4096)
         let n: Int
-        do { n = try Sys.receive(c.fd, into: &chunk) } catch { return error.code == .wouldBlock }
+        do { n = try SystemCall.receive(c.fd, into: &chunk) } catch { return error.code == .wouldBlock }
         if n == 0 {
           // The client half-closed (or closed) before a whole head arrived.
           if c.input.isEmpty { return false }
@@ -241,9 +243,9 @@ final class HTTPServer {
       // little it reads at a time.
       if c.deadline <= now { return false }
       if events & Int16(POLLERR | POLLHUP) != 0 && events & Int16(POLLOUT) == 0 { return false }
-      do { c.sent += try Sys.send(c.fd, c.output, from: c.sent) } catch { return error.code == .wouldBlock }
+      do { c.sent += try SystemCall.send(c.fd, c.output, from: c.sent) } catch { return error.code == .wouldBlock }
       if c.sent == c.output.count {
-        Sys.shutdown(c.fd, writesOnly: true)
+        SystemCall.shutdown(c.fd, writesOnly: true)
         c.phase = .draining
         c.output = []
         c.input = []
@@ -253,7 +255,7 @@ final class HTTPServer {
     case .draining:
       if c.deadline <= now { return false }
       var chunk = [UInt8](repeating: 0, count: 4096)
-      do { return try Sys.receive(c.fd, into: &chunk) > 0 } catch { return error.code == .wouldBlock }
+      do { return try SystemCall.receive(c.fd, into: &chunk) > 0 } catch { return error.code == .wouldBlock }
     }
   }
 

@@ -17,7 +17,7 @@ enum Opening {
 
   private static func open(_ inv: Invocation, readOnly: Bool) throws(CLIFailure) -> CacheFile {
     let path = inv.argument("PATH")!
-    if let st = Sys.statIfPresent(path) {
+    if let st = SystemCall.statIfPresent(path) {
       if (st.st_mode & S_IFMT) == S_IFDIR { throw .invalidCache("\(path) is a directory, not a MappedCache file") }
     } else if Errno.current == .noSuchFile {
       throw .failed("\(path): no such file; make one with '\(Usage.tool) create \(path)'")
@@ -56,7 +56,7 @@ enum Opening {
     _ inv: Invocation, creating options: CacheOptions, typeName: String
   ) throws(CLIFailure) -> CacheFile {
     let path = inv.argument("PATH")!
-    let existing = Sys.lstatIfPresent(path)
+    let existing = SystemCall.lstatIfPresent(path)
     if let st = existing, (st.st_mode & S_IFMT) == S_IFDIR {
       throw .invalidCache("\(path) is a directory, not a MappedCache file")
     }

@@ -2,7 +2,7 @@ import Glibc
 import SystemCalls
 
 /// Buffered writes to standard output and unbuffered ones to standard error, with
-/// `write(2)` directly (`Sys.writeAll`): no stdio buffering to lose on exit, and a closed pipe (SIGPIPE
+/// `write(2)` directly (`SystemCall.writeAll`): no stdio buffering to lose on exit, and a closed pipe (SIGPIPE
 /// is ignored, see main.swift) becomes a clean exit 3 instead of a death by signal.
 enum Output {
   nonisolated(unsafe) private static var buffer: [UInt8] = []
@@ -24,7 +24,7 @@ enum Output {
   /// and exits 3 (the reader is gone: there is no one left to tell but stderr).
   static func flush() {
     guard !buffer.isEmpty else { return }
-    let failure = buffer.withUnsafeBytes { b in Result { () throws(SystemError) in try Sys.writeAll(1, b) } }
+    let failure = buffer.withUnsafeBytes { b in Result { () throws(SystemError) in try SystemCall.writeAll(1, b) } }
     buffer.removeAll(keepingCapacity: true)
     if case .failure(let e) = failure {
       let why =
@@ -32,12 +32,12 @@ enum Output {
         ? "standard output was closed before all output was written"
         : "cannot write to standard output: \(e.code.message)"
       err("error: \(why)")
-      Sys.exit(ExitCode.failure)
+      SystemCall.exit(ExitCode.failure)
     }
   }
 
   static func err(_ s: String) {
     let line = s.hasSuffix("\n") ? s : s + "\n"
-    _ = Array(line.utf8).withUnsafeBytes { b in Result { () throws(SystemError) in try Sys.writeAll(2, b) } }
+    _ = Array(line.utf8).withUnsafeBytes { b in Result { () throws(SystemError) in try SystemCall.writeAll(2, b) } }
   }
 }

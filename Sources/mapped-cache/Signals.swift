@@ -10,16 +10,17 @@ enum Signals {
   static let interrupted = Atomic<Bool>(false)
 
   static func installBusErrorHandler() {
-    Sys.handleSignals([SIGBUS]) { _ in
+    SystemCall.handleSignals([SIGBUS]) { _ in
       // Only async-signal-safe calls: write(2) of a static string, then _exit(2).
-      Sys.writeFromSignalHandler(2, "error: the cache file was truncated by another process while mapped (bus error)\n")
-      Sys.exitFromSignalHandler(ExitCode.failure)
+      SystemCall.writeFromSignalHandler(
+        2, "error: the cache file was truncated by another process while mapped (bus error)\n")
+      SystemCall.exitFromSignalHandler(ExitCode.failure)
     }
   }
 
   static func installInterruptHandler() {
     _ = interrupted.load(ordering: .relaxed)  // initialise the global before any signal
-    Sys.handleSignals([SIGINT, SIGTERM]) { _ in Signals.interrupted.store(true, ordering: .relaxed) }
+    SystemCall.handleSignals([SIGINT, SIGTERM]) { _ in Signals.interrupted.store(true, ordering: .relaxed) }
   }
 
   /// Sleeps up to `seconds`, waking early when interrupted. Returns false if interrupted.
@@ -28,7 +29,7 @@ enum Signals {
     while left > 0 {
       if interrupted.load(ordering: .relaxed) { return false }
       let step = min(left, 0.05)
-      Sys.sleep(microseconds: UInt32(step * 1_000_000))
+      SystemCall.sleep(microseconds: UInt32(step * 1_000_000))
       left -= step
     }
     return !interrupted.load(ordering: .relaxed)

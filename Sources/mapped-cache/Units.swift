@@ -52,9 +52,9 @@ enum Units {
     return "\(count(whole)).\(max(0, min(9, tenth)))/s"
   }
 
-  /// "2026-11-30T09:11:08Z" (UTC, second precision).
+  /// ISO 8601 in UTC to the second, `YYYY-MM-DDThh:mm:ssZ`.
   static func date(_ d: Date) -> String {
-    guard let tm = Sys.utcTime(Int(d.timeIntervalSince1970.rounded(.down))) else { return "-" }
+    guard let tm = SystemCall.utcTime(Int(d.timeIntervalSince1970.rounded(.down))) else { return "-" }
     func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
     return
       "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"

@@ -5,9 +5,9 @@ import SystemCalls
 // `CommandTable` for the commands, `Commands/` for each command.
 
 // A closed pipe must end the tool with a message and exit 3, never by SIGPIPE.
-Sys.ignoreSignal(SIGPIPE)
+SystemCall.ignoreSignal(SIGPIPE)
 Signals.installBusErrorHandler()
 
 let status = Tool.run(Array(CommandLine.arguments.dropFirst()))
 Output.flush()
-Sys.exit(status)
+SystemCall.exit(status)

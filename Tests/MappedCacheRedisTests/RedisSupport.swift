@@ -18,10 +18,10 @@ final class FakeServer: @unchecked Sendable {
 
   init(respond: @escaping @Sendable (RESPValue) -> [UInt8]?) throws {
     self.respond = respond
-    let fd = try Sys.socket(family: AF_INET)
-    try Sys.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
-    port = try Sys.bind(fd, to: .loopback(port: 0)).port
-    try Sys.listen(fd, backlog: 16)
+    let fd = try SystemCall.socket(family: AF_INET)
+    try SystemCall.setOption(fd, level: SOL_SOCKET, SO_REUSEADDR, 1)
+    port = try SystemCall.bind(fd, to: .loopback(port: 0)).port
+    try SystemCall.listen(fd, backlog: 16)
     listener = fd
     Thread.detachNewThread { [self] in serve() }
   }
@@ -30,26 +30,26 @@ final class FakeServer: @unchecked Sendable {
 
   private func serve() {
     while !stopped.withLock({ $0 }) {
-      guard (try? Sys.poll(listener, events: Int32(POLLIN), milliseconds: 50)) ?? 0 != 0,
-        let c = try? Sys.accept(listener)
+      guard (try? SystemCall.poll(listener, events: Int32(POLLIN), milliseconds: 50)) ?? 0 != 0,
+        let c = try? SystemCall.accept(listener)
       else { continue }
       Thread.detachNewThread { [self] in handle(c) }
     }
-    Sys.close(listener)
+    SystemCall.close(listener)
   }
 
   private func handle(_ c: Int32) {
-    defer { Sys.close(c) }
+    defer { SystemCall.close(c) }
     var parser = RESPParser()
     var buf = [UInt8](repeating: 0, count: 4096)
     while !stopped.withLock({ $0 }) {
-      guard (try? Sys.poll(c, events: Int32(POLLIN), milliseconds: 50)) ?? 0 != 0 else { continue }
-      guard let n = try? Sys.receive(c, into: &buf), n > 0 else { return }
+      guard (try? SystemCall.poll(c, events: Int32(POLLIN), milliseconds: 50)) ?? 0 != 0 else { continue }
+      guard let n = try? SystemCall.receive(c, into: &buf), n > 0 else { return }
       parser.append(buf[0..<n])
       while let cmd = try? parser.next() {
         guard let out = respond(cmd) else { continue }
         if out.isEmpty { return }  // an empty answer: close the connection
-        _ = try? Sys.sendAll(c, out)
+        _ = try? SystemCall.sendAll(c, out)
       }
     }
   }

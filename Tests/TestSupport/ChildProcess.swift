@@ -70,7 +70,7 @@ public final class ChildProcess: @unchecked Sendable {
     let outReader = try Self.connect(stdout) { process.standardOutput = $0 }
     let errReader = try Self.connect(stderr) { process.standardError = $0 }
     // A child that stops reading its stdin must not kill this process by SIGPIPE.
-    Sys.ignoreSignal(SIGPIPE)
+    SystemCall.ignoreSignal(SIGPIPE)
     try process.run()
     if let stdin { feed(input.fileHandleForWriting, stdin) }
     if let outReader { drain(outReader, isOut: true) }
@@ -144,7 +144,7 @@ public final class ChildProcess: @unchecked Sendable {
 
   /// Sends it `signal`, unless it has already exited (its id may be another's by then).
   public func kill(_ signal: Int32 = SIGKILL) {
-    if isRunning { try? Sys.kill(pid, signal) }
+    if isRunning { try? SystemCall.kill(pid, signal) }
   }
 
   /// Waits (polling, up to `timeout` seconds) until the child has printed `line` as a
@@ -161,7 +161,7 @@ public final class ChildProcess: @unchecked Sendable {
     while Clock.seconds() < deadline {
       if done(stdout) { return true }
       if !isRunning { return done(stdout) }
-      Sys.sleep(microseconds: 2_000)
+      SystemCall.sleep(microseconds: 2_000)
     }
     return false
   }
@@ -172,7 +172,7 @@ public final class ChildProcess: @unchecked Sendable {
     let deadline = Clock.seconds() + timeout
     while Clock.seconds() < deadline && isRunning {
       if isStopped { return true }
-      Sys.sleep(microseconds: 2_000)
+      SystemCall.sleep(microseconds: 2_000)
     }
     return isStopped
   }
@@ -200,7 +200,7 @@ public final class ChildProcess: @unchecked Sendable {
   @discardableResult
   public func finish(timeout: TimeInterval = 120) -> Result {
     let deadline = Clock.seconds() + timeout
-    while isRunning && Clock.seconds() < deadline { Sys.sleep(microseconds: 2_000) }
+    while isRunning && Clock.seconds() < deadline { SystemCall.sleep(microseconds: 2_000) }
     if isRunning {
       lock.withLock { killedForTime = true }
       kill()

@@ -12,8 +12,8 @@ public enum TestFiles {
 
   /// Removes a test's file (and a near cache's holder lock file beside it).
   public static func cleanup(_ path: String) {
-    try? Sys.unlink(path)
-    try? Sys.unlink(path + ".holder")
+    try? SystemCall.unlink(path)
+    try? SystemCall.unlink(path + ".holder")
   }
 
   /// The repository's root (this file is Tests/TestSupport/TestFiles.swift), for the
@@ -41,7 +41,7 @@ public func eventually(_ timeout: Double = 5, _ condition: () throws -> Bool) re
   let end = Clock.seconds() + timeout
   while Clock.seconds() < end {
     if try condition() { return true }
-    Sys.sleep(microseconds: 1000)
+    SystemCall.sleep(microseconds: 1000)
   }
   return try condition()
 }

@@ -85,6 +85,21 @@ static bool all_keys(HashTable *keys) {
   return true;
 }
 
+/* Checks an array of keys (all_keys) and makes return_value the empty array its results
+ * go in; false with the TypeError thrown. */
+static bool begin_keys(HashTable *keys, zval *return_value) {
+  if (!all_keys(keys)) return false;
+  array_init(return_value);
+  return true;
+}
+
+/* The APCu-style functions' ttl, whole seconds, checked as the methods' is (mc_php_ttl). */
+static zend_result seconds_ttl(zend_long seconds, uint32_t arg_num, double *ttl) {
+  zval zv;
+  ZVAL_LONG(&zv, seconds);
+  return mc_php_ttl(&zv, arg_num, ttl);
+}
+
 static void set_success(zval *success, bool value) {
   if (success != NULL) ZEND_TRY_ASSIGN_REF_BOOL(success, value);
 }
@@ -112,8 +127,7 @@ PHP_FUNCTION(mappedcache_fetch) {
     warned(status);
     RETURN_FALSE;
   }
-  if (!all_keys(keys)) RETURN_THROWS();
-  array_init(return_value);
+  if (!begin_keys(keys, return_value)) RETURN_THROWS();
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
@@ -156,10 +170,8 @@ static void store_values(INTERNAL_FUNCTION_PARAMETERS, store_fn fn) {
     Z_PARAM_ZVAL(value)
     Z_PARAM_LONG(ttl_seconds)
   ZEND_PARSE_PARAMETERS_END();
-  zval ttl_zv;
-  ZVAL_LONG(&ttl_zv, ttl_seconds);
   double ttl;
-  if (mc_php_ttl(&ttl_zv, 3, &ttl) != SUCCESS) RETURN_THROWS();
+  if (seconds_ttl(ttl_seconds, 3, &ttl) != SUCCESS) RETURN_THROWS();
   if (key != NULL && value == NULL) {
     zend_argument_count_error("%s() expects a value to store under the key", get_active_function_name());
     RETURN_THROWS();
@@ -210,8 +222,7 @@ static void key_statuses(INTERNAL_FUNCTION_PARAMETERS, key_fn fn, bool listed_on
     if (warned(status)) RETURN_FALSE;
     RETURN_BOOL(status == MC_OK);
   }
-  if (!all_keys(keys)) RETURN_THROWS();
-  array_init(return_value);
+  if (!begin_keys(keys, return_value)) RETURN_THROWS();
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
     zend_string *s = key_of(k);
@@ -249,10 +260,8 @@ static void step(INTERNAL_FUNCTION_PARAMETERS, bool down) {
     Z_PARAM_LONG(ttl_seconds)
   ZEND_PARSE_PARAMETERS_END();
   set_success(success, false);
-  zval ttl_zv;
-  ZVAL_LONG(&ttl_zv, ttl_seconds);
   double ttl;
-  if (mc_php_ttl(&ttl_zv, 4, &ttl) != SUCCESS) RETURN_THROWS();
+  if (seconds_ttl(ttl_seconds, 4, &ttl) != SUCCESS) RETURN_THROWS();
   if (down && by == ZEND_LONG_MIN) {
     zend_argument_value_error(2, "is out of range");
     RETURN_THROWS();
@@ -315,10 +324,8 @@ PHP_FUNCTION(mappedcache_entry) {
     Z_PARAM_OPTIONAL
     Z_PARAM_LONG(ttl_seconds)
   ZEND_PARSE_PARAMETERS_END();
-  zval ttl_zv;
-  ZVAL_LONG(&ttl_zv, ttl_seconds);
   double ttl;
-  if (mc_php_ttl(&ttl_zv, 3, &ttl) != SUCCESS) RETURN_THROWS();
+  if (seconds_ttl(ttl_seconds, 3, &ttl) != SUCCESS) RETURN_THROWS();
   SHARED_CACHE();
   zval arg;
   ZVAL_STR(&arg, key);

@@ -4,8 +4,8 @@ import Foundation
 // strings, integers, doubles and booleans: the bytes are exactly those the general path
 // (`Array.encode(to:)` through an unkeyed container, element by element) writes and
 // reads, without a container node, an existential box or a generic call per element.
-// In a profile of a 5-field struct with a `[String]` field, the array took 39 % of the
-// decode and 16 % of the encode, mostly in generic-metadata lookups and array growth.
+// In a profile of a small struct with a `[String]` field, the array took a large share
+// of the decode and the encode, mostly in generic-metadata lookups and array growth.
 
 extension Array where Element == UInt8 {
   /// Bytes `binVarint(v)` writes.
@@ -23,7 +23,7 @@ extension Array where Element == UInt8 {
   /// written by `elements`.
   @inline(__always) mutating func binUnkeyed(count: Int, body: Int, _ elements: (inout [UInt8]) -> Void) {
     let countBytes = Self.binVarintSize(UInt64(count))
-    append(BinTag.unkeyed)
+    append(BinaryTag.unkeyed)
     binVarint(UInt64(countBytes + body))
     reserveCapacity(self.count + countBytes + body)
     binVarint(UInt64(count))
@@ -31,7 +31,7 @@ extension Array where Element == UInt8 {
   }
 }
 
-extension BinEncNode {
+extension BinaryEncodingNode {
   /// Writes `v` if it is an array of a type with a straight-line form; false otherwise.
   @inline(__always)
   static func encodeArray<T>(_ v: T, into w: inout [UInt8]) -> Bool {
@@ -45,7 +45,7 @@ extension BinEncNode {
       }
       w.binUnkeyed(count: strings.count, body: body) { w in
         for i in strings.indices {
-          w.append(BinTag.string)
+          w.append(BinaryTag.string)
           w.binString(strings[i])
         }
       }
@@ -55,21 +55,21 @@ extension BinEncNode {
     if T.self == [Int].self {
       let ints = unsafeBitCast(v, to: [Int].self)
       w.binUnkeyed(count: ints.count, body: 9 * ints.count) { w in
-        for x in ints { w.binFixed(BinTag.i64, Int64(x)) }
+        for x in ints { w.binFixed(BinaryTag.i64, Int64(x)) }
       }
       return true
     }
     if T.self == [Double].self {
       let doubles = unsafeBitCast(v, to: [Double].self)
       w.binUnkeyed(count: doubles.count, body: 9 * doubles.count) { w in
-        for x in doubles { w.binFixed(BinTag.f64, x.bitPattern) }
+        for x in doubles { w.binFixed(BinaryTag.f64, x.bitPattern) }
       }
       return true
     }
     if T.self == [Bool].self {
       let bools = unsafeBitCast(v, to: [Bool].self)
       w.binUnkeyed(count: bools.count, body: bools.count) { w in
-        for x in bools { w.append(x ? BinTag.yes : BinTag.no) }
+        for x in bools { w.append(x ? BinaryTag.yes : BinaryTag.no) }
       }
       return true
     }
@@ -77,12 +77,12 @@ extension BinEncNode {
   }
 }
 
-extension BinInput {
+extension BinaryDecodingInput {
   /// Reads `v` as an array of a type with a straight-line form (nil for other types),
   /// with the checks and errors of the general path: the container's tag, the count
   /// against its bytes, each element's tag and bounds (`value(at:)`), at its index's path.
   @inline(__always)
-  func decodeArray<T>(_ t: T.Type, _ v: BinValue, path: () -> [CodingKey]) throws -> T? {
+  func decodeArray<T>(_ t: T.Type, _ v: BinaryTaggedValue, path: () -> [CodingKey]) throws -> T? {
     // Safe: each bit cast is between `T` and the type it was just compared equal to.
     if T.self == [String].self {
       return unsafeBitCast(try elements(v, T.self, path) { e, p in try string(e, p()) }, to: T.self)
@@ -101,10 +101,10 @@ extension BinInput {
 
   @inline(__always)
   private func elements<E>(
-    _ v: BinValue, _ t: Any.Type, _ path: () -> [CodingKey],
-    _ element: (BinValue, () -> [CodingKey]) throws -> E
+    _ v: BinaryTaggedValue, _ t: Any.Type, _ path: () -> [CodingKey],
+    _ element: (BinaryTaggedValue, () -> [CodingKey]) throws -> E
   ) throws -> [E] {
-    guard v.tag == BinTag.unkeyed else { throw mismatch(t, v, path()) }
+    guard v.tag == BinaryTag.unkeyed else { throw mismatch(t, v, path()) }
     var p = v.start
     let n = try varint(at: &p, end: v.end, path: path())
     // Every element takes at least one byte: a larger count is a lie.
@@ -114,7 +114,7 @@ extension BinInput {
     // The element's path is built only for an error.
     try withoutActuallyEscaping(path) { path in
       for i in 0..<Int(n) {
-        let at = { path() + [BinKey(intValue: i)] }
+        let at = { path() + [BinaryCodingKey(intValue: i)] }
         let (e, next) = try value(at: p, end: v.end, path: at())
         out.append(try element(e, at))
         p = next

@@ -45,9 +45,9 @@ enum BinaryEncoder {
   static func encode<T: Encodable>(_ v: T) throws -> [UInt8] {
     var out: [UInt8] = [marker]
     out.reserveCapacity(128)
-    let state = BinEncState()
+    let state = BinaryEncodingState()
     do {
-      try BinEncNode.encodeValue(v, into: &out, path: [], state: state, depth: 0)
+      try BinaryEncodingNode.encodeValue(v, into: &out, path: [], state: state, depth: 0)
       if let e = state.error { throw e }
     } catch let e as CacheError {
       throw e
@@ -60,7 +60,7 @@ enum BinaryEncoder {
 
 enum BinaryDecoder {
   static func decode<T: Decodable>(_ t: T.Type, from b: UnsafeRawBufferPointer) throws -> T {
-    let input = BinInput(Array(b))
+    let input = BinaryDecodingInput(Array(b))
     guard input.bytes.count >= 1, input.bytes[0] == BinaryEncoder.marker else {
       throw DecodingError.dataCorrupted(
         .init(codingPath: [], debugDescription: "not the binary Codable format (no 0xC1 marker)"))
@@ -74,7 +74,7 @@ enum BinaryDecoder {
   }
 }
 
-enum BinTag {
+enum BinaryTag {
   static let null: UInt8 = 0x00, no: UInt8 = 0x01, yes: UInt8 = 0x02
   static let i8: UInt8 = 0x11, i16: UInt8 = 0x12, i32: UInt8 = 0x13, i64: UInt8 = 0x14
   static let u8: UInt8 = 0x21, u16: UInt8 = 0x22, u32: UInt8 = 0x23, u64: UInt8 = 0x24
@@ -129,9 +129,88 @@ extension Array where Element == UInt8 {
   }
 }
 
+/// The Codable primitives: each writes its own tag and payload, and reads itself from a
+/// tagged value, so that every container's fourteen overloads of `encode` and `decode`
+/// are one generic path each.
+protocol BinaryScalar {
+  func write(into out: inout [UInt8])
+  static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Self
+}
+
+extension BinaryScalar where Self: FixedWidthInteger {
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Self { try input.integer(Self.self, v, path()) }
+}
+
+extension Bool: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.append(self ? BinaryTag.yes : BinaryTag.no) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Bool { try input.bool(v, path()) }
+}
+
+extension String: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) {
+    out.append(BinaryTag.string)
+    out.binString(self)
+  }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> String { try input.string(v, path()) }
+}
+
+extension Double: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.f64, bitPattern) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Double { try input.double(v, path()) }
+}
+
+extension Float: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.f32, bitPattern) }
+  @inline(__always) static func read(
+    _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
+  ) throws -> Float { try input.float(v, path()) }
+}
+
+// `Int` and `UInt` are stored as 64 bits whatever the platform's word.
+extension Int: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, Int64(self)) }
+}
+extension Int8: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i8, self) }
+}
+extension Int16: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i16, self) }
+}
+extension Int32: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i32, self) }
+}
+extension Int64: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, self) }
+}
+extension UInt: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, UInt64(self)) }
+}
+extension UInt8: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u8, self) }
+}
+extension UInt16: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u16, self) }
+}
+extension UInt32: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u32, self) }
+}
+extension UInt64: BinaryScalar {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, self) }
+}
+
 /// Errors found where the Encoder API cannot throw (e.g. asking one encoder for two
 /// kinds of container); reported when the top-level encode finishes.
-final class BinEncState {
+final class BinaryEncodingState {
   var error: Error?
   func fail(_ path: [CodingKey], _ why: String) {
     if error == nil { error = EncodingError.invalidValue((), .init(codingPath: path, debugDescription: why)) }
@@ -142,11 +221,11 @@ final class BinEncState {
 /// straight into `out`; containers handed out by `nestedContainer`/`superEncoder` may
 /// still be written to later, so they stay nodes (`pending`) spliced in at `at` when
 /// this node is serialised.
-final class BinEncNode {
+final class BinaryEncodingNode {
   enum Kind { case none, keyed, unkeyed, single }
   var kind = Kind.none
   var out: [UInt8] = []
-  var pending: [(at: Int, node: BinEncNode)] = []
+  var pending: [(at: Int, node: BinaryEncodingNode)] = []
   var count = 0
   var hasSingle = false
 
@@ -154,16 +233,16 @@ final class BinEncNode {
   func serialize(into w: inout [UInt8]) {
     switch kind {
     case .single:
-      if hasSingle { w.append(contentsOf: out) } else { w.append(BinTag.null) }
+      if hasSingle { w.append(contentsOf: out) } else { w.append(BinaryTag.null) }
     case .none:
-      w.append(BinTag.keyed)
+      w.append(BinaryTag.keyed)
       w.append(0)
     case .keyed, .unkeyed:
       if pending.isEmpty {
         // The common case: no deferred nodes, so the body is `out` (after the count).
         var countBytes: [UInt8] = []
         if kind == .unkeyed { countBytes.binVarint(UInt64(count)) }
-        w.append(kind == .keyed ? BinTag.keyed : BinTag.unkeyed)
+        w.append(kind == .keyed ? BinaryTag.keyed : BinaryTag.unkeyed)
         w.binVarint(UInt64(countBytes.count + out.count))
         w.append(contentsOf: countBytes)
         w.append(contentsOf: out)
@@ -171,18 +250,14 @@ final class BinEncNode {
       }
       var body: [UInt8] = []
       if kind == .unkeyed { body.binVarint(UInt64(count)) }
-      if pending.isEmpty {
-        body.append(contentsOf: out)
-      } else {
-        var from = 0
-        for p in pending {
-          body.append(contentsOf: out[from..<p.at])
-          p.node.serialize(into: &body)
-          from = p.at
-        }
-        body.append(contentsOf: out[from...])
+      var from = 0
+      for p in pending {
+        body.append(contentsOf: out[from..<p.at])
+        p.node.serialize(into: &body)
+        from = p.at
       }
-      w.append(kind == .keyed ? BinTag.keyed : BinTag.unkeyed)
+      body.append(contentsOf: out[from...])
+      w.append(kind == .keyed ? BinaryTag.keyed : BinaryTag.unkeyed)
       w.binVarint(UInt64(body.count))
       w.append(contentsOf: body)
     }
@@ -190,34 +265,34 @@ final class BinEncNode {
 
   /// Appends `v` as one tagged value.
   static func encodeValue<T: Encodable>(
-    _ v: T, into w: inout [UInt8], path: @autoclosure () -> [CodingKey], state: BinEncState, depth: Int
+    _ v: T, into w: inout [UInt8], path: @autoclosure () -> [CodingKey], state: BinaryEncodingState, depth: Int
   ) throws {
     // Exact type checks (pointer compares), not value casts: an empty `[String]` would
     // cast to `[UInt8]`. Safe: each bit cast is between `T` and the type it was just
     // found to be.
     if T.self == String.self {
-      w.append(BinTag.string)
+      w.append(BinaryTag.string)
       w.binString(unsafeBitCast(v, to: String.self))
       return
     }
     if T.self == Int.self {
-      w.binFixed(BinTag.i64, Int64(unsafeBitCast(v, to: Int.self)))
+      w.binFixed(BinaryTag.i64, Int64(unsafeBitCast(v, to: Int.self)))
       return
     }
     if T.self == Bool.self {
-      w.append(unsafeBitCast(v, to: Bool.self) ? BinTag.yes : BinTag.no)
+      w.append(unsafeBitCast(v, to: Bool.self) ? BinaryTag.yes : BinaryTag.no)
       return
     }
     if T.self == Double.self {
-      w.binFixed(BinTag.f64, unsafeBitCast(v, to: Double.self).bitPattern)
+      w.binFixed(BinaryTag.f64, unsafeBitCast(v, to: Double.self).bitPattern)
       return
     }
     if T.self == [UInt8].self {
-      unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }
+      unsafeBitCast(v, to: [UInt8].self).withUnsafeBytes { w.binBlob(BinaryTag.bytes, $0) }
       return
     }
     if T.self == Data.self {
-      unsafeBitCast(v, to: Data.self).withUnsafeBytes { w.binBlob(BinTag.bytes, $0) }
+      unsafeBitCast(v, to: Data.self).withUnsafeBytes { w.binBlob(BinaryTag.bytes, $0) }
       return
     }
     if encodeArray(v, into: &w) { return }
@@ -226,22 +301,22 @@ final class BinEncNode {
       throw EncodingError.invalidValue(
         v, .init(codingPath: path, debugDescription: "nested deeper than \(BinaryEncoder.maxDepth) levels"))
     }
-    let node = BinEncNode()
+    let node = BinaryEncodingNode()
     // Room for a small struct at once: growing from empty reallocated three times.
     node.out.reserveCapacity(64)
-    try v.encode(to: BinEncoderImpl(node: node, codingPath: path, state: state, depth: depth + 1))
+    try v.encode(to: BinaryValueEncoder(node: node, codingPath: path, state: state, depth: depth + 1))
     node.serialize(into: &w)
   }
 }
 
-struct BinEncoderImpl: Encoder {
-  let node: BinEncNode
+struct BinaryValueEncoder: Encoder {
+  let node: BinaryEncodingNode
   let codingPath: [CodingKey]
-  let state: BinEncState
+  let state: BinaryEncodingState
   let depth: Int
   var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-  func claim(_ k: BinEncNode.Kind) -> BinEncNode {
+  func claim(_ k: BinaryEncodingNode.Kind) -> BinaryEncodingNode {
     if node.kind == .none {
       node.kind = k
       return node
@@ -249,103 +324,66 @@ struct BinEncoderImpl: Encoder {
     if node.kind == k && k != .single { return node }
     if node.kind == k && k == .single && !node.hasSingle { return node }
     state.fail(codingPath, "one value asked for two containers (\(node.kind) then \(k))")
-    let spare = BinEncNode()
+    let spare = BinaryEncodingNode()
     spare.kind = k
     return spare
   }
 
   func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-    KeyedEncodingContainer(BinKeyedEnc<Key>(node: claim(.keyed), codingPath: codingPath, state: state, depth: depth))
+    KeyedEncodingContainer(
+      BinaryKeyedEncodingContainer<Key>(node: claim(.keyed), codingPath: codingPath, state: state, depth: depth))
   }
 
   func unkeyedContainer() -> UnkeyedEncodingContainer {
-    BinUnkeyedEnc(node: claim(.unkeyed), codingPath: codingPath, state: state, depth: depth)
+    BinaryUnkeyedEncodingContainer(node: claim(.unkeyed), codingPath: codingPath, state: state, depth: depth)
   }
 
   func singleValueContainer() -> SingleValueEncodingContainer {
-    BinSingleEnc(node: claim(.single), codingPath: codingPath, state: state, depth: depth)
+    BinarySingleValueEncodingContainer(node: claim(.single), codingPath: codingPath, state: state, depth: depth)
   }
 }
 
-struct BinKeyedEnc<Key: CodingKey>: KeyedEncodingContainerProtocol {
-  let node: BinEncNode
+struct BinaryKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+  let node: BinaryEncodingNode
   let codingPath: [CodingKey]
-  let state: BinEncState
+  let state: BinaryEncodingState
   let depth: Int
 
   @inline(__always) private func key(_ k: Key) { node.out.binString(k.stringValue) }
 
+  @inline(__always) private func put<T: BinaryScalar>(_ v: T, _ k: Key) {
+    key(k)
+    v.write(into: &node.out)
+  }
+
   mutating func encodeNil(forKey k: Key) throws {
     key(k)
-    node.out.append(BinTag.null)
+    node.out.append(BinaryTag.null)
   }
-  mutating func encode(_ v: Bool, forKey k: Key) throws {
-    key(k)
-    node.out.append(v ? BinTag.yes : BinTag.no)
-  }
-  mutating func encode(_ v: String, forKey k: Key) throws {
-    key(k)
-    node.out.append(BinTag.string)
-    node.out.binString(v)
-  }
-  mutating func encode(_ v: Double, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.f64, v.bitPattern)
-  }
-  mutating func encode(_ v: Float, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.f32, v.bitPattern)
-  }
-  mutating func encode(_ v: Int, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.i64, Int64(v))
-  }
-  mutating func encode(_ v: Int8, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.i8, v)
-  }
-  mutating func encode(_ v: Int16, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.i16, v)
-  }
-  mutating func encode(_ v: Int32, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.i32, v)
-  }
-  mutating func encode(_ v: Int64, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.i64, v)
-  }
-  mutating func encode(_ v: UInt, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.u64, UInt64(v))
-  }
-  mutating func encode(_ v: UInt8, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.u8, v)
-  }
-  mutating func encode(_ v: UInt16, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.u16, v)
-  }
-  mutating func encode(_ v: UInt32, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.u32, v)
-  }
-  mutating func encode(_ v: UInt64, forKey k: Key) throws {
-    key(k)
-    node.out.binFixed(BinTag.u64, v)
-  }
+  mutating func encode(_ v: Bool, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: String, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Double, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Float, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int8, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int16, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int32, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: Int64, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt8, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt16, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt32, forKey k: Key) throws { put(v, k) }
+  mutating func encode(_ v: UInt64, forKey k: Key) throws { put(v, k) }
   mutating func encode<T: Encodable>(_ v: T, forKey k: Key) throws {
     key(k)
-    try BinEncNode.encodeValue(v, into: &node.out, path: codingPath + [k], state: state, depth: depth)
+    try BinaryEncodingNode.encodeValue(v, into: &node.out, path: codingPath + [k], state: state, depth: depth)
   }
 
-  private func child(_ k: Key, _ kind: BinEncNode.Kind) -> BinEncNode { child(k.stringValue, kind) }
+  private func child(_ k: Key, _ kind: BinaryEncodingNode.Kind) -> BinaryEncodingNode { child(k.stringValue, kind) }
 
-  private func child(_ name: String, _ kind: BinEncNode.Kind) -> BinEncNode {
+  private func child(_ name: String, _ kind: BinaryEncodingNode.Kind) -> BinaryEncodingNode {
     node.out.binString(name)
-    let c = BinEncNode()
+    let c = BinaryEncodingNode()
     c.kind = kind
     node.pending.append((node.out.count, c))
     return c
@@ -353,23 +391,25 @@ struct BinKeyedEnc<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
   mutating func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type, forKey k: Key) -> KeyedEncodingContainer<NK> {
     KeyedEncodingContainer(
-      BinKeyedEnc<NK>(node: child(k, .keyed), codingPath: codingPath + [k], state: state, depth: depth + 1))
+      BinaryKeyedEncodingContainer<NK>(
+        node: child(k, .keyed), codingPath: codingPath + [k], state: state, depth: depth + 1))
   }
   mutating func nestedUnkeyedContainer(forKey k: Key) -> UnkeyedEncodingContainer {
-    BinUnkeyedEnc(node: child(k, .unkeyed), codingPath: codingPath + [k], state: state, depth: depth + 1)
+    BinaryUnkeyedEncodingContainer(
+      node: child(k, .unkeyed), codingPath: codingPath + [k], state: state, depth: depth + 1)
   }
   mutating func superEncoder() -> Encoder {
-    BinEncoderImpl(
-      node: child("super", .none), codingPath: codingPath + [BinKey(stringValue: "super")], state: state,
+    BinaryValueEncoder(
+      node: child("super", .none), codingPath: codingPath + [BinaryCodingKey(stringValue: "super")], state: state,
       depth: depth + 1)
   }
   mutating func superEncoder(forKey k: Key) -> Encoder {
-    BinEncoderImpl(node: child(k, .none), codingPath: codingPath + [k], state: state, depth: depth + 1)
+    BinaryValueEncoder(node: child(k, .none), codingPath: codingPath + [k], state: state, depth: depth + 1)
   }
 }
 
 /// A key for positions and "super" where the user's key type has none.
-struct BinKey: CodingKey {
+struct BinaryCodingKey: CodingKey {
   private let name: String?
   let intValue: Int?
   /// Built on demand: positions are only spelled out in error messages.
@@ -384,84 +424,47 @@ struct BinKey: CodingKey {
   }
 }
 
-struct BinUnkeyedEnc: UnkeyedEncodingContainer {
-  let node: BinEncNode
+struct BinaryUnkeyedEncodingContainer: UnkeyedEncodingContainer {
+  let node: BinaryEncodingNode
   let codingPath: [CodingKey]
-  let state: BinEncState
+  let state: BinaryEncodingState
   let depth: Int
   var count: Int { node.count }
 
+  @inline(__always) private func append<T: BinaryScalar>(_ v: T) {
+    node.count += 1
+    v.write(into: &node.out)
+  }
+
   mutating func encodeNil() throws {
     node.count += 1
-    node.out.append(BinTag.null)
+    node.out.append(BinaryTag.null)
   }
-  mutating func encode(_ v: Bool) throws {
-    node.count += 1
-    node.out.append(v ? BinTag.yes : BinTag.no)
-  }
-  mutating func encode(_ v: String) throws {
-    node.count += 1
-    node.out.append(BinTag.string)
-    node.out.binString(v)
-  }
-  mutating func encode(_ v: Double) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.f64, v.bitPattern)
-  }
-  mutating func encode(_ v: Float) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.f32, v.bitPattern)
-  }
-  mutating func encode(_ v: Int) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.i64, Int64(v))
-  }
-  mutating func encode(_ v: Int8) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.i8, v)
-  }
-  mutating func encode(_ v: Int16) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.i16, v)
-  }
-  mutating func encode(_ v: Int32) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.i32, v)
-  }
-  mutating func encode(_ v: Int64) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.i64, v)
-  }
-  mutating func encode(_ v: UInt) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.u64, UInt64(v))
-  }
-  mutating func encode(_ v: UInt8) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.u8, v)
-  }
-  mutating func encode(_ v: UInt16) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.u16, v)
-  }
-  mutating func encode(_ v: UInt32) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.u32, v)
-  }
-  mutating func encode(_ v: UInt64) throws {
-    node.count += 1
-    node.out.binFixed(BinTag.u64, v)
-  }
+  mutating func encode(_ v: Bool) throws { append(v) }
+  mutating func encode(_ v: String) throws { append(v) }
+  mutating func encode(_ v: Double) throws { append(v) }
+  mutating func encode(_ v: Float) throws { append(v) }
+  mutating func encode(_ v: Int) throws { append(v) }
+  mutating func encode(_ v: Int8) throws { append(v) }
+  mutating func encode(_ v: Int16) throws { append(v) }
+  mutating func encode(_ v: Int32) throws { append(v) }
+  mutating func encode(_ v: Int64) throws { append(v) }
+  mutating func encode(_ v: UInt) throws { append(v) }
+  mutating func encode(_ v: UInt8) throws { append(v) }
+  mutating func encode(_ v: UInt16) throws { append(v) }
+  mutating func encode(_ v: UInt32) throws { append(v) }
+  mutating func encode(_ v: UInt64) throws { append(v) }
   mutating func encode<T: Encodable>(_ v: T) throws {
     let i = node.count
     node.count += 1
-    try BinEncNode.encodeValue(v, into: &node.out, path: codingPath + [BinKey(intValue: i)], state: state, depth: depth)
+    try BinaryEncodingNode.encodeValue(
+      v, into: &node.out, path: codingPath + [BinaryCodingKey(intValue: i)], state: state, depth: depth)
   }
 
-  private func child(_ kind: BinEncNode.Kind) -> (BinEncNode, [CodingKey]) {
-    let path = codingPath + [BinKey(intValue: node.count)]
+  private func child(_ kind: BinaryEncodingNode.Kind) -> (BinaryEncodingNode, [CodingKey]) {
+    let path = codingPath + [BinaryCodingKey(intValue: node.count)]
     node.count += 1
-    let c = BinEncNode()
+    let c = BinaryEncodingNode()
     c.kind = kind
     node.pending.append((node.out.count, c))
     return (c, path)
@@ -469,22 +472,23 @@ struct BinUnkeyedEnc: UnkeyedEncodingContainer {
 
   mutating func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type) -> KeyedEncodingContainer<NK> {
     let (c, p) = child(.keyed)
-    return KeyedEncodingContainer(BinKeyedEnc<NK>(node: c, codingPath: p, state: state, depth: depth + 1))
+    return KeyedEncodingContainer(
+      BinaryKeyedEncodingContainer<NK>(node: c, codingPath: p, state: state, depth: depth + 1))
   }
   mutating func nestedUnkeyedContainer() -> UnkeyedEncodingContainer {
     let (c, p) = child(.unkeyed)
-    return BinUnkeyedEnc(node: c, codingPath: p, state: state, depth: depth + 1)
+    return BinaryUnkeyedEncodingContainer(node: c, codingPath: p, state: state, depth: depth + 1)
   }
   mutating func superEncoder() -> Encoder {
     let (c, p) = child(.none)
-    return BinEncoderImpl(node: c, codingPath: p, state: state, depth: depth + 1)
+    return BinaryValueEncoder(node: c, codingPath: p, state: state, depth: depth + 1)
   }
 }
 
-struct BinSingleEnc: SingleValueEncodingContainer {
-  let node: BinEncNode
+struct BinarySingleValueEncodingContainer: SingleValueEncodingContainer {
+  let node: BinaryEncodingNode
   let codingPath: [CodingKey]
-  let state: BinEncState
+  let state: BinaryEncodingState
   let depth: Int
 
   private func put(_ body: (inout [UInt8]) throws -> Void) throws {
@@ -496,35 +500,32 @@ struct BinSingleEnc: SingleValueEncodingContainer {
     node.hasSingle = true
   }
 
-  mutating func encodeNil() throws { try put { $0.append(BinTag.null) } }
-  mutating func encode(_ v: Bool) throws { try put { $0.append(v ? BinTag.yes : BinTag.no) } }
-  mutating func encode(_ v: String) throws {
-    try put {
-      $0.append(BinTag.string)
-      $0.binString(v)
-    }
-  }
-  mutating func encode(_ v: Double) throws { try put { $0.binFixed(BinTag.f64, v.bitPattern) } }
-  mutating func encode(_ v: Float) throws { try put { $0.binFixed(BinTag.f32, v.bitPattern) } }
-  mutating func encode(_ v: Int) throws { try put { $0.binFixed(BinTag.i64, Int64(v)) } }
-  mutating func encode(_ v: Int8) throws { try put { $0.binFixed(BinTag.i8, v) } }
-  mutating func encode(_ v: Int16) throws { try put { $0.binFixed(BinTag.i16, v) } }
-  mutating func encode(_ v: Int32) throws { try put { $0.binFixed(BinTag.i32, v) } }
-  mutating func encode(_ v: Int64) throws { try put { $0.binFixed(BinTag.i64, v) } }
-  mutating func encode(_ v: UInt) throws { try put { $0.binFixed(BinTag.u64, UInt64(v)) } }
-  mutating func encode(_ v: UInt8) throws { try put { $0.binFixed(BinTag.u8, v) } }
-  mutating func encode(_ v: UInt16) throws { try put { $0.binFixed(BinTag.u16, v) } }
-  mutating func encode(_ v: UInt32) throws { try put { $0.binFixed(BinTag.u32, v) } }
-  mutating func encode(_ v: UInt64) throws { try put { $0.binFixed(BinTag.u64, v) } }
+  @inline(__always) private func put<T: BinaryScalar>(_ v: T) throws { try put { v.write(into: &$0) } }
+
+  mutating func encodeNil() throws { try put { $0.append(BinaryTag.null) } }
+  mutating func encode(_ v: Bool) throws { try put(v) }
+  mutating func encode(_ v: String) throws { try put(v) }
+  mutating func encode(_ v: Double) throws { try put(v) }
+  mutating func encode(_ v: Float) throws { try put(v) }
+  mutating func encode(_ v: Int) throws { try put(v) }
+  mutating func encode(_ v: Int8) throws { try put(v) }
+  mutating func encode(_ v: Int16) throws { try put(v) }
+  mutating func encode(_ v: Int32) throws { try put(v) }
+  mutating func encode(_ v: Int64) throws { try put(v) }
+  mutating func encode(_ v: UInt) throws { try put(v) }
+  mutating func encode(_ v: UInt8) throws { try put(v) }
+  mutating func encode(_ v: UInt16) throws { try put(v) }
+  mutating func encode(_ v: UInt32) throws { try put(v) }
+  mutating func encode(_ v: UInt64) throws { try put(v) }
   mutating func encode<T: Encodable>(_ v: T) throws {
-    try put { try BinEncNode.encodeValue(v, into: &$0, path: codingPath, state: state, depth: depth) }
+    try put { try BinaryEncodingNode.encodeValue(v, into: &$0, path: codingPath, state: state, depth: depth) }
   }
 }
 
 // MARK: - Reading
 
 /// One tagged value inside the input: its tag and its payload's byte range.
-struct BinValue {
+struct BinaryTaggedValue {
   var tag: UInt8
   var start: Int
   var end: Int
@@ -532,7 +533,7 @@ struct BinValue {
 
 /// The bytes being decoded (a private copy: a decoder that escapes stays valid) and the
 /// bounds-checked primitives every container reads through.
-final class BinInput {
+final class BinaryDecodingInput {
   let bytes: [UInt8]
   init(_ b: [UInt8]) { bytes = b }
 
@@ -564,31 +565,31 @@ final class BinInput {
   }
 
   /// Parses the tagged value at `pos` (within `..<end`); returns it and the position after it.
-  func value(at pos: Int, end: Int, path: @autoclosure () -> [CodingKey]) throws -> (BinValue, Int) {
+  func value(at pos: Int, end: Int, path: @autoclosure () -> [CodingKey]) throws -> (BinaryTaggedValue, Int) {
     guard pos < end else { throw corrupt(path(), "truncated value") }
     let tag = bytes[pos]
     var p = pos + 1
     let size: Int
     switch tag {
-    case BinTag.null, BinTag.no, BinTag.yes: size = 0
-    case BinTag.i8, BinTag.u8: size = 1
-    case BinTag.i16, BinTag.u16: size = 2
-    case BinTag.i32, BinTag.u32, BinTag.f32: size = 4
-    case BinTag.i64, BinTag.u64, BinTag.f64: size = 8
-    case BinTag.string, BinTag.bytes, BinTag.keyed, BinTag.unkeyed:
+    case BinaryTag.null, BinaryTag.no, BinaryTag.yes: size = 0
+    case BinaryTag.i8, BinaryTag.u8: size = 1
+    case BinaryTag.i16, BinaryTag.u16: size = 2
+    case BinaryTag.i32, BinaryTag.u32, BinaryTag.f32: size = 4
+    case BinaryTag.i64, BinaryTag.u64, BinaryTag.f64: size = 8
+    case BinaryTag.string, BinaryTag.bytes, BinaryTag.keyed, BinaryTag.unkeyed:
       size = try length(at: &p, end: end, path: path())
     default:
       throw corrupt(path(), "unknown tag 0x\(String(tag, radix: 16))")
     }
-    guard size <= end - p else { throw corrupt(path(), "truncated \(BinTag.name(tag))") }
-    return (BinValue(tag: tag, start: p, end: p + size), p + size)
+    guard size <= end - p else { throw corrupt(path(), "truncated \(BinaryTag.name(tag))") }
+    return (BinaryTaggedValue(tag: tag, start: p, end: p + size), p + size)
   }
 
-  func mismatch(_ t: Any.Type, _ v: BinValue, _ path: [CodingKey]) -> DecodingError {
-    if v.tag == BinTag.null {
+  func mismatch(_ t: Any.Type, _ v: BinaryTaggedValue, _ path: [CodingKey]) -> DecodingError {
+    if v.tag == BinaryTag.null {
       return .valueNotFound(t, .init(codingPath: path, debugDescription: "found nil"))
     }
-    return .typeMismatch(t, .init(codingPath: path, debugDescription: "found \(BinTag.name(v.tag))"))
+    return .typeMismatch(t, .init(codingPath: path, debugDescription: "found \(BinaryTag.name(v.tag))"))
   }
 
   @inline(__always) func le<T: FixedWidthInteger>(_ t: T.Type, _ at: Int) -> T {
@@ -602,54 +603,56 @@ final class BinInput {
     return T(littleEndian: x)
   }
 
-  func bool(_ v: BinValue, _ path: @autoclosure () -> [CodingKey]) throws -> Bool {
-    if v.tag == BinTag.yes { return true }
-    if v.tag == BinTag.no { return false }
+  func bool(_ v: BinaryTaggedValue, _ path: @autoclosure () -> [CodingKey]) throws -> Bool {
+    if v.tag == BinaryTag.yes { return true }
+    if v.tag == BinaryTag.no { return false }
     throw mismatch(Bool.self, v, path())
   }
 
-  func integer<T: FixedWidthInteger>(_ t: T.Type, _ v: BinValue, _ path: @autoclosure () -> [CodingKey]) throws -> T {
+  func integer<T: FixedWidthInteger>(_ t: T.Type, _ v: BinaryTaggedValue, _ path: @autoclosure () -> [CodingKey]) throws
+    -> T
+  {
     let r: T?
     switch v.tag {
-    case BinTag.i8: r = T(exactly: le(Int8.self, v.start))
-    case BinTag.i16: r = T(exactly: le(Int16.self, v.start))
-    case BinTag.i32: r = T(exactly: le(Int32.self, v.start))
-    case BinTag.i64: r = T(exactly: le(Int64.self, v.start))
-    case BinTag.u8: r = T(exactly: le(UInt8.self, v.start))
-    case BinTag.u16: r = T(exactly: le(UInt16.self, v.start))
-    case BinTag.u32: r = T(exactly: le(UInt32.self, v.start))
-    case BinTag.u64: r = T(exactly: le(UInt64.self, v.start))
+    case BinaryTag.i8: r = T(exactly: le(Int8.self, v.start))
+    case BinaryTag.i16: r = T(exactly: le(Int16.self, v.start))
+    case BinaryTag.i32: r = T(exactly: le(Int32.self, v.start))
+    case BinaryTag.i64: r = T(exactly: le(Int64.self, v.start))
+    case BinaryTag.u8: r = T(exactly: le(UInt8.self, v.start))
+    case BinaryTag.u16: r = T(exactly: le(UInt16.self, v.start))
+    case BinaryTag.u32: r = T(exactly: le(UInt32.self, v.start))
+    case BinaryTag.u64: r = T(exactly: le(UInt64.self, v.start))
     default: throw mismatch(T.self, v, path())
     }
     guard let r else { throw corrupt(path(), "stored integer does not fit in \(T.self)") }
     return r
   }
 
-  func double(_ v: BinValue, _ path: @autoclosure () -> [CodingKey]) throws -> Double {
+  func double(_ v: BinaryTaggedValue, _ path: @autoclosure () -> [CodingKey]) throws -> Double {
     switch v.tag {
-    case BinTag.f64: return Double(bitPattern: le(UInt64.self, v.start))
-    case BinTag.f32: return Double(Float(bitPattern: le(UInt32.self, v.start)))
+    case BinaryTag.f64: return Double(bitPattern: le(UInt64.self, v.start))
+    case BinaryTag.f32: return Double(Float(bitPattern: le(UInt32.self, v.start)))
     default: throw mismatch(Double.self, v, path())
     }
   }
 
-  func float(_ v: BinValue, _ path: @autoclosure () -> [CodingKey]) throws -> Float {
+  func float(_ v: BinaryTaggedValue, _ path: @autoclosure () -> [CodingKey]) throws -> Float {
     switch v.tag {
-    case BinTag.f32: return Float(bitPattern: le(UInt32.self, v.start))
-    case BinTag.f64: return Float(Double(bitPattern: le(UInt64.self, v.start)))
+    case BinaryTag.f32: return Float(bitPattern: le(UInt32.self, v.start))
+    case BinaryTag.f64: return Float(Double(bitPattern: le(UInt64.self, v.start)))
     default: throw mismatch(Float.self, v, path())
     }
   }
 
-  func string(_ v: BinValue, _ path: @autoclosure () -> [CodingKey]) throws -> String {
-    guard v.tag == BinTag.string else { throw mismatch(String.self, v, path()) }
+  func string(_ v: BinaryTaggedValue, _ path: @autoclosure () -> [CodingKey]) throws -> String {
+    guard v.tag == BinaryTag.string else { throw mismatch(String.self, v, path()) }
     return try stringBytes(v.start, v.end, path())
   }
 
   func stringBytes(_ start: Int, _ end: Int, _ path: @autoclosure () -> [CodingKey]) throws -> String {
     // `String(cacheBytes:)` builds and checks the string with no generic call
-    // (`String(validating:as:)` over a slice looked up generic metadata per string: 17 %
-    // of a small struct's decode).
+    // (`String(validating:as:)` over a slice looked up generic metadata per string, a
+    // visible share of a small struct's decode).
     let s = bytes.withUnsafeBytes { b -> String? in
       guard end > start, let base = b.baseAddress else { return "" }
       return try? String(cacheBytes: UnsafeRawBufferPointer(start: base + start, count: end - start))
@@ -658,7 +661,8 @@ final class BinInput {
     return s
   }
 
-  func decodeValue<T: Decodable>(_ t: T.Type, _ v: BinValue, path: @autoclosure () -> [CodingKey], depth: Int) throws
+  func decodeValue<T: Decodable>(_ t: T.Type, _ v: BinaryTaggedValue, path: @autoclosure () -> [CodingKey], depth: Int)
+    throws
     -> T
   {
     // Safe: each bit cast is between `T` and the type it was just compared equal to.
@@ -667,7 +671,7 @@ final class BinInput {
     if T.self == Bool.self { return unsafeBitCast(try bool(v, path()), to: T.self) }
     if T.self == Double.self { return unsafeBitCast(try double(v, path()), to: T.self) }
     if T.self == [UInt8].self || T.self == Data.self {
-      guard v.tag == BinTag.bytes else { throw mismatch(T.self, v, path()) }
+      guard v.tag == BinaryTag.bytes else { throw mismatch(T.self, v, path()) }
       let slice = bytes[v.start..<v.end]
       return T.self == Data.self ? unsafeBitCast(Data(slice), to: T.self) : unsafeBitCast(Array(slice), to: T.self)
     }
@@ -675,59 +679,60 @@ final class BinInput {
     guard depth < BinaryEncoder.maxDepth else {
       throw corrupt(path(), "nested deeper than \(BinaryEncoder.maxDepth) levels")
     }
-    return try T(from: BinDecoderImpl(input: self, value: v, codingPath: path(), depth: depth + 1))
+    return try T(from: BinaryValueDecoder(input: self, value: v, codingPath: path(), depth: depth + 1))
   }
 }
 
-struct BinDecoderImpl: Decoder {
-  let input: BinInput
-  let value: BinValue
+struct BinaryValueDecoder: Decoder {
+  let input: BinaryDecodingInput
+  let value: BinaryTaggedValue
   let codingPath: [CodingKey]
   let depth: Int
   var userInfo: [CodingUserInfoKey: Any] { [:] }
 
   func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-    guard value.tag == BinTag.keyed else { throw input.mismatch([String: Any].self, value, codingPath) }
+    guard value.tag == BinaryTag.keyed else { throw input.mismatch([String: Any].self, value, codingPath) }
     return KeyedDecodingContainer(
-      BinKeyedDec<Key>(
-        input: input, start: value.start, end: value.end, cursor: BinCursor(value.start),
+      BinaryKeyedDecodingContainer<Key>(
+        input: input, start: value.start, end: value.end, cursor: BinaryDecodingCursor(value.start),
         codingPath: codingPath, depth: depth))
   }
 
   func unkeyedContainer() throws -> UnkeyedDecodingContainer {
-    guard value.tag == BinTag.unkeyed else { throw input.mismatch([Any].self, value, codingPath) }
+    guard value.tag == BinaryTag.unkeyed else { throw input.mismatch([Any].self, value, codingPath) }
     var p = value.start
     let n = try input.varint(at: &p, end: value.end, path: codingPath)
     // Every element takes at least one byte: a larger count is a lie.
     guard n <= UInt64(value.end - p) else {
       throw input.corrupt(codingPath, "element count \(n) exceeds the container's bytes")
     }
-    return BinUnkeyedDec(input: input, cursor: p, end: value.end, total: Int(n), codingPath: codingPath, depth: depth)
+    return BinaryUnkeyedDecodingContainer(
+      input: input, cursor: p, end: value.end, total: Int(n), codingPath: codingPath, depth: depth)
   }
 
   func singleValueContainer() throws -> SingleValueDecodingContainer {
-    BinSingleDec(input: input, value: value, codingPath: codingPath, depth: depth)
+    BinarySingleValueDecodingContainer(input: input, value: value, codingPath: codingPath, depth: depth)
   }
 }
 
 /// A keyed container's read position, shared by its copies (the protocol's methods are
 /// not mutating).
-final class BinCursor {
+final class BinaryDecodingCursor {
   var pos: Int
   init(_ p: Int) { pos = p }
 }
 
-struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
-  let input: BinInput
+struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+  let input: BinaryDecodingInput
   let start: Int
   let end: Int
   /// Where the entry after the last one found starts: the first place to look.
-  let cursor: BinCursor
+  let cursor: BinaryDecodingCursor
   let codingPath: [CodingKey]
   let depth: Int
 
   /// Parses the entry at `pos`: key range, value, and where the next entry starts.
-  private func entry(at pos: Int) throws -> (keyStart: Int, keyEnd: Int, value: BinValue, next: Int) {
+  private func entry(at pos: Int) throws -> (keyStart: Int, keyEnd: Int, value: BinaryTaggedValue, next: Int) {
     var p = pos
     let klen = try input.length(at: &p, end: end, path: codingPath)
     let ks = p
@@ -745,9 +750,9 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
   }
 
-  private func find(_ key: Key) throws -> BinValue? { try find(key.stringValue) }
+  private func find(_ key: Key) throws -> BinaryTaggedValue? { try find(key.stringValue) }
 
-  private func find(_ k: String) throws -> BinValue? {
+  private func find(_ k: String) throws -> BinaryTaggedValue? {
     if cursor.pos < end {
       let e = try entry(at: cursor.pos)
       if keyMatches(k, e.keyStart, e.keyEnd) {
@@ -767,7 +772,7 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
     return nil
   }
 
-  private func require(_ k: Key) throws -> BinValue {
+  private func require(_ k: Key) throws -> BinaryTaggedValue {
     guard let v = try find(k) else {
       throw DecodingError.keyNotFound(
         k, .init(codingPath: codingPath, debugDescription: "no value for key \"\(k.stringValue)\""))
@@ -789,46 +794,50 @@ struct BinKeyedDec<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
   func contains(_ k: Key) -> Bool { ((try? find(k)) ?? nil) != nil }
 
-  func decodeNil(forKey k: Key) throws -> Bool { try require(k).tag == BinTag.null }
-  func decode(_ t: Bool.Type, forKey k: Key) throws -> Bool { try input.bool(require(k), codingPath + [k]) }
-  func decode(_ t: String.Type, forKey k: Key) throws -> String { try input.string(require(k), codingPath + [k]) }
-  func decode(_ t: Double.Type, forKey k: Key) throws -> Double { try input.double(require(k), codingPath + [k]) }
-  func decode(_ t: Float.Type, forKey k: Key) throws -> Float { try input.float(require(k), codingPath + [k]) }
-  func decode(_ t: Int.Type, forKey k: Key) throws -> Int { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int8.Type, forKey k: Key) throws -> Int8 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int16.Type, forKey k: Key) throws -> Int16 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int32.Type, forKey k: Key) throws -> Int32 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: Int64.Type, forKey k: Key) throws -> Int64 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt.Type, forKey k: Key) throws -> UInt { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt8.Type, forKey k: Key) throws -> UInt8 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt16.Type, forKey k: Key) throws -> UInt16 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt32.Type, forKey k: Key) throws -> UInt32 { try input.integer(t, require(k), codingPath + [k]) }
-  func decode(_ t: UInt64.Type, forKey k: Key) throws -> UInt64 { try input.integer(t, require(k), codingPath + [k]) }
+  @inline(__always) private func scalar<T: BinaryScalar>(_ k: Key) throws -> T {
+    try T.read(require(k), from: input, codingPath + [k])
+  }
+
+  func decodeNil(forKey k: Key) throws -> Bool { try require(k).tag == BinaryTag.null }
+  func decode(_ t: Bool.Type, forKey k: Key) throws -> Bool { try scalar(k) }
+  func decode(_ t: String.Type, forKey k: Key) throws -> String { try scalar(k) }
+  func decode(_ t: Double.Type, forKey k: Key) throws -> Double { try scalar(k) }
+  func decode(_ t: Float.Type, forKey k: Key) throws -> Float { try scalar(k) }
+  func decode(_ t: Int.Type, forKey k: Key) throws -> Int { try scalar(k) }
+  func decode(_ t: Int8.Type, forKey k: Key) throws -> Int8 { try scalar(k) }
+  func decode(_ t: Int16.Type, forKey k: Key) throws -> Int16 { try scalar(k) }
+  func decode(_ t: Int32.Type, forKey k: Key) throws -> Int32 { try scalar(k) }
+  func decode(_ t: Int64.Type, forKey k: Key) throws -> Int64 { try scalar(k) }
+  func decode(_ t: UInt.Type, forKey k: Key) throws -> UInt { try scalar(k) }
+  func decode(_ t: UInt8.Type, forKey k: Key) throws -> UInt8 { try scalar(k) }
+  func decode(_ t: UInt16.Type, forKey k: Key) throws -> UInt16 { try scalar(k) }
+  func decode(_ t: UInt32.Type, forKey k: Key) throws -> UInt32 { try scalar(k) }
+  func decode(_ t: UInt64.Type, forKey k: Key) throws -> UInt64 { try scalar(k) }
   func decode<T: Decodable>(_ t: T.Type, forKey k: Key) throws -> T {
     try input.decodeValue(t, require(k), path: codingPath + [k], depth: depth)
   }
 
   func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type, forKey k: Key) throws -> KeyedDecodingContainer<NK> {
-    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1).container(
+    try BinaryValueDecoder(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1).container(
       keyedBy: t)
   }
   func nestedUnkeyedContainer(forKey k: Key) throws -> UnkeyedDecodingContainer {
-    try BinDecoderImpl(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1)
+    try BinaryValueDecoder(input: input, value: require(k), codingPath: codingPath + [k], depth: depth + 1)
       .unkeyedContainer()
   }
   func superDecoder() throws -> Decoder {
-    let v = try find("super") ?? BinValue(tag: BinTag.null, start: start, end: start)
-    return BinDecoderImpl(
-      input: input, value: v, codingPath: codingPath + [BinKey(stringValue: "super")], depth: depth + 1)
+    let v = try find("super") ?? BinaryTaggedValue(tag: BinaryTag.null, start: start, end: start)
+    return BinaryValueDecoder(
+      input: input, value: v, codingPath: codingPath + [BinaryCodingKey(stringValue: "super")], depth: depth + 1)
   }
   func superDecoder(forKey k: Key) throws -> Decoder {
-    let v = try find(k) ?? BinValue(tag: BinTag.null, start: start, end: start)
-    return BinDecoderImpl(input: input, value: v, codingPath: codingPath + [k], depth: depth + 1)
+    let v = try find(k) ?? BinaryTaggedValue(tag: BinaryTag.null, start: start, end: start)
+    return BinaryValueDecoder(input: input, value: v, codingPath: codingPath + [k], depth: depth + 1)
   }
 }
 
-struct BinUnkeyedDec: UnkeyedDecodingContainer {
-  let input: BinInput
+struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
+  let input: BinaryDecodingInput
   var cursor: Int
   let end: Int
   let total: Int
@@ -836,7 +845,7 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
   let depth: Int
   var currentIndex = 0
 
-  init(input: BinInput, cursor: Int, end: Int, total: Int, codingPath: [CodingKey], depth: Int) {
+  init(input: BinaryDecodingInput, cursor: Int, end: Int, total: Int, codingPath: [CodingKey], depth: Int) {
     self.input = input
     self.cursor = cursor
     self.end = end
@@ -848,9 +857,9 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
   var count: Int? { total }
   var isAtEnd: Bool { currentIndex >= total }
   private var path: [CodingKey] { at(currentIndex) }
-  private func at(_ i: Int) -> [CodingKey] { codingPath + [BinKey(intValue: i)] }
+  private func at(_ i: Int) -> [CodingKey] { codingPath + [BinaryCodingKey(intValue: i)] }
 
-  private mutating func next() throws -> BinValue {
+  private mutating func next() throws -> BinaryTaggedValue {
     guard !isAtEnd else {
       throw DecodingError.valueNotFound(
         Any.self, .init(codingPath: path, debugDescription: "unkeyed container is at its end"))
@@ -861,70 +870,33 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
     return v
   }
 
+  @inline(__always) private mutating func scalar<T: BinaryScalar>() throws -> T {
+    let i = currentIndex
+    return try T.read(next(), from: input, at(i))
+  }
+
   mutating func decodeNil() throws -> Bool {
     guard !isAtEnd else { return false }
     let (v, n) = try input.value(at: cursor, end: end, path: path)
-    guard v.tag == BinTag.null else { return false }
+    guard v.tag == BinaryTag.null else { return false }
     cursor = n
     currentIndex += 1
     return true
   }
-  mutating func decode(_ t: Bool.Type) throws -> Bool {
-    let i = currentIndex
-    return try input.bool(next(), at(i))
-  }
-  mutating func decode(_ t: String.Type) throws -> String {
-    let i = currentIndex
-    return try input.string(next(), at(i))
-  }
-  mutating func decode(_ t: Double.Type) throws -> Double {
-    let i = currentIndex
-    return try input.double(next(), at(i))
-  }
-  mutating func decode(_ t: Float.Type) throws -> Float {
-    let i = currentIndex
-    return try input.float(next(), at(i))
-  }
-  mutating func decode(_ t: Int.Type) throws -> Int {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int8.Type) throws -> Int8 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int16.Type) throws -> Int16 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int32.Type) throws -> Int32 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: Int64.Type) throws -> Int64 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt.Type) throws -> UInt {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt8.Type) throws -> UInt8 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt16.Type) throws -> UInt16 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt32.Type) throws -> UInt32 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
-  mutating func decode(_ t: UInt64.Type) throws -> UInt64 {
-    let i = currentIndex
-    return try input.integer(t, next(), at(i))
-  }
+  mutating func decode(_ t: Bool.Type) throws -> Bool { try scalar() }
+  mutating func decode(_ t: String.Type) throws -> String { try scalar() }
+  mutating func decode(_ t: Double.Type) throws -> Double { try scalar() }
+  mutating func decode(_ t: Float.Type) throws -> Float { try scalar() }
+  mutating func decode(_ t: Int.Type) throws -> Int { try scalar() }
+  mutating func decode(_ t: Int8.Type) throws -> Int8 { try scalar() }
+  mutating func decode(_ t: Int16.Type) throws -> Int16 { try scalar() }
+  mutating func decode(_ t: Int32.Type) throws -> Int32 { try scalar() }
+  mutating func decode(_ t: Int64.Type) throws -> Int64 { try scalar() }
+  mutating func decode(_ t: UInt.Type) throws -> UInt { try scalar() }
+  mutating func decode(_ t: UInt8.Type) throws -> UInt8 { try scalar() }
+  mutating func decode(_ t: UInt16.Type) throws -> UInt16 { try scalar() }
+  mutating func decode(_ t: UInt32.Type) throws -> UInt32 { try scalar() }
+  mutating func decode(_ t: UInt64.Type) throws -> UInt64 { try scalar() }
   mutating func decode<T: Decodable>(_ t: T.Type) throws -> T {
     let i = currentIndex
     return try input.decodeValue(t, next(), path: at(i), depth: depth)
@@ -932,38 +904,40 @@ struct BinUnkeyedDec: UnkeyedDecodingContainer {
 
   mutating func nestedContainer<NK: CodingKey>(keyedBy t: NK.Type) throws -> KeyedDecodingContainer<NK> {
     let p = path
-    return try BinDecoderImpl(input: input, value: next(), codingPath: p, depth: depth + 1).container(keyedBy: t)
+    return try BinaryValueDecoder(input: input, value: next(), codingPath: p, depth: depth + 1).container(keyedBy: t)
   }
   mutating func nestedUnkeyedContainer() throws -> UnkeyedDecodingContainer {
     let p = path
-    return try BinDecoderImpl(input: input, value: next(), codingPath: p, depth: depth + 1).unkeyedContainer()
+    return try BinaryValueDecoder(input: input, value: next(), codingPath: p, depth: depth + 1).unkeyedContainer()
   }
   mutating func superDecoder() throws -> Decoder {
     let p = path
-    return BinDecoderImpl(input: input, value: try next(), codingPath: p, depth: depth + 1)
+    return BinaryValueDecoder(input: input, value: try next(), codingPath: p, depth: depth + 1)
   }
 }
 
-struct BinSingleDec: SingleValueDecodingContainer {
-  let input: BinInput
-  let value: BinValue
+struct BinarySingleValueDecodingContainer: SingleValueDecodingContainer {
+  let input: BinaryDecodingInput
+  let value: BinaryTaggedValue
   let codingPath: [CodingKey]
   let depth: Int
 
-  func decodeNil() -> Bool { value.tag == BinTag.null }
-  func decode(_ t: Bool.Type) throws -> Bool { try input.bool(value, codingPath) }
-  func decode(_ t: String.Type) throws -> String { try input.string(value, codingPath) }
-  func decode(_ t: Double.Type) throws -> Double { try input.double(value, codingPath) }
-  func decode(_ t: Float.Type) throws -> Float { try input.float(value, codingPath) }
-  func decode(_ t: Int.Type) throws -> Int { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int8.Type) throws -> Int8 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int16.Type) throws -> Int16 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int32.Type) throws -> Int32 { try input.integer(t, value, codingPath) }
-  func decode(_ t: Int64.Type) throws -> Int64 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt.Type) throws -> UInt { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt8.Type) throws -> UInt8 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt16.Type) throws -> UInt16 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt32.Type) throws -> UInt32 { try input.integer(t, value, codingPath) }
-  func decode(_ t: UInt64.Type) throws -> UInt64 { try input.integer(t, value, codingPath) }
+  @inline(__always) private func scalar<T: BinaryScalar>() throws -> T { try T.read(value, from: input, codingPath) }
+
+  func decodeNil() -> Bool { value.tag == BinaryTag.null }
+  func decode(_ t: Bool.Type) throws -> Bool { try scalar() }
+  func decode(_ t: String.Type) throws -> String { try scalar() }
+  func decode(_ t: Double.Type) throws -> Double { try scalar() }
+  func decode(_ t: Float.Type) throws -> Float { try scalar() }
+  func decode(_ t: Int.Type) throws -> Int { try scalar() }
+  func decode(_ t: Int8.Type) throws -> Int8 { try scalar() }
+  func decode(_ t: Int16.Type) throws -> Int16 { try scalar() }
+  func decode(_ t: Int32.Type) throws -> Int32 { try scalar() }
+  func decode(_ t: Int64.Type) throws -> Int64 { try scalar() }
+  func decode(_ t: UInt.Type) throws -> UInt { try scalar() }
+  func decode(_ t: UInt8.Type) throws -> UInt8 { try scalar() }
+  func decode(_ t: UInt16.Type) throws -> UInt16 { try scalar() }
+  func decode(_ t: UInt32.Type) throws -> UInt32 { try scalar() }
+  func decode(_ t: UInt64.Type) throws -> UInt64 { try scalar() }
   func decode<T: Decodable>(_ t: T.Type) throws -> T { try input.decodeValue(t, value, path: codingPath, depth: depth) }
 }

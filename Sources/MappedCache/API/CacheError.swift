@@ -117,7 +117,7 @@ extension CacheError {
   /// is made: the file itself may be gone), or nothing when they cannot be had.
   static func spaceNote(_ path: String) -> String {
     let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-    guard let space = Sys.fileSystemSpace(directory.isEmpty ? "/" : directory) else { return "" }
+    guard let space = SystemCall.fileSystemSpace(directory.isEmpty ? "/" : directory) else { return "" }
     return " (the file system there holds \(roughBytes(space.size)), \(roughBytes(space.free)) of it free)"
   }
 

@@ -22,11 +22,11 @@ extension CacheFile {
   /// `CacheFile(creating:)` take such a file over and lay it out, and `CacheFile(path:)`
   /// refuses it (`notACacheFile` for an empty one, `corrupted` for an interrupted one).
   public static func unfinishedCreation(at path: String) -> UnfinishedCreation? {
-    guard let st = Sys.statIfPresent(path), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+    guard let st = SystemCall.statIfPresent(path), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
     if st.st_size == 0 { return .empty }
-    guard let fd = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) else { return nil }
-    defer { Sys.close(fd) }
-    guard let first = try? Sys.pread(fd, count: 8, at: 0), first.count == 8 else { return nil }
+    guard let fd = try? SystemCall.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0) else { return nil }
+    defer { SystemCall.close(fd) }
+    guard let first = try? SystemCall.pread(fd, count: 8, at: 0), first.count == 8 else { return nil }
     let word = first.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
     return word == Format.initialisingMagic ? .interrupted : nil
   }
@@ -39,9 +39,9 @@ extension OpenPolicy {
   /// the group). The group's name, or its number when it has none; nil when the file is
   /// missing or belongs to a group this process is not in.
   public static func callersGroup(ofFileAt path: String) -> String? {
-    guard let st = Sys.statIfPresent(path) else { return nil }
+    guard let st = SystemCall.statIfPresent(path) else { return nil }
     let gid = st.st_gid
-    guard Sys.effectiveGroupID() == gid || Sys.supplementaryGroups().contains(gid) else { return nil }
-    return Sys.groupName(of: gid) ?? "\(gid)"
+    guard SystemCall.effectiveGroupID() == gid || SystemCall.supplementaryGroups().contains(gid) else { return nil }
+    return SystemCall.groupName(of: gid) ?? "\(gid)"
   }
 }

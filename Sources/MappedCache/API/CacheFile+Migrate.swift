@@ -43,12 +43,12 @@ extension CacheFile {
   public static func migrate(
     from source: String, to destination: String, configure: (inout CacheOptions) -> Void = { _ in }
   ) throws(CacheError) -> MigrationReport {
-    if Sys.lstatIfPresent(destination) != nil {
+    if SystemCall.lstatIfPresent(destination) != nil {
       throw .invalidArgument("\(destination) exists: migrate writes a new file, and leaves an existing one alone")
     }
     let first = try headerBytes(of: source)
-    let mode = Sys.lstatIfPresent(source).map { UInt32($0.st_mode) & 0o777 } ?? 0o600
-    let now = Sys.wallClockMilliseconds()
+    let mode = SystemCall.lstatIfPresent(source).map { UInt32($0.st_mode) & 0o777 } ?? 0o600
+    let now = SystemCall.wallClockMilliseconds()
     if HeaderFields(bytes: first).version == Format.previousVersion, HeaderFields(bytes: first).magic == Format.magic {
       let old = try FormatFourReader(path: source)
       let h = old.header
@@ -120,9 +120,9 @@ extension CacheFile {
   /// The first 256 bytes of the file at `path` (fewer when it is shorter).
   private static func headerBytes(of path: String) throws(CacheError) -> [UInt8] {
     do {
-      let fd = try Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, mode: 0)
-      defer { Sys.close(fd) }
-      return try Sys.pread(fd, count: 256, at: 0)
+      let fd = try SystemCall.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, mode: 0)
+      defer { SystemCall.close(fd) }
+      return try SystemCall.pread(fd, count: 256, at: 0)
     } catch {
       throw .system(error)
     }

@@ -222,7 +222,7 @@ public final class CacheFile: @unchecked Sendable {
   ///   ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func set(_ key: [UInt8], _ value: [UInt8], ttl: TimeInterval? = nil) throws -> UInt64 {
-    let expiry = (ttl.map { CacheExpiry.seconds($0) } ?? .never).milliseconds(now: Sys.wallClockMilliseconds())
+    let expiry = (ttl.map { CacheExpiry.seconds($0) } ?? .never).milliseconds(now: SystemCall.wallClockMilliseconds())
     let outcome = try key.withUnsafeBytes { k in
       try value.withUnsafeBytes { v in try engine.set(k, v, expiry: expiry) }
     }

@@ -143,7 +143,7 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
   }
 
   public func objectAndExpiry(forKey key: String) throws -> (value: Value, expires: CacheExpiry)? {
-    let now = Sys.wallClockMilliseconds()
+    let now = SystemCall.wallClockMilliseconds()
     return withLock { s -> (value: Value, expires: CacheExpiry)? in
       guard let i = s.live(key, now: now), let v = s.nodes[i].value else { return nil }
       s.unlink(i)
@@ -159,7 +159,7 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
   /// Stores `value` with an explicit cost (NSCache's `setObject(_:forKey:cost:)`).
   public func setObject(_ value: Value, forKey key: String, expires: CacheExpiry? = nil, cost: Int) throws {
     guard cost >= 0 else { throw CacheError.invalidArgument("cost \(cost) must not be negative") }
-    let now = Sys.wallClockMilliseconds()
+    let now = SystemCall.wallClockMilliseconds()
     withLock { s in
       let expiry = (expires ?? s.defaultExpiry).milliseconds(now: now)
       if let i = s.index[key] {
@@ -210,7 +210,7 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
   /// Drops every expired entry now; returns how many.
   @discardableResult
   public func removeExpiredObjects() -> Int {
-    let now = Sys.wallClockMilliseconds()
+    let now = SystemCall.wallClockMilliseconds()
     return withLock { s in
       let expired = s.index.values.filter { s.nodes[$0].expiry != 0 && s.nodes[$0].expiry <= now }
       for i in expired { s.remove(i) }

@@ -89,7 +89,7 @@ extension SharedCache where Value: FixedWidthInteger {
     _ key: String, _ expires: CacheExpiry?, _ initial: Value,
     _ op: (Value) -> Value?
   ) throws -> Value {
-    let now = Sys.wallClockMilliseconds()
+    let now = SystemCall.wallClockMilliseconds()
     let given = expires.map { $0.milliseconds(now: now) }
     let fresh = (defaultExpiry).milliseconds(now: now)
     var result = initial

@@ -70,19 +70,19 @@ final class ComputeClaim {
   init(engine: CacheEngine, key: UnsafeRawBufferPointer) throws {
     offset = ComputeClaim.offset(key)
     do {
-      fd = try Sys.open(engine.path, flags: O_RDWR, mode: 0)
+      fd = try SystemCall.open(engine.path, flags: O_RDWR, mode: 0)
     } catch {
       throw CacheError.system(error)
     }
     let st: stat
-    do { st = try Sys.fstat(fd) } catch {
-      Sys.close(fd)
+    do { st = try SystemCall.fstat(fd) } catch {
+      SystemCall.close(fd)
       throw CacheError.system(error)
     }
     // The path must still name the file the engine has mapped: a lock on another
     // inode would exclude nobody.
     guard UInt64(st.st_dev) == engine.file.device, UInt64(st.st_ino) == engine.file.inode else {
-      Sys.close(fd)
+      SystemCall.close(fd)
       throw CacheError.fileReplaced(path: engine.path)
     }
   }
@@ -94,16 +94,16 @@ final class ComputeClaim {
   /// Takes the claim if nobody holds it; true when this claim now holds it.
   func tryAcquire() throws -> Bool {
     if held { return true }
-    do { held = try Sys.lockByteExclusive(fd, at: offset) } catch { throw CacheError.system(error) }
+    do { held = try SystemCall.lockByteExclusive(fd, at: offset) } catch { throw CacheError.system(error) }
     return held
   }
 
   func release() {
-    if held { Sys.unlockByte(fd, at: offset) }
+    if held { SystemCall.unlockByte(fd, at: offset) }
     held = false
   }
 
-  deinit { Sys.close(fd) }  // closing drops the lock as well
+  deinit { SystemCall.close(fd) }  // closing drops the lock as well
 }
 
 extension SharedCache where Value: Codable & SendableMetatype {
@@ -135,7 +135,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
     try throwIfFailureCached(key)
     guard engine.writable else { return (try await compute(), false) }
     let claim = try withKey(key) { try ComputeClaim(engine: engine, key: $0) }
-    let deadline = Sys.monotonicNanoseconds() &+ ComputeWait.nanoseconds(options.waitTimeout)
+    let deadline = SystemCall.monotonicNanoseconds() &+ ComputeWait.nanoseconds(options.waitTimeout)
     var wait = ComputeWait(max: options.maxPollInterval)
     while true {
       switch try step(key, claim, options, deadline) {
@@ -179,7 +179,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
       return completion(nil, false, error)
     }
     guard let claim else { return runBlock(key, nil, options, cacheBlock, completion) }
-    let deadline = Sys.monotonicNanoseconds() &+ ComputeWait.nanoseconds(options.waitTimeout)
+    let deadline = SystemCall.monotonicNanoseconds() &+ ComputeWait.nanoseconds(options.waitTimeout)
     let box = ClaimBox(claim)
     // One look on the caller's thread; waiting moves to a background queue.
     @Sendable func look() -> Bool {
@@ -203,7 +203,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
     Thread.detachNewThread {
       var wait = ComputeWait(max: options.maxPollInterval)
       while true {
-        Sys.sleep(microseconds: UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
+        SystemCall.sleep(microseconds: UInt32(min(wait.next() / 1000, UInt64(UInt32.max))))
         if look() { return }
       }
     }
@@ -213,7 +213,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
   public func isComputing(forKey key: String) throws -> Bool {
     try withKey(key) { k in
       try engine.checkKey(k)
-      return Sys.byteIsLocked(engine.file.fd, at: ComputeClaim.offset(k))
+      return SystemCall.byteIsLocked(engine.file.fd, at: ComputeClaim.offset(k))
     }
   }
 
@@ -252,7 +252,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
       return .claimed
     }
     if options.serveStale, let v = try peek(key, allowingExpired: true) { return .cached(v) }
-    return Sys.monotonicNanoseconds() >= deadline ? .timedOut : .wait
+    return SystemCall.monotonicNanoseconds() >= deadline ? .timedOut : .wait
   }
 
   /// A read that does not count towards hits and misses (waiting polls).
@@ -345,7 +345,7 @@ extension SharedCache where Value: Codable & SendableMetatype {
   private func rememberFailure(_ key: String, _ error: Error, _ options: ComputeOptions) {
     guard let ttl = options.cacheFailuresFor, ttl > 0, engine.writable else { return }
     let reason = Array(String(describing: error).utf8.prefix(1024))
-    let ms = CacheExpiry.seconds(ttl).milliseconds(now: Sys.wallClockMilliseconds())
+    let ms = CacheExpiry.seconds(ttl).milliseconds(now: SystemCall.wallClockMilliseconds())
     _ = try? failureKey(key) { k in
       try reason.withUnsafeBytes { try engine.set(k, $0, expiry: ms) }
     }

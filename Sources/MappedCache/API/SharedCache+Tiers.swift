@@ -5,7 +5,7 @@
 @_spi(Tiers)
 extension SharedCache {
   /// How many tier words the file has (indices `0 ..< tierWordCount`).
-  public static var tierWordCount: Int { Format.H.tierWordCount }
+  public static var tierWordCount: Int { Format.HeaderOffset.tierWordCount }
 
   /// The bytes `setObject` would store for `value`.
   public func encodedBytes(of value: Value) throws -> [UInt8] {
@@ -38,8 +38,8 @@ extension SharedCache {
   }
 
   private func checkTierIndex(_ index: Int) throws {
-    guard (0..<Format.H.tierWordCount).contains(index) else {
-      throw CacheError.invalidArgument("tier word \(index) is not in 0..<\(Format.H.tierWordCount)")
+    guard (0..<Format.HeaderOffset.tierWordCount).contains(index) else {
+      throw CacheError.invalidArgument("tier word \(index) is not in 0..<\(Format.HeaderOffset.tierWordCount)")
     }
   }
 }

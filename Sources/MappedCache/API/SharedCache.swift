@@ -19,9 +19,9 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// Decoded values kept in this process (`OpenPolicy.decodedValues`), or nil.
   @usableFromInline let decoded: DecodedValueCache<Value>?
   /// `decoded` unretained (kept alive by `decoded`): the hot read passes it down without
-  /// a retain and release, two atomic operations, about a tenth of its time. Stored, not
-  /// derived at the read: binding `decoded` there retains it (`scripts/typed-callgrind.sh`
-  /// struct-hot 890 instructions against 837).
+  /// a retain and release, two atomic operations and a real share of its time. Stored,
+  /// not derived at the read: binding `decoded` there retains it (`scripts/typed-callgrind.sh`
+  /// struct-hot counts the difference).
   @usableFromInline let decodedUnretained: Unmanaged<DecodedValueCache<Value>>?
   /// The default expiry, packed for lock-free reads on every write:
   /// 0 = never; tag 1 in the top bits = seconds (low bits: milliseconds);
@@ -196,7 +196,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   }
 
   /// Inlined into every write: `.never`, and no expiry with no default, cost one
-  /// compare (as a call, 26 instructions of a 64-byte set's ~400).
+  /// compare (as a call, a noticeable share of a small set's instructions).
   @inlinable @inline(__always)
   func expiryMs(_ e: CacheExpiry?) -> UInt64 {
     switch e {
@@ -208,11 +208,11 @@ public final class SharedCache<Value>: @unchecked Sendable {
 
   @usableFromInline
   func expiryMsComputed(_ e: CacheExpiry?) -> UInt64 {
-    if let e { return e.milliseconds(now: Sys.wallClockMilliseconds()) }
+    if let e { return e.milliseconds(now: SystemCall.wallClockMilliseconds()) }
     let w = defaults.load(ordering: .relaxed)
     switch w >> 62 {
     case 0: return 0
-    case 1: return min(Sys.wallClockMilliseconds() &+ (w & Format.expiryMask), Format.expiryMask)
+    case 1: return min(SystemCall.wallClockMilliseconds() &+ (w & Format.expiryMask), Format.expiryMask)
     default: return w & Format.expiryMask
     }
   }
@@ -414,7 +414,7 @@ public final class SharedCache<Value>: @unchecked Sendable {
   /// - Throws: ``CacheError/emptyKey`` or ``CacheError/keyTooLarge(size:limit:)`` for a bad key; ``CacheError/readOnly(path:)`` on a read-only handle.
   @discardableResult
   public func touch(_ key: String, expires: CacheExpiry) throws -> Bool {
-    let ms = expires.milliseconds(now: Sys.wallClockMilliseconds())
+    let ms = expires.milliseconds(now: SystemCall.wallClockMilliseconds())
     return try withKey(key) { try engine.touch($0, expiry: ms) }
   }
 

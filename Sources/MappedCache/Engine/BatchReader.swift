@@ -11,8 +11,9 @@
 /// B2. for each key, look at its first bucket's tags (relaxed loads outside any seqlock:
 ///     only a hint). Where one equals the key's tag, prefetch the record its slot names
 ///     (`PartitionMemory.prefetchRecord`, which checks the offset like any offset read
-///     from the file); where none does, prefetch the second bucket. These misses
-///     overlap too. Then the same for those keys' second buckets: their records;
+///     from the file); where none does, compute the second place (only then) and
+///     prefetch its bucket. These misses overlap too. Then the same for those keys'
+///     second buckets: their records;
 /// B3. for each key, the single read with the hash of B1 (`copyValue(_:hash:into:)`):
 ///     the read protocol R1-R7, the handle's hit and miss counters.
 ///
@@ -120,22 +121,25 @@ extension CacheEngine {
       let groups = BucketIndex(part: part).geometryRelaxed().groups
       guard part.isValidGroupCount(groups) else {
         routes.initializeElement(
-          at: j, to: .init(partitionCount: 0, partition: -1, groups: 0, placement: Placement(hash: 0, groups: 1)))
+          at: j, to: .init(partitionCount: 0, partition: -1, groups: 0, first: Place(group: 0, bucket: 0), tag: 0))
         continue
       }
-      let pl = Placement(hash: hashes[j], groups: groups)
-      routes.initializeElement(
-        at: j, to: .init(partitionCount: partitions, partition: p, groups: groups, placement: pl))
-      part.prefetchBucket(pl.first, write: false)
+      let first = Placement.first(hash: hashes[j], groups: groups)
+      let route = Reader.Route(
+        partitionCount: partitions, partition: p, groups: groups, first: first, tag: IndexGeometry.tag(hashes[j]))
+      routes.initializeElement(at: j, to: route)
+      part.prefetchBucket(first, write: false)
     }
     // B2: the loads wait for the first buckets' misses, in flight for every key.
     var second: UInt32 = 0
     for j in 0..<count {
-      let (p, pl) = (routes[j].partition, routes[j].placement)
-      guard p >= 0 else { continue }
-      let part = memory.partition(p)
-      if part.prefetchRecord(named: pl.tag, in: pl.first).isNone && pl.second != pl.first {
-        part.prefetchBucket(pl.second, write: false)
+      let r = routes[j]
+      guard r.partition >= 0 else { continue }
+      let part = memory.partition(r.partition)
+      guard part.prefetchRecord(named: r.tag, in: r.first).isNone else { continue }
+      let place = Placement.second(hash: hashes[j], groups: r.groups)
+      if place != r.first {
+        part.prefetchBucket(place, write: false)
         second |= 1 &<< UInt32(j)  // j < 32: no over-shift check needed
       }
     }
@@ -145,8 +149,9 @@ extension CacheEngine {
     while second != 0 {
       let j = second.trailingZeroBitCount
       second &= second &- 1
-      let (p, pl) = (routes[j].partition, routes[j].placement)
-      memory.partition(p).prefetchRecord(named: pl.tag, in: pl.second)
+      let r = routes[j]
+      memory.partition(r.partition).prefetchRecord(
+        named: r.tag, in: Placement.second(hash: hashes[j], groups: r.groups))
     }
   }
 }

@@ -93,7 +93,7 @@ extension CacheEngine {
           // A body run again after a repair (`withWriteLock`) starts from the first group.
           if retried { try prepareGroup(keys, values, order, from: 0, expiry: expiry, into: first) }
           retried = true
-          let now = Sys.expiryClockMilliseconds()
+          let now = SystemCall.expiryClockMilliseconds()
           var current = first
           var next = second
           var start = 0

@@ -67,7 +67,7 @@ extension CacheEngine {
   /// change is repaired (a writable handle), or its holder is alive and not stopped.
   func settleBusyWriter(of p: Int) -> Bool {
     guard let slot = reader.liveness.liveHolder(p) else { return repairAbandoned(p) }
-    let state = Sys.processState(Int32(truncatingIfNeeded: attachedProcess(slot: slot).pid))
+    let state = SystemCall.processState(Int32(truncatingIfNeeded: attachedProcess(slot: slot).pid))
     return state != UInt8(ascii: "T") && state != UInt8(ascii: "t")
   }
 

@@ -22,7 +22,7 @@ extension CacheEngine {
       return -1
     case .found(let e, let p):
       // Judge it as a read would (R6), but for the copy: the caller copies when it must.
-      if e.header.expiry != 0 && Expiry.isExpired(e.header.expiry, now: Sys.expiryClockMilliseconds()) {
+      if e.header.expiry != 0 && Expiry.isExpired(e.header.expiry, now: SystemCall.expiryClockMilliseconds()) {
         reader.countMiss()
         return -1
       }

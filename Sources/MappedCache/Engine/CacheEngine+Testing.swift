@@ -75,7 +75,7 @@ extension CacheEngine {
   /// The file offsets of a slot's tag (2 bytes) and entry word (4 bytes), in partition `p`.
   func _slotOffsets(partition p: Int, _ at: BucketIndex.Slot) -> (tag: Int, word: Int) {
     let b = _bucketOffset(partition: p, at.place)
-    return (b + Format.B.tags + 2 * at.slot, b + Format.B.words + 4 * at.slot)
+    return (b + Format.BucketOffset.tags + 2 * at.slot, b + Format.BucketOffset.words + 4 * at.slot)
   }
 }
 

@@ -49,8 +49,8 @@ extension CacheEngine {
   func attachedProcesses() -> [AttachedProcess] {
     var out: [AttachedProcess] = []
     for i in 0..<layout.procCount where i != registration?.slot {
-      guard memory.procWord(i, Format.P.generation).load(.acquiring) != 0,
-        Sys.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i))
+      guard memory.procWord(i, Format.ProcessEntryOffset.generation).load(.acquiring) != 0,
+        SystemCall.byteIsLocked(file.fd, at: WriteLock.witnessBase + Int64(i))
       else { continue }
       out.append(attachedProcess(slot: i))
     }
@@ -61,8 +61,8 @@ extension CacheEngine {
   func attachedProcess(slot: Int) -> AttachedProcess {
     AttachedProcess(
       slot: slot,
-      pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.P.pid).load(.relaxed) & 0x7FFF_FFFF),
-      openedMs: memory.procWord(slot, Format.P.openedMs).load(.relaxed))
+      pid: Int(truncatingIfNeeded: memory.procWord(slot, Format.ProcessEntryOffset.pid).load(.relaxed) & 0x7FFF_FFFF),
+      openedMs: memory.procWord(slot, Format.ProcessEntryOffset.openedMs).load(.relaxed))
   }
 
   /// A live process whose token is in a partition's lock word now, if any: a diagnostic
@@ -85,7 +85,7 @@ extension CacheEngine {
 
   // MARK: Tier words (`SharedCache+Tiers`)
 
-  /// The header words reserved for tiers (`Format.H.tierWords`): plain shared words with
+  /// The header words reserved for tiers (`Format.HeaderOffset.tierWords`): plain shared words with
   /// acquire/release ordering, outside every lock. Indices are checked by the caller.
   func tierWord(_ i: Int) -> UInt64 { memory.header(.tier(i)).load(.acquiring) }
 

@@ -215,7 +215,7 @@ final class CacheEngine: @unchecked Sendable {
       }
       if !retry { return part }
       lock.release(p)
-      Sys.yield()
+      SystemCall.yield()
     }
   }
 
@@ -463,7 +463,7 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     let engine = unretained
     return try withKeyLock(hash: hash) { part in
-      let now = Sys.expiryClockMilliseconds()
+      let now = SystemCall.expiryClockMilliseconds()
       return try engine { try $0.writer.touch(key, hash: hash, expiry: expiry, now: now, part) }
     }
   }
@@ -477,7 +477,7 @@ final class CacheEngine: @unchecked Sendable {
     let hash = KeyHash.key(key)
     let engine = unretained
     return try withKeyLock(hash: hash) { part in
-      try engine { try $0.writer.update(key, hash: hash, now: Sys.expiryClockMilliseconds(), part, body) }
+      try engine { try $0.writer.update(key, hash: hash, now: SystemCall.expiryClockMilliseconds(), part, body) }
     }
   }
 
@@ -503,7 +503,7 @@ final class CacheEngine: @unchecked Sendable {
       removed += try withWriteLock(partition: p) { part in
         let r = writer.expireSlots(
           part, from: Int(truncatingIfNeeded: part.counters.value(.sweepHand) & 0xFFFF_FFFF), count: share,
-          now: Sys.expiryClockMilliseconds())
+          now: SystemCall.expiryClockMilliseconds())
         part.counters.set(.sweepHand, UInt64(r.next), part.held)
         return r.removed
       }
@@ -523,7 +523,7 @@ final class CacheEngine: @unchecked Sendable {
         let (n, done) = try withWriteLock(partition: p) { part -> (Int, Bool) in
           let slots = part.index.slotCount
           let count = min(Self.sweepStep, max(0, slots - start))
-          let r = writer.expireSlots(part, from: start, count: count, now: Sys.expiryClockMilliseconds())
+          let r = writer.expireSlots(part, from: start, count: count, now: SystemCall.expiryClockMilliseconds())
           return (r.removed, start + count >= slots)
         }
         removed += n
@@ -551,7 +551,8 @@ final class CacheEngine: @unchecked Sendable {
       try withWriteLock(partition: p) { part in
         let countShare = Self.share(countLimit, of: totals.entries, held: part.counters.count(.entries))
         let costShare = Self.share(costLimit, of: totals.liveBytes, held: part.counters.count(.liveBytes))
-        try part.policy.evictDown(toCount: countShare, cost: costShare, now: Sys.expiryClockMilliseconds(), part.held)
+        try part.policy.evictDown(
+          toCount: countShare, cost: costShare, now: SystemCall.expiryClockMilliseconds(), part.held)
       }
     }
   }
@@ -715,7 +716,7 @@ final class CacheEngine: @unchecked Sendable {
       total.problems.append("the header's grown partition count \(bad) names partitions past the file's end")
       if repair {
         try takeGrowthLock()
-        defer { Sys.unlockByte(file.fd, at: Self.growthLockByte) }
+        defer { SystemCall.unlockByte(file.fd, at: Self.growthLockByte) }
         memory.resetGrowth()
         total.repaired += 1
       }
@@ -748,9 +749,9 @@ final class CacheEngine: @unchecked Sendable {
     var misses = memory.header(.retiredMisses).load(.relaxed)
     var busy = memory.header(.retiredBusy).load(.relaxed)
     for i in 0..<layout.procCount {
-      hits &+= memory.procWord(i, Format.P.hits).load(.relaxed)
-      misses &+= memory.procWord(i, Format.P.misses).load(.relaxed)
-      busy &+= memory.procWord(i, Format.P.busy).load(.relaxed)
+      hits &+= memory.procWord(i, Format.ProcessEntryOffset.hits).load(.relaxed)
+      misses &+= memory.procWord(i, Format.ProcessEntryOffset.misses).load(.relaxed)
+      busy &+= memory.procWord(i, Format.ProcessEntryOffset.busy).load(.relaxed)
     }
     if registration == nil {
       hits &+= handleCounters.hits.load(.relaxed)

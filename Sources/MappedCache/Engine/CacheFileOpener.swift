@@ -56,7 +56,7 @@ enum CacheFileOpener {
   ) throws(CacheError) -> Opened? {
     try refuseSymlink(path)
     let group = try policy.sharedGroup.map { name throws(CacheError) in try SharedGroup(name) }
-    if !policy.readOnly && policy.create && Sys.lstatIfPresent(path) == nil {
+    if !policy.readOnly && policy.create && SystemCall.lstatIfPresent(path) == nil {
       // About to create: refuse bad creation options before a file exists, so a refused
       // creation leaves nothing behind. (An existing cache opens with its own parameters.)
       _ = try Layout(options: options)
@@ -69,15 +69,15 @@ enum CacheFileOpener {
     }
     let (fd, writable, made) = try openDescriptor(path, policy: policy, mode: options.mode)
     var keepFD = false
-    defer { if !keepFD { Sys.close(fd) } }
+    defer { if !keepFD { SystemCall.close(fd) } }
     // A file this call made is removed if it fails before the cache is laid out.
     var laidOut = !made
     defer { if !laidOut { removeUnfinished(fd, path: path) } }
     try checkOwnershipAndMode(fd, path: path, policy: policy, group: group)
 
-    try system { () throws(SystemError) in try Sys.flock(fd, LOCK_EX) }
-    defer { _ = try? Sys.flock(fd, LOCK_UN) }
-    var st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    try system { () throws(SystemError) in try SystemCall.flock(fd, LOCK_EX) }
+    defer { _ = try? SystemCall.flock(fd, LOCK_UN) }
+    var st = try system { () throws(SystemError) in try SystemCall.fstat(fd) }
     if !pathNames(path, st) {
       laidOut = true  // not this call's to remove any more
       // A file no longer at its path is no cache anyone else can open: after the last
@@ -89,7 +89,7 @@ enum CacheFileOpener {
       fd, path: path, canCreate: writable && policy.create, options: options, group: group,
       type: (typeFingerprint, typeName))
     laidOut = true
-    st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    st = try system { () throws(SystemError) in try SystemCall.fstat(fd) }
     let (header, layout) = try readHeader(
       fd, path: path, fileSize: Int(st.st_size),
       typeFingerprint: typeFingerprint, typeName: typeName)
@@ -105,20 +105,20 @@ enum CacheFileOpener {
   /// the `flock`, so that an opener laying the file out meanwhile is waited for and its
   /// cache kept; openers waiting for the `flock` then find the path gone and open again.
   private static func removeUnfinished(_ fd: Int32, path: String) {
-    guard (try? Sys.flock(fd, LOCK_EX)) != nil else { return }
-    defer { _ = try? Sys.flock(fd, LOCK_UN) }
-    guard let st = try? Sys.fstat(fd), pathNames(path, st) else { return }
+    guard (try? SystemCall.flock(fd, LOCK_EX)) != nil else { return }
+    defer { _ = try? SystemCall.flock(fd, LOCK_UN) }
+    guard let st = try? SystemCall.fstat(fd), pathNames(path, st) else { return }
     if st.st_size > 0 {
-      guard let first = try? Sys.pread(fd, count: 8, at: 0), first.count == 8,
+      guard let first = try? SystemCall.pread(fd, count: 8, at: 0), first.count == 8,
         [0, Format.initialisingMagic].contains(HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic)
       else { return }
     }
-    try? Sys.unlink(path)
+    try? SystemCall.unlink(path)
   }
 
   /// Whether `path` names the file `st` describes (the same device and inode).
   private static func pathNames(_ path: String, _ st: stat) -> Bool {
-    guard let now = Sys.lstatIfPresent(path) else { return false }
+    guard let now = SystemCall.lstatIfPresent(path) else { return false }
     return now.st_dev == st.st_dev && now.st_ino == st.st_ino
   }
 
@@ -127,7 +127,7 @@ enum CacheFileOpener {
   /// Step 1. `O_NOFOLLOW` refuses a link too (ELOOP, see `openDescriptor`); this check
   /// gives the clearer message in the common case.
   private static func refuseSymlink(_ path: String) throws(CacheError) {
-    if let st = Sys.lstatIfPresent(path), (st.st_mode & S_IFMT) == S_IFLNK {
+    if let st = SystemCall.lstatIfPresent(path), (st.st_mode & S_IFMT) == S_IFLNK {
       throw .unsafeFile(path: path, reason: "it is a symbolic link")
     }
   }
@@ -146,9 +146,9 @@ enum CacheFileOpener {
     // until a writer came (no effect on regular files). O_NOCTTY: a terminal is never adopted.
     let flags = (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY
     do throws(SystemError) {
-      if creating, Sys.lstatIfPresent(path) == nil {
+      if creating, SystemCall.lstatIfPresent(path) == nil {
         do throws(SystemError) {
-          let fd = try Sys.open(path, flags: flags | O_CREAT | O_EXCL, mode: mode_t(mode & 0o777))
+          let fd = try SystemCall.open(path, flags: flags | O_CREAT | O_EXCL, mode: mode_t(mode & 0o777))
           pauseForTest(at: "opened")
           return (fd, writable, true)
         } catch {
@@ -156,11 +156,14 @@ enum CacheFileOpener {
           guard error.code.rawValue == EEXIST else { throw error }
         }
       }
-      return (try Sys.open(path, flags: flags | (creating ? O_CREAT : 0), mode: mode_t(mode & 0o777)), writable, false)
+      return (
+        try SystemCall.open(path, flags: flags | (creating ? O_CREAT : 0), mode: mode_t(mode & 0o777)), writable, false
+      )
     } catch {
       if error.code == .tooManySymbolicLinks { throw .unsafeFile(path: path, reason: "it is a symbolic link") }
-      if writable, error.code == .permissionDenied || error.code == .readOnlyFileSystem, Sys.statIfPresent(path) != nil,
-        let ro = try? Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0)
+      if writable, error.code == .permissionDenied || error.code == .readOnlyFileSystem,
+        SystemCall.statIfPresent(path) != nil,
+        let ro = try? SystemCall.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY, mode: 0)
       {
         return (ro, false, false)
       }
@@ -177,11 +180,11 @@ enum CacheFileOpener {
     _ fd: Int32, path: String, policy: OpenPolicy,
     group: SharedGroup?
   ) throws(CacheError) {
-    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
+    let st = try system { () throws(SystemError) in try SystemCall.fstat(fd) }
     guard (st.st_mode & S_IFMT) == S_IFREG else { throw .notACacheFile(path: path) }
     let shared = group.map { st.st_gid == $0.id } ?? false
     let mode = String(st.st_mode & 0o777, radix: 8)
-    if !policy.allowOtherOwner, !shared, st.st_uid != Sys.effectiveUserID() {
+    if !policy.allowOtherOwner, !shared, st.st_uid != SystemCall.effectiveUserID() {
       let hint = group.map { "; it belongs to gid \(st.st_gid), not to the shared group \($0.name)" } ?? ""
       throw .unsafeFile(path: path, reason: "it is owned by uid \(st.st_uid), not by this user\(hint)")
     }
@@ -205,14 +208,14 @@ enum CacheFileOpener {
     type: (fingerprint: UInt64, name: String)
   ) throws(CacheError) -> Bool {
     let (typeFingerprint, typeName) = type
-    let size = Int(try system { () throws(SystemError) in try Sys.fstat(fd) }.st_size)
+    let size = Int(try system { () throws(SystemError) in try SystemCall.fstat(fd) }.st_size)
     let wasEmpty: Bool
     if size == 0 {
       guard canCreate else { throw .notACacheFile(path: path) }
       pauseForTest(at: "locked")
       wasEmpty = true
     } else {
-      let first = try system { () throws(SystemError) in try Sys.pread(fd, count: 8, at: 0) }
+      let first = try system { () throws(SystemError) in try SystemCall.pread(fd, count: 8, at: 0) }
       guard first.count == 8,
         HeaderFields(bytes: first + [UInt8](repeating: 0, count: 248)).magic == Format.initialisingMagic
       else { return false }
@@ -231,17 +234,17 @@ enum CacheFileOpener {
   /// write for others, set exactly (no umask). Only for a file this user owns: one of
   /// another user's, being taken over, keeps the owner's choice.
   private static func give(_ fd: Int32, path: String, to group: SharedGroup, mode: UInt32) throws(CacheError) {
-    let st = try system { () throws(SystemError) in try Sys.fstat(fd) }
-    guard st.st_uid == Sys.effectiveUserID() else { return }
+    let st = try system { () throws(SystemError) in try SystemCall.fstat(fd) }
+    guard st.st_uid == SystemCall.effectiveUserID() else { return }
     var bits = mode_t(mode & 0o777)
     if bits & 0o070 == 0 { bits |= 0o060 }
     bits &= ~0o002
     if st.st_gid != group.id {
-      do { try Sys.changeGroup(fd, to: group.id) } catch {
+      do { try SystemCall.changeGroup(fd, to: group.id) } catch {
         throw .unsafeFile(path: path, reason: "it cannot be given to group \(group.name) (\(error.code))")
       }
     }
-    try system { () throws(SystemError) in try Sys.changeMode(fd, to: bits) }
+    try system { () throws(SystemError) in try SystemCall.changeMode(fd, to: bits) }
   }
 
   /// Step 5: the header must be a finished one of this format whose fields agree with
@@ -251,7 +254,7 @@ enum CacheFileOpener {
     typeName: String
   ) throws(CacheError) -> (HeaderFields, Layout) {
     // Line 6 too: the grown size and partition count.
-    let bytes = try system { () throws(SystemError) in try Sys.pread(fd, count: 512, at: 0) }
+    let bytes = try system { () throws(SystemError) in try SystemCall.pread(fd, count: 512, at: 0) }
     let h = HeaderFields(bytes: bytes)
     guard bytes.count == 512, h.magic == Format.magic else { throw .notACacheFile(path: path) }
     guard h.version == Format.version else {
@@ -285,7 +288,7 @@ enum CacheFileOpener {
   private static func reserveHoles(_ fd: Int32, path: String, st: stat, size: Int) throws(CacheError) {
     guard Int(st.st_blocks) * 512 < size else { return }
     do {
-      try Sys.allocateHoles(fd, size: size)
+      try SystemCall.allocateHoles(fd, size: size)
     } catch {
       if error.code.rawValue == EOPNOTSUPP { return }  // nothing better to do there
       throw spaceError(error, path: path, bytes: size)
@@ -308,26 +311,28 @@ enum CacheFileOpener {
     var marker = [UInt8](repeating: 0, count: 8)
     for i in 0..<8 { marker[i] = UInt8(truncatingIfNeeded: Format.initialisingMagic >> (8 * UInt64(i))) }
     do {
-      try Sys.pwrite(fd, marker, at: 0)
+      try SystemCall.pwrite(fd, marker, at: 0)
     } catch {
       throw spaceError(error, path: path, bytes: layout.fileSize)
     }
     pauseForTest(at: "marked")
     do {
-      try Sys.fallocate(fd, size: layout.fileSize)
+      try SystemCall.fallocate(fd, size: layout.fileSize)
     } catch {
-      try? Sys.ftruncate(fd, size: 0)
+      try? SystemCall.ftruncate(fd, size: 0)
       throw spaceError(error, path: path, bytes: layout.fileSize)
     }
     try system { () throws(SystemError) in
-      if Int(try Sys.fstat(fd).st_size) != layout.fileSize { try Sys.ftruncate(fd, size: layout.fileSize) }
+      if Int(try SystemCall.fstat(fd).st_size) != layout.fileSize {
+        try SystemCall.ftruncate(fd, size: layout.fileSize)
+      }
     }
     pauseForTest(at: "allocated")
     let header = HeaderFields(
       layout: layout, typeFingerprint: typeFingerprint, typeName: typeName,
-      createdMs: Sys.wallClockMilliseconds())
-    let base = try system { () throws(SystemError) in try Sys.mmap(fd, size: layout.fileSize, writable: true) }
-    defer { Sys.munmap(base, size: layout.fileSize) }
+      createdMs: SystemCall.wallClockMilliseconds())
+    let base = try system { () throws(SystemError) in try SystemCall.mmap(fd, size: layout.fileSize, writable: true) }
+    defer { SystemCall.munmap(base, size: layout.fileSize) }
     // A file being created again must read as zero everywhere but the logs (log bytes are
     // only reached through slots and log positions); the "header" test pause splits the
     // image's copy.
@@ -349,7 +354,7 @@ enum CacheFileOpener {
     /// Looks the group up by name (then, for digits only, as a numeric ID).
     init(_ name: String) throws(CacheError) {
       self.name = name
-      if let gid = Sys.groupID(named: name) {
+      if let gid = SystemCall.groupID(named: name) {
         id = gid
       } else if !name.isEmpty, name.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let n = gid_t(name) {
         id = n
@@ -361,7 +366,8 @@ enum CacheFileOpener {
     /// Root, or a member of the group (as effective or supplementary group): those
     /// whom the kernel lets give a file to it.
     var callerMayGiveFiles: Bool {
-      Sys.effectiveUserID() == 0 || Sys.effectiveGroupID() == id || Sys.supplementaryGroups().contains(id)
+      SystemCall.effectiveUserID() == 0 || SystemCall.effectiveGroupID() == id
+        || SystemCall.supplementaryGroups().contains(id)
     }
   }
 
@@ -389,7 +395,7 @@ enum CacheFileOpener {
   /// header but not the magic). Reached only while creating: opening a finished cache
   /// never looks at the variable.
   private static func pauseForTest(at step: String) {
-    guard Sys.environment("MC_TEST_CREATE_PAUSE") == step else { return }
-    Sys.stopSelf()
+    guard SystemCall.environment("MC_TEST_CREATE_PAUSE") == step else { return }
+    SystemCall.stopSelf()
   }
 }

@@ -42,17 +42,17 @@ final class FormatFourReader {
   init(path: String) throws(CacheError) {
     self.path = path
     let fd: Int32
-    do { fd = try Sys.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, mode: 0) } catch {
+    do { fd = try SystemCall.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, mode: 0) } catch {
       throw .system(error)
     }
     self.fd = fd
     var mapped: UnsafeMutableRawPointer? = nil
-    defer { if mapped == nil { Sys.close(fd) } }
+    defer { if mapped == nil { SystemCall.close(fd) } }
     let st: stat
     let bytes: [UInt8]
     do {
-      st = try Sys.fstat(fd)
-      bytes = try Sys.pread(fd, count: 256, at: 0)
+      st = try SystemCall.fstat(fd)
+      bytes = try SystemCall.pread(fd, count: 256, at: 0)
     } catch {
       throw .system(error)
     }
@@ -93,13 +93,13 @@ final class FormatFourReader {
       && small > 0 && main > 0 && small % 8 == 0 && main % 8 == 0 && logEnd <= size
       && (1...Format.maxKeyLimit).contains(maxKey) && maxValue >= 0 && maxValue <= Int(UInt32.max)
     guard ok else { throw .corrupted(path: path, reason: "its format-4 geometry does not check out") }
-    do { mapped = try Sys.mmap(fd, size: size, writable: false) } catch { throw .system(error) }
+    do { mapped = try SystemCall.mmap(fd, size: size, writable: false) } catch { throw .system(error) }
     base = mapped!
   }
 
   deinit {
-    Sys.munmap(base, size: size)
-    Sys.close(fd)
+    SystemCall.munmap(base, size: size)
+    SystemCall.close(fd)
   }
 
   private static func word(_ b: [UInt8], _ o: Int) -> UInt64 {

@@ -9,7 +9,7 @@
 /// value that starts with its links (`MappedMemory.writeFreeRecord`): the previous and
 /// next record of its list, as partition offsets (0: none). List `c` holds the records of
 /// `32 × 2^c` to `32 × 2^(c+1) − 1` bytes (the last, 4 KiB and more); its head is in the
-/// partition's line 4 (`Format.Part.freeHeads`). Only writers, under the lock, read or
+/// partition's line 4 (`Format.PartitionOffset.freeHeads`). Only writers, under the lock, read or
 /// change the lists; readers never look at them (a slot never names a free record).
 ///
 /// Invariants (`Checker` checks them and repair rebuilds the lists from the flags):

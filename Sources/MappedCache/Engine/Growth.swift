@@ -52,7 +52,7 @@ extension CacheEngine {
   func grow(toCapacity capacity: Int, drivenBy rate: Double? = nil) throws -> Growth {
     guard lock != nil else { throw CacheError.readOnly(path: path) }
     try takeGrowthLock()
-    defer { Sys.unlockByte(file.fd, at: Self.growthLockByte) }
+    defer { SystemCall.unlockByte(file.fd, at: Self.growthLockByte) }
     memory.refreshRouting()
     try finishPendingSplit()
     let count = memory.partitionCount
@@ -94,9 +94,9 @@ extension CacheEngine {
     var moved = 0
     var longest: UInt64 = 0
     for q in count..<target {
-      let t0 = Sys.monotonicNanoseconds()
+      let t0 = SystemCall.monotonicNanoseconds()
       moved += try splitLocked(source: IndexGeometry.splitSource(groups: q), into: q)
-      longest = max(longest, Sys.monotonicNanoseconds() &- t0)
+      longest = max(longest, SystemCall.monotonicNanoseconds() &- t0)
     }
     recordGrowth(capacity: newSize, rate: rate)
     return Growth(
@@ -108,10 +108,10 @@ extension CacheEngine {
   func takeGrowthLock() throws {
     for _ in 0..<10_000 {
       // A conflict is another grower (wait for it); any other failure is the error.
-      do { if try Sys.lockByteExclusive(file.fd, at: Self.growthLockByte) { return } } catch {
+      do { if try SystemCall.lockByteExclusive(file.fd, at: Self.growthLockByte) { return } } catch {
         throw CacheError.system(error)
       }
-      Sys.sleep(microseconds: 1000)
+      SystemCall.sleep(microseconds: 1000)
     }
     throw CacheError.timedOut(operation: "grow \(path): another process has been growing it for ten seconds")
   }
@@ -121,13 +121,13 @@ extension CacheEngine {
   /// and no count names the new ones yet).
   private func extendFile(to size: Int) throws {
     let before: Int
-    do { before = Int(try Sys.fstat(file.fd).st_size) } catch { throw CacheError.system(error) }
+    do { before = Int(try SystemCall.fstat(file.fd).st_size) } catch { throw CacheError.system(error) }
     guard before < size else { return }
     do {
-      try Sys.fallocate(file.fd, size: size)
-      if Int(try Sys.fstat(file.fd).st_size) != size { try Sys.ftruncate(file.fd, size: size) }
+      try SystemCall.fallocate(file.fd, size: size)
+      if Int(try SystemCall.fstat(file.fd).st_size) != size { try SystemCall.ftruncate(file.fd, size: size) }
     } catch {
-      try? Sys.ftruncate(file.fd, size: before)
+      try? SystemCall.ftruncate(file.fd, size: before)
       throw CacheFileOpener.spaceError(error, path: path, bytes: size - before)
     }
   }
@@ -260,8 +260,8 @@ extension CacheEngine {
   /// `extended` (G1 done), `formatted` (G2), `published` (G4: the count names the new
   /// partition, nothing moved), `moving` (one entry moved).
   private func pauseForTest(at step: String) {
-    guard Sys.environment("MC_TEST_GROW_PAUSE") == step else { return }
-    Sys.stopSelf()
+    guard SystemCall.environment("MC_TEST_GROW_PAUSE") == step else { return }
+    SystemCall.stopSelf()
   }
 }
 
@@ -290,7 +290,7 @@ final class GrowthTrigger: @unchecked Sendable {
   @inline(never)
   func ghostHit(_ memory: MappedMemory) {
     guard memory.header(.policyRate).load(.relaxed) != 0 else { return }
-    let now = Sys.monotonicNanoseconds()
+    let now = SystemCall.monotonicNanoseconds()
     let last = lastCheck.load(ordering: .relaxed)
     guard now &- last >= Self.checkNanoseconds,
       lastCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged,
@@ -330,7 +330,7 @@ enum GrowthDue {
   /// grower under its claim.
   static func check(_ memory: MappedMemory, _ l: Limits) -> (target: Int, rate: Double, last: UInt64)? {
     guard let policy = memory.growthPolicy else { return nil }
-    let now = Sys.wallClockMilliseconds()
+    let now = SystemCall.wallClockMilliseconds()
     let last = memory.header(.lastGrowthMs).load(.relaxed)
     guard now &- min(now, last) >= UInt64(policy.minimumInterval * 1000) else { return nil }
     let (rate, inserts) = memory.ghostHitRateSinceGrowth()
@@ -407,10 +407,11 @@ extension CacheEngine {
     memory.refreshRouting()
     guard let due = GrowthDue.check(memory, GrowthDue.Limits(layout: layout, mapped: file.mapped)) else { return nil }
     // Never past the file system's free space.
-    guard let free = Sys.freeBytes(file.fd), free >= due.target - currentFileSize else { return nil }
+    guard let free = SystemCall.freeBytes(file.fd), free >= due.target - currentFileSize else { return nil }
     // One process claims this growth.
     guard
-      memory.header(.lastGrowthMs).compareExchange(expected: due.last, desired: Sys.wallClockMilliseconds(), .relaxed)
+      memory.header(.lastGrowthMs).compareExchange(
+        expected: due.last, desired: SystemCall.wallClockMilliseconds(), .relaxed)
     else { return nil }
     return try? grow(toCapacity: due.target, drivenBy: due.rate)
   }
@@ -421,9 +422,9 @@ extension CacheEngine {
     let (g, n) = memory.ghostHitsAndInserts()
     memory.header(.ghostHitsAtGrowth).store(g, .relaxed)
     memory.header(.insertsAtGrowth).store(n, .relaxed)
-    memory.header(.lastGrowthMs).store(Sys.wallClockMilliseconds(), .relaxed)
+    memory.header(.lastGrowthMs).store(SystemCall.wallClockMilliseconds(), .relaxed)
     let count = memory.header(.growths).load(.relaxed)
-    let slots = Format.H.growthHistoryCount
+    let slots = Format.HeaderOffset.growthHistoryCount
     // Oldest first: shift once the history is full.
     let i: Int
     if count >= UInt64(slots) {
@@ -436,7 +437,7 @@ extension CacheEngine {
     } else {
       i = Int(count)
     }
-    memory.header(.growthHistory(i, 0)).store(Sys.wallClockMilliseconds(), .relaxed)
+    memory.header(.growthHistory(i, 0)).store(SystemCall.wallClockMilliseconds(), .relaxed)
     memory.header(.growthHistory(i, 1)).store(UInt64(capacity), .relaxed)
     memory.header(.growthHistory(i, 2)).store(rate.map { max(1, UInt64($0 * 1e6)) } ?? 0, .relaxed)
     memory.header(.growths).store(count &+ 1, .relaxed)
@@ -445,7 +446,7 @@ extension CacheEngine {
   /// The growth history stored in the file (racy reads: for statistics).
   func growthHistory() -> (count: Int, records: [GrowthRecord]) {
     let count = PartitionCounters.clamp(memory.header(.growths).load(.relaxed))
-    let n = min(count, Format.H.growthHistoryCount)
+    let n = min(count, Format.HeaderOffset.growthHistoryCount)
     let records = (0..<n).map { i -> GrowthRecord in
       let rate = memory.header(.growthHistory(i, 2)).load(.relaxed)
       return GrowthRecord(

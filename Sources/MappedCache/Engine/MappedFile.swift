@@ -42,10 +42,12 @@ final class MappedFile {
     var mapped = max(size, reserve)
     var base: UnsafeMutableRawPointer
     do {
-      base = try Sys.mmap(fd, size: mapped, writable: writable)
+      base = try SystemCall.mmap(fd, size: mapped, writable: writable)
     } catch {
       // Address space refused (an `RLIMIT_AS`): the file's own size still works.
-      guard mapped > size, let b = try? Sys.mmap(fd, size: size, writable: writable) else { throw .system(error) }
+      guard mapped > size, let b = try? SystemCall.mmap(fd, size: size, writable: writable) else {
+        throw .system(error)
+      }
       base = b
       mapped = size
     }
@@ -56,17 +58,17 @@ final class MappedFile {
     // Huge pages where the file's memory can have them (a tmpfs mounted `huge=advise`,
     // or /dev/shm with `shmem_enabled` "advise"; a `huge=within_size` mount has them
     // anyway): fewer TLB misses on large tables. Refused or ignored elsewhere, harmlessly.
-    Sys.adviseHugePages(base, size: mapped)
+    SystemCall.adviseHugePages(base, size: mapped)
   }
 
   deinit {
-    Sys.munmap(base, size: mapped)
-    Sys.close(fd)
+    SystemCall.munmap(base, size: mapped)
+    SystemCall.close(fd)
   }
 
   /// Whether the path now names another file than the one mapped (deleted or replaced).
   func isReplaced() -> Bool {
-    guard let st = Sys.statIfPresent(path) else { return true }
+    guard let st = SystemCall.statIfPresent(path) else { return true }
     return UInt64(st.st_dev) != device || UInt64(st.st_ino) != inode
   }
 }

@@ -85,11 +85,11 @@ struct SharedWord32 {
   /// Sleeps while the word holds `expected`, at most `nanoseconds` (a shared futex: works
   /// across processes on a `MAP_SHARED` mapping).
   func futexWait(expected: UInt32, nanoseconds: Int64) {
-    Sys.futexWait(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), expected, nanoseconds)
+    SystemCall.futexWait(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), expected, nanoseconds)
   }
   /// Wakes at most `count` sleepers of `futexWait`.
   func futexWake(_ count: Int32) {
-    Sys.futexWake(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), count)
+    SystemCall.futexWake(UnsafeMutableRawPointer(address).assumingMemoryBound(to: UInt32.self), count)
   }
 }
 
@@ -227,7 +227,7 @@ struct MappedMemory {
     guard live != routing.rejected.load(ordering: .relaxed) else { return .damaged }
     guard live != routing.unreachable.load(ordering: .relaxed) else { return .pastMapping }
     let end = live <= Format.maxPartitions ? routing.partitionsOffset + live * partitionBytes : Int.max
-    guard let st = try? Sys.fstat(routing.fd), end <= Int(st.st_size) else {
+    guard let st = try? SystemCall.fstat(routing.fd), end <= Int(st.st_size) else {
       routing.rejected.store(live, ordering: .relaxed)
       return .damaged
     }
@@ -296,16 +296,16 @@ struct MappedMemory {
   ) {
     let groups = groups ?? l.initialGroups
     let part = base + l.partitionsOffset + p * l.partitionBytes
-    memset(part, 0, Format.Part.dataStart)
+    memset(part, 0, Format.PartitionOffset.dataStart)
     let low = l.indexLow(groups: groups)
     memset(part + low, 0, l.partitionBytes - low)
     func put(_ offset: Int, _ v: UInt64) { part.storeBytes(of: v, toByteOffset: offset, as: UInt64.self) }
-    put(Format.Part.geometry, Geometry(generation: 0, groups: groups).raw)
-    put(Format.Part.smallHead, LogPosition(lap: 0, offset: l.smallBase).raw)
-    put(Format.Part.smallTail, LogPosition(lap: 0, offset: l.smallBase).raw)
-    put(Format.Part.mainHead, LogPosition(lap: 0, offset: l.mainBase).raw)
-    put(Format.Part.mainTail, LogPosition(lap: 0, offset: l.mainBase).raw)
-    put(Format.Part.mainLimit, UInt64(low))
+    put(Format.PartitionOffset.geometry, Geometry(generation: 0, groups: groups).raw)
+    put(Format.PartitionOffset.smallHead, LogPosition(lap: 0, offset: l.smallBase).raw)
+    put(Format.PartitionOffset.smallTail, LogPosition(lap: 0, offset: l.smallBase).raw)
+    put(Format.PartitionOffset.mainHead, LogPosition(lap: 0, offset: l.mainBase).raw)
+    put(Format.PartitionOffset.mainTail, LogPosition(lap: 0, offset: l.mainBase).raw)
+    put(Format.PartitionOffset.mainLimit, UInt64(low))
   }
 
   /// Lays out partition `p`, which growth adds past this handle's partitions (under the
@@ -467,7 +467,7 @@ struct PartitionMemory {
   /// The partition's write-lock word (32 bits: futexes are 32-bit).
   @inline(__always)
   var lockWord: SharedWord32 {
-    SharedWord32(address: (base + Format.Part.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
+    SharedWord32(address: (base + Format.PartitionOffset.lockWord).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
   /// Whether a group count read from the file can be used: 1 to `maxGroups`.
@@ -489,7 +489,7 @@ struct PartitionMemory {
   /// The bucket's sequence word.
   @inline(__always)
   func seq(_ place: Place) -> SharedWord32 {
-    SharedWord32(address: (bucket(place) + Format.B.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
+    SharedWord32(address: (bucket(place) + Format.BucketOffset.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
   /// Slot `slot`'s entry word: the record offset and the hit bits.
@@ -497,7 +497,7 @@ struct PartitionMemory {
   func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 {
     assert(slot >= 0 && slot < Format.slotsPerBucket)
     return SharedWord32(
-      address: (bucket(place) + (Format.B.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
+      address: (bucket(place) + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
   }
 
   /// The slots whose tag equals `tag`, as a mask of bits 0-9: on x86-64 the ten lanes
@@ -507,7 +507,7 @@ struct PartitionMemory {
   @inline(__always)
   func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 {
     #if arch(x86_64)
-      mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.B.tags), tag)
+      mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.BucketOffset.tags), tag)
     #else
       BucketIndex.matching(tagWords(place), tag)
     #endif
@@ -518,9 +518,12 @@ struct PartitionMemory {
   @inline(__always)
   func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) {
     let b = bucket(place)
-    let t0 = (b + Format.B.tags).assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed)
-    let t1 = (b + Format.B.tags + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
-    let t2 = (b + Format.B.tags + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+    let t0 = (b + Format.BucketOffset.tags).assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(
+      ordering: .relaxed)
+    let t1 = (b + Format.BucketOffset.tags + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
+      ordering: .relaxed)
+    let t2 = (b + Format.BucketOffset.tags + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
+      ordering: .relaxed)
     return (t0, t1, t2)
   }
 
@@ -528,16 +531,18 @@ struct PartitionMemory {
   @inline(__always)
   func tag(_ place: Place, _ slot: Int) -> UInt16 {
     assert(slot >= 0 && slot < Format.slotsPerBucket)
-    return (bucket(place) + (Format.B.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self).pointee.load(
-      ordering: .relaxed)
+    return (bucket(place) + (Format.BucketOffset.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self)
+      .pointee.load(
+        ordering: .relaxed)
   }
 
   /// Stores slot `slot`'s tag (inside the bucket's seqlock write).
   @inline(__always)
   func storeTag(_ place: Place, _ slot: Int, _ tag: UInt16, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index && slot >= 0 && slot < Format.slotsPerBucket)
-    (bucket(place) + (Format.B.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self).pointee.store(
-      tag, ordering: .relaxed)
+    (bucket(place) + (Format.BucketOffset.tags &+ slot &* 2)).assumingMemoryBound(to: Atomic<UInt16>.self).pointee
+      .store(
+        tag, ordering: .relaxed)
   }
 
   /// Starts fetching a bucket's line, for writing (`write`) or reading, without waiting
@@ -621,8 +626,8 @@ struct PartitionMemory {
   private func shortRecord(
     at offset: Int, free: Bool, lengthsFit: (_ klen: Int, _ vlen: Int) -> Bool
   ) -> RecordFormat.Header? {
-    let span = bytes &- (RecordFormat.maxShortRecord &+ Format.Part.dataStart &- 1)
-    guard UInt(bitPattern: offset &- Format.Part.dataStart) < UInt(bitPattern: span) else { return nil }
+    let span = bytes &- (RecordFormat.maxShortRecord &+ Format.PartitionOffset.dataStart &- 1)
+    guard UInt(bitPattern: offset &- Format.PartitionOffset.dataStart) < UInt(bitPattern: span) else { return nil }
     let p = base + offset
     let flags = p.load(as: UInt8.self)
     let mask =
@@ -660,7 +665,7 @@ struct PartitionMemory {
   private func decodeRecord(at offset: Int, free: Bool) -> RecordFormat.Header? {
     // `offset <= bytes - n`, never `offset + n <= bytes`: a hostile offset near Int.max
     // must not wrap past the check.
-    guard offset >= Format.Part.dataStart, offset <= bytes &- 1 else { return nil }
+    guard offset >= Format.PartitionOffset.dataStart, offset <= bytes &- 1 else { return nil }
     let p = base + offset
     let flags = p.load(as: UInt8.self)
     let mask = RecordFormat.kindMask | RecordFormat.invalidFlags | (free ? 0 : RecordFormat.listedFlag)
@@ -701,7 +706,7 @@ struct PartitionMemory {
   /// Whether the byte at `offset` (inside the partition's data) is a wrap marker.
   @inline(__always)
   func isWrapMarker(at offset: Int) -> Bool {
-    guard offset >= Format.Part.dataStart, offset < bytes else { return false }
+    guard offset >= Format.PartitionOffset.dataStart, offset < bytes else { return false }
     return (base + offset).load(as: UInt8.self) == RecordFormat.wrapMarker
   }
 
@@ -832,7 +837,7 @@ struct PartitionMemory {
   /// hint that never faults.
   @inline(__always)
   func prefetchRecord(at offset: Int, write: Bool = false) {
-    guard offset >= Format.Part.dataStart, offset <= bytes &- 192 else { return }
+    guard offset >= Format.PartitionOffset.dataStart, offset <= bytes &- 192 else { return }
     prefetchLine(base + offset, write: write)
     prefetchRecordTail(at: offset, write: write)
   }
@@ -856,7 +861,7 @@ struct PartitionMemory {
   /// core overlaps the bucket's rather than starting at the lock's compare-and-swap.
   @inline(__always)
   func prefetchWriteLine() {
-    mc_prefetch_for_write(base + Format.Part.lockWord)
+    mc_prefetch_for_write(base + Format.PartitionOffset.lockWord)
   }
 
   /// Starts fetching the lines after the first of the record's first 128 bytes, the
@@ -896,7 +901,7 @@ struct PartitionMemory {
     let headerBytes = RecordFormat.headerBytes(
       form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     precondition(
-      offset >= Format.Part.dataStart && offset <= bytes - headerBytes - key.count - value.count,
+      offset >= Format.PartitionOffset.dataStart && offset <= bytes - headerBytes - key.count - value.count,
       "record outside the partition")
     let p = base + offset
     Self.storeHeader(
@@ -1003,7 +1008,7 @@ struct PartitionMemory {
       form: RecordFormat.form(ofFlags: flags), expiry: hasExpiry)
     let size = headerBytes &+ key.count &+ value.count
     precondition(
-      offset >= Format.Part.dataStart && extent <= bytes &- offset && size <= extent,
+      offset >= Format.PartitionOffset.dataStart && extent <= bytes &- offset && size <= extent,
       "rewrite outside the record")
     let p = base + offset
     // 1.
@@ -1053,7 +1058,7 @@ struct PartitionMemory {
     guard let (form, valueCount) = freeRecordShape(size: size) else {
       preconditionFailure("no free record is \(size) bytes")
     }
-    precondition(offset >= Format.Part.dataStart && size <= bytes &- offset, "record outside the partition")
+    precondition(offset >= Format.PartitionOffset.dataStart && size <= bytes &- offset, "record outside the partition")
     let p = base + offset
     let headerBytes = RecordFormat.headerBytes(form: form, expiry: false)
     p.storeBytes(of: UInt8(0), toByteOffset: headerBytes, as: UInt8.self)
@@ -1073,7 +1078,7 @@ struct PartitionMemory {
   /// The offset a free record ending at `end` names in its footer (any 4 bytes, unless
   /// `FreeLists.release` checks them), or nil when `end` is not past 4 data bytes.
   func freeFooter(endingAt end: Int) -> Int? {
-    guard end >= Format.Part.dataStart &+ 4, end <= bytes else { return nil }
+    guard end >= Format.PartitionOffset.dataStart &+ 4, end <= bytes else { return nil }
     return Int((base + (end &- 4)).loadUnaligned(as: UInt32.self))
   }
 
@@ -1100,7 +1105,8 @@ struct PartitionMemory {
   /// its list, it is an ordinary dead record of the same size.
   func unlistRecord(at offset: Int, _ h: RecordFormat.Header, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
-    precondition(offset >= Format.Part.dataStart && offset <= bytes &- h.size, "record outside the partition")
+    precondition(
+      offset >= Format.PartitionOffset.dataStart && offset <= bytes &- h.size, "record outside the partition")
     (base + offset).storeBytes(of: h.flags & ~RecordFormat.listedFlag, as: UInt8.self)
   }
 
@@ -1110,7 +1116,7 @@ struct PartitionMemory {
     guard let (form, valueCount) = RecordFormat.filler(size: size, keyCount: key.count) else {
       preconditionFailure("no record is \(size) bytes")
     }
-    precondition(offset >= Format.Part.dataStart && size <= bytes &- offset, "record outside the partition")
+    precondition(offset >= Format.PartitionOffset.dataStart && size <= bytes &- offset, "record outside the partition")
     let p = base + offset
     Self.storeHeader(
       p, flags: form << RecordFormat.formShift, keyCount: key.count, valueCount: valueCount, (0, 0, nil))
@@ -1131,7 +1137,7 @@ struct PartitionMemory {
   func moveRecord(from: Int, to: Int, size: Int, unearned: Bool, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
     precondition(
-      to >= Format.Part.dataStart && to <= bytes - size && from >= Format.Part.dataStart
+      to >= Format.PartitionOffset.dataStart && to <= bytes - size && from >= Format.PartitionOffset.dataStart
         && from <= bytes - size, "record outside the partition")
     (base + to).copyMemory(from: base + from, byteCount: size)
     let flags = (base + to).load(as: UInt8.self)
@@ -1151,7 +1157,8 @@ struct PartitionMemory {
     assert(held.partition == index)
     let size = h.size
     precondition(
-      to >= Format.Part.dataStart && extent <= bytes &- to && size <= extent && from >= Format.Part.dataStart
+      to >= Format.PartitionOffset.dataStart && extent <= bytes &- to && size <= extent
+        && from >= Format.PartitionOffset.dataStart
         && from <= bytes &- size, "record outside the partition")
     if size < extent {
       writeFiller(
@@ -1170,7 +1177,7 @@ struct PartitionMemory {
   /// Writes a wrap marker (one byte) at `offset`.
   func writeWrapMarker(at offset: Int, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index)
-    precondition(offset >= Format.Part.dataStart && offset < bytes, "marker outside the partition")
+    precondition(offset >= Format.PartitionOffset.dataStart && offset < bytes, "marker outside the partition")
     (base + offset).storeBytes(of: RecordFormat.wrapMarker, as: UInt8.self)
   }
 

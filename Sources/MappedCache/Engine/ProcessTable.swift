@@ -22,20 +22,20 @@ enum ProcessTable {
   /// Claims a free entry for this process, looking from a place drawn from its PID so
   /// that processes starting together mostly look at different entries first.
   static func register(memory: MappedMemory, fd: Int32) throws(CacheError) -> Registration {
-    let start = Int(Sys.processID()) % memory.procCount
+    let start = Int(SystemCall.processID()) % memory.procCount
     for attempt in 0..<attempts {
       for k in 0..<memory.procCount {
         let i = (start + k) % memory.procCount
         let byte = WriteLock.witnessBase + Int64(i)
-        if Sys.byteIsLocked(fd, at: byte) { continue }
+        if SystemCall.byteIsLocked(fd, at: byte) { continue }
         let locked: Bool
-        do { locked = try Sys.lockByte(fd, at: byte) } catch { throw .system(error) }
+        do { locked = try SystemCall.lockByte(fd, at: byte) } catch { throw .system(error) }
         guard locked else { continue }
         // Two registrants can both take a shared lock on the byte; whoever sees the
         // other's lock backs off, so at most one keeps the entry.
-        if Sys.byteIsLocked(fd, at: byte) {
-          Sys.unlockByte(fd, at: byte)
-          if attempt > 0 { Sys.sleep(microseconds: backoffMicroseconds + UInt32(i % 50)) }
+        if SystemCall.byteIsLocked(fd, at: byte) {
+          SystemCall.unlockByte(fd, at: byte)
+          if attempt > 0 { SystemCall.sleep(microseconds: backoffMicroseconds + UInt32(i % 50)) }
           continue
         }
         return claim(i, memory: memory)
@@ -46,17 +46,17 @@ enum ProcessTable {
 
   /// Takes entry `i`, whose witness byte this process now holds.
   private static func claim(_ i: Int, memory: MappedMemory) -> Registration {
-    let gen = memory.procWord(i, Format.P.generation)
+    let gen = memory.procWord(i, Format.ProcessEntryOffset.generation)
     let old = gen.load(.relaxed)
     let retire: [(Int, HeaderWord)] = [
-      (Format.P.hits, .retiredHits), (Format.P.misses, .retiredMisses),
-      (Format.P.busy, .retiredBusy),
+      (Format.ProcessEntryOffset.hits, .retiredHits), (Format.ProcessEntryOffset.misses, .retiredMisses),
+      (Format.ProcessEntryOffset.busy, .retiredBusy),
     ]
     for (field, retired) in retire {
       memory.header(retired).add(memory.procWord(i, field).exchange(0, .relaxed), .relaxed)
     }
-    memory.procWord(i, Format.P.pid).store(UInt64(Sys.processID()), .relaxed)
-    memory.procWord(i, Format.P.openedMs).store(Sys.wallClockMilliseconds(), .relaxed)
+    memory.procWord(i, Format.ProcessEntryOffset.pid).store(UInt64(SystemCall.processID()), .relaxed)
+    memory.procWord(i, Format.ProcessEntryOffset.openedMs).store(SystemCall.wallClockMilliseconds(), .relaxed)
     gen.store(old &+ 1, .releasing)
     return Registration(slot: i, generation: old &+ 1)
   }
@@ -64,9 +64,9 @@ enum ProcessTable {
   /// The handle's own counters, in its entry.
   static func counters(of registration: Registration, memory: MappedMemory) -> HandleCounters {
     HandleCounters(
-      hits: memory.procWord(registration.slot, Format.P.hits),
-      misses: memory.procWord(registration.slot, Format.P.misses),
-      busy: memory.procWord(registration.slot, Format.P.busy))
+      hits: memory.procWord(registration.slot, Format.ProcessEntryOffset.hits),
+      misses: memory.procWord(registration.slot, Format.ProcessEntryOffset.misses),
+      busy: memory.procWord(registration.slot, Format.ProcessEntryOffset.busy))
   }
 }
 
@@ -89,11 +89,11 @@ enum ProcessRegistrations {
 
     fileprivate init(_ registration: ProcessTable.Registration, witnessFD: Int32) {
       self.registration = registration
-      processID = Sys.processID()
+      processID = SystemCall.processID()
       self.witnessFD = witnessFD
     }
 
-    deinit { Sys.close(witnessFD) }
+    deinit { SystemCall.close(witnessFD) }
   }
 
   private struct FileID: Hashable {
@@ -113,16 +113,16 @@ enum ProcessRegistrations {
   /// handle of this process can hold one.
   static func register(file: MappedFile, memory: MappedMemory) throws(CacheError) -> Shared {
     let id = FileID(device: file.device, inode: file.inode)
-    let pid = Sys.processID()
+    let pid = SystemCall.processID()
     return try table.withLock { (entries: inout [FileID: Entry]) throws(CacheError) -> Shared in
       if let shared = entries[id]?.shared, shared.processID == pid { return shared }
       let witness: Int32
-      do throws(SystemError) { witness = try Sys.duplicate(file.fd) } catch { throw .system(error) }
+      do throws(SystemError) { witness = try SystemCall.duplicate(file.fd) } catch { throw .system(error) }
       let registration: ProcessTable.Registration
       do throws(CacheError) {
         registration = try ProcessTable.register(memory: memory, fd: witness)
       } catch {
-        Sys.close(witness)
+        SystemCall.close(witness)
         throw error
       }
       WriteLock.releaseWordsLeftBySlotsLastOwner(slot: registration.slot, memory: memory)

@@ -109,9 +109,9 @@ final class Reader {
       return true
     }
     if attempts <= Self.readSpins + Self.readYields {
-      Sys.yield()
+      SystemCall.yield()
     } else if attempts <= Self.readSpins + Self.readYields + Self.readSleeps {
-      Sys.sleep(microseconds: Self.readSleepMicroseconds)
+      SystemCall.sleep(microseconds: Self.readSleepMicroseconds)
     } else {
       return false
     }
@@ -240,9 +240,15 @@ final class Reader {
   /// in registers.
   ///
   /// `route`: what a batch's step B1 computed for the key: its partition, taken while the
-  /// file's partition count is the one B1 saw, and its places, while its partition's group
-  /// count is the one B1 saw (R1's acquire load is made either way, and R5 judges the
-  /// read as always).
+  /// file's partition count is the one B1 saw, and its first place and tag, while its
+  /// partition's group count is the one B1 saw (R1's acquire load is made either way, and
+  /// R5 judges the read as always). Its second place a batch computes only where the
+  /// first bucket has no slot with the key's tag (`Placement.second`, the same function
+  /// of the hash: most keys are in their first bucket). A single read computes both at
+  /// once, and prefetches its second bucket's line while the first's miss is under way
+  /// (the first's load follows at once: a prefetch of it gains nothing, and a duplicate
+  /// of the first is harmless, cheaper than comparing the places); a batch prefetched its
+  /// first buckets at B1, and at B2 its records whole or its second buckets.
   @inline(__always)
   func quickCopy(
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
@@ -256,28 +262,32 @@ final class Reader {
     // R1.
     let geometry = index.geometry()
     guard part.isValidGroupCount(geometry.groups) else { return .slow }
-    // R2.
-    let pl =
-      routed && route.unsafelyUnwrapped.groups == geometry.groups
-      ? route.unsafelyUnwrapped.placement : Placement(hash: hash, groups: geometry.groups)
-    // The second bucket's line, while the first's miss is under way (the first's load
-    // follows at once: a prefetch of it gains nothing, and a duplicate of the first is
-    // harmless, cheaper than comparing the places). A batch (`route`) prefetched its
-    // first buckets at B1, and at B2 its records whole or its second buckets.
+    // R2 (`quickCopy`'s doc says why each way).
     let batch = route != nil
-    if !batch { part.prefetchBucket(pl.second, write: false) }
+    let first: Place
+    let tag: UInt16
+    var second = Place(group: 0, bucket: 0)
+    if batch {
+      let routedPlaces = routed && route.unsafelyUnwrapped.groups == geometry.groups
+      first = routedPlaces ? route.unsafelyUnwrapped.first : Placement.first(hash: hash, groups: geometry.groups)
+      tag = routedPlaces ? route.unsafelyUnwrapped.tag : IndexGeometry.tag(hash)
+    } else {
+      let pl = Placement(hash: hash, groups: geometry.groups)
+      (first, tag, second) = (pl.first, pl.tag, pl.second)
+      part.prefetchBucket(second, write: false)
+    }
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
-    var place = pl.first
+    var place = first
     var seq = part.seq(place)
     var s1 = seq.load(.acquiring)
-    var m = part.tagMatches(place, pl.tag)
+    var m = part.tagMatches(place, tag)
     if m == 0 {
-      place = pl.second
+      place = batch ? Placement.second(hash: hash, groups: geometry.groups) : second
       seq = part.seq(place)
       s1 = seq.load(.acquiring)
-      m = part.tagMatches(place, pl.tag)
+      m = part.tagMatches(place, tag)
     }
     if s1 & 1 == 0 && m != 0 {
       let slot = m.trailingZeroBitCount
@@ -343,13 +353,16 @@ final class Reader {
   }
 
   /// Where a batch's step B1 found a key to be: its partition among `partitionCount`,
-  /// and its places among that partition's `groups` (`partition` -1: the geometry word
-  /// was out of range). Only a hint: `quickCopy` uses it while both counts still hold.
+  /// and its first place and tag among that partition's `groups` (`partition` -1: the
+  /// geometry word was out of range). Only a hint: `quickCopy` uses it while both counts
+  /// still hold. Not the second place: B2 and `quickCopy` compute it (from the hash and
+  /// `groups`) for the keys not in their first bucket alone.
   struct Route {
     var partitionCount: Int
     var partition: Int
     var groups: Int
-    var placement: Placement
+    var first: Place
+    var tag: UInt16
   }
 
   /// What `BucketIndex.quickRead` saw in one bucket.
@@ -375,7 +388,7 @@ final class Reader {
     let h = e.header
     let expiry = h.expiry & Format.expiryMask
     // The clock is read only for entries that can expire (`now` 0: not read yet).
-    let expired = expiry != 0 && Expiry.isExpired(h.expiry, now: now != 0 ? now : Sys.expiryClockMilliseconds())
+    let expired = expiry != 0 && Expiry.isExpired(h.expiry, now: now != 0 ? now : SystemCall.expiryClockMilliseconds())
     if expired && !allowExpired { return .miss }
     if h.vlen > buffer.count { return .needs(h.vlen) }
     if checksumOnRead,
@@ -423,7 +436,7 @@ final class Reader {
   /// copied whole). Entries written or moved during the scan may be missed or seen
   /// twice; writers are never blocked. Return false from `body` to stop.
   func forEachEntry(values: Bool, includeExpired: Bool = false, _ body: (ScannedEntry) throws -> Bool) rethrows {
-    let now = Sys.expiryClockMilliseconds()
+    let now = SystemCall.expiryClockMilliseconds()
     memory.refreshRouting()
     for p in 0..<memory.partitionCount {
       let index = BucketIndex(part: memory.partition(p))

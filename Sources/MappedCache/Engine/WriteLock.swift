@@ -8,7 +8,7 @@ import SystemCalls
 /// (a flock held by one thread's descriptor is held by all the threads sharing it, and
 /// the second thread's unlock would drop the first's).
 ///
-/// Lock word (32 bits, `Format.Part.lockWord` of its partition; the bit layout is
+/// Lock word (32 bits, `Format.PartitionOffset.lockWord` of its partition; the bit layout is
 /// `Format.Lock`):
 ///
 ///     bits 0..9    owner: process-table slot + 1 (0 = free)
@@ -238,7 +238,7 @@ struct WriteLock: @unchecked Sendable {
   @inline(never)
   private func acquireWithFlock(_ word: SharedWord32) throws -> Bool {
     context.threads.lock()
-    do { try Sys.flock(context.fd, LOCK_EX) } catch {
+    do { try SystemCall.flock(context.fd, LOCK_EX) } catch {
       context.threads.unlock()
       throw CacheError.system(error)
     }
@@ -249,7 +249,7 @@ struct WriteLock: @unchecked Sendable {
 
   @inline(never)
   private func releaseFlock() {
-    _ = try? Sys.flock(context.fd, LOCK_UN)
+    _ = try? SystemCall.flock(context.fd, LOCK_UN)
     context.threads.unlock()
   }
 
@@ -346,14 +346,14 @@ struct Liveness {
     // The asker's slot: another of its threads holds it (alive), unless the word is
     // left from the slot's previous owner (another generation: dead).
     if slot == asker.slot { return word & ~Format.Lock.waitersBit != asker.token }
-    let generation = memory.procWord(slot, Format.P.generation).load(.acquiring)
+    let generation = memory.procWord(slot, Format.ProcessEntryOffset.generation).load(.acquiring)
     if WriteLock.token(slot: slot, generation: generation, in: memory) != word & ~Format.Lock.waitersBit { return true }
-    return !Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
+    return !SystemCall.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
   }
 }
 
 @inline(__always)
-func spinPause() { Sys.cpuRelax() }
+func spinPause() { SystemCall.cpuRelax() }
 
 /// A partition with its write lock held: the lock's witness (`held`) and the partition
 /// whose word was taken, in one value, as a transaction is in LMDB. Only the acquirers

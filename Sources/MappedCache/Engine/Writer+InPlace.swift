@@ -31,9 +31,9 @@ extension Writer {
     }
     let h = e.header
     // The clock is read only for an entry that can expire.
-    if h.expiry != 0 && Expiry.isExpired(h.expiry, now: Sys.expiryClockMilliseconds()) { return false }
+    if h.expiry != 0 && Expiry.isExpired(h.expiry, now: SystemCall.expiryClockMilliseconds()) { return false }
     // A new expiry needs the record's field (none is stored in it as 0).
-    let stamped = expiry.map { Expiry.stamp($0, now: Sys.expiryClockMilliseconds()) }
+    let stamped = expiry.map { Expiry.stamp($0, now: SystemCall.expiryClockMilliseconds()) }
     if let stamped, stamped != 0, !h.hasExpiry { return false }
     return try part.memory.withValue(record: e.offset, h, part.held) { current in
       // Stable: the lock keeps every writer out of the record.

@@ -143,7 +143,7 @@ struct Writer {
     // starts: fetch them now, so that their misses overlap the checksum and the lock
     // rather than stalling under it.
     let first = prefetch ? prefetchFirstBucket(hash, partition: p) : nil
-    let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: Sys.wallClockMilliseconds())
+    let stamped = expiry == 0 ? 0 : Expiry.stamp(expiry, now: SystemCall.wallClockMilliseconds())
     let sum = KeyHash.checksum(value, hash: hash)
     // Then the record that bucket names for the key's tag (an overwrite's old record,
     // which W2 reads and W3 may write in place), owned: its miss overlaps taking the lock.
@@ -378,7 +378,7 @@ struct Writer {
     // W4. (The log positions are checked first: `set` takes the lock without.)
     guard part.logs.areSane else { throw PartitionDamage("log positions out of range") }
     let dest = intoMain ? .main : destination(of: found, w, part)
-    if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+    if clock == 0 { clock = SystemCall.expiryClockMilliseconds() }
     if found == nil, part.resizer.growIfFull(entries: part.counters.count(.entries), part.held) {
       placement = Placement(hash: w.hash, groups: index.groups)
     }
@@ -443,7 +443,7 @@ struct Writer {
   @inline(__always)
   private func unexpired(_ found: BucketIndex.Entry?, clock: inout UInt64) -> BucketIndex.Entry? {
     guard let e = found, e.header.expiry != 0 else { return found }
-    if clock == 0 { clock = Sys.expiryClockMilliseconds() }
+    if clock == 0 { clock = SystemCall.expiryClockMilliseconds() }
     return Expiry.isExpired(e.header.expiry, now: clock) ? nil : e
   }
 
@@ -511,7 +511,7 @@ struct Writer {
       if !part.logs.fits(id, room.moved) {
         guard !evicted else { return .changed }
         evicted = true
-        if now == 0 { now = Sys.expiryClockMilliseconds() }
+        if now == 0 { now = SystemCall.expiryClockMilliseconds() }
         _ = try part.policy.makeRoom(id, size: room.moved, newEntry: false, liveDelta: 0, now: now, part.held)
         guard let again = part.index.find(key, placement: Placement(hash: w.hash, groups: part.index.groups), part.held)
         else { return .changed }

@@ -60,7 +60,7 @@ enum KeyHash {
   /// then has each load served from one store: a load spanning two stores cannot be
   /// forwarded, waits until both reach the cache, and those wait for every older
   /// instruction, the previous read's cache miss among them. That serialised one read
-  /// behind the other (measured: uniform reads took 1.6 times as long).
+  /// behind the other, and uniform reads lost much of their throughput.
   @inline(__always)
   static func shortWords(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
     if n >= 8 {

@@ -55,7 +55,7 @@ enum Format {
   static let maxCapacity = 1 << 46
 
   // Header field offsets.
-  enum H {
+  enum HeaderOffset {
     static let magic = 0, version = 8, headerBytes = 12, fileSize = 16, partitionCount = 24
     static let partitionBytes = 32, partitionsOffset = 40, smallBytes = 48, maxCapacity = 56
     static let maxKey = 80, maxValue = 84
@@ -92,10 +92,10 @@ enum Format {
   // Process-table entry field offsets.
   /// `busy`: reads that answered "miss" because a bucket stayed mid-write past the
   /// readers' bounded wait.
-  enum P { static let generation = 0, pid = 8, hits = 16, misses = 24, openedMs = 32, busy = 40 }
+  enum ProcessEntryOffset { static let generation = 0, pid = 8, hits = 16, misses = 24, openedMs = 32, busy = 40 }
 
   // Partition word offsets (from the partition's start).
-  enum Part {
+  enum PartitionOffset {
     /// Line 0, read by every read: `generation << 32 | group count`.
     static let geometry = 0
     // Line 1: what every write changes.
@@ -130,7 +130,7 @@ enum Format {
     static let dataStart = 320
   }
 
-  /// Values of a partition's `intent` word (see `Part.intent`).
+  /// Values of a partition's `intent` word (see `PartitionOffset.intent`).
   static let intentChange: UInt64 = 1
   static let intentRewriteBase: UInt64 = 2
 
@@ -178,7 +178,7 @@ enum Format {
   static let groupBytes = bucketBytes * (bucketsPerGroup + 1)
   static let slotsPerGroup = bucketsPerGroup * slotsPerBucket
   /// Offsets within a bucket: the sequence word, the first entry word, the first tag.
-  enum B { static let seq = 0, tags = 4, words = 24 }
+  enum BucketOffset { static let seq = 0, tags = 4, words = 24 }
 
   /// An entry word: the record's offset in the partition (bits 0..28, so a partition
   /// holds at most 512 MiB) and the hit bits.
@@ -222,70 +222,73 @@ enum Format {
 struct HeaderWord {
   let offset: Int
 
-  static let lockTakeovers = HeaderWord(offset: Format.H.lockTakeovers)
-  static let retiredHits = HeaderWord(offset: Format.H.retiredHits)
-  static let retiredMisses = HeaderWord(offset: Format.H.retiredMisses)
-  static let retiredBusy = HeaderWord(offset: Format.H.retiredBusy)
-  static let countLimit = HeaderWord(offset: Format.H.countLimit)
-  static let costLimit = HeaderWord(offset: Format.H.costLimit)
-  static let grownSize = HeaderWord(offset: Format.H.grownSize)
-  static let grownCount = HeaderWord(offset: Format.H.grownCount)
-  static let policyRate = HeaderWord(offset: Format.H.policyRate)
-  static let policyFactor = HeaderWord(offset: Format.H.policyFactor)
-  static let policyInterval = HeaderWord(offset: Format.H.policyInterval)
-  static let policyMinInserts = HeaderWord(offset: Format.H.policyMinInserts)
-  static let lastGrowthMs = HeaderWord(offset: Format.H.lastGrowthMs)
-  static let ghostHitsAtGrowth = HeaderWord(offset: Format.H.ghostHitsAtGrowth)
-  static let insertsAtGrowth = HeaderWord(offset: Format.H.insertsAtGrowth)
-  static let growths = HeaderWord(offset: Format.H.growths)
+  static let lockTakeovers = HeaderWord(offset: Format.HeaderOffset.lockTakeovers)
+  static let retiredHits = HeaderWord(offset: Format.HeaderOffset.retiredHits)
+  static let retiredMisses = HeaderWord(offset: Format.HeaderOffset.retiredMisses)
+  static let retiredBusy = HeaderWord(offset: Format.HeaderOffset.retiredBusy)
+  static let countLimit = HeaderWord(offset: Format.HeaderOffset.countLimit)
+  static let costLimit = HeaderWord(offset: Format.HeaderOffset.costLimit)
+  static let grownSize = HeaderWord(offset: Format.HeaderOffset.grownSize)
+  static let grownCount = HeaderWord(offset: Format.HeaderOffset.grownCount)
+  static let policyRate = HeaderWord(offset: Format.HeaderOffset.policyRate)
+  static let policyFactor = HeaderWord(offset: Format.HeaderOffset.policyFactor)
+  static let policyInterval = HeaderWord(offset: Format.HeaderOffset.policyInterval)
+  static let policyMinInserts = HeaderWord(offset: Format.HeaderOffset.policyMinInserts)
+  static let lastGrowthMs = HeaderWord(offset: Format.HeaderOffset.lastGrowthMs)
+  static let ghostHitsAtGrowth = HeaderWord(offset: Format.HeaderOffset.ghostHitsAtGrowth)
+  static let insertsAtGrowth = HeaderWord(offset: Format.HeaderOffset.insertsAtGrowth)
+  static let growths = HeaderWord(offset: Format.HeaderOffset.growths)
   /// Word `field` (0-2) of growth-history entry `i`.
   static func growthHistory(_ i: Int, _ field: Int) -> HeaderWord {
-    precondition(i >= 0 && i < Format.H.growthHistoryCount && field >= 0 && field < 3, "history word out of range")
-    return HeaderWord(offset: Format.H.growthHistory + 24 * i + 8 * field)
+    precondition(
+      i >= 0 && i < Format.HeaderOffset.growthHistoryCount && field >= 0 && field < 3, "history word out of range")
+    return HeaderWord(offset: Format.HeaderOffset.growthHistory + 24 * i + 8 * field)
   }
 
-  /// Tier word `i`. Precondition: `0 <= i < Format.H.tierWordCount` (checked by the API).
+  /// Tier word `i`. Precondition: `0 <= i < Format.HeaderOffset.tierWordCount` (checked by the API).
   static func tier(_ i: Int) -> HeaderWord {
-    precondition(i >= 0 && i < Format.H.tierWordCount, "tier word out of range")
-    return HeaderWord(offset: Format.H.tierWords + 8 * i)
+    precondition(i >= 0 && i < Format.HeaderOffset.tierWordCount, "tier word out of range")
+    return HeaderWord(offset: Format.HeaderOffset.tierWords + 8 * i)
   }
 }
 
-/// A word of a partition's header lines (offsets `Format.Part`). `Partition.word(_:)`
+/// A word of a partition's header lines (offsets `Format.PartitionOffset`). `Partition.word(_:)`
 /// turns one into an atomic view.
 struct PartitionWord: Hashable {
   let offset: Int
 
-  static let geometry = PartitionWord(offset: Format.Part.geometry)
-  static let intent = PartitionWord(offset: Format.Part.intent)
-  static let entries = PartitionWord(offset: Format.Part.entries)
-  static let liveBytes = PartitionWord(offset: Format.Part.liveBytes)
-  static let versionCounter = PartitionWord(offset: Format.Part.versionCounter)
-  static let sets = PartitionWord(offset: Format.Part.sets)
-  static let lastReuse = PartitionWord(offset: Format.Part.lastReuse)
-  static let smallHead = PartitionWord(offset: Format.Part.smallHead)
-  static let smallTail = PartitionWord(offset: Format.Part.smallTail)
-  static let mainHead = PartitionWord(offset: Format.Part.mainHead)
-  static let mainTail = PartitionWord(offset: Format.Part.mainTail)
-  static let mainLastWrap = PartitionWord(offset: Format.Part.mainLastWrap)
-  static let mainLimit = PartitionWord(offset: Format.Part.mainLimit)
-  static let mainPendingLimit = PartitionWord(offset: Format.Part.mainPendingLimit)
-  static let sweepHand = PartitionWord(offset: Format.Part.sweepHand)
-  static let evictions = PartitionWord(offset: Format.Part.evictions)
-  static let expirations = PartitionWord(offset: Format.Part.expirations)
-  static let recoveries = PartitionWord(offset: Format.Part.recoveries)
-  static let removals = PartitionWord(offset: Format.Part.removals)
-  static let promotions = PartitionWord(offset: Format.Part.promotions)
-  static let reinsertions = PartitionWord(offset: Format.Part.reinsertions)
-  static let splits = PartitionWord(offset: Format.Part.splits)
-  static let merges = PartitionWord(offset: Format.Part.merges)
-  static let moves = PartitionWord(offset: Format.Part.moves)
-  static let splitSource = PartitionWord(offset: Format.Part.splitSource)
-  static let grownOut = PartitionWord(offset: Format.Part.grownOut)
-  static let ghostHits = PartitionWord(offset: Format.Part.ghostHits)
-  static let inserts = PartitionWord(offset: Format.Part.inserts)
+  static let geometry = PartitionWord(offset: Format.PartitionOffset.geometry)
+  static let intent = PartitionWord(offset: Format.PartitionOffset.intent)
+  static let entries = PartitionWord(offset: Format.PartitionOffset.entries)
+  static let liveBytes = PartitionWord(offset: Format.PartitionOffset.liveBytes)
+  static let versionCounter = PartitionWord(offset: Format.PartitionOffset.versionCounter)
+  static let sets = PartitionWord(offset: Format.PartitionOffset.sets)
+  static let lastReuse = PartitionWord(offset: Format.PartitionOffset.lastReuse)
+  static let smallHead = PartitionWord(offset: Format.PartitionOffset.smallHead)
+  static let smallTail = PartitionWord(offset: Format.PartitionOffset.smallTail)
+  static let mainHead = PartitionWord(offset: Format.PartitionOffset.mainHead)
+  static let mainTail = PartitionWord(offset: Format.PartitionOffset.mainTail)
+  static let mainLastWrap = PartitionWord(offset: Format.PartitionOffset.mainLastWrap)
+  static let mainLimit = PartitionWord(offset: Format.PartitionOffset.mainLimit)
+  static let mainPendingLimit = PartitionWord(offset: Format.PartitionOffset.mainPendingLimit)
+  static let sweepHand = PartitionWord(offset: Format.PartitionOffset.sweepHand)
+  static let evictions = PartitionWord(offset: Format.PartitionOffset.evictions)
+  static let expirations = PartitionWord(offset: Format.PartitionOffset.expirations)
+  static let recoveries = PartitionWord(offset: Format.PartitionOffset.recoveries)
+  static let removals = PartitionWord(offset: Format.PartitionOffset.removals)
+  static let promotions = PartitionWord(offset: Format.PartitionOffset.promotions)
+  static let reinsertions = PartitionWord(offset: Format.PartitionOffset.reinsertions)
+  static let splits = PartitionWord(offset: Format.PartitionOffset.splits)
+  static let merges = PartitionWord(offset: Format.PartitionOffset.merges)
+  static let moves = PartitionWord(offset: Format.PartitionOffset.moves)
+  static let splitSource = PartitionWord(offset: Format.PartitionOffset.splitSource)
+  static let grownOut = PartitionWord(offset: Format.PartitionOffset.grownOut)
+  static let ghostHits = PartitionWord(offset: Format.PartitionOffset.ghostHits)
+  static let inserts = PartitionWord(offset: Format.PartitionOffset.inserts)
   /// The word holding free-list heads `2 × pair` and `2 × pair + 1`.
-  static func freeHeads(_ pair: Int) -> PartitionWord { PartitionWord(offset: Format.Part.freeHeads + 8 * pair) }
+  static func freeHeads(_ pair: Int) -> PartitionWord {
+    PartitionWord(offset: Format.PartitionOffset.freeHeads + 8 * pair)
+  }
 }
 
 /// Creation parameters. Sizes in bytes.
@@ -366,8 +369,8 @@ struct Layout: Equatable {
   var initialGroups = 0
 
   /// Where the small log starts and ends, and the main log starts, in a partition.
-  var smallBase: Int { Format.Part.dataStart }
-  var mainBase: Int { Format.Part.dataStart + smallBytes }
+  var smallBase: Int { Format.PartitionOffset.dataStart }
+  var mainBase: Int { Format.PartitionOffset.dataStart + smallBytes }
   /// The largest record (header with expiry, key, value).
   var maxRecord: Int { RecordFormat.size(keyCount: maxKey, valueCount: maxValue, expiry: true) }
   /// The least the main log keeps when the index grows: four of the largest records,
@@ -379,7 +382,7 @@ struct Layout: Equatable {
   @inline(__always) func indexLow(groups: Int) -> Int { partitionBytes - groups * Format.groupBytes }
 
   /// Geometry for a new file.
-  init(options o: CacheOptions, cores: Int = Sys.cpuCount()) throws(CacheError) {
+  init(options o: CacheOptions, cores: Int = SystemCall.cpuCount()) throws(CacheError) {
     try Self.validate(o)
     let size = o.capacity & ~4095
     procCount = Self.processTableSize(o)
@@ -405,10 +408,10 @@ struct Layout: Equatable {
     maxCapacity = most & ~4095
     maxKey = o.maxKeySize
     // Small: a tenth of the data space (S3-FIFO's small queue).
-    smallBytes = (partitionBytes - Format.Part.dataStart) / 10
+    smallBytes = (partitionBytes - Format.PartitionOffset.dataStart) / 10
     // A value's record must fit a tenth of the main log as it starts (the index may take
     // up to three quarters of the rest; see `mainFloor`).
-    let main = partitionBytes - Format.Part.dataStart - smallBytes
+    let main = partitionBytes - Format.PartitionOffset.dataStart - smallBytes
     let room = main / 10 - RecordFormat.maxHeaderBytes - o.maxKeySize
     maxValue = max(0, min(o.maxValueSize, room))
     // The index starts small (a group splits in a few microseconds while the logs have
@@ -508,7 +511,7 @@ struct Layout: Equatable {
     try need(
       h.partitionsOffset + h.partitionCount * h.partitionBytes <= h.fileSize, "partitions end past the file")
     try need(h.partitionsOffset + count * h.partitionBytes <= size, "grown partitions end past the file")
-    let data = h.partitionBytes - Format.Part.dataStart
+    let data = h.partitionBytes - Format.PartitionOffset.dataStart
     try need(h.smallBytes >= 1024 && h.smallBytes <= data / 4, "small log size \(h.smallBytes)")
     try need((1...Format.maxKeyLimit).contains(h.maxKey), "key limit \(h.maxKey)")
     let main = data - h.smallBytes
@@ -600,28 +603,29 @@ struct HeaderFields {
     func u32(_ o: Int) -> UInt32 { UInt32(truncatingIfNeeded: u64(o) & 0xFFFF_FFFF) }
     // Sizes beyond Int's comfortable range are clamped so arithmetic cannot overflow.
     func int(_ v: UInt64) -> Int { Int(min(v, 1 << 56)) }
-    magic = u64(Format.H.magic)
-    version = u32(Format.H.version)
-    headerBytes = int(UInt64(u32(Format.H.headerBytes)))
-    fileSize = int(u64(Format.H.fileSize))
-    partitionCount = int(u64(Format.H.partitionCount))
-    partitionBytes = int(u64(Format.H.partitionBytes))
-    partitionsOffset = int(u64(Format.H.partitionsOffset))
-    smallBytes = int(u64(Format.H.smallBytes))
-    maxCapacity = int(u64(Format.H.maxCapacity))
-    maxKey = int(UInt64(u32(Format.H.maxKey)))
-    maxValue = int(UInt64(u32(Format.H.maxValue)))
-    typeFingerprint = u64(Format.H.typeFingerprint)
-    createdMs = u64(Format.H.createdMs)
-    procOffset = int(u64(Format.H.procOffset))
-    procCount = int(UInt64(u32(Format.H.procCount)))
-    layoutFingerprint = u64(Format.H.layoutFingerprint)
-    if b.count >= Format.H.typeName + Format.H.typeNameBytes {
-      let raw = b[Format.H.typeName..<(Format.H.typeName + Format.H.typeNameBytes)].prefix { $0 != 0 }
+    magic = u64(Format.HeaderOffset.magic)
+    version = u32(Format.HeaderOffset.version)
+    headerBytes = int(UInt64(u32(Format.HeaderOffset.headerBytes)))
+    fileSize = int(u64(Format.HeaderOffset.fileSize))
+    partitionCount = int(u64(Format.HeaderOffset.partitionCount))
+    partitionBytes = int(u64(Format.HeaderOffset.partitionBytes))
+    partitionsOffset = int(u64(Format.HeaderOffset.partitionsOffset))
+    smallBytes = int(u64(Format.HeaderOffset.smallBytes))
+    maxCapacity = int(u64(Format.HeaderOffset.maxCapacity))
+    maxKey = int(UInt64(u32(Format.HeaderOffset.maxKey)))
+    maxValue = int(UInt64(u32(Format.HeaderOffset.maxValue)))
+    typeFingerprint = u64(Format.HeaderOffset.typeFingerprint)
+    createdMs = u64(Format.HeaderOffset.createdMs)
+    procOffset = int(u64(Format.HeaderOffset.procOffset))
+    procCount = int(UInt64(u32(Format.HeaderOffset.procCount)))
+    layoutFingerprint = u64(Format.HeaderOffset.layoutFingerprint)
+    if b.count >= Format.HeaderOffset.typeName + Format.HeaderOffset.typeNameBytes {
+      let raw = b[Format.HeaderOffset.typeName..<(Format.HeaderOffset.typeName + Format.HeaderOffset.typeNameBytes)]
+        .prefix { $0 != 0 }
       typeName = String(decoding: raw, as: UTF8.self)
     }
-    grownSize = int(u64(Format.H.grownSize))
-    grownCount = int(u64(Format.H.grownCount))
+    grownSize = int(u64(Format.HeaderOffset.grownSize))
+    grownCount = int(u64(Format.HeaderOffset.grownCount))
   }
 
   /// The 256-byte image of these fields, with the layout fingerprint filled in.
@@ -629,30 +633,30 @@ struct HeaderFields {
     var b = [UInt8](repeating: 0, count: 256)
     func put64(_ o: Int, _ v: UInt64) { for i in 0..<8 { b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(i))) } }
     func put32(_ o: Int, _ v: UInt32) { for i in 0..<4 { b[o + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt32(i))) } }
-    put64(Format.H.magic, magic)
-    put32(Format.H.version, version)
-    put32(Format.H.headerBytes, UInt32(headerBytes))
-    put64(Format.H.fileSize, UInt64(fileSize))
-    put64(Format.H.partitionCount, UInt64(partitionCount))
-    put64(Format.H.partitionBytes, UInt64(partitionBytes))
-    put64(Format.H.partitionsOffset, UInt64(partitionsOffset))
-    put64(Format.H.smallBytes, UInt64(smallBytes))
-    put64(Format.H.maxCapacity, UInt64(maxCapacity))
-    put32(Format.H.maxKey, UInt32(maxKey))
-    put32(Format.H.maxValue, UInt32(maxValue))
-    put64(Format.H.typeFingerprint, typeFingerprint)
-    put64(Format.H.createdMs, createdMs)
-    put64(Format.H.procOffset, UInt64(procOffset))
-    put32(Format.H.procCount, UInt32(procCount))
-    put64(Format.H.layoutFingerprint, KeyHash.bytes(b[0..<Format.H.fingerprinted]))
-    let name = Array(typeName.utf8.prefix(Format.H.typeNameBytes - 1))
-    for (i, c) in name.enumerated() { b[Format.H.typeName + i] = c }
+    put64(Format.HeaderOffset.magic, magic)
+    put32(Format.HeaderOffset.version, version)
+    put32(Format.HeaderOffset.headerBytes, UInt32(headerBytes))
+    put64(Format.HeaderOffset.fileSize, UInt64(fileSize))
+    put64(Format.HeaderOffset.partitionCount, UInt64(partitionCount))
+    put64(Format.HeaderOffset.partitionBytes, UInt64(partitionBytes))
+    put64(Format.HeaderOffset.partitionsOffset, UInt64(partitionsOffset))
+    put64(Format.HeaderOffset.smallBytes, UInt64(smallBytes))
+    put64(Format.HeaderOffset.maxCapacity, UInt64(maxCapacity))
+    put32(Format.HeaderOffset.maxKey, UInt32(maxKey))
+    put32(Format.HeaderOffset.maxValue, UInt32(maxValue))
+    put64(Format.HeaderOffset.typeFingerprint, typeFingerprint)
+    put64(Format.HeaderOffset.createdMs, createdMs)
+    put64(Format.HeaderOffset.procOffset, UInt64(procOffset))
+    put32(Format.HeaderOffset.procCount, UInt32(procCount))
+    put64(Format.HeaderOffset.layoutFingerprint, KeyHash.bytes(b[0..<Format.HeaderOffset.fingerprinted]))
+    let name = Array(typeName.utf8.prefix(Format.HeaderOffset.typeNameBytes - 1))
+    for (i, c) in name.enumerated() { b[Format.HeaderOffset.typeName + i] = c }
     return b
   }
 
   /// Whether the stored layout fingerprint matches the identity bytes.
   static func fingerprintMatches(_ b: [UInt8]) -> Bool {
     guard b.count >= 128 else { return false }
-    return HeaderFields(bytes: b).layoutFingerprint == KeyHash.bytes(b[0..<Format.H.fingerprinted])
+    return HeaderFields(bytes: b).layoutFingerprint == KeyHash.bytes(b[0..<Format.HeaderOffset.fingerprinted])
   }
 }

@@ -19,7 +19,8 @@ enum AgentCommand {
     let agent = try NearCacheAgent(
       path: path, url: url, keyPrefix: prefix,
       maxStaleness: .milliseconds(Int64(staleness * 1000)), options: options)
-    Output.line("agent pid \(Sys.processID()) for \(path), keys under \"\(prefix)\" of \(agent.remoteDescription)")
+    Output.line(
+      "agent pid \(SystemCall.processID()) for \(path), keys under \"\(prefix)\" of \(agent.remoteDescription)")
     Output.flush()
     var held: Bool? = nil
     while Signals.sleep(0.05) {

@@ -12,7 +12,7 @@ enum CreateCommand {
 
     // Refuse to touch anything already there (a cache or not): create makes new files
     // only, or finishes the creation of one whose creator stopped before it was done.
-    let existing = Sys.lstatIfPresent(path)
+    let existing = SystemCall.lstatIfPresent(path)
     var interrupted = false
     if let st = existing {
       if (st.st_mode & S_IFMT) == S_IFDIR { throw CLIFailure.failed("\(path) is a directory") }

@@ -21,7 +21,7 @@ enum EntryCommands {
     let key = try Opening.key(inv)
     let ttl = try inv.seconds("--ttl", allowZero: true)
     let given = inv.argument("VALUE|-")
-    if given == nil && Sys.isTerminal(0) {
+    if given == nil && SystemCall.isTerminal(0) {
       throw inv.usageError("missing VALUE (give it, or - to read standard input)")
     }
     let file: CacheFile
@@ -58,7 +58,9 @@ enum EntryCommands {
     while out.count <= limit {
       let want = min(chunk.count, limit + 1 - out.count)
       let got = chunk.withUnsafeMutableBytes { b in
-        Result { () throws(SystemError) in try Sys.read(0, into: UnsafeMutableRawBufferPointer(rebasing: b[..<want])) }
+        Result { () throws(SystemError) in
+          try SystemCall.read(0, into: UnsafeMutableRawBufferPointer(rebasing: b[..<want]))
+        }
       }
       let n: Int
       switch got {

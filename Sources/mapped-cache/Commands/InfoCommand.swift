@@ -9,7 +9,7 @@ enum InfoCommand {
     let file = try Opening.forReading(inv)
     var i = file.info
     // The tool opens for reading only; say whether this user could write the file.
-    i.writable = Sys.isAccessible(i.path, W_OK)
+    i.writable = SystemCall.isAccessible(i.path, W_OK)
     if inv.flag("--json") {
       Output.line(JSON.string(json(i)))
       return ExitCode.ok

@@ -72,7 +72,7 @@ extension StatsCommand {
     }
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
-      Sys.statIfPresent(path).map { (UInt64($0.st_dev), UInt64($0.st_ino)) }
+      SystemCall.statIfPresent(path).map { (UInt64($0.st_dev), UInt64($0.st_ino)) }
     }
   }
 }

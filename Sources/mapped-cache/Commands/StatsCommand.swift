@@ -80,7 +80,7 @@ enum StatsCommand {
     // until --count refreshes. On a terminal the screen is redrawn; otherwise each
     // refresh is appended (JSON: one object per line).
     Signals.installInterruptHandler()
-    let redraw = !json && !prometheus && Sys.isTerminal(1)
+    let redraw = !json && !prometheus && SystemCall.isTerminal(1)
     var previous: Snapshot? = nil
     var shown = 0
     while true {

@@ -40,10 +40,7 @@ struct NearCacheClusterTests {
     let prefix = "nc\(getpid()):"
     let a = try makeClusterHost(cluster, prefix: prefix)
     let b = try makeClusterHost(cluster, prefix: prefix)
-    defer {
-      dispose(a)
-      dispose(b)
-    }
+    defer { dispose(a, b) }
     #expect(waitReady(a) && waitReady(b))
     // One tracking connection per host on every primary (two hosts: two each).
     for s in cluster.servers {

@@ -52,10 +52,7 @@ struct FleetLeaseTests {
     let prefix = "flslow\(getpid()):"
     let a = try makeClusterHost(cluster, prefix: prefix)
     let b = try makeClusterHost(cluster, prefix: prefix)
-    defer {
-      dispose(a)
-      dispose(b)
-    }
+    defer { dispose(a, b) }
     let raw = try RedisClient(url: cluster.url())
     let counter = "flslowcount\(getpid())"
     // A lease of 500 ms and a computation of 4 of them: renewals keep it.
@@ -84,10 +81,7 @@ struct FleetLeaseTests {
     let prefix = "flstale\(getpid()):"
     let a = try makeClusterHost(cluster, prefix: prefix)
     let b = try makeClusterHost(cluster, prefix: prefix)
-    defer {
-      dispose(a)
-      dispose(b)
-    }
+    defer { dispose(a, b) }
     let raw = try RedisClient(url: cluster.url())
     let counter = "flstalecount\(getpid())"
     let opts = ComputeOptions(

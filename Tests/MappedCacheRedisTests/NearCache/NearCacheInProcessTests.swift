@@ -18,10 +18,7 @@ struct NearCacheInProcessTests {
     defer { server.stop() }
     let a = try makeHost(server)
     let b = try makeHost(server)
-    defer {
-      dispose(a)
-      dispose(b)
-    }
+    defer { dispose(a, b) }
     #expect(waitReady(a) && waitReady(b))
     #expect(a.statistics.isHolder && b.statistics.isHolder)
     try a.setObject("v1", forKey: "k", expires: .seconds(60))
@@ -96,34 +93,30 @@ struct NearCacheInProcessTests {
   }
 
   @Test func killingTheTrackingConnectionBumpsTheEpochAndOnlyOldEntriesRefill() throws {
-    let server = try RedisServer.forTest()
-    defer { server.stop() }
-    let b = try makeHost(server)
-    defer { dispose(b) }
-    #expect(waitReady(b))
-    let raw = server.client()
-    for i in 0..<10 { _ = try raw.call("SET", "t:k\(i)", "old\(i)") }
-    #expect(eventually(5) { b.statistics.invalidationsReceived >= 10 })  // those SETs' own, first
-    for i in 0..<10 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
-    #expect(eventually(5) { (0..<10).allSatisfy { (try? b.local.containsObject(forKey: "k\($0)")) == true } })
-    let epoch = b.statistics.epoch
-    // Kill the tracking connection and write while it is down: those invalidations are lost.
-    guard let pid = b.statistics.holderPID else {
-      Issue.record("no holder")
-      return
+    try withReadyHost { _, b, raw in
+      for i in 0..<10 { _ = try raw.call("SET", "t:k\(i)", "old\(i)") }
+      #expect(eventually(5) { b.statistics.invalidationsReceived >= 10 })  // those SETs' own, first
+      for i in 0..<10 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
+      #expect(eventually(5) { (0..<10).allSatisfy { (try? b.local.containsObject(forKey: "k\($0)")) == true } })
+      let epoch = b.statistics.epoch
+      // Kill the tracking connection and write while it is down: those invalidations are lost.
+      guard let pid = b.statistics.holderPID else {
+        Issue.record("no holder")
+        return
+      }
+      _ = try raw.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes")
+      _ = try raw.call("SET", "t:k3", "new3")
+      #expect(eventually(10) { b.statistics.epoch > epoch && b.statistics.fenceFresh })
+      #expect(b.statistics.reconnects >= 1 && b.statistics.holderPID == pid)
+      // Every entry of the old session is a miss, refilled once; the lost write is seen.
+      #expect(try b.object(forKey: "k3") == "new3")
+      let fetches = b.statistics.remoteFetches
+      for i in 0..<10 where i != 3 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
+      #expect(b.statistics.remoteFetches == fetches + 9)
+      #expect(b.statistics.epochMisses >= 9)
+      for i in 0..<10 where i != 3 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
+      #expect(b.statistics.remoteFetches == fetches + 9)  // and then local again
     }
-    _ = try raw.call("CLIENT", "KILL", "USER", "default", "SKIPME", "yes")
-    _ = try raw.call("SET", "t:k3", "new3")
-    #expect(eventually(10) { b.statistics.epoch > epoch && b.statistics.fenceFresh })
-    #expect(b.statistics.reconnects >= 1 && b.statistics.holderPID == pid)
-    // Every entry of the old session is a miss, refilled once; the lost write is seen.
-    #expect(try b.object(forKey: "k3") == "new3")
-    let fetches = b.statistics.remoteFetches
-    for i in 0..<10 where i != 3 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
-    #expect(b.statistics.remoteFetches == fetches + 9)
-    #expect(b.statistics.epochMisses >= 9)
-    for i in 0..<10 where i != 3 { #expect(try b.object(forKey: "k\(i)") == "old\(i)") }
-    #expect(b.statistics.remoteFetches == fetches + 9)  // and then local again
   }
 
   @Test func aDeadServerFencesEntriesWithinTheBoundAndARestartRefills() throws {
@@ -134,10 +127,7 @@ struct NearCacheInProcessTests {
     let s = try makeHost(
       server, staleness: staleness, commandTimeout: 0.5,
       options: NearCacheOptions(capacity: 4 << 20, serveStale: true))
-    defer {
-      dispose(b)
-      dispose(s)
-    }
+    defer { dispose(b, s) }
     #expect(waitReady(b) && waitReady(s))
     _ = try server.client().call("SET", "t:k", "v")
     // That SET's own invalidation first (it would remove a fill made before it).
@@ -179,45 +169,37 @@ struct NearCacheInProcessTests {
   /// invalidation, the file holds the newer value, not the one the reader already saw
   /// replaced (reads on a host never go back a version).
   @Test func aReadPastAStaleFenceReplacesTheFilesOlderCopy() throws {
-    let server = try RedisServer.forTest()
-    defer { server.stop() }
-    let a = try makeHost(server, staleness: .milliseconds(100))
-    defer { dispose(a) }
-    #expect(waitReady(a))
-    let raw = server.client()
-    _ = try raw.call("SET", "t:k", "v1")
-    #expect(eventually(10) { a.statistics.invalidationsReceived >= 1 })
-    #expect(try a.object(forKey: "k") == "v1")
-    #expect(try a.local.containsObject(forKey: "k"))
-    // No holder from here on: no heartbeats, no invalidations applied.
-    a.close()
-    _ = try raw.call("SET", "t:k", "v2")
-    #expect(eventually(5) { !a.statistics.fenceFresh })
-    let misses = a.statistics.fenceMisses
-    #expect(try a.object(forKey: "k") == "v2")
-    #expect(a.statistics.fenceMisses == misses + 1)
-    // The heartbeat that comes in late, as from a holder that was descheduled.
-    NearLayout.storeFence(a.local, Clock.coarseMilliseconds())
-    #expect(a.statistics.fenceFresh)
-    let fetches = a.statistics.remoteFetches
-    #expect(try a.object(forKey: "k") == "v2")
-    #expect(a.statistics.remoteFetches == fetches)  // from the file
+    try withReadyHost(staleness: .milliseconds(100)) { _, a, raw in
+      _ = try raw.call("SET", "t:k", "v1")
+      #expect(eventually(10) { a.statistics.invalidationsReceived >= 1 })
+      #expect(try a.object(forKey: "k") == "v1")
+      #expect(try a.local.containsObject(forKey: "k"))
+      // No holder from here on: no heartbeats, no invalidations applied.
+      a.close()
+      _ = try raw.call("SET", "t:k", "v2")
+      #expect(eventually(5) { !a.statistics.fenceFresh })
+      let misses = a.statistics.fenceMisses
+      #expect(try a.object(forKey: "k") == "v2")
+      #expect(a.statistics.fenceMisses == misses + 1)
+      // The heartbeat that comes in late, as from a holder that was descheduled.
+      NearLayout.storeFence(a.local, Clock.coarseMilliseconds())
+      #expect(a.statistics.fenceFresh)
+      let fetches = a.statistics.remoteFetches
+      #expect(try a.object(forKey: "k") == "v2")
+      #expect(a.statistics.remoteFetches == fetches)  // from the file
+    }
   }
 
   @Test func flushallDropsEveryEntryLazily() throws {
-    let server = try RedisServer.forTest()
-    defer { server.stop() }
-    let b = try makeHost(server)
-    defer { dispose(b) }
-    #expect(waitReady(b))
-    let raw = server.client()
-    _ = try raw.call("SET", "t:a", "1")
-    #expect(eventually(10) { b.statistics.invalidationsReceived >= 1 })
-    #expect(try b.object(forKey: "a") == "1")
-    _ = try raw.call("FLUSHALL")
-    #expect(eventually(10) { b.statistics.flushes >= 1 })
-    #expect(try b.local.containsObject(forKey: "a"))  // still in the file (no wipe)...
-    #expect(try b.object(forKey: "a") == nil)  // ...but never served
+    try withReadyHost { _, b, raw in
+      _ = try raw.call("SET", "t:a", "1")
+      #expect(eventually(10) { b.statistics.invalidationsReceived >= 1 })
+      #expect(try b.object(forKey: "a") == "1")
+      _ = try raw.call("FLUSHALL")
+      #expect(eventually(10) { b.statistics.flushes >= 1 })
+      #expect(try b.local.containsObject(forKey: "a"))  // still in the file (no wipe)...
+      #expect(try b.object(forKey: "a") == nil)  // ...but never served
+    }
   }
 
   @Test func getOrComputeRunsOnceForConcurrentCallersAndStoresInRedis() async throws {
@@ -263,32 +245,28 @@ struct NearCacheInProcessTests {
   }
 
   @Test func badValuesFailForTheirKeyOnlyAndMissesCanBeCached() throws {
-    let server = try RedisServer.forTest()
-    defer { server.stop() }
-    let b = try makeHost(server, options: NearCacheOptions(capacity: 4 << 20, cacheMisses: 30))
-    defer { dispose(b) }
-    #expect(waitReady(b))
-    let raw = server.client()
-    // A String cache stores UTF-8; invalid bytes are a decodingFailed for that key.
-    _ = try raw.call([Array("SET".utf8), Array("t:bad".utf8), [0xff, 0xfe]])
-    _ = try raw.call("SET", "t:good", "fine")
-    #expect(eventually(10) { b.statistics.invalidationsReceived >= 2 })
-    for _ in 0..<2 {
-      #expect(
-        performing: { try b.object(forKey: "bad") },
-        throws: { e in
-          if case CacheError.decodingFailed(let k, _) = e { return k == "bad" }
-          return false
-        })
+    try withReadyHost(options: NearCacheOptions(capacity: 4 << 20, cacheMisses: 30)) { _, b, raw in
+      // A String cache stores UTF-8; invalid bytes are a decodingFailed for that key.
+      _ = try raw.call([Array("SET".utf8), Array("t:bad".utf8), [0xff, 0xfe]])
+      _ = try raw.call("SET", "t:good", "fine")
+      #expect(eventually(10) { b.statistics.invalidationsReceived >= 2 })
+      for _ in 0..<2 {
+        #expect(
+          performing: { try b.object(forKey: "bad") },
+          throws: { e in
+            if case CacheError.decodingFailed(let k, _) = e { return k == "bad" }
+            return false
+          })
+      }
+      #expect(try !b.local.containsObject(forKey: "bad"))  // its placeholder was released
+      #expect(try b.object(forKey: "good") == "fine")
+      // A miss is remembered (one fetch), until a write of the key invalidates it.
+      let f0 = b.statistics.remoteFetches
+      for _ in 0..<5 { #expect(try b.object(forKey: "nothing") == nil) }
+      #expect(b.statistics.remoteFetches == f0 + 1)
+      _ = try raw.call("SET", "t:nothing", "now")
+      #expect(eventually(10) { (try? b.object(forKey: "nothing")) == .some("now") })
     }
-    #expect(try !b.local.containsObject(forKey: "bad"))  // its placeholder was released
-    #expect(try b.object(forKey: "good") == "fine")
-    // A miss is remembered (one fetch), until a write of the key invalidates it.
-    let f0 = b.statistics.remoteFetches
-    for _ in 0..<5 { #expect(try b.object(forKey: "nothing") == nil) }
-    #expect(b.statistics.remoteFetches == f0 + 1)
-    _ = try raw.call("SET", "t:nothing", "now")
-    #expect(eventually(10) { (try? b.object(forKey: "nothing")) == .some("now") })
   }
 
   @Test func aReplyPastTheLimitsIsAProtocolViolationAndLeavesTheFileWhole() throws {

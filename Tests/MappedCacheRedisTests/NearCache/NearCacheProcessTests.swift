@@ -16,6 +16,19 @@ enum Helper {
 
 }
 
+/// Stops `workers` (SIGKILL, then reaped) and removes the host files and their holder
+/// files.
+func stopWorkers(_ workers: [ChildProcess], removing hostPaths: [String]) {
+  for w in workers {
+    w.kill()
+    w.wait()
+  }
+  for p in hostPaths {
+    unlink(p)
+    unlink(p + ".holder")
+  }
+}
+
 /// Clients of `server` with client tracking on, from `CLIENT LIST` (flag `t`).
 func trackingClients(_ server: RedisServer) throws -> [String] {
   let list = try server.client().call("CLIENT", "LIST").string ?? ""
@@ -34,16 +47,7 @@ struct NearCacheProcessTests {
     // Observers in the test process: they read the files' figures, never stand for the role.
     let remote = try RedisCache<String>(url: server.url, keyPrefix: "w:")
     var workers: [ChildProcess] = []
-    defer {
-      for w in workers {
-        w.kill()
-        w.wait()
-      }
-      for p in hostPaths {
-        unlink(p)
-        unlink(p + ".holder")
-      }
-    }
+    defer { stopWorkers(workers, removing: hostPaths) }
     for p in hostPaths {
       for _ in 0..<4 {
         workers.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "w:", "30", "probe"]))
@@ -152,16 +156,7 @@ struct NearCacheProcessTests {
     let hosts = (0..<2).map { TestFiles.tempPath("redis-ops\($0)") }
     // Each host's holder: a worker process standing for the role.
     var holders: [ChildProcess] = []
-    defer {
-      for w in holders {
-        w.kill()
-        w.wait()
-      }
-      for p in hosts {
-        unlink(p)
-        unlink(p + ".holder")
-      }
-    }
+    defer { stopWorkers(holders, removing: hosts) }
     for p in hosts {
       holders.append(try ChildProcess(Helper.binary, ["near-worker", p, server.url, "o:", "30", "none"]))
     }

@@ -29,10 +29,28 @@ func makeHost(
   return try NearCache<String>(path: path, remote: remote, maxStaleness: staleness, options: options)
 }
 
-func dispose(_ c: NearCache<String>) {
-  c.close()
-  unlink(c.local.path)
-  unlink(c.local.path + ".holder")
+/// A private Redis server, a host in front of it (`makeHost`'s `staleness` and `options`)
+/// whose holder is ready, and a plain client of the server, for `body`; the host disposed
+/// and the server stopped after.
+func withReadyHost(
+  staleness: Duration = .seconds(3), options: NearCacheOptions = NearCacheOptions(capacity: 4 << 20),
+  _ body: (RedisServer, NearCache<String>, RedisClient) throws -> Void
+) throws {
+  let server = try RedisServer.forTest()
+  defer { server.stop() }
+  let host = try makeHost(server, staleness: staleness, options: options)
+  defer { dispose(host) }
+  #expect(waitReady(host))
+  try body(server, host, server.client())
+}
+
+/// Closes each host and removes its file and its holder file.
+func dispose(_ caches: NearCache<String>...) {
+  for c in caches {
+    c.close()
+    unlink(c.local.path)
+    unlink(c.local.path + ".holder")
+  }
 }
 
 /// Waits until the host's holder runs and its fence is fresh.

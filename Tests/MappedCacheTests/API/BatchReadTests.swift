@@ -437,17 +437,19 @@ import Testing
     #expect(int(j, "set_ops") == int(j, "misses"), "read-through sets exactly the keys it missed")
   }
 
-  @Test(arguments: [["--mget", "0"], ["--mget", "65"], ["--mget", "x"], ["--mget"]])
-  func badMgetValuesExit64(_ args: [String]) throws {
+  /// Batch sizes of both kinds (`--mget`, `--mset`) out of 1...64, or missing, are usage errors.
+  @Test(arguments: ["--mget", "--mset"].flatMap { flag in [[flag, "0"], [flag, "65"], [flag, "x"], [flag]] })
+  func badBatchSizesExit64(_ args: [String]) throws {
     let r = try ChildProcess.run(Self.stress, args, timeout: 30)
     #expect(r.status == 64)
     #expect(r.stderr.hasPrefix("error: "))
   }
 
-  @Test func helpDescribesMget() throws {
+  @Test func helpDescribesMgetAndMset() throws {
     let r = try ChildProcess.run(Self.stress, ["--help"], timeout: 30)
     #expect(r.status == 0)
     #expect(r.stdout.contains("--mget N"))
     #expect(r.stdout.contains("usage: cache-stress") && r.stdout.contains("[--mget N]"))
+    #expect(r.stdout.contains("--mset N") && r.stdout.contains("[--mset N]"))
   }
 }

@@ -205,17 +205,4 @@ import Testing
     #expect(int(j, "set_ops") > 1000 && int(j, "get_ops") > 1000)
     #expect(int(j, "hits") > 0)
   }
-
-  @Test(arguments: [["--mset", "0"], ["--mset", "65"], ["--mset", "x"], ["--mset"]])
-  func badMsetValuesExit64(_ args: [String]) throws {
-    let r = try ChildProcess.run(Self.stress, args, timeout: 30)
-    #expect(r.status == 64)
-    #expect(r.stderr.hasPrefix("error: "))
-  }
-
-  @Test func helpDescribesMset() throws {
-    let r = try ChildProcess.run(Self.stress, ["--help"], timeout: 30)
-    #expect(r.status == 0)
-    #expect(r.stdout.contains("--mset N") && r.stdout.contains("[--mset N]"))
-  }
 }

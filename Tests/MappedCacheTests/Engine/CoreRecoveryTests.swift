@@ -45,6 +45,38 @@ import Testing
     }
   }
 
+  /// The keys a test stores first: named, or `count` keys whose first place is `place`.
+  private enum Keys {
+    case named([String])
+    case inBucket(Place, count: Int, tag: String)
+  }
+
+  /// A fresh one-partition cache holding `keys`, each with its `value`, for `body`; the
+  /// file is removed after.
+  private func withFilledCache(
+    _ name: String, capacity: Int = 1 << 20, keys: Keys,
+    _ body: (SharedCache<[UInt8]>, CacheEngine, [String]) throws -> Void
+  ) throws {
+    let (c, path) = try cache(name, capacity: capacity)
+    defer { TestFiles.cleanup(path) }
+    let ks: [String]
+    switch keys {
+    case .named(let names): ks = names
+    case .inBucket(let place, let count, let tag): ks = c.engine.keys(first: place, count: count, tag: tag)
+    }
+    for k in ks { try c.setObject(value(k), forKey: k) }
+    try body(c, c.engine, ks)
+  }
+
+  /// Laps of sets through the logs after a repair: verify passes, and the last lap's
+  /// entry reads back.
+  private func expectLapsKeepTheLogsWhole(_ c: SharedCache<[UInt8]>, _ comment: String) throws {
+    for i in 0..<3000 { try c.setObject(value("lap\(i)"), forKey: "lap\(i)") }
+    let r = try c.verify()
+    #expect(r.ok, "\(comment)after laps: \(r.problems)")
+    #expect(try c.object(forKey: "lap2999") == value("lap2999"))
+  }
+
   /// Every key of `keys` reads back its `value`, verify passes, and the counts match.
   private func expectAllThere(_ c: SharedCache<[UInt8]>, _ keys: [String], _ comment: Comment? = nil) throws {
     for k in keys { #expect(try c.object(forKey: k) == value(k), "\(k) lost \(comment.map { "\($0)" } ?? "")") }
@@ -56,21 +88,18 @@ import Testing
   /// The writer died inside a bucket's seqlock write (the bucket odd, the intent word
   /// set): repair checks the bucket's entries one by one and keeps every whole one.
   @Test func anOddBucketKeepsItsEntries() throws {
-    let (c, path) = try cache("rec-odd")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
     let place = Place(group: 0, bucket: 2)
-    let ks = e.keys(first: place, count: 6, tag: "odd")
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
-    // Readers meanwhile answer (a busy miss) rather than hang, and never a wrong value.
-    for k in ks {
-      let v = try c.object(forKey: k)
-      #expect(v == nil || v == value(k))
+    try withFilledCache("rec-odd", keys: .inBucket(place, count: 6, tag: "odd")) { c, e, ks in
+      try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
+      // Readers meanwhile answer (a busy miss) rather than hang, and never a wrong value.
+      for k in ks {
+        let v = try c.object(forKey: k)
+        #expect(v == nil || v == value(k))
+      }
+      try c.setObject([1], forKey: "next write")  // repairs first
+      #expect(c.statistics.recoveries == 1)
+      try expectAllThere(c, ks)
     }
-    try c.setObject([1], forKey: "next write")  // repairs first
-    #expect(c.statistics.recoveries == 1)
-    try expectAllThere(c, ks)
   }
 
   /// A pending limit damaged below the main log's base (a stray store, no writer died):
@@ -102,59 +131,53 @@ import Testing
   /// record (written whole at W5): repair keeps the entry, with the new value; the other
   /// entries of the bucket are untouched.
   @Test func aSetKilledMidPublishKeepsAWholeValue() throws {
-    let (c, path) = try cache("rec-publish")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
     let place = Place(group: 0, bucket: 1)
-    let ks = e.keys(first: place, count: 4, tag: "pub")
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    let newValue = CoreValue.make(key: ks[0], writer: 1, seq: 1, size: 300)
-    try e._crashDuring(partition: 0) { part in
-      let key = Array(ks[0].utf8)
-      let pl = Placement(hash: key.withUnsafeBytes { KeyHash.key($0) }, groups: part.index.groups)
-      let found = try #require(key.withUnsafeBytes { part.index.find($0, placement: pl, part.held) })
-      // W5.
-      let size = RecordFormat.size(keyCount: key.count, valueCount: newValue.count, expiry: false)
-      let offset = part.logs.reserve(.small, size, part.held)
-      key.withUnsafeBytes { k in
-        newValue.withUnsafeBytes { v in
-          let c = RecordFormat.Content(
-            key: k, value: v, version: part.counters.nextVersion(part.held),
-            sum: KeyHash.checksum(v, hash: KeyHash.key(k)), expiry: 0)
-          part.memory.writeRecord(at: offset, c, part.held)
+    try withFilledCache("rec-publish", keys: .inBucket(place, count: 4, tag: "pub")) { c, e, ks in
+      let newValue = CoreValue.make(key: ks[0], writer: 1, seq: 1, size: 300)
+      try e._crashDuring(partition: 0) { part in
+        let key = Array(ks[0].utf8)
+        let pl = Placement(hash: key.withUnsafeBytes { KeyHash.key($0) }, groups: part.index.groups)
+        let found = try #require(key.withUnsafeBytes { part.index.find($0, placement: pl, part.held) })
+        // W5.
+        let size = RecordFormat.size(keyCount: key.count, valueCount: newValue.count, expiry: false)
+        let offset = part.logs.reserve(.small, size, part.held)
+        key.withUnsafeBytes { k in
+          newValue.withUnsafeBytes { v in
+            let c = RecordFormat.Content(
+              key: k, value: v, version: part.counters.nextVersion(part.held),
+              sum: KeyHash.checksum(v, hash: KeyHash.key(k)), expiry: 0)
+            part.memory.writeRecord(at: offset, c, part.held)
+          }
         }
+        part.logs.commit(.small, size, part.held)
+        // W6, killed after the word's store, the bucket still odd.
+        part.index._toggleSequence(place, part.held)
+        part.memory.entryWord(place, found.at.slot).store(UInt32(offset), .relaxed)
       }
-      part.logs.commit(.small, size, part.held)
-      // W6, killed after the word's store, the bucket still odd.
-      part.index._toggleSequence(place, part.held)
-      part.memory.entryWord(place, found.at.slot).store(UInt32(offset), .relaxed)
+      try c.setObject([1], forKey: "next write")
+      #expect(try c.object(forKey: ks[0]) == newValue)
+      try expectAllThere(c, Array(ks.dropFirst()))
     }
-    try c.setObject([1], forKey: "next write")
-    #expect(try c.object(forKey: ks[0]) == newValue)
-    try expectAllThere(c, Array(ks.dropFirst()))
   }
 
   /// A counter's in-place rewrite (or a same-size set, W3) killed with the record half
   /// rewritten: the intent word names the slot, and repair drops that entry alone.
   @Test func aRewriteKilledMidwayDropsOnlyItsEntry() throws {
-    let (c, path) = try cache("rec-rewrite")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
     let place = Place(group: 0, bucket: 3)
-    let ks = e.keys(first: place, count: 5, tag: "rw")
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    let f = try #require(try e.slot(of: ks[2]))
-    try e._crashDuring(partition: 0) { part in
-      part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
-      part.index._toggleSequence(place, part.held)
-      // Half the value rewritten: the checksum no longer matches (nor would a reader's).
-      let entry = try #require(part.index.entry(at: f.slot))
-      let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
-      for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
+    try withFilledCache("rec-rewrite", keys: .inBucket(place, count: 5, tag: "rw")) { c, e, ks in
+      let f = try #require(try e.slot(of: ks[2]))
+      try e._crashDuring(partition: 0) { part in
+        part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
+        part.index._toggleSequence(place, part.held)
+        // Half the value rewritten: the checksum no longer matches (nor would a reader's).
+        let entry = try #require(part.index.entry(at: f.slot))
+        let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
+        for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
+      }
+      try c.setObject([1], forKey: "next write")
+      #expect(try c.object(forKey: ks[2]) == nil, "the entry being rewritten is dropped")
+      try expectAllThere(c, ks.filter { $0 != ks[2] })
     }
-    try c.setObject([1], forKey: "next write")
-    #expect(try c.object(forKey: ks[2]) == nil, "the entry being rewritten is dropped")
-    try expectAllThere(c, ks.filter { $0 != ks[2] })
   }
 
   /// A rewrite that changes the record's size in place (W3b) killed after each of
@@ -164,32 +187,27 @@ import Testing
   @Test func aResizingRewriteKilledAtEachStepDropsOnlyItsEntry() throws {
     for (from, to) in [(400, 100), (100, 380), (100, 300), (30, 200)] {
       for steps in 0...3 {
-        let (c, path) = try cache("rec-resize")
-        defer { TestFiles.cleanup(path) }
-        let e = c.engine
-        let ks = e.keys(first: Place(group: 0, bucket: 2), count: 4, tag: "rs")
-        for k in ks { try c.setObject(value(k), forKey: k) }
-        let k = ks[0]
-        // The record's bytes: 400 of value, then (`from` smaller) a dead record after it.
-        try c.setObject(CoreValue.make(key: k, writer: 0, seq: 1, size: 400), forKey: k)
-        if from != 400 { try c.setObject(CoreValue.make(key: k, writer: 0, seq: 2, size: from), forKey: k) }
-        let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: to)
-        try crashDuringSet(c, k, newValue) { part, found, w, kb, vb in
-          let room = e.writer.rewriteExtent(found, w, part)
-          let extent = try #require(room, "\(from) -> \(to): W3b applies")
-          part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(found.at)), .relaxed)
-          part.index._toggleSequence(found.at.place, part.held)
-          part.memory.rewriteRecord(
-            at: found.offset, found.header, extent: extent,
-            RecordFormat.Content(key: kb, value: vb, version: 9, sum: w.sum, expiry: 0), steps: steps, part.held)
+        try withFilledCache("rec-resize", keys: .inBucket(Place(group: 0, bucket: 2), count: 4, tag: "rs")) {
+          c, e, ks in
+          let k = ks[0]
+          // The record's bytes: 400 of value, then (`from` smaller) a dead record after it.
+          try c.setObject(CoreValue.make(key: k, writer: 0, seq: 1, size: 400), forKey: k)
+          if from != 400 { try c.setObject(CoreValue.make(key: k, writer: 0, seq: 2, size: from), forKey: k) }
+          let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: to)
+          try crashDuringSet(c, k, newValue) { part, found, w, kb, vb in
+            let room = e.writer.rewriteExtent(found, w, part)
+            let extent = try #require(room, "\(from) -> \(to): W3b applies")
+            part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(found.at)), .relaxed)
+            part.index._toggleSequence(found.at.place, part.held)
+            part.memory.rewriteRecord(
+              at: found.offset, found.header, extent: extent,
+              RecordFormat.Content(key: kb, value: vb, version: 9, sum: w.sum, expiry: 0), steps: steps, part.held)
+          }
+          try c.setObject([1], forKey: "next write")
+          #expect(try c.object(forKey: k) == nil, "\(from) -> \(to), \(steps) steps: the entry is dropped")
+          try expectAllThere(c, Array(ks.dropFirst()), "\(from) -> \(to), \(steps) steps")
+          try expectLapsKeepTheLogsWhole(c, "\(from) -> \(to), \(steps) steps, ")
         }
-        try c.setObject([1], forKey: "next write")
-        #expect(try c.object(forKey: k) == nil, "\(from) -> \(to), \(steps) steps: the entry is dropped")
-        try expectAllThere(c, Array(ks.dropFirst()), "\(from) -> \(to), \(steps) steps")
-        for i in 0..<3000 { try c.setObject(value("lap\(i)"), forKey: "lap\(i)") }
-        let r = try c.verify()
-        #expect(r.ok, "\(from) -> \(to), \(steps) steps, after laps: \(r.problems)")
-        #expect(try c.object(forKey: "lap2999") == value("lap2999"))
       }
     }
   }
@@ -200,70 +218,61 @@ import Testing
   /// stay whole through laps.
   @Test(arguments: [false, true])
   func aNeighbourMoveKilledBeforeTheRewriteLosesNothing(slotMoved: Bool) throws {
-    let (c, path) = try cache("rec-neighbour")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
-    let ks = (0..<4).map { "nb\($0)" }
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    let k = ks[0]
-    let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: 100)
-    try crashDuringSet(c, k, newValue) { part, found, w, _, vb in
-      let room = e.writer.rewriteRoom(found, w, movingLive: true, part)
-      try #require((room?.moved ?? 0) > 0, "W3c applies")
-      // Its first neighbour, the record right after the key's.
-      let next = found.offset + found.header.size
-      let d = try #require(part.memory.record(at: next))
-      let named = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), part.held)
-      let n = try #require(named)
-      let id = part.logs.id(containing: n.offset)
-      let to = part.logs.reserve(id, n.header.size, part.held)
-      part.memory.moveRecord(from: n.offset, to: to, size: n.header.size, unearned: n.header.unearned, part.held)
-      part.logs.commit(id, n.header.size, part.held)
-      if slotMoved { part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, part.held) }
+    try withFilledCache("rec-neighbour", keys: .named((0..<4).map { "nb\($0)" })) { c, e, ks in
+      let k = ks[0]
+      let newValue = CoreValue.make(key: k, writer: 0, seq: 3, size: 100)
+      try crashDuringSet(c, k, newValue) { part, found, w, _, vb in
+        let room = e.writer.rewriteRoom(found, w, movingLive: true, part)
+        try #require((room?.moved ?? 0) > 0, "W3c applies")
+        // Its first neighbour, the record right after the key's.
+        let next = found.offset + found.header.size
+        let d = try #require(part.memory.record(at: next))
+        let named = part.index.slot(naming: next, hash: part.memory.keyHash(record: next, d), part.held)
+        let n = try #require(named)
+        let id = part.logs.id(containing: n.offset)
+        let to = part.logs.reserve(id, n.header.size, part.held)
+        part.memory.moveRecord(from: n.offset, to: to, size: n.header.size, unearned: n.header.unearned, part.held)
+        part.logs.commit(id, n.header.size, part.held)
+        if slotMoved { part.index.move(n.at, toRecord: to, hits: n.word & Format.hitBits, part.held) }
+      }
+      try c.setObject([1], forKey: "next write")
+      try expectAllThere(c, ks, "slot moved: \(slotMoved)")
+      #expect(try c.verify().ok)
+      // The growing set now runs whole.
+      try c.setObject(newValue, forKey: k)
+      #expect(try c.object(forKey: k) == newValue)
+      try expectAllThere(c, Array(ks.dropFirst()))
+      try expectLapsKeepTheLogsWhole(c, "")
     }
-    try c.setObject([1], forKey: "next write")
-    try expectAllThere(c, ks, "slot moved: \(slotMoved)")
-    #expect(try c.verify().ok)
-    // The growing set now runs whole.
-    try c.setObject(newValue, forKey: k)
-    #expect(try c.object(forKey: k) == newValue)
-    try expectAllThere(c, Array(ks.dropFirst()))
-    for i in 0..<3000 { try c.setObject(value("lap\(i)"), forKey: "lap\(i)") }
-    let r = try c.verify()
-    #expect(r.ok, "after laps: \(r.problems)")
-    #expect(try c.object(forKey: "lap2999") == value("lap2999"))
   }
 
   /// A displacement killed between its two steps: the entry stands in both its places,
   /// the move sequence odd. Readers still find it; repair keeps one copy.
   @Test func aDisplacementKilledHalfwayLeavesOneCopy() throws {
-    let (c, path) = try cache("rec-displace")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
     let place = Place(group: 0, bucket: 0)
-    let ks = e.keys(first: place, count: 3, tag: "mv")
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    let f = try #require(try e.slot(of: ks[1]))
-    try e._crashDuring(partition: 0) { part in
-      let entry = try #require(part.index.entry(at: f.slot))
-      let pl = part.index.placement(of: entry, groups: part.index.groups).placement
-      let other = pl.first == f.slot.place ? pl.second : pl.first
-      let room = part.index.emptySlots(other)
-      #expect(room != 0 && other != f.slot.place)
-      part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
-      part.index.publish(
-        .init(place: other, slot: room.trailingZeroBitCount), offset: entry.offset, hits: entry.hits, tag: pl.tag,
-        part.held)
+    try withFilledCache("rec-displace", keys: .inBucket(place, count: 3, tag: "mv")) { c, e, ks in
+      let f = try #require(try e.slot(of: ks[1]))
+      try e._crashDuring(partition: 0) { part in
+        let entry = try #require(part.index.entry(at: f.slot))
+        let pl = part.index.placement(of: entry, groups: part.index.groups).placement
+        let other = pl.first == f.slot.place ? pl.second : pl.first
+        let room = part.index.emptySlots(other)
+        #expect(room != 0 && other != f.slot.place)
+        part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
+        part.index.publish(
+          .init(place: other, slot: room.trailingZeroBitCount), offset: entry.offset, hits: entry.hits, tag: pl.tag,
+          part.held)
+      }
+      // Both copies name one whole record: a read finds it.
+      #expect(try c.object(forKey: ks[1]) == value(ks[1]))
+      try c.setObject([1], forKey: "next write")
+      try expectAllThere(c, ks)
+      #expect(c.statistics.entries == 4)
+      // An overwrite then changes the one copy left.
+      try c.setObject([2], forKey: ks[1])
+      #expect(try c.object(forKey: ks[1]) == [2])
+      #expect(try c.verify().ok)
     }
-    // Both copies name one whole record: a read finds it.
-    #expect(try c.object(forKey: ks[1]) == value(ks[1]))
-    try c.setObject([1], forKey: "next write")
-    try expectAllThere(c, ks)
-    #expect(c.statistics.entries == 4)
-    // An overwrite then changes the one copy left.
-    try c.setObject([2], forKey: ks[1])
-    #expect(try c.object(forKey: ks[1]) == [2])
-    #expect(try c.verify().ok)
   }
 
   /// A split of the index killed at each of its steps (S1-S5): the next writer's repair
@@ -272,98 +281,85 @@ import Testing
     IndexResizer.Stop.afterRoom, .afterZeroing, .midCopy, .afterCopy, .afterPublish, .midClear,
   ])
   func aSplitKilledAtEachStepIsRepaired(_ stop: IndexResizer.Stop) throws {
-    let (c, path) = try cache("rec-split-\(stop)", capacity: 4 << 20)
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
-    let ks = (0..<1500).map { "split-\($0)" }
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    let groups = e.partition(0).index.groups
-    try e._crashDuring(partition: 0) { part in
-      let split = part.resizer.split(part.held, stopAt: stop)
-      #expect(split)
-      if stop == .midClear {
-        // Killed inside S5's bracket: the move sequence is left odd.
-        part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
+    try withFilledCache("rec-split-\(stop)", capacity: 4 << 20, keys: .named((0..<1500).map { "split-\($0)" })) {
+      c, e, ks in
+      let groups = e.partition(0).index.groups
+      try e._crashDuring(partition: 0) { part in
+        let split = part.resizer.split(part.held, stopAt: stop)
+        #expect(split)
+        if stop == .midClear {
+          // Killed inside S5's bracket: the move sequence is left odd.
+          part.memory.word(.moves).store(part.memory.word(.moves).load(.relaxed) | 1, .relaxed)
+        }
       }
+      let published = [.afterPublish, .midClear].contains(stop)
+      #expect(e.partition(0).index.groups == groups + (published ? 1 : 0))
+      try c.setObject(value("after"), forKey: "after")
+      try expectAllThere(c, ks + ["after"], "stopped \(stop)")
+      // The index goes on growing and shrinking from there.
+      for k in (0..<3000).map({ "more-\($0)" }) { try c.setObject(value(k), forKey: k) }
+      #expect(try c.verify().ok)
     }
-    let published = [.afterPublish, .midClear].contains(stop)
-    #expect(e.partition(0).index.groups == groups + (published ? 1 : 0))
-    try c.setObject(value("after"), forKey: "after")
-    try expectAllThere(c, ks + ["after"], "stopped \(stop)")
-    // The index goes on growing and shrinking from there.
-    for k in (0..<3000).map({ "more-\($0)" }) { try c.setObject(value(k), forKey: k) }
-    #expect(try c.verify().ok)
   }
 
   /// A merge of the index's last group killed at each of its steps (M2, M3): the next
   /// writer's repair leaves every entry readable once.
   @Test(arguments: [IndexResizer.Stop.midCopy, .afterCopy, .afterPublish])
   func aMergeKilledAtEachStepIsRepaired(_ stop: IndexResizer.Stop) throws {
-    let (c, path) = try cache("rec-merge-\(stop)", capacity: 4 << 20)
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
-    let ks = (0..<1500).map { "merge-\($0)" }
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    // A sparse index: most keys removed, then the merge.
-    for k in ks.dropFirst(300) { try c.removeObject(forKey: k) }
-    let kept = Array(ks.prefix(300))
-    let groups = e.partition(0).index.groups
-    try e._crashDuring(partition: 0) { part in
-      let merged = part.resizer.merge(part.held, stopAt: stop)
-      #expect(merged)
+    try withFilledCache("rec-merge-\(stop)", capacity: 4 << 20, keys: .named((0..<1500).map { "merge-\($0)" })) {
+      c, e, ks in
+      // A sparse index: most keys removed, then the merge.
+      for k in ks.dropFirst(300) { try c.removeObject(forKey: k) }
+      let kept = Array(ks.prefix(300))
+      let groups = e.partition(0).index.groups
+      try e._crashDuring(partition: 0) { part in
+        let merged = part.resizer.merge(part.held, stopAt: stop)
+        #expect(merged)
+      }
+      #expect(e.partition(0).index.groups == groups - (stop == .afterPublish ? 1 : 0))
+      try c.setObject(value("after"), forKey: "after")
+      try expectAllThere(c, kept + ["after"], "stopped \(stop)")
     }
-    #expect(e.partition(0).index.groups == groups - (stop == .afterPublish ? 1 : 0))
-    try c.setObject(value("after"), forKey: "after")
-    try expectAllThere(c, kept + ["after"], "stopped \(stop)")
   }
 
   /// A log's head wrap killed between its stores: the wrap marker written (and, for
   /// main, its place noted) but the head not moved. The log goes on as if nothing
   /// happened: the marker lies past the head.
   @Test func aWrapKilledBeforeTheHeadMovesChangesNothing() throws {
-    let (c, path) = try cache("rec-wrap")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
-    let ks = (0..<50).map { "w\($0)" }
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part in
-      let s = part.logs.state(.small)
-      part.memory.writeWrapMarker(at: s.head.offset, part.held)
-      part.memory.word(.mainLastWrap).store(UInt64(part.logs.state(.main).head.offset), .relaxed)
+    try withFilledCache("rec-wrap", keys: .named((0..<50).map { "w\($0)" })) { c, e, ks in
+      try e._crashDuring(partition: 0) { part in
+        let s = part.logs.state(.small)
+        part.memory.writeWrapMarker(at: s.head.offset, part.held)
+        part.memory.word(.mainLastWrap).store(UInt64(part.logs.state(.main).head.offset), .relaxed)
+      }
+      try c.setObject(value("new"), forKey: "new")
+      try expectAllThere(c, ks + ["new"])
     }
-    try c.setObject(value("new"), forKey: "new")
-    try expectAllThere(c, ks + ["new"])
   }
 
   /// The writer died while writing a record past the log's head (before publishing it):
   /// garbage after the head, intent set. Nothing stored is lost.
   @Test func halfWrittenRecordIsIgnored() throws {
-    let (c, path) = try cache("rec-record")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
-    let ks = (0..<50).map { "r\($0)" }
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part in
-      let junk = part.memory._byte(at: part.logs.state(.small).head.offset)
-      for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
+    try withFilledCache("rec-record", keys: .named((0..<50).map { "r\($0)" })) { c, e, ks in
+      try e._crashDuring(partition: 0) { part in
+        let junk = part.memory._byte(at: part.logs.state(.small).head.offset)
+        for i in 0..<200 { junk.storeBytes(of: UInt8(truncatingIfNeeded: i &* 91), toByteOffset: i, as: UInt8.self) }
+      }
+      try c.setObject(value("new"), forKey: "new")
+      try expectAllThere(c, ks + ["new"])
     }
-    try c.setObject(value("new"), forKey: "new")
-    try expectAllThere(c, ks + ["new"])
   }
 
   /// A repair killed midway (the intent word still set) is redone by the next writer.
   @Test func aRepairKilledMidwayIsRepairedAgain() throws {
-    let (c, path) = try cache("rec-rerepair")
-    defer { TestFiles.cleanup(path) }
-    let e = c.engine
     let place = Place(group: 0, bucket: 2)
-    let ks = e.keys(first: place, count: 4, tag: "rr")
-    for k in ks { try c.setObject(value(k), forKey: k) }
-    try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
-    // The first repair "dies" having done nothing but set the intent word (it is set).
-    try e._crashDuring(partition: 0) { _ in }
-    try c.setObject([1], forKey: "next")
-    try expectAllThere(c, ks)
-    #expect(c.statistics.recoveries == 2)
+    try withFilledCache("rec-rerepair", keys: .inBucket(place, count: 4, tag: "rr")) { c, e, ks in
+      try e._crashDuring(partition: 0) { part in part.index._toggleSequence(place, part.held) }
+      // The first repair "dies" having done nothing but set the intent word (it is set).
+      try e._crashDuring(partition: 0) { _ in }
+      try c.setObject([1], forKey: "next")
+      try expectAllThere(c, ks)
+      #expect(c.statistics.recoveries == 2)
+    }
   }
 }

@@ -17,7 +17,7 @@ import Testing
   static func witnessHeld(_ path: String, slot: Int) -> Bool {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     defer { close(fd) }
-    return fd >= 0 && Sys.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
+    return fd >= 0 && SystemCall.byteIsLocked(fd, at: WriteLock.witnessBase + Int64(slot))
   }
 
   /// Waits up to 5 s for `condition`: a child another test spawns holds copies of this
@@ -159,16 +159,16 @@ import Testing
     #expect(memory.procCount == 8192 && memory.lockBits.ownerMask == 0x3FFF)
     // A slot past 1,023, not this handle's own.
     let slot = cache.engine.registration?.slot == 5000 ? 6000 : 5000
-    memory.procWord(slot, Format.P.generation).store(7, .releasing)
+    memory.procWord(slot, Format.ProcessEntryOffset.generation).store(7, .releasing)
     let token = memory.lockBits.token(slot: slot, generation: 7)
     let liveness = Liveness(memory: memory, fd: cache.engine.file.fd, asker: .none)
     #expect(liveness.holderIsDead(token), "no witness: dead")
     let fd = open(path, O_RDWR | O_CLOEXEC)
     defer { close(fd) }
-    #expect(try Sys.lockByte(fd, at: WriteLock.witnessBase + Int64(slot)))
+    #expect(try SystemCall.lockByte(fd, at: WriteLock.witnessBase + Int64(slot)))
     #expect(!liveness.holderIsDead(token), "its witness is held: alive")
     #expect(liveness.holderIsDead(memory.lockBits.token(slot: slot, generation: 8)), "another generation: dead")
-    Sys.unlockByte(fd, at: WriteLock.witnessBase + Int64(slot))
+    SystemCall.unlockByte(fd, at: WriteLock.witnessBase + Int64(slot))
     // A dead owner's word, planted: the next set takes it over.
     memory.partition(0).lockWord.store(token, .releasing)
     let before = cache.statistics.lockTakeovers

@@ -18,7 +18,7 @@ import Testing
     }
     var bytes = try #require(FileManager.default.contents(atPath: path))
     let older = UInt8(MappedCacheVersion.fileFormat - 1)
-    bytes[Format.H.version] = older
+    bytes[Format.HeaderOffset.version] = older
     #expect(FileManager.default.createFile(atPath: path, contents: bytes, attributes: [.posixPermissions: 0o600]))
     #expect {
       _ = try SharedCache<String>(path: path, capacity: 1 << 20)

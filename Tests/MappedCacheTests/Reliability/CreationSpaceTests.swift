@@ -18,7 +18,7 @@ import Testing
     let directory: String
 
     init(megabytes: Int) throws {
-      directory = try Sys.makeTemporaryDirectory(prefix: "/tmp/mctest-small-")
+      directory = try SystemCall.makeTemporaryDirectory(prefix: "/tmp/mctest-small-")
       let r = try ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory])
       if r.status != 0 {
         rmdir(directory)

@@ -256,20 +256,23 @@ struct FileMutator: Sendable {
     var records: [Int] = []
     for p in 0..<layout.partitionCount {
       let part = layout.partitionsOffset + p * layout.partitionBytes
-      let groups = Int(Self.get64(base, part + Format.Part.geometry) & 0xFFFF_FFFF)
+      let groups = Int(Self.get64(base, part + Format.PartitionOffset.geometry) & 0xFFFF_FFFF)
       for g in 0..<groups {
         for bucket in 0..<Format.bucketsPerGroup {
           let b = part + layout.partitionBytes - (g + 1) * Format.groupBytes + bucket * Format.bucketBytes
-          for s in 0..<Format.slotsPerBucket where Self.get64(base, b + Format.B.tags + 2 * s) & 0xFFFF != 0 {
+          for s in 0..<Format.slotsPerBucket where Self.get64(base, b + Format.BucketOffset.tags + 2 * s) & 0xFFFF != 0
+          {
             slots.append((b, s))
-            records.append(part + Int(Self.get64(base, b + Format.B.words + 4 * s) & UInt64(Format.offsetMask)))
+            records.append(
+              part + Int(Self.get64(base, b + Format.BucketOffset.words + 4 * s) & UInt64(Format.offsetMask)))
           }
         }
       }
       // The main log's free records too (`FreeLists`: their links are damaged like keys).
       for c in 0..<FreeLists.classCount {
-        var at = Int(Self.get64(base, part + Format.Part.freeHeads + 8 * (c / 2)) >> UInt64(32 * (c % 2)) & 0xFFFF_FFFF)
-        for _ in 0..<64 where at >= Format.Part.dataStart && at + 32 <= layout.partitionBytes {
+        var at = Int(
+          Self.get64(base, part + Format.PartitionOffset.freeHeads + 8 * (c / 2)) >> UInt64(32 * (c % 2)) & 0xFFFF_FFFF)
+        for _ in 0..<64 where at >= Format.PartitionOffset.dataStart && at + 32 <= layout.partitionBytes {
           records.append(part + at)
           let form = Int(base[part + at] >> 4) & 3
           let next = part + at + RecordFormat.headerBytes(form: UInt8(form), expiry: false) + 5
@@ -319,7 +322,7 @@ struct FileMutator: Sendable {
       0, 1, 7, 8, 9, UInt64.max, UInt64.max - 7, 1 << 63, (1 << 63) - 8, 1 << 62, 1 << 32, 1 << 31, 0xFFFF_FFFF,
       UInt64(l.fileSize), UInt64(l.partitionBytes), UInt64(l.partitionBytes - 1), UInt64(l.partitionBytes + 8),
       UInt64(l.smallBase), UInt64(l.mainBase), UInt64(l.mainBase - 1), UInt64(l.maxGroups), UInt64(l.maxGroups + 1),
-      UInt64(Format.Part.dataStart - 1), 1 << 32 | UInt64(l.mainBase), UInt64(l.indexLow(groups: 1)),
+      UInt64(Format.PartitionOffset.dataStart - 1), 1 << 32 | UInt64(l.mainBase), UInt64(l.indexLow(groups: 1)),
       UInt64(Int.max), r.next(), r.next() & 0xFFFF_FFFF, r.next() % UInt64(l.partitionBytes),
       UInt64(r.below(4)) << 32 | (r.next() % UInt64(l.partitionBytes)),
     ]
@@ -346,7 +349,7 @@ struct FileMutator: Sendable {
     let low = p + l.partitionBytes - Int(Self.get64(base, p) & 0xFFFF_FFFF) * Format.groupBytes
     let regions = [
       0..<256, 256..<Format.headerPage, Format.headerPage..<l.headerBytes,
-      p..<(p + Format.Part.dataStart), (p + l.smallBase)..<(p + l.mainBase),
+      p..<(p + Format.PartitionOffset.dataStart), (p + l.smallBase)..<(p + l.mainBase),
       (p + l.mainBase)..<max(p + l.mainBase + 1, low),
       max(p, min(low, p + l.partitionBytes - 1))..<(p + l.partitionBytes), 0..<l.fileSize,
     ]
@@ -419,7 +422,10 @@ struct FileMutator: Sendable {
       let i = r.below(layout.procCount)
       var what: [String] = []
       for _ in 0..<(1 + r.below(3)) {
-        let field = r.pick([Format.P.generation, Format.P.pid, Format.P.hits, Format.P.misses, Format.P.openedMs])
+        let field = r.pick([
+          Format.ProcessEntryOffset.generation, Format.ProcessEntryOffset.pid, Format.ProcessEntryOffset.hits,
+          Format.ProcessEntryOffset.misses, Format.ProcessEntryOffset.openedMs,
+        ])
         let v = hostile(&r)
         Self.put(&b, Format.headerPage + i * Format.procEntryBytes + field, v)
         what.append("proc \(i)+\(field)=\(v)")
@@ -436,11 +442,14 @@ struct FileMutator: Sendable {
   /// Hostile values in the header's identity fields, the fingerprint left stale.
   private func headerRaw(_ b: inout [UInt8], _ r: inout Rng) -> String {
     let fields: [(Int, Int)] = [
-      (Format.H.magic, 8), (Format.H.version, 4), (Format.H.headerBytes, 4), (Format.H.fileSize, 8),
-      (Format.H.partitionCount, 8), (Format.H.partitionBytes, 8), (Format.H.partitionsOffset, 8),
-      (Format.H.smallBytes, 8), (Format.H.maxCapacity, 8), (Format.H.maxKey, 4), (Format.H.maxValue, 4),
-      (Format.H.typeFingerprint, 8), (Format.H.procOffset, 8), (Format.H.procCount, 4),
-      (Format.H.layoutFingerprint, 8),
+      (Format.HeaderOffset.magic, 8), (Format.HeaderOffset.version, 4), (Format.HeaderOffset.headerBytes, 4),
+      (Format.HeaderOffset.fileSize, 8),
+      (Format.HeaderOffset.partitionCount, 8), (Format.HeaderOffset.partitionBytes, 8),
+      (Format.HeaderOffset.partitionsOffset, 8),
+      (Format.HeaderOffset.smallBytes, 8), (Format.HeaderOffset.maxCapacity, 8), (Format.HeaderOffset.maxKey, 4),
+      (Format.HeaderOffset.maxValue, 4),
+      (Format.HeaderOffset.typeFingerprint, 8), (Format.HeaderOffset.procOffset, 8), (Format.HeaderOffset.procCount, 4),
+      (Format.HeaderOffset.layoutFingerprint, 8),
     ]
     let (o, n) = r.pick(fields)
     let v = hostile(&r)
@@ -451,46 +460,33 @@ struct FileMutator: Sendable {
   /// Hostile values behind a valid fingerprint: only the layout checks stand in the way.
   private func headerFingerprinted(_ b: inout [UInt8], _ r: inout Rng) -> String {
     var h = HeaderFields(bytes: Array(b[0..<256]))
+    // The fields a hostile value goes into, and their widths in bits.
+    let fields: [(String, WritableKeyPath<HeaderFields, Int>, Int)] = [
+      ("headerBytes", \.headerBytes, 32),
+      ("fileSize", \.fileSize, 64),
+      ("partitionCount", \.partitionCount, 64),
+      ("partitionBytes", \.partitionBytes, 64),
+      ("partitionsOffset", \.partitionsOffset, 64),
+      ("smallBytes", \.smallBytes, 64),
+      ("maxCapacity", \.maxCapacity, 64),
+      ("maxKey", \.maxKey, 32),
+      ("maxValue", \.maxValue, 32),
+      ("procCount", \.procCount, 32),
+    ]
     var what: [String] = []
     for _ in 0..<(1 + r.below(2)) {
-      switch r.below(11) {
-      case 0:
-        h.headerBytes = hostileInt(&r, current: h.headerBytes, bits: 32)
-        what.append("headerBytes=\(h.headerBytes)")
-      case 1:
-        h.fileSize = hostileInt(&r, current: h.fileSize, bits: 64)
-        what.append("fileSize=\(h.fileSize)")
-      case 2:
-        h.partitionCount = hostileInt(&r, current: h.partitionCount, bits: 64)
-        what.append("partitionCount=\(h.partitionCount)")
-      case 3:
-        h.partitionBytes = hostileInt(&r, current: h.partitionBytes, bits: 64)
-        what.append("partitionBytes=\(h.partitionBytes)")
-      case 4:
-        h.partitionsOffset = hostileInt(&r, current: h.partitionsOffset, bits: 64)
-        what.append("partitionsOffset=\(h.partitionsOffset)")
-      case 5:
-        h.smallBytes = hostileInt(&r, current: h.smallBytes, bits: 64)
-        what.append("smallBytes=\(h.smallBytes)")
-      case 6:
-        h.maxCapacity = hostileInt(&r, current: h.maxCapacity, bits: 64)
-        what.append("maxCapacity=\(h.maxCapacity)")
-      case 7:
-        h.maxKey = hostileInt(&r, current: h.maxKey, bits: 32)
-        what.append("maxKey=\(h.maxKey)")
-      case 8:
-        h.maxValue = hostileInt(&r, current: h.maxValue, bits: 32)
-        what.append("maxValue=\(h.maxValue)")
-      case 9:
-        h.procCount = hostileInt(&r, current: h.procCount, bits: 32)
-        what.append("procCount=\(h.procCount)")
-      default:
+      let pick = r.below(fields.count + 1)
+      if pick < fields.count {
+        let (name, field, bits) = fields[pick]
+        h[keyPath: field] = hostileInt(&r, current: h[keyPath: field], bits: bits)
+        what.append("\(name)=\(h[keyPath: field])")
+      } else {
         // Fewer, smaller partitions (still a valid layout, over the old contents).
         h.partitionBytes = max(256 << 10, (h.partitionBytes / (1 + r.below(4))) & ~4095)
         h.partitionCount = max(1, h.partitionCount - r.below(2))
-        h.smallBytes = max(1024, min(h.smallBytes, (h.partitionBytes - Format.Part.dataStart) / 4))
+        h.smallBytes = max(1024, min(h.smallBytes, (h.partitionBytes - Format.PartitionOffset.dataStart) / 4))
         h.maxValue = min(
-          h.maxValue, max(0, (h.partitionBytes - Format.Part.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
+          h.maxValue, max(0, (h.partitionBytes - Format.PartitionOffset.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
         what.append("partitions=\(h.partitionCount)×\(h.partitionBytes) small=\(h.smallBytes) maxValue=\(h.maxValue)")
       }
     }
@@ -523,7 +519,7 @@ struct FileMutator: Sendable {
       let o =
         r.below(4) == 0
         ? 256 + 8 * r.below((400 - 256) / 8)
-        : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.Part.dataStart / 8)
+        : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.PartitionOffset.dataStart / 8)
       let v = hostile(&r)
       Self.put(&b, o, v)
       what.append("@\(o)=\(v)")
@@ -539,29 +535,33 @@ struct FileMutator: Sendable {
       let (bucket, slot) = r.pick(liveSlots)
       switch r.below(5) {
       case 0:
-        let word = Self.get64(b, bucket + Format.B.words + 4 * slot) & 0xFFFF_FFFF
+        let word = Self.get64(b, bucket + Format.BucketOffset.words + 4 * slot) & 0xFFFF_FFFF
         let other =
           liveRecords.isEmpty
           ? 0 : UInt64(r.pick(liveRecords) - layout.partitionsOffset) % UInt64(layout.partitionBytes)
         let v = r.pick([hostile(&r), word &+ 1, word &- 1, word | 0x1FFF_FFFF, other, r.next()])
-        Self.put(&b, bucket + Format.B.words + 4 * slot, v, bytes: 4)
+        Self.put(&b, bucket + Format.BucketOffset.words + 4 * slot, v, bytes: 4)
         what.append("bucket@\(bucket) word \(slot)=\(v & 0xFFFF_FFFF)")
       case 1:
         let v = r.below(2) == 0 ? Self.get64(b, bucket) | 1 : r.next()
-        Self.put(&b, bucket + Format.B.seq, v, bytes: 4)
+        Self.put(&b, bucket + Format.BucketOffset.seq, v, bytes: 4)
         what.append("bucket@\(bucket) seq=\(v & 0xFFFF_FFFF)")
       case 2:
         let v = r.pick([
-          0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.B.tags + 2 * ((slot + 1) % 10)) & 0xFFFF,
+          0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.BucketOffset.tags + 2 * ((slot + 1) % 10)) & 0xFFFF,
         ])
-        Self.put(&b, bucket + Format.B.tags + 2 * slot, v, bytes: 2)
+        Self.put(&b, bucket + Format.BucketOffset.tags + 2 * slot, v, bytes: 2)
         what.append("bucket@\(bucket) tag \(slot)=\(v)")
       case 3:
         // A slot's tag and word copied to another slot (two slots, one record).
         let to = r.below(Format.slotsPerBucket)
         let (from, fs) = r.pick(liveSlots)
-        Self.put(&b, bucket + Format.B.tags + 2 * to, Self.get64(b, from + Format.B.tags + 2 * fs), bytes: 2)
-        Self.put(&b, bucket + Format.B.words + 4 * to, Self.get64(b, from + Format.B.words + 4 * fs), bytes: 4)
+        Self.put(
+          &b, bucket + Format.BucketOffset.tags + 2 * to, Self.get64(b, from + Format.BucketOffset.tags + 2 * fs),
+          bytes: 2)
+        Self.put(
+          &b, bucket + Format.BucketOffset.words + 4 * to, Self.get64(b, from + Format.BucketOffset.words + 4 * fs),
+          bytes: 4)
         what.append("bucket@\(bucket) slot \(to) = copy of \(from)/\(fs)")
       default:
         // A whole bucket copied over another.

@@ -119,7 +119,7 @@ import Testing
     let gone = try ChildProcess("/bin/true", [])
     gone.finish(timeout: 10)
     #expect(ProcessControl.stopOutsideWriteLock(gone.pid, of: file) == nil)
-    // The state as R7 reads it (`Sys.processState`): this process has one (its main
+    // The state as R7 reads it (`SystemCall.processState`): this process has one (its main
     // thread's: running or sleeping), a gone one has none.
     #expect(ProcessControl.state(getpid()).map { "RS".contains($0) } == true)
     #expect(ProcessControl.state(gone.pid) == nil)

@@ -30,7 +30,8 @@ import Testing
     var flushes = 0
     // An hour's interval: only the signal can bring the flush, and only the group's end
     // (which signals too) the return.
-    let done = FleetMember.flushUntilDone(group, coordinator: Sys.parentProcessID(), wake: wake, interval: 3600) {
+    let done = FleetMember.flushUntilDone(group, coordinator: SystemCall.parentProcessID(), wake: wake, interval: 3600)
+    {
       flushes += 1
       flushed.signal()
     }

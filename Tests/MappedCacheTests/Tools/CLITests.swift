@@ -424,11 +424,11 @@ import Testing
     }
 
     // The layout, from the header (format 5).
-    var partitionsOffset: Int { get throws { Int(try u64(Format.H.partitionsOffset)) } }
-    var partitionBytes: Int { get throws { Int(try u64(Format.H.partitionBytes)) } }
-    var partitionCount: Int { get throws { Int(try u64(Format.H.partitionCount)) } }
+    var partitionsOffset: Int { get throws { Int(try u64(Format.HeaderOffset.partitionsOffset)) } }
+    var partitionBytes: Int { get throws { Int(try u64(Format.HeaderOffset.partitionBytes)) } }
+    var partitionCount: Int { get throws { Int(try u64(Format.HeaderOffset.partitionCount)) } }
     func partition(_ p: Int) throws -> Int { try partitionsOffset + p * partitionBytes }
-    func groups(_ p: Int) throws -> Int { Int(try u32(try partition(p) + Format.Part.geometry)) }
+    func groups(_ p: Int) throws -> Int { Int(try u32(try partition(p) + Format.PartitionOffset.geometry)) }
 
     /// One occupied slot: its partition and bucket number, and where its bytes are.
     struct Slot {
@@ -436,8 +436,8 @@ import Testing
       var bucket: Int
       var slot: Int
       var bucketOffset: Int
-      var tagOffset: Int { bucketOffset + Format.B.tags + 2 * slot }
-      var wordOffset: Int { bucketOffset + Format.B.words + 4 * slot }
+      var tagOffset: Int { bucketOffset + Format.BucketOffset.tags + 2 * slot }
+      var wordOffset: Int { bucketOffset + Format.BucketOffset.words + 4 * slot }
     }
 
     /// Every occupied slot (its tag nonzero), partition by partition.
@@ -449,7 +449,7 @@ import Testing
         for g in 0..<(try groups(p)) {
           for b in 0..<Format.bucketsPerGroup {
             let bucket = end - (g + 1) * Format.groupBytes + b * Format.bucketBytes
-            for s in 0..<Format.slotsPerBucket where try u16(bucket + Format.B.tags + 2 * s) != 0 {
+            for s in 0..<Format.slotsPerBucket where try u16(bucket + Format.BucketOffset.tags + 2 * s) != 0 {
               out.append(Slot(partition: p, bucket: g * Format.bucketsPerGroup + b, slot: s, bucketOffset: bucket))
             }
           }
@@ -498,10 +498,11 @@ import Testing
     try raw.write(occupied[1].wordOffset, [0x39, 0x30, 0, 0])  // offset 12345
     // 3. A bucket left mid-write (odd seqlock): its entries are checked and kept.
     let odd = try #require(occupied.first { $0.bucket != occupied[0].bucket && $0.bucket != occupied[1].bucket })
-    let seq = try raw.u32(odd.bucketOffset + Format.B.seq)
-    try raw.write(odd.bucketOffset + Format.B.seq, (0..<4).map { UInt8(truncatingIfNeeded: (seq | 1) >> (8 * $0)) })
+    let seq = try raw.u32(odd.bucketOffset + Format.BucketOffset.seq)
+    try raw.write(
+      odd.bucketOffset + Format.BucketOffset.seq, (0..<4).map { UInt8(truncatingIfNeeded: (seq | 1) >> (8 * $0)) })
     // 4. An entry count that disagrees with the slots.
-    try raw.write64(try raw.partition(0) + Format.Part.entries, 100_000)
+    try raw.write64(try raw.partition(0) + Format.PartitionOffset.entries, 100_000)
     try raw.handle.close()
 
     let v = try Self.cli(["verify", path])
@@ -565,15 +566,20 @@ import Testing
       let part = try raw.partition(rng.below(try raw.partitionCount))
       let words =
         [
-          Format.Part.geometry, Format.Part.smallHead, Format.Part.smallTail, Format.Part.mainHead,
-          Format.Part.mainTail,
-          Format.Part.mainLastWrap, Format.Part.mainLimit, Format.Part.mainPendingLimit, Format.Part.entries,
-          Format.Part.liveBytes, Format.Part.sweepHand, Format.Part.intent, Format.Part.sets, Format.Part.moves,
-        ].map { part + $0 } + [Format.H.countLimit, Format.H.costLimit, Format.H.retiredHits]
+          Format.PartitionOffset.geometry, Format.PartitionOffset.smallHead, Format.PartitionOffset.smallTail,
+          Format.PartitionOffset.mainHead,
+          Format.PartitionOffset.mainTail,
+          Format.PartitionOffset.mainLastWrap, Format.PartitionOffset.mainLimit,
+          Format.PartitionOffset.mainPendingLimit, Format.PartitionOffset.entries,
+          Format.PartitionOffset.liveBytes, Format.PartitionOffset.sweepHand, Format.PartitionOffset.intent,
+          Format.PartitionOffset.sets, Format.PartitionOffset.moves,
+        ].map { part + $0 } + [
+          Format.HeaderOffset.countLimit, Format.HeaderOffset.costLimit, Format.HeaderOffset.retiredHits,
+        ]
       if round == 0 {
         // Counters at their extremes (a conversion to Int must not trap).
-        try raw.write64(part + Format.Part.entries, UInt64.max)
-        try raw.write64(part + Format.Part.liveBytes, UInt64.max)
+        try raw.write64(part + Format.PartitionOffset.entries, UInt64.max)
+        try raw.write64(part + Format.PartitionOffset.liveBytes, UInt64.max)
       } else {
         for _ in 0..<3 { try raw.write64(words[rng.below(words.count)], rng.next() >> UInt64(rng.below(64))) }
       }

@@ -198,6 +198,27 @@ static bool get_key(napi_env env, napi_value v, key_arg *k) {
   return false;
 }
 
+/* The handle and the call's first argument as its key (argv[0]); NULL with an
+ * exception pending. */
+static cache_object *open_this_key(napi_env env, napi_callback_info info, size_t max, napi_value *argv,
+                                   key_arg *k) {
+  cache_object *c = open_this(env, info, max, argv);
+  return c != NULL && get_key(env, argv[0], k) ? c : NULL;
+}
+
+/* Whether the call found what it looked for (MC_OK), or the error status thrown. */
+static napi_value status_boolean(napi_env env, int s) {
+  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
+}
+
+/* has, delete and isComputing: one key, and whether the file had it. */
+static napi_value key_status(napi_env env, napi_callback_info info, int (*op)(mc_cache *, const void *, size_t)) {
+  napi_value argv[1];
+  key_arg k;
+  cache_object *c = open_this_key(env, info, 1, argv, &k);
+  return c == NULL ? NULL : status_boolean(env, op(c->cache, k.p, k.n));
+}
+
 /* ttl in seconds: undefined or null is 0 (never expires); the library refuses negative
  * and NaN. */
 static bool get_ttl(napi_env env, napi_value v, double *ttl) {
@@ -562,26 +583,19 @@ static napi_value read_value(napi_env env, cache_object *c, const key_arg *k, bo
 static napi_value Cache_get(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
+  cache_object *c = open_this_key(env, info, 1, argv, &k);
+  if (c == NULL) return NULL;
   bool found;
   return read_value(env, c, &k, &found);
 }
 
-static napi_value Cache_has(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
-  int s = mc_exists(c->cache, k.p, k.n);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
-}
+static napi_value Cache_has(napi_env env, napi_callback_info info) { return key_status(env, info, mc_exists); }
 
 static napi_value Cache_ttl(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
+  cache_object *c = open_this_key(env, info, 1, argv, &k);
+  if (c == NULL) return NULL;
   double seconds = 0;
   int s = mc_ttl(c->cache, k.p, k.n, &seconds);
   if (s == MC_NOT_FOUND) return undefined(env);
@@ -592,8 +606,8 @@ static napi_value Cache_ttl(napi_env env, napi_callback_info info) {
 static napi_value Cache_gets(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
+  cache_object *c = open_this_key(env, info, 1, argv, &k);
+  if (c == NULL) return NULL;
   char stack[STACK_VALUE];
   char *buf = stack;
   size_t cap = sizeof stack, n = 0;
@@ -677,13 +691,21 @@ static bool array_length(napi_env env, napi_value v, const char *what, uint32_t 
   return napi_get_array_length(env, v, count) == napi_ok;
 }
 
+/* The handle and the call's first argument as an array of keys (argv[0]) and its length;
+ * NULL with an exception pending. */
+static cache_object *open_this_keys(napi_env env, napi_callback_info info, size_t max, napi_value *argv,
+                                    uint32_t *count) {
+  cache_object *c = open_this(env, info, max, argv);
+  return c != NULL && array_length(env, argv[0], "keys", count) ? c : NULL;
+}
+
 /* Values of the keys (undefined where missing), read at once by mc_get_many into slots
  * of 256 bytes; a longer value is read again alone. */
 static napi_value Cache_getMany(napi_env env, napi_callback_info info) {
   napi_value argv[1], result = NULL;
   uint32_t count = 0;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count)) return NULL;
+  cache_object *c = open_this_keys(env, info, 1, argv, &count);
+  if (c == NULL) return NULL;
   many m = {0};
   enum { SLOT = 256 };
   char *slab = NULL;
@@ -738,12 +760,12 @@ static napi_value store(napi_env env, napi_callback_info info, store_fn fn) {
   key_arg k;
   encoded e;
   double ttl;
-  cache_object *c = open_this(env, info, 3, argv);
-  if (c == NULL || !get_key(env, argv[0], &k) || !get_ttl(env, argv[2], &ttl)) return NULL;
+  cache_object *c = open_this_key(env, info, 3, argv, &k);
+  if (c == NULL || !get_ttl(env, argv[2], &ttl)) return NULL;
   if (!encode_value(env, c, argv[1], &e)) return NULL;
   int s = fn(c->cache, k.p, k.n, e.p, e.n, ttl);
   encoded_free(&e);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
+  return status_boolean(env, s);
 }
 
 static napi_value Cache_set(napi_env env, napi_callback_info info) { return store(env, info, mc_set); }
@@ -758,8 +780,8 @@ static napi_value Cache_cas(napi_env env, napi_callback_info info) {
   double ttl;
   uint64_t version = 0;
   bool lossless = false;
-  cache_object *c = open_this(env, info, 4, argv);
-  if (c == NULL || !get_key(env, argv[0], &k) || !get_ttl(env, argv[3], &ttl)) return NULL;
+  cache_object *c = open_this_key(env, info, 4, argv, &k);
+  if (c == NULL || !get_ttl(env, argv[3], &ttl)) return NULL;
   napi_valuetype t;
   napi_typeof(env, argv[2], &t);
   if (t != napi_bigint) return throw_type(env, "version must be the bigint that gets() gave");
@@ -768,26 +790,19 @@ static napi_value Cache_cas(napi_env env, napi_callback_info info) {
   if (!encode_value(env, c, argv[1], &e)) return NULL;
   int s = mc_cas(c->cache, k.p, k.n, e.p, e.n, ttl, version);
   encoded_free(&e);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
+  return status_boolean(env, s);
 }
 
-static napi_value Cache_delete(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
-  int s = mc_delete(c->cache, k.p, k.n);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
-}
+static napi_value Cache_delete(napi_env env, napi_callback_info info) { return key_status(env, info, mc_delete); }
 
 static napi_value Cache_touch(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   key_arg k;
   double ttl;
-  cache_object *c = open_this(env, info, 2, argv);
-  if (c == NULL || !get_key(env, argv[0], &k) || !get_ttl(env, argv[1], &ttl)) return NULL;
+  cache_object *c = open_this_key(env, info, 2, argv, &k);
+  if (c == NULL || !get_ttl(env, argv[1], &ttl)) return NULL;
   int s = mc_touch(c->cache, k.p, k.n, ttl);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
+  return status_boolean(env, s);
 }
 
 /* incr(key, delta = 1, ttl = 0, initial = 0): the new value, a number (a bigint past
@@ -797,8 +812,8 @@ static napi_value Cache_incr(napi_env env, napi_callback_info info) {
   key_arg k;
   double ttl;
   int64_t delta, initial, result = 0;
-  cache_object *c = open_this(env, info, 4, argv);
-  if (c == NULL || !get_key(env, argv[0], &k) || !get_int64(env, argv[1], "delta", 1, &delta) ||
+  cache_object *c = open_this_key(env, info, 4, argv, &k);
+  if (c == NULL || !get_int64(env, argv[1], "delta", 1, &delta) ||
       !get_ttl(env, argv[2], &ttl) || !get_int64(env, argv[3], "initial", 0, &initial)) {
     return NULL;
   }
@@ -829,9 +844,8 @@ static napi_value Cache_setMany(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   uint32_t count = 0, values_count = 0;
   double ttl;
-  cache_object *c = open_this(env, info, 3, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count) ||
-      !array_length(env, argv[1], "values", &values_count) || !get_ttl(env, argv[2], &ttl)) {
+  cache_object *c = open_this_keys(env, info, 3, argv, &count);
+  if (c == NULL || !array_length(env, argv[1], "values", &values_count) || !get_ttl(env, argv[2], &ttl)) {
     return NULL;
   }
   if (count != values_count) return throw_type(env, "keys and values must have the same length");
@@ -869,8 +883,8 @@ static napi_value Cache_setMany(napi_env env, napi_callback_info info) {
 static napi_value Cache_deleteMany(napi_env env, napi_callback_info info) {
   napi_value argv[1], r = NULL;
   uint32_t count = 0;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !array_length(env, argv[0], "keys", &count)) return NULL;
+  cache_object *c = open_this_keys(env, info, 1, argv, &count);
+  if (c == NULL) return NULL;
   many m = {0};
   if (many_keys(env, c, argv[0], count, &m)) {
     size_t removed = 0;
@@ -1018,12 +1032,7 @@ static napi_value Cache_verify(napi_env env, napi_callback_info info) {
 }
 
 static napi_value Cache_isComputing(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  key_arg k;
-  cache_object *c = open_this(env, info, 1, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
-  int s = mc_is_computing(c->cache, k.p, k.n);
-  return s < 0 ? throw_status(env, s) : boolean(env, s == MC_OK);
+  return key_status(env, info, mc_is_computing);
 }
 
 static napi_value Cache_close(napi_env env, napi_callback_info info) {
@@ -1073,8 +1082,8 @@ static napi_value pair(napi_env env, int status, napi_value second) {
 static napi_value Cache_claim(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   key_arg k;
-  cache_object *c = open_this(env, info, 2, argv);
-  if (c == NULL || !get_key(env, argv[0], &k)) return NULL;
+  cache_object *c = open_this_key(env, info, 2, argv, &k);
+  if (c == NULL) return NULL;
   bool stale = false;
   napi_get_value_bool(env, argv[1], &stale);
   for (int tries = 0; tries < 8; tries++) {

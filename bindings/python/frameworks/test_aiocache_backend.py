@@ -132,6 +132,48 @@ class AiocacheBackendTests(unittest.IsolatedAsyncioTestCase):
             self.assertTrue(await c.exists("job-lock"))
         self.assertFalse(await c.exists("job-lock"))
 
+    async def test_get_and_set_keep_every_layer_of_aiocache(self):
+        # Plugins, per-call timeouts, loads_fn/dumps_fn, namespaces and AIOCACHE_DISABLE
+        # hold for get and set as for every other call.
+        from aiocache.plugins import BasePlugin
+
+        calls = []
+
+        class Recorder(BasePlugin):
+            async def pre_get(self, client, key, *args, **kwargs):
+                calls.append(("pre_get", key))
+
+            async def post_get(self, client, key, *args, ret=None, **kwargs):
+                calls.append(("post_get", key, ret))
+
+            async def pre_set(self, client, key, value, *args, **kwargs):
+                calls.append(("pre_set", key, value))
+
+            async def post_set(self, client, key, value, *args, ret=None, **kwargs):
+                calls.append(("post_set", key, ret))
+
+        c = MappedCache(self.path, plugins=[Recorder()])
+        self.assertTrue(await c.set("k", "v"))
+        self.assertEqual(await c.get("k"), "v")
+        self.assertEqual(
+            calls, [("pre_set", "k", "v"), ("post_set", "k", True), ("pre_get", "k"), ("post_get", "k", "v")]
+        )
+        c = self.cache
+        self.assertTrue(await c.set("t", "v", timeout=1))
+        self.assertEqual(await c.get("t", timeout=1), "v")
+        self.assertTrue(await c.set("f", 2, dumps_fn=lambda v: v * 10))
+        self.assertEqual(await c.get("f", loads_fn=lambda v: v + 1), 21)
+        self.assertTrue(await c.set("n", "in ns", namespace="ns:"))
+        self.assertEqual(await c.get("ns:n"), "in ns")
+        self.assertEqual(await c.get("n", namespace="ns:"), "in ns")
+        os.environ["AIOCACHE_DISABLE"] = "1"
+        try:
+            self.assertTrue(await c.set("off", "v"))
+            self.assertIsNone(await c.get("n", namespace="ns:"))
+        finally:
+            del os.environ["AIOCACHE_DISABLE"]
+        self.assertIsNone(await c.get("off"))
+
     async def test_raw(self):
         await self.cache.set("k", 1)
         self.assertEqual(await self.cache.raw("keys"), ["k"])

@@ -35,7 +35,8 @@ module MappedCacheStoreSetup
     @namespace = "test-#{SecureRandom.hex}"
     @cache = lookup_store(expires_in: 60)
     @peek = lookup_store
-    @cache.logger = ActiveSupport::Logger.new(File::NULL)
+    # Debug logging sends every call down Rails' general path; info keeps the fast one in play.
+    @cache.logger = ActiveSupport::Logger.new(File::NULL, level: :info)
   end
 
   def teardown
@@ -147,6 +148,101 @@ class MappedCacheStoreTest < ActiveSupport::TestCase
     sleep 0.1
     @cache.cleanup
     assert_equal 0, @cache.cache.keys.count { |k| k.end_with?(":short") }
+  end
+
+  def payload(name)
+    @cache.cache.get_raw("#{@namespace}:#{name}")
+  end
+
+  def test_values_without_a_version_are_stored_without_an_entry
+    store = ActiveSupport::Cache::MappedCacheStore
+    @cache.write("text", "caf\u00E9", expires_in: nil)
+    @cache.write("expiring", "soon")
+    @cache.write("binary", "\xFF\x00".b, expires_in: nil)
+    @cache.write("hash", { a: [1, "x"] }, expires_in: nil)
+    @cache.write("versioned", "v1", version: "1")
+    @cache.write("large", "0" * 4096)
+    assert_equal "\x04\x08caf\u00E9".b + store::MARK_STRING, payload("text")
+    assert payload("expiring").end_with?(store::MARK_STRING_EXPIRING)
+    assert payload("binary").end_with?(store::MARK_MARSHAL)
+    assert payload("hash").end_with?(store::MARK_MARSHAL)
+    assert_not payload("versioned").end_with?(*store::MARKS.values.map(&:first)), "a versioned entry keeps Rails' format"
+    assert_not payload("large").end_with?(*store::MARKS.values.map(&:first)), "a compressed entry keeps Rails' format"
+    assert_equal ["caf\u00E9", Encoding::UTF_8], [@cache.read("text"), @cache.read("text").encoding]
+    assert_equal ["\xFF\x00".b, Encoding::BINARY], [@cache.read("binary"), @cache.read("binary").encoding]
+    assert_equal [{ a: [1, "x"] }, "soon", "v1", "0" * 4096],
+                 [@cache.read("hash"), @cache.read("expiring"), @cache.read("versioned", version: "1"), @cache.read("large")]
+    assert_nil @cache.read("versioned", version: "2")
+  end
+
+  def test_an_expired_value_reads_nil_and_goes_whichever_path_reads_it
+    @cache.write("fast", "v", expires_in: 10)
+    @cache.write("multi", "v", expires_in: 10)
+    @cache.write("local", "v", expires_in: 10)
+    Time.stub(:now, Time.now + 11) do
+      assert_nil @cache.read("fast")
+      assert_equal({}, @cache.read_multi("multi"))
+      @cache.with_local_cache { assert_nil @cache.read("local") }
+      assert_equal "computed", @cache.fetch("fast") { "computed" }
+    end
+    assert_nil payload("local"), "an expired entry read is deleted"
+    assert_equal "computed", @cache.read("fast")
+  end
+
+  def test_race_condition_ttl_serves_a_stale_value_of_the_stores_format
+    @cache.write("report", "old", expires_in: 10, race_condition_ttl: 5)
+    Time.stub(:now, Time.now + 12) do
+      assert_equal "new", @cache.fetch("report", race_condition_ttl: 5) { "new" }
+    end
+    assert_equal "new", @cache.read("report")
+  end
+
+  def test_a_hit_is_still_instrumented_when_something_listens
+    events = []
+    subscriber = ActiveSupport::Notifications.subscribe(/cache_(read|fetch_hit|read_multi)/) { |*args| events << args }
+    @cache.write("k", "v")
+    assert_equal "v", @cache.read("k")
+    assert_equal "v", @cache.fetch("k") { "x" }
+    assert_equal({ "k" => "v" }, @cache.read_multi("k"))
+    names = events.map(&:first)
+    assert_equal %w[cache_read.active_support cache_read.active_support cache_fetch_hit.active_support
+                    cache_read_multi.active_support], names
+    assert_equal true, events.first.last[:hit]
+  ensure
+    ActiveSupport::Notifications.unsubscribe(subscriber)
+  end
+
+  def test_fetch_and_read_multi_hits_and_misses
+    calls = 0
+    assert_equal "v", @cache.fetch("f") { calls += 1; "v" }
+    assert_equal "v", @cache.fetch("f") { calls += 1; "w" }
+    assert_equal 1, calls
+    @cache.write("nil", nil)
+    assert_nil @cache.fetch("nil") { flunk "a stored nil is a hit" }
+    assert_equal({ "f" => "v", "nil" => nil }, @cache.read_multi("f", "missing", "nil", "f"))
+  end
+
+  def test_a_raw_value_that_looks_like_the_stores_format_reads_as_it_is
+    cache = lookup_store(raw: true, namespace: nil)
+    looks = "\x04\x08\x04not marshal".b + ActiveSupport::Cache::MappedCacheStore::MARK_MARSHAL
+    cache.write("looks", looks)
+    assert_equal looks, cache.read("looks")
+    assert_equal({ "looks" => looks }, cache.read_multi("looks"))
+  end
+
+  def test_a_hit_makes_no_entry
+    # A notifier of its own: what other tests left subscribed would take Rails' path.
+    notifier = ActiveSupport::Notifications.notifier
+    ActiveSupport::Notifications.notifier = ActiveSupport::Notifications::Fanout.new
+    @cache.write("s", "v")
+    @cache.write("h", { a: 1 })
+    assert_not_called(ActiveSupport::Cache::Entry, :new) do
+      assert_equal "v", @cache.read("s")
+      assert_equal({ a: 1 }, @cache.fetch("h") { flunk })
+      assert_equal({ "s" => "v", "h" => { a: 1 } }, @cache.read_multi("s", "h"))
+    end
+  ensure
+    ActiveSupport::Notifications.notifier = notifier
   end
 
   def test_a_store_opened_before_fork_works_in_every_worker

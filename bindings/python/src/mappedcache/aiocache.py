@@ -29,10 +29,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import logging
+import os
 import time
 from typing import Any, Awaitable, Callable, Optional, Union
 
-from aiocache.base import BaseCache
+from aiocache.base import SENTINEL, BaseCache
+from aiocache.base import logger as _aiocache_logger
 from aiocache.serializers import NullSerializer
 
 from . import Cache, NotAnIntegerError, _mappedcache
@@ -55,6 +58,34 @@ class MappedCache(BaseCache):
         super().__init__(serializer=serializer or NullSerializer(), timeout=timeout, **base)
         kwargs.setdefault("pickle", True)
         self.cache = Cache(path, capacity, value_type="python", **kwargs)
+
+    # get and set, the calls a cache makes most, skip aiocache's layers where they do
+    # nothing: with no plugins, no per-call timeout (a call into the file never waits, so
+    # no timeout can fire), no debug log and AIOCACHE_DISABLE unset, the call goes
+    # straight to the file; otherwise BaseCache's own get and set run, every layer in.
+    def _bare(self, kwargs: dict) -> bool:
+        return (
+            not kwargs
+            and not self._plugins
+            and os.environ.get("AIOCACHE_DISABLE") != "1"
+            and not _aiocache_logger.isEnabledFor(logging.DEBUG)
+        )
+
+    async def get(self, key, default=None, loads_fn=None, namespace=None, _conn=None, **kwargs):
+        if not self._bare(kwargs):
+            return await super().get(key, default, loads_fn, namespace, _conn, **kwargs)
+        ns_key = self.build_key(key, namespace=namespace if namespace is not None else self.namespace)
+        value = (loads_fn or self._serializer.loads)(self.cache.get(self._key(ns_key)))
+        return value if value is not None else default
+
+    async def set(
+        self, key, value, ttl=SENTINEL, dumps_fn=None, namespace=None, _cas_token=None, _conn=None, **kwargs
+    ):
+        if _cas_token is not None or not self._bare(kwargs):
+            return await super().set(key, value, ttl, dumps_fn, namespace, _cas_token, _conn, **kwargs)
+        ns_key = self.build_key(key, namespace=namespace if namespace is not None else self.namespace)
+        self.cache.set(self._key(ns_key), (dumps_fn or self._serializer.dumps)(value), self._ttl(self._get_ttl(ttl)))
+        return True
 
     def _key(self, key: Union[str, bytes]) -> Union[str, bytes]:
         raw = key.encode("utf-8") if isinstance(key, str) else key

@@ -101,18 +101,12 @@ class MappedCache(BaseCache):
         return [self._load(found[k]) if k in found else None for k in names]
 
     def set(self, key: str, value: Any, timeout: Timeout = None) -> bool:
-        k = self._key(key)
-        ttl = self._ttl(timeout)
-        stored = self._dump(value)
-        if stored is None:
-            return False
-        if ttl == _GONE:
-            self.cache.delete(k)
-        else:
-            self.cache.set(k, stored, ttl)
-        return True
+        return self._write(key, value, timeout, only_new=False)
 
     def add(self, key: str, value: Any, timeout: Timeout = None) -> bool:
+        return self._write(key, value, timeout, only_new=True)
+
+    def _write(self, key: str, value: Any, timeout: Timeout, only_new: bool) -> bool:
         k = self._key(key)
         ttl = self._ttl(timeout)
         stored = self._dump(value)
@@ -120,8 +114,14 @@ class MappedCache(BaseCache):
             return False
         if ttl == _GONE:
             # Stored and gone at once: added only where nothing live was there.
-            return k not in self.cache
-        return self.cache.add(k, stored, ttl)
+            if only_new:
+                return k not in self.cache
+            self.cache.delete(k)
+            return True
+        if only_new:
+            return self.cache.add(k, stored, ttl)
+        self.cache.set(k, stored, ttl)
+        return True
 
     def set_many(self, mapping: Dict[str, Any], timeout: Timeout = None) -> List[Any]:
         ttl = self._ttl(timeout)
