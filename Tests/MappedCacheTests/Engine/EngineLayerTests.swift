@@ -430,18 +430,24 @@ private final class Scratch {
       }
       for x in hashes { ghost.remember(x, entries: many, held) }
       #expect(part.memory.ghost(0, 5) == IndexGeometry.ghostTag(hashes[0]))
-      #expect(ghost.recall(hashes[0], entries: many, held), "way 5 recalled")
+      let r1 = ghost.recall(hashes[0], entries: many, held)
+      #expect(r1, "way 5 recalled")
       #expect(part.memory.ghost(0, 5) == 0 && part.memory.ghost(0, 4) == IndexGeometry.ghostTag(hashes[1]))
-      #expect(!ghost.recall(hashes[0], entries: many, held), "forgotten once recalled")
+      let r2 = ghost.recall(hashes[0], entries: many, held)
+      #expect(!r2, "forgotten once recalled")
       // With one way in use, a tag in way 4 is past the line's end.
       #expect(GhostTable.ways(entries: 1, groups: groups) == 1)
-      #expect(!ghost.recall(hashes[1], entries: 1, held))
-      #expect(ghost.recall(hashes[1], entries: many, held))
-      #expect(ghost.recall(hashes[5], entries: 1, held), "way 0 is always in use")
+      let r3 = ghost.recall(hashes[1], entries: 1, held)
+      #expect(!r3)
+      let r4 = ghost.recall(hashes[1], entries: many, held)
+      #expect(r4)
+      let r5 = ghost.recall(hashes[5], entries: 1, held)
+      #expect(r5, "way 0 is always in use")
       // The last way of a full line.
       part.memory.storeGhost(0, 31, IndexGeometry.ghostTag(hashes[2]), held)
       part.memory.storeGhost(0, 3, 0, held)
-      #expect(ghost.recall(hashes[2], entries: many, held))
+      let r6 = ghost.recall(hashes[2], entries: many, held)
+      #expect(r6)
       #expect(part.memory.ghost(0, 31) == 0)
     }
   }
