@@ -37,18 +37,16 @@
 /// steps never reach back into the small log's.
 struct EvictionPolicy {
   let index: BucketIndex
+  let logs: RecordLogs
   let counters: PartitionCounters
-
-  // The other layers are made when used, not stored: a write makes a policy several
-  // times, and one holding them all was hundreds of bytes to store and pass each time.
-  @inline(__always) var part: PartitionMemory { index.part }
-  @inline(__always) var logs: RecordLogs { RecordLogs(part: part) }
-  @inline(__always) var ghost: GhostTable { GhostTable(index: index) }
-  @inline(__always) var resizer: IndexResizer { IndexResizer(index: index, logs: logs, counters: counters) }
+  let ghost: GhostTable
+  let resizer: IndexResizer
   /// Bytes of the small log.
-  @inline(__always) var smallBytes: Int { part.limits.mainBase &- part.limits.smallBase }
-  @inline(__always) var maxRecord: Int { part.limits.maxRecord }
-  var partitionCount: Int { counters.memory.partitionCount }
+  let smallBytes: Int
+  let maxRecord: Int
+  let partitionCount: Int
+
+  var part: PartitionMemory { index.part }
 
   /// Rounds of eviction one call may make before it calls the partition damaged: more
   /// than every record could need, so only a broken chain of records gets there.

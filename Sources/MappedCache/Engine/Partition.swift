@@ -32,7 +32,12 @@ struct Partition {
   @inline(__always) var resizer: IndexResizer {
     IndexResizer(index: index, logs: logs, counters: counters)
   }
-  @inline(__always) var policy: EvictionPolicy { EvictionPolicy(index: index, counters: counters) }
+  @inline(__always) var policy: EvictionPolicy {
+    EvictionPolicy(
+      index: index, logs: logs, counters: counters, ghost: GhostTable(index: index), resizer: resizer,
+      smallBytes: memory.limits.mainBase - memory.limits.smallBase, maxRecord: memory.limits.maxRecord,
+      partitionCount: file.partitionCount)
+  }
 
   /// The partition's number.
   @inline(__always) var number: Int { memory.index }
