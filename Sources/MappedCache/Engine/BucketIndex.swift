@@ -363,8 +363,10 @@ struct BucketIndex {
       // other place has room (nil for a deeper level, which the loop below judges). The
       // first level is judged as it is made: at the index's load one of its first few
       // entries usually has room in its other place, and each node costs a record's key
-      // hash, so computing all twenty before looking was most of an insert's cost.
-      func expand(_ place: Place, parent: Int) -> Int? {
+      // hash, so computing all twenty before looking was most of an insert's cost. The
+      // count goes in and out (a captured variable is checked for exclusive access at
+      // run time on every use).
+      func expand(_ place: Place, parent: Int, _ count: inout Int) -> Int? {
         for slot in 0..<Format.slotsPerBucket where count < limit {
           let at = Slot(place: place, slot: slot)
           guard let other = otherPlace(of: at, groups: n) else { continue }
@@ -374,8 +376,8 @@ struct BucketIndex {
         }
         return nil
       }
-      var found = expand(pl.first, parent: -1)
-      if found == nil && pl.second != pl.first { found = expand(pl.second, parent: -1) }
+      var found = expand(pl.first, parent: -1, &count)
+      if found == nil && pl.second != pl.first { found = expand(pl.second, parent: -1, &count) }
       var next = found ?? 0
       // Made when first needed: a shallow search (`shallowSearch`, most inserts into a
       // full index) never expands past the two buckets, and its allocation and hashing
@@ -401,7 +403,7 @@ struct BucketIndex {
         }
         if count < limit {
           if expanded == nil { expanded = [pl.first.number, pl.second.number] }
-          if expanded!.insert(other.number).inserted { _ = expand(other, parent: next) }
+          if expanded!.insert(other.number).inserted { _ = expand(other, parent: next, &count) }
         }
         next += 1
       }
