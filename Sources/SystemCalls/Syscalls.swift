@@ -325,7 +325,9 @@ package enum SystemCall {
 
   /// Added to every wall-clock reading: 0, except in a test process that plays a host
   /// whose clock is wrong (`TestClock`, set before any cache is opened).
-  @usableFromInline nonisolated(unsafe) static var clockOffsetMilliseconds: Int64 = 0
+  /// Unchecked for exclusive access: it is set once, by a test, before the clock is read,
+  /// and the check was a runtime call on every reading (a write that evicts reads it).
+  @exclusivity(unchecked) @usableFromInline nonisolated(unsafe) static var clockOffsetMilliseconds: Int64 = 0
 
   package static let coarseSlackMilliseconds: UInt64 = {
     var res = timespec()

@@ -80,6 +80,15 @@ struct BucketIndex {
     return lanes(first) | lanes(equalLanes(tags.1 ^ pattern)) << 2 | lanes(equalLanes(tags.2 ^ pattern)) << 6
   }
 
+  /// The two-byte lanes of `x` that are zero, as a mask of bits 0-3 (lane 0 the low
+  /// bytes): `matching`'s test of one word, for the ghost lines' tags.
+  @inline(__always)
+  static func zeroLanes(_ x: UInt64) -> UInt32 {
+    let low: UInt64 = 0x7FFF_7FFF_7FFF_7FFF
+    let zero = ~(((x & low) &+ low) | x) & 0x8000_8000_8000_8000
+    return UInt32(truncatingIfNeeded: ((zero >> 15) &* 0x0000_2000_4000_8001) >> 45) & 0xF
+  }
+
   /// The empty slots of a bucket, as a mask of bits 0-9.
   @inline(__always)
   func emptySlots(_ place: Place) -> UInt32 { part.tagMatches(place, 0) }
@@ -325,8 +334,10 @@ struct BucketIndex {
   /// places: a breadth-first cuckoo search. Its first level is the entries of the two
   /// buckets; an entry whose other place has room is moved there; otherwise the entries
   /// of that other place are the next level, each to be moved on first. At most
-  /// `limit` entries are looked at (at the index's load, one level usually does). The first level's records are prefetched together, then their other
-  /// buckets, so it waits for about two memory accesses, not twenty. Moves are made
+  /// `limit` entries are looked at (at the index's load, one level usually does). The
+  /// first level's records are prefetched together, and each entry's other bucket is
+  /// looked at as soon as its key is hashed, so the search ends at the first entry that
+  /// can move. Moves are made
   /// from the end of the chain back, each writing the entry in its new place before
   /// clearing the old, inside the move sequence's bracket (`moving`), so a reader that
   /// misses probes again.
@@ -342,18 +353,26 @@ struct BucketIndex {
     // slot it would free (-1 for the first level).
     return withUnsafeTemporaryAllocation(of: (Slot, Place, Int).self, capacity: limit) { nodes -> Slot? in
       var count = 0
-      func expand(_ place: Place, parent: Int) {
+      // Adds the entries of `place` as nodes; returns the first first-level node whose
+      // other place has room (nil for a deeper level, which the loop below judges). The
+      // first level is judged as it is made: at the index's load one of its first few
+      // entries usually has room in its other place, and each node costs a record's key
+      // hash, so computing all twenty before looking was most of an insert's cost. The
+      // count goes in and out (a captured variable is checked for exclusive access at
+      // run time on every use).
+      func expand(_ place: Place, parent: Int, _ count: inout Int) -> Int? {
         for slot in 0..<Format.slotsPerBucket where count < limit {
           let at = Slot(place: place, slot: slot)
           guard let other = otherPlace(of: at, groups: n) else { continue }
-          if parent < 0 { part.prefetchBucket(other, write: true) }
           nodes[count] = (at, other, parent)
           count += 1
+          if parent < 0 && emptySlots(other) != 0 { return count - 1 }
         }
+        return nil
       }
-      expand(pl.first, parent: -1)
-      if pl.second != pl.first { expand(pl.second, parent: -1) }
-      var next = 0
+      var found = expand(pl.first, parent: -1, &count)
+      if found == nil && pl.second != pl.first { found = expand(pl.second, parent: -1, &count) }
+      var next = found ?? 0
       // Made when first needed: a shallow search (`shallowSearch`, most inserts into a
       // full index) never expands past the two buckets, and its allocation and hashing
       // were most of a displacement's cost.
@@ -378,7 +397,7 @@ struct BucketIndex {
         }
         if count < limit {
           if expanded == nil { expanded = [pl.first.number, pl.second.number] }
-          if expanded!.insert(other.number).inserted { expand(other, parent: next) }
+          if expanded!.insert(other.number).inserted { _ = expand(other, parent: next, &count) }
         }
         next += 1
       }

@@ -245,9 +245,7 @@ struct EvictionPolicy {
   /// The record at log `id`'s tail and the slot that names it, or nil for a wrap marker
   /// or a dead record, which it skips (steps 2 and 7). Throws for bytes that break the
   /// log's chain.
-  private func liveTail(_ id: LogID, _ held: borrowing WriteLock.Held) throws -> (
-    offset: Int, header: RecordFormat.Header, entry: BucketIndex.Entry
-  )? {
+  private func liveTail(_ id: LogID, _ held: borrowing WriteLock.Held) throws -> LiveTail? {
     switch logs.tailItem(id) {
     case .empty:
       return nil
@@ -268,9 +266,12 @@ struct EvictionPolicy {
         logs.advanceTail(id, by: h.size, held)
         return nil
       }
-      return (offset, h, e)
+      return (offset, h, e, hash)
     }
   }
+
+  /// A live record at a log's tail: its offset, header, slot and key's hash.
+  private typealias LiveTail = (offset: Int, header: RecordFormat.Header, entry: BucketIndex.Entry, hash: UInt64)
 
   /// Removes a live entry (an eviction or an expiration: `counter`) whose record the
   /// caller's tail is about to pass.
@@ -294,7 +295,7 @@ struct EvictionPolicy {
   private func evictSmallTail(
     _ l: Limits, now: UInt64, budget: inout EvictionBudget, onlyPromote: Bool, _ held: borrowing WriteLock.Held
   ) throws -> Bool {
-    guard let (offset, h, e) = try liveTail(.small, held) else { return true }
+    guard let (offset, h, e, hash) = try liveTail(.small, held) else { return true }
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
       logs.advanceTail(.small, by: h.size, held)
@@ -311,12 +312,14 @@ struct EvictionPolicy {
     let earned = e.word & Format.frequentBit != 0
     // An unread newcomer may still displace an unread entry at main's tail that only got
     // there while the cache was filling (or any, once nothing is read: `noRecentReuse`).
-    let displaces = !filling && !earned && mainTailIsDisplaceable(held)
-    if displaces { try evictMainTail(l, now: now, budget: &budget, held) }
-    if filling || earned || displaces {
+    let displaced = !filling && !earned ? mainTailIfDisplaceable(held) : nil
+    if let tail = displaced { try evictMainTail(l, now: now, budget: &budget, tail: tail, held) }
+    if filling || earned || displaced != nil {
       if !mainHasRoom { try ensureMainRoom(for: h.size, l, now: now, budget: &budget, held) }
-      // Main's eviction may have changed the slot: find this entry again.
-      if let e2 = index.slot(naming: offset, hash: part.keyHash(record: offset, h), held) {
+      // Main's eviction may have changed the slot (a merge of groups): find this entry
+      // again if anything ran since `liveTail` found it.
+      let evicted = displaced != nil || !mainHasRoom
+      if let e2 = evicted ? index.slot(naming: offset, hash: hash, held) : e {
         // Filling: the hits go along, and an unread entry is marked unearned. Otherwise
         // the count starts again (S3-FIFO), and a displacing newcomer is not unearned:
         // it cannot be displaced in turn while the cache is read.
@@ -326,7 +329,7 @@ struct EvictionPolicy {
         counters.bump(.promotions, held)
       }
     } else {
-      ghost.remember(part.keyHash(record: offset, h), entries: counters.count(.entries), held)
+      ghost.remember(hash, entries: counters.count(.entries), held)
       remove(e, counting: .evictions, held)
     }
     logs.advanceTail(.small, by: h.size, held)
@@ -334,10 +337,11 @@ struct EvictionPolicy {
   }
 
   /// Steps 2, 3, 6 and 7 for the record at the main log's tail (the clock hand).
+  /// `tail`: main's live tail when the caller found it already (`mainTailIfDisplaceable`).
   private func evictMainTail(
-    _ l: Limits, now: UInt64, budget: inout EvictionBudget, _ held: borrowing WriteLock.Held
+    _ l: Limits, now: UInt64, budget: inout EvictionBudget, tail: LiveTail? = nil, _ held: borrowing WriteLock.Held
   ) throws {
-    guard let (_, h, e) = try liveTail(.main, held) else { return }
+    guard let (_, h, e, _) = try tail ?? liveTail(.main, held) else { return }
     let main = logs.effectiveState(.main)
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
@@ -384,34 +388,36 @@ struct EvictionPolicy {
     }
   }
 
-  /// Dead records and markers `mainTailIsDisplaceable` skips at main's tail before it
+  /// Dead records and markers `mainTailIfDisplaceable` skips at main's tail before it
   /// answers "no".
   static let garbageSkipLimit = 64
 
-  /// Whether the entry at main's tail is unread since it got there and either got there
-  /// unread while the cache filled (unearned) or nothing has been read for a while.
-  /// Markers and dead records at the tail are garbage: they are skipped (the tail moves).
-  private func mainTailIsDisplaceable(_ held: borrowing WriteLock.Held) -> Bool {
+  /// The live entry at main's tail if it is unread since it got there and either got
+  /// there unread while the cache filled (unearned) or nothing has been read for a
+  /// while; else nil. Markers and dead records at the tail are garbage: they are skipped
+  /// (the tail moves).
+  private func mainTailIfDisplaceable(_ held: borrowing WriteLock.Held) -> LiveTail? {
     for _ in 0..<Self.garbageSkipLimit {
       switch logs.tailItem(.main) {
       case .empty, .broken:
-        return false
+        return nil
       case .wrap:
         logs.advanceTail(.main, by: nil, held)
       case .record(let offset, let h):
         if h.isListed {
-          guard (try? FreeLists(part: part, logs: logs).unlink(offset, held)) != nil else { return false }
+          guard (try? FreeLists(part: part, logs: logs).unlink(offset, held)) != nil else { return nil }
           logs.advanceTail(.main, by: h.size, held)
           continue
         }
-        guard let e = index.slot(naming: offset, hash: part.keyHash(record: offset, h), held) else {
+        let hash = part.keyHash(record: offset, h)
+        guard let e = index.slot(naming: offset, hash: hash, held) else {
           logs.advanceTail(.main, by: h.size, held)
           continue
         }
-        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse)
+        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse) ? (offset, h, e, hash) : nil
       }
     }
-    return false
+    return nil
   }
 
   /// Copies `e`'s record to the main log's head and points its slot there with `hits`
@@ -579,11 +585,12 @@ struct GhostTable {
     let groups = index.groups
     let g = Placement(hash: hash, groups: groups).first.group
     let tag = IndexGeometry.ghostTag(hash)
-    for way in 0..<Self.ways(entries: entries, groups: groups) where index.part.ghost(g, way) == tag {
-      index.part.storeGhost(g, way, 0, held)
-      return true
-    }
-    return false
+    let ways = Self.ways(entries: entries, groups: groups)
+    let inUse: UInt32 = ways >= 32 ? ~0 : (1 &<< UInt32(ways)) &- 1
+    let m = index.part.ghostMatches(g, tag) & inUse
+    guard m != 0 else { return false }
+    index.part.storeGhost(g, m.trailingZeroBitCount, 0, held)
+    return true
   }
 
   /// Forgets every ghost of groups `0 ..< groups`.

@@ -34,17 +34,16 @@ struct IndexResizer {
   let index: BucketIndex
   let logs: RecordLogs
   let counters: PartitionCounters
-  let maxGroups: Int
-  let partitionBytes: Int
-  let mainFloorEnd: Int
+  // Read from the limits when used, not stored: a write makes a resizer (and the eviction
+  // policy holding one) several times, and almost never splits or merges.
+  var maxGroups: Int { index.part.limits.maxGroups }
+  var partitionBytes: Int { index.part.limits.bytes }
+  var mainFloorEnd: Int { index.part.limits.mainFloorEnd }
 
   init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters) {
     self.index = index
     self.logs = logs
     self.counters = counters
-    maxGroups = index.part.limits.maxGroups
-    partitionBytes = index.part.limits.bytes
-    mainFloorEnd = index.part.limits.mainFloorEnd
   }
 
   /// The index grows when a new entry would pass this share of its slots.

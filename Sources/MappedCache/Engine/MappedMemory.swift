@@ -580,6 +580,22 @@ struct PartitionMemory {
     return (base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes &+ way &* 2)).load(as: UInt16.self)
   }
 
+  /// The ways of group `g`'s ghost line whose tag is `tag`, as a mask of bits 0-31: four
+  /// ways to a word, compared as `BucketIndex.zeroLanes` does (a way-by-way loop of 32
+  /// loads was most of a new key's ghost recall).
+  @inline(__always)
+  func ghostMatches(_ g: Int, _ tag: UInt16) -> UInt32 {
+    assert(g >= 0 && g < maxGroups && Format.ghostWays == 32)
+    let line = base + (groupOffset(g) &+ Format.bucketsPerGroup &* Format.bucketBytes)
+    let pattern = UInt64(tag) &* 0x0001_0001_0001_0001
+    var mask: UInt32 = 0
+    for w in 0..<8 {
+      let word = line.loadUnaligned(fromByteOffset: w &* 8, as: UInt64.self)
+      mask |= BucketIndex.zeroLanes(word ^ pattern) &<< (w &* 4)
+    }
+    return mask
+  }
+
   @inline(__always)
   func storeGhost(_ g: Int, _ way: Int, _ tag: UInt16, _ held: borrowing WriteLock.Held) {
     assert(held.partition == index && g >= 0 && g < maxGroups && way >= 0 && way < Format.ghostWays)

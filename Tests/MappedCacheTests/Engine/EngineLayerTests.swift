@@ -352,6 +352,106 @@ private final class Scratch {
     s.expectConsistent()
   }
 
+  /// A displacement judges each first-level entry as it hashes its key and stops at the
+  /// first that can move; with no first-level entry able to move, the search still goes
+  /// a level deeper: a shallow search finds nothing, a deep one frees a slot by a chain
+  /// of two moves, and every key stays readable.
+  @Test func aDisplacementGoesALevelDeeperWhenNoFirstLevelEntryCanMove() throws {
+    let s = try Scratch("idx-displace-deep", capacity: 8 << 20)
+    let place = Place(group: 0, bucket: 1)
+    let groups = s.part.index.groups
+    var stored = s.engine.keys(first: place, count: 10, tag: "d")
+    for k in stored { try s.cache.setObject(Array(k.utf8), forKey: k) }
+    var i = 0
+    let newcomer: Placement = {
+      while true {
+        let pl = Placement(hash: Array("new-\(i)".utf8).withUnsafeBytes { KeyHash.key($0) }, groups: groups)
+        i += 1
+        if pl.first == place && pl.second != place { return pl }
+      }
+    }()
+    // Fills `target` with keys whose first place it is.
+    func fill(_ target: Place, tag: String) throws {
+      var candidates = s.engine.keys(first: target, count: 40, tag: tag)[...]
+      while s.part.index.emptySlots(target) != 0, let k = candidates.popFirst() {
+        try s.cache.setObject(Array(k.utf8), forKey: k)
+        stored.append(k)
+      }
+    }
+    try fill(newcomer.second, tag: "second")
+    // Every first-level entry's other place, full too.
+    let firstLevel = (0..<Format.slotsPerBucket).flatMap { slot in
+      [place, newcomer.second].compactMap { s.part.index.entry(at: BucketIndex.Slot(place: $0, slot: slot)) }
+    }
+    #expect(firstLevel.count == 2 * Format.slotsPerBucket)
+    for (n, e) in firstLevel.enumerated() {
+      let pl = s.part.index.placement(of: e, groups: groups).placement
+      let other = pl.first == e.at.place ? pl.second : pl.first
+      try fill(other, tag: "o\(n)")
+    }
+    try #require(s.part.index.groups == groups, "the index kept its size while filling")
+    for e in firstLevel {
+      let pl = s.part.index.placement(of: e, groups: groups).placement
+      #expect(s.part.index.emptySlots(pl.first == e.at.place ? pl.second : pl.first) == 0)
+    }
+    let movesBefore = s.part.memory.word(.moves).load(.relaxed)
+    let shallow = try s.locked { part, held in
+      part.index.allocate(newcomer, searchLimit: BucketIndex.shallowSearch, held)
+    }
+    #expect(shallow == nil, "no first-level entry can move")
+    #expect(s.part.memory.word(.moves).load(.relaxed) == movesBefore, "a failed search moves nothing")
+    let deep = try s.locked { part, held in
+      part.index.allocate(newcomer, searchLimit: BucketIndex.deepSearch, held)
+    }
+    let freed = try #require(deep)
+    #expect(freed.place == place || freed.place == newcomer.second)
+    #expect(s.part.index.entry(at: freed) == nil, "the slot is free")
+    #expect(s.part.memory.word(.moves).load(.relaxed) == movesBefore + 2, "the chain moved in one bracket")
+    for k in stored { #expect(try s.cache.object(forKey: k) == Array(k.utf8), "\(k)") }
+    s.expectConsistent()
+  }
+
+  /// The ghost's recall finds a tag in any way of its line in use, forgets it there
+  /// alone, and ignores ways past those in use (`GhostTable.ways`).
+  @Test func theGhostRecallsAnyWayInUseAndNoneBeyond() throws {
+    let s = try Scratch("ghost-ways")
+    try s.locked { part, held in
+      let ghost = GhostTable(index: part.index)
+      let groups = part.index.groups
+      let many = 32 * groups * 2
+      // Hashes of one group: remembered newest first, the first ends deepest in the line.
+      var hashes: [UInt64] = []
+      var h: UInt64 = 1
+      while hashes.count < 6 {
+        h = h &* 0x9E37_79B9_7F4A_7C15 | 1
+        let tag = IndexGeometry.ghostTag(h)
+        let unseen = !hashes.contains { IndexGeometry.ghostTag($0) == tag }
+        if Placement(hash: h, groups: groups).first.group == 0 && unseen { hashes.append(h) }
+      }
+      for x in hashes { ghost.remember(x, entries: many, held) }
+      #expect(part.memory.ghost(0, 5) == IndexGeometry.ghostTag(hashes[0]))
+      let r1 = ghost.recall(hashes[0], entries: many, held)
+      #expect(r1, "way 5 recalled")
+      #expect(part.memory.ghost(0, 5) == 0 && part.memory.ghost(0, 4) == IndexGeometry.ghostTag(hashes[1]))
+      let r2 = ghost.recall(hashes[0], entries: many, held)
+      #expect(!r2, "forgotten once recalled")
+      // With one way in use, a tag in way 4 is past the line's end.
+      #expect(GhostTable.ways(entries: 1, groups: groups) == 1)
+      let r3 = ghost.recall(hashes[1], entries: 1, held)
+      #expect(!r3)
+      let r4 = ghost.recall(hashes[1], entries: many, held)
+      #expect(r4)
+      let r5 = ghost.recall(hashes[5], entries: 1, held)
+      #expect(r5, "way 0 is always in use")
+      // The last way of a full line.
+      part.memory.storeGhost(0, 31, IndexGeometry.ghostTag(hashes[2]), held)
+      part.memory.storeGhost(0, 3, 0, held)
+      let r6 = ghost.recall(hashes[2], entries: many, held)
+      #expect(r6)
+      #expect(part.memory.ghost(0, 31) == 0)
+    }
+  }
+
   /// The seqlock read reports an odd bucket as busy and hands out nothing from it.
   @Test func theSeqlockReadRefusesAnOddBucket() throws {
     let s = try Scratch("idx-seqlock")
