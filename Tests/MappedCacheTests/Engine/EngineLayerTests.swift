@@ -395,13 +395,13 @@ private final class Scratch {
       #expect(s.part.index.emptySlots(pl.first == e.at.place ? pl.second : pl.first) == 0)
     }
     let movesBefore = s.part.memory.word(.moves).load(.relaxed)
-    let shallow = try s.locked { part, held in
-      part.index.allocate(newcomer, searchLimit: BucketIndex.shallowSearch, held)
+    let shallow = try s.locked { part in
+      part.index.allocate(newcomer, searchLimit: BucketIndex.shallowSearch, part.held)
     }
     #expect(shallow == nil, "no first-level entry can move")
     #expect(s.part.memory.word(.moves).load(.relaxed) == movesBefore, "a failed search moves nothing")
-    let deep = try s.locked { part, held in
-      part.index.allocate(newcomer, searchLimit: BucketIndex.deepSearch, held)
+    let deep = try s.locked { part in
+      part.index.allocate(newcomer, searchLimit: BucketIndex.deepSearch, part.held)
     }
     let freed = try #require(deep)
     #expect(freed.place == place || freed.place == newcomer.second)
@@ -415,7 +415,7 @@ private final class Scratch {
   /// alone, and ignores ways past those in use (`GhostTable.ways`).
   @Test func theGhostRecallsAnyWayInUseAndNoneBeyond() throws {
     let s = try Scratch("ghost-ways")
-    try s.locked { part, held in
+    try s.locked { part in
       let ghost = GhostTable(index: part.index)
       let groups = part.index.groups
       let many = 32 * groups * 2
@@ -428,25 +428,25 @@ private final class Scratch {
         let unseen = !hashes.contains { IndexGeometry.ghostTag($0) == tag }
         if Placement(hash: h, groups: groups).first.group == 0 && unseen { hashes.append(h) }
       }
-      for x in hashes { ghost.remember(x, entries: many, held) }
+      for x in hashes { ghost.remember(x, entries: many, part.held) }
       #expect(part.memory.ghost(0, 5) == IndexGeometry.ghostTag(hashes[0]))
-      let r1 = ghost.recall(hashes[0], entries: many, held)
+      let r1 = ghost.recall(hashes[0], entries: many, part.held)
       #expect(r1, "way 5 recalled")
       #expect(part.memory.ghost(0, 5) == 0 && part.memory.ghost(0, 4) == IndexGeometry.ghostTag(hashes[1]))
-      let r2 = ghost.recall(hashes[0], entries: many, held)
+      let r2 = ghost.recall(hashes[0], entries: many, part.held)
       #expect(!r2, "forgotten once recalled")
       // With one way in use, a tag in way 4 is past the line's end.
       #expect(GhostTable.ways(entries: 1, groups: groups) == 1)
-      let r3 = ghost.recall(hashes[1], entries: 1, held)
+      let r3 = ghost.recall(hashes[1], entries: 1, part.held)
       #expect(!r3)
-      let r4 = ghost.recall(hashes[1], entries: many, held)
+      let r4 = ghost.recall(hashes[1], entries: many, part.held)
       #expect(r4)
-      let r5 = ghost.recall(hashes[5], entries: 1, held)
+      let r5 = ghost.recall(hashes[5], entries: 1, part.held)
       #expect(r5, "way 0 is always in use")
       // The last way of a full line.
-      part.memory.storeGhost(0, 31, IndexGeometry.ghostTag(hashes[2]), held)
-      part.memory.storeGhost(0, 3, 0, held)
-      let r6 = ghost.recall(hashes[2], entries: many, held)
+      part.memory.storeGhost(0, 31, IndexGeometry.ghostTag(hashes[2]), part.held)
+      part.memory.storeGhost(0, 3, 0, part.held)
+      let r6 = ghost.recall(hashes[2], entries: many, part.held)
       #expect(r6)
       #expect(part.memory.ghost(0, 31) == 0)
     }
