@@ -353,13 +353,10 @@ struct BucketIndex {
     // slot it would free (-1 for the first level).
     return withUnsafeTemporaryAllocation(of: (Slot, Place, Int).self, capacity: limit) { nodes -> Slot? in
       var count = 0
-      // Adds the entries of `place` as nodes; returns the first first-level node whose
-      // other place has room (nil for a deeper level, which the loop below judges). The
-      // first level is judged as it is made: at the index's load one of its first few
-      // entries usually has room in its other place, and each node costs a record's key
-      // hash, so computing all twenty before looking was most of an insert's cost. The
-      // count goes in and out (a captured variable is checked for exclusive access at
-      // run time on every use).
+      // Adds `place`'s entries as nodes; returns the first first-level node whose other
+      // place has room (nil for a deeper level, judged below) as it is made: one of the
+      // first few usually has, and each node costs a key's hash. `count` goes in and out
+      // (a captured variable is checked for exclusive access on every use).
       func expand(_ place: Place, parent: Int, _ count: inout Int) -> Int? {
         for slot in 0..<Format.slotsPerBucket where count < limit {
           let at = Slot(place: place, slot: slot)
