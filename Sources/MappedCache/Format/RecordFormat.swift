@@ -141,18 +141,9 @@ enum RecordFormat {
   struct Content {
     let key: UnsafeRawBufferPointer
     let value: UnsafeRawBufferPointer
-    var version: UInt32
+    var version: UInt32 = 0
     let sum: UInt16
     let expiry: UInt64
-
-    @inline(__always)
-    init(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, version: UInt32 = 0, sum: UInt16, expiry: UInt64) {
-      self.key = key
-      self.value = value
-      self.version = version
-      self.sum = sum
-      self.expiry = expiry
-    }
   }
 
   /// What a header holds after its lengths: the version, the value's checksum and, for a
