@@ -79,20 +79,30 @@ class Cache {
     return this.#path;
   }
 
-  // The file's parameters, read from the library at each access: valueType (what the
-  // handle reads and writes: bytes, string, int64 or python), capacity (the file's size in
-  // bytes) and partitionCount (both change when some process grows the file),
-  // maxKeySize, maxValueSize and writable: accessors on the prototype, not enumerable, as
-  // class getters are.
-  static {
-    for (const name of ["valueType", "capacity", "maxKeySize", "maxValueSize", "partitionCount", "writable"]) {
-      Object.defineProperty(Cache.prototype, name, {
-        get() {
-          return native.info(this.#h)[name];
-        },
-        configurable: true,
-      });
-    }
+  /** The value type the handle reads and writes: bytes, string, int64 or python. */
+  get valueType() {
+    return native.info(this.#h).valueType;
+  }
+
+  /** The file's size in bytes (it changes when some process grows the file). */
+  get capacity() {
+    return native.info(this.#h).capacity;
+  }
+
+  get maxKeySize() {
+    return native.info(this.#h).maxKeySize;
+  }
+
+  get maxValueSize() {
+    return native.info(this.#h).maxValueSize;
+  }
+
+  get partitionCount() {
+    return native.info(this.#h).partitionCount;
+  }
+
+  get writable() {
+    return native.info(this.#h).writable;
   }
 
   get closed() {
