@@ -139,16 +139,19 @@ PHP_METHOD(MappedCache_Cache, get) {
   if (failed(status)) RETURN_THROWS();
 }
 
-PHP_METHOD(MappedCache_Cache, has) {
+/* has and delete: one call on a key; whether it returned MC_OK. */
+static void key_status(INTERNAL_FUNCTION_PARAMETERS, mc_php_key_fn fn) {
   zend_string *key;
   ZEND_PARSE_PARAMETERS_START(1, 1)
     Z_PARAM_STR(key)
   ZEND_PARSE_PARAMETERS_END();
   THIS_CACHE();
-  int status = mc_exists(self->cache, ZSTR_VAL(key), ZSTR_LEN(key));
+  int status = fn(self->cache, ZSTR_VAL(key), ZSTR_LEN(key));
   if (failed(status)) RETURN_THROWS();
   RETURN_BOOL(status == MC_OK);
 }
+
+PHP_METHOD(MappedCache_Cache, has) { key_status(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_exists); }
 
 PHP_METHOD(MappedCache_Cache, ttl) {
   zend_string *key;
@@ -198,15 +201,6 @@ PHP_METHOD(MappedCache_Cache, gets) {
   add_next_index_long(return_value, (zend_long)version);
 }
 
-/* A key of an iterable or array: a string, or an int as its decimal string. */
-static zend_string *key_string(zval *k) {
-  ZVAL_DEREF(k);
-  if (Z_TYPE_P(k) == IS_STRING) return zend_string_copy(Z_STR_P(k));
-  if (Z_TYPE_P(k) == IS_LONG) return zend_long_to_str(Z_LVAL_P(k));
-  zend_type_error("a cache key must be a string, %s given", zend_zval_type_name(k));
-  return NULL;
-}
-
 PHP_METHOD(MappedCache_Cache, getMany) {
   HashTable *keys;
   ZEND_PARSE_PARAMETERS_START(1, 1)
@@ -216,7 +210,7 @@ PHP_METHOD(MappedCache_Cache, getMany) {
   array_init_size(return_value, zend_hash_num_elements(keys));
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
-    zend_string *key = key_string(k);
+    zend_string *key = mc_php_key(k);
     if (key == NULL) MC_PHP_RETURN_THROWS_FREEING();
     zval value;
     int status = mc_php_read(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), self->value_type, &value);
@@ -234,9 +228,7 @@ PHP_METHOD(MappedCache_Cache, getMany) {
 /* ---------------------------------------------------------------------------------- */
 /* Writing                                                                             */
 
-typedef int (*store_fn)(mc_cache *, const void *, size_t, const void *, size_t, double);
-
-static void store(INTERNAL_FUNCTION_PARAMETERS, store_fn fn, bool returns_bool) {
+static void store(INTERNAL_FUNCTION_PARAMETERS, mc_php_store_fn fn, bool returns_bool) {
   zend_string *key;
   zval *value, *ttl_arg = NULL;
   ZEND_PARSE_PARAMETERS_START(2, 3)
@@ -282,16 +274,7 @@ PHP_METHOD(MappedCache_Cache, cas) {
   RETURN_BOOL(status == MC_OK);
 }
 
-PHP_METHOD(MappedCache_Cache, delete) {
-  zend_string *key;
-  ZEND_PARSE_PARAMETERS_START(1, 1)
-    Z_PARAM_STR(key)
-  ZEND_PARSE_PARAMETERS_END();
-  THIS_CACHE();
-  int status = mc_delete(self->cache, ZSTR_VAL(key), ZSTR_LEN(key));
-  if (failed(status)) RETURN_THROWS();
-  RETURN_BOOL(status == MC_OK);
-}
+PHP_METHOD(MappedCache_Cache, delete) { key_status(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_delete); }
 
 PHP_METHOD(MappedCache_Cache, touch) {
   zend_string *key;
@@ -322,12 +305,9 @@ static void count_by(INTERNAL_FUNCTION_PARAMETERS, bool down) {
   THIS_CACHE();
   double ttl;
   if (mc_php_ttl(ttl_arg, 4, &ttl) != SUCCESS) RETURN_THROWS();
-  if (down && by == ZEND_LONG_MIN) {
-    zend_argument_value_error(2, "is out of range");
-    RETURN_THROWS();
-  }
-  int64_t result = 0;
-  int status = mc_incr(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), down ? -by : by, initial, ttl, &result);
+  int64_t delta, result = 0;
+  if (mc_php_delta(by, down, &delta) != SUCCESS) RETURN_THROWS();
+  int status = mc_incr(self->cache, ZSTR_VAL(key), ZSTR_LEN(key), delta, initial, ttl, &result);
   if (failed(status)) RETURN_THROWS();
   RETURN_LONG((zend_long)result);
 }
@@ -396,7 +376,7 @@ PHP_METHOD(MappedCache_Cache, deleteMany) {
   uint32_t count = 0;
   zval *k;
   ZEND_HASH_FOREACH_VAL(list, k) {
-    key_strings[count] = key_string(k);
+    key_strings[count] = mc_php_key(k);
     if (key_strings[count] == NULL) break;
     keys[count] = ZSTR_VAL(key_strings[count]);
     key_lengths[count] = ZSTR_LEN(key_strings[count]);

@@ -62,14 +62,6 @@ static bool warned(int status) {
   return true;
 }
 
-static zend_string *key_of(zval *k) {
-  ZVAL_DEREF(k);
-  if (Z_TYPE_P(k) == IS_STRING) return zend_string_copy(Z_STR_P(k));
-  if (Z_TYPE_P(k) == IS_LONG) return zend_long_to_str(Z_LVAL_P(k));
-  zend_type_error("a cache key must be a string, %s given", zend_zval_type_name(k));
-  return NULL;
-}
-
 /* Whether every element of keys is a string or an int (else a TypeError is thrown), checked
  * before a call acts on any of them. */
 static bool all_keys(HashTable *keys) {
@@ -130,7 +122,7 @@ PHP_FUNCTION(mappedcache_fetch) {
   if (!begin_keys(keys, return_value)) RETURN_THROWS();
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
-    zend_string *s = key_of(k);
+    zend_string *s = mc_php_key(k);
     if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
     zval value;
     int status = mc_php_read(cache, ZSTR_VAL(s), ZSTR_LEN(s), type, &value);
@@ -146,10 +138,8 @@ PHP_FUNCTION(mappedcache_fetch) {
   set_success(success, true);
 }
 
-typedef int (*store_fn)(mc_cache *, const void *, size_t, const void *, size_t, double);
-
 /* One store; MC_OK, MC_NOT_STORED, or a negative status (warned, or an exception). */
-static int store_one(mc_cache *cache, store_fn fn, zend_string *key, zval *value, double ttl) {
+static int store_one(mc_cache *cache, mc_php_store_fn fn, zend_string *key, zval *value, double ttl) {
   mc_php_encoded e;
   if (mc_php_encode(value, MCG(value_type), &e) != SUCCESS) return MC_E_ENCODING_FAILED;
   int status = fn(cache, ZSTR_VAL(key), ZSTR_LEN(key), e.data, e.length, ttl);
@@ -159,7 +149,7 @@ static int store_one(mc_cache *cache, store_fn fn, zend_string *key, zval *value
 }
 
 /* store and add: one key and value, or an array of them (then the keys that failed). */
-static void store_values(INTERNAL_FUNCTION_PARAMETERS, store_fn fn) {
+static void store_values(INTERNAL_FUNCTION_PARAMETERS, mc_php_store_fn fn) {
   zend_string *key = NULL;
   HashTable *values = NULL;
   zval *value = NULL;
@@ -205,12 +195,10 @@ static void store_values(INTERNAL_FUNCTION_PARAMETERS, store_fn fn) {
 PHP_FUNCTION(mappedcache_store) { store_values(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_set); }
 PHP_FUNCTION(mappedcache_add) { store_values(INTERNAL_FUNCTION_PARAM_PASSTHRU, mc_add); }
 
-typedef int (*key_fn)(mc_cache *, const void *, size_t);
-
 /* A call on one key (true when it returns MC_OK, false with a warning on an error), or on
  * an array of keys, each checked first: then the keys whose status is (or, with
  * `listed_on_ok` false, is not) MC_OK, as a list (`as_set` false) or as [key => true]. */
-static void key_statuses(INTERNAL_FUNCTION_PARAMETERS, key_fn fn, bool listed_on_ok, bool as_set) {
+static void key_statuses(INTERNAL_FUNCTION_PARAMETERS, mc_php_key_fn fn, bool listed_on_ok, bool as_set) {
   zend_string *key = NULL;
   HashTable *keys = NULL;
   ZEND_PARSE_PARAMETERS_START(1, 1)
@@ -225,7 +213,7 @@ static void key_statuses(INTERNAL_FUNCTION_PARAMETERS, key_fn fn, bool listed_on
   if (!begin_keys(keys, return_value)) RETURN_THROWS();
   zval *k;
   ZEND_HASH_FOREACH_VAL(keys, k) {
-    zend_string *s = key_of(k);
+    zend_string *s = mc_php_key(k);
     if (s == NULL) MC_PHP_RETURN_THROWS_FREEING();
     int status = fn(cache, ZSTR_VAL(s), ZSTR_LEN(s));
     warned(status);
@@ -262,13 +250,10 @@ static void step(INTERNAL_FUNCTION_PARAMETERS, bool down) {
   set_success(success, false);
   double ttl;
   if (seconds_ttl(ttl_seconds, 4, &ttl) != SUCCESS) RETURN_THROWS();
-  if (down && by == ZEND_LONG_MIN) {
-    zend_argument_value_error(2, "is out of range");
-    RETURN_THROWS();
-  }
+  int64_t delta, result = 0;
+  if (mc_php_delta(by, down, &delta) != SUCCESS) RETURN_THROWS();
   SHARED_CACHE();
-  int64_t result = 0;
-  int status = mc_incr(cache, ZSTR_VAL(key), ZSTR_LEN(key), down ? -by : by, 0, ttl, &result);
+  int status = mc_incr(cache, ZSTR_VAL(key), ZSTR_LEN(key), delta, 0, ttl, &result);
   if (warned(status)) RETURN_FALSE;
   set_success(success, true);
   RETURN_LONG((zend_long)result);

@@ -77,6 +77,23 @@ zend_result mc_php_ttl(zval *ttl, uint32_t arg_num, double *seconds) {
   return SUCCESS;
 }
 
+zend_string *mc_php_key(zval *k) {
+  ZVAL_DEREF(k);
+  if (Z_TYPE_P(k) == IS_STRING) return zend_string_copy(Z_STR_P(k));
+  if (Z_TYPE_P(k) == IS_LONG) return zend_long_to_str(Z_LVAL_P(k));
+  zend_type_error("a cache key must be a string, %s given", zend_zval_type_name(k));
+  return NULL;
+}
+
+zend_result mc_php_delta(zend_long by, bool down, int64_t *delta) {
+  if (down && by == ZEND_LONG_MIN) {
+    zend_argument_value_error(2, "is out of range");
+    return FAILURE;
+  }
+  *delta = down ? -by : by;
+  return SUCCESS;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Integers in ASCII decimal                                                           */
 

@@ -48,10 +48,23 @@ zend_result mc_php_decode(const char *data, size_t length, int type, zval *out);
 /* Reads key's value into *out: MC_OK, MC_NOT_FOUND or a negative status. */
 int mc_php_read(mc_cache *cache, const char *key, size_t key_length, int type, zval *out);
 
+/* The C ABI's calls on one key (mc_exists, mc_delete) and its stores (mc_set, mc_add,
+ * mc_replace), which both APIs pass to one function each. */
+typedef int (*mc_php_key_fn)(mc_cache *, const void *, size_t);
+typedef int (*mc_php_store_fn)(mc_cache *, const void *, size_t, const void *, size_t, double);
+
+/* A key of an iterable or array: a string, or an int as its decimal string; NULL with a
+ * TypeError thrown. */
+zend_string *mc_php_key(zval *k);
+
 /* Throws the exception for a status of the C ABI (with the library's message). */
 void mc_php_throw(int status);
 /* A time-to-live argument in seconds: 0 never expires; FAILURE (ValueError) if negative. */
 zend_result mc_php_ttl(zval *ttl, uint32_t arg_num, double *seconds);
+
+/* What an increment by `by` adds, or a decrement (`down`) subtracts; FAILURE (ValueError
+ * on argument 2) when -by is out of range. */
+zend_result mc_php_delta(zend_long by, bool down, int64_t *delta);
 
 /* Get-or-compute for both APIs: the value of key, computing it with fci (passing args)
  * once across every process when missing. FAILURE with an exception thrown. */

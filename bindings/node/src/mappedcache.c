@@ -699,18 +699,25 @@ static cache_object *open_this_keys(napi_env env, napi_callback_info info, size_
   return c != NULL && array_length(env, argv[0], "keys", count) ? c : NULL;
 }
 
+/* open_this_keys, and the keys read into m; NULL with an exception pending (m freed). */
+static cache_object *open_this_many(napi_env env, napi_callback_info info, size_t max, napi_value *argv,
+                                    uint32_t *count, many *m) {
+  cache_object *c = open_this_keys(env, info, max, argv, count);
+  if (c != NULL && many_keys(env, c, argv[0], *count, m)) return c;
+  many_free(m);
+  return NULL;
+}
+
 /* Values of the keys (undefined where missing), read at once by mc_get_many into slots
  * of 256 bytes; a longer value is read again alone. */
 static napi_value Cache_getMany(napi_env env, napi_callback_info info) {
   napi_value argv[1], result = NULL;
   uint32_t count = 0;
-  cache_object *c = open_this_keys(env, info, 1, argv, &count);
-  if (c == NULL) return NULL;
   many m = {0};
+  cache_object *c = open_this_many(env, info, 1, argv, &count, &m);
+  if (c == NULL) return NULL;
   enum { SLOT = 256 };
-  char *slab = NULL;
-  if (!many_keys(env, c, argv[0], count, &m)) goto done;
-  slab = malloc(count ? (size_t)count * SLOT : 1);
+  char *slab = malloc(count ? (size_t)count * SLOT : 1);
   m.buffers = calloc(count ? count : 1, sizeof *m.buffers);
   m.capacities = calloc(count ? count : 1, sizeof *m.capacities);
   m.lengths = calloc(count ? count : 1, sizeof *m.lengths);
@@ -881,16 +888,14 @@ static napi_value Cache_setMany(napi_env env, napi_callback_info info) {
 }
 
 static napi_value Cache_deleteMany(napi_env env, napi_callback_info info) {
-  napi_value argv[1], r = NULL;
+  napi_value argv[1];
   uint32_t count = 0;
-  cache_object *c = open_this_keys(env, info, 1, argv, &count);
-  if (c == NULL) return NULL;
   many m = {0};
-  if (many_keys(env, c, argv[0], count, &m)) {
-    size_t removed = 0;
-    int s = mc_delete_many(c->cache, count, m.keys, m.key_lengths, &removed);
-    r = s < 0 ? throw_status(env, s) : number(env, (double)removed);
-  }
+  cache_object *c = open_this_many(env, info, 1, argv, &count, &m);
+  if (c == NULL) return NULL;
+  size_t removed = 0;
+  int s = mc_delete_many(c->cache, count, m.keys, m.key_lengths, &removed);
+  napi_value r = s < 0 ? throw_status(env, s) : number(env, (double)removed);
   many_free(&m);
   return r;
 }

@@ -43,6 +43,24 @@ def swift_binary(name: str) -> str:
     return ""
 
 
+def fork(body, *args) -> int:
+    """Runs body(*args) in a forked child, which exits with the code body returns (9 when it
+    raises) and never returns into the test: the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 9
+        try:
+            code = body(*args)
+        finally:
+            os._exit(code)
+    return pid
+
+
+def wait_statuses(pids) -> list:
+    """Waits for each child in turn: their wait statuses (0 for a child that exited 0)."""
+    return [os.waitpid(pid, 0)[1] for pid in pids]
+
+
 class CacheTest(unittest.TestCase):
     """Gives each test a fresh path (self.path), removed afterwards."""
 

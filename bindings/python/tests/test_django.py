@@ -3,11 +3,10 @@ cache tests exercise a backend: timeouts as Django defines them (None forever, 0
 expired at once, the default TIMEOUT), versions and key prefixes, incr/decr, the
 many-key methods, and sharing between worker processes."""
 
-import os
 import time
 import unittest
 
-from support import remove, temp_path, unavailable
+from support import fork, remove, temp_path, unavailable, wait_statuses
 
 try:
     import django
@@ -166,23 +165,17 @@ class BackendTests(unittest.TestCase):
     def test_worker_processes_share_the_cache(self):
         c = self.cache
         c.set("shared", "from parent")
-        pids = []
-        for _ in range(3):
-            pid = os.fork()
-            if pid == 0:
-                code = 0
-                try:
-                    code = 0 if c.get("shared") == "from parent" else 1
-                    for _ in range(100):
-                        if not c.has_key("hits"):
-                            c.add("hits", 0)  # one process adds; the others find it
-                        c.incr("hits")
-                except BaseException:
-                    code = 9
-                finally:
-                    os._exit(code)
-            pids.append(pid)
-        self.assertEqual([os.waitpid(p, 0)[1] for p in pids], [0, 0, 0])
+
+        def worker():
+            code = 0 if c.get("shared") == "from parent" else 1
+            for _ in range(100):
+                if not c.has_key("hits"):
+                    c.add("hits", 0)  # one process adds; the others find it
+                c.incr("hits")
+            return code
+
+        pids = [fork(worker) for _ in range(3)]
+        self.assertEqual(wait_statuses(pids), [0, 0, 0])
         self.assertEqual(c.get("hits"), 300)
 
     def test_unknown_options_are_refused(self):

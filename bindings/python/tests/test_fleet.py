@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 import mappedcache
-from support import CacheTest, unavailable
+from support import CacheTest, fork, unavailable, wait_statuses
 
 
 class FleetTests(CacheTest):
@@ -36,23 +36,18 @@ class FleetTests(CacheTest):
         parent.set("from", "parent")
         written_r, written_w = os.pipe()
         go_r, go_w = os.pipe()
-        children = []
-        for c in range(3):
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    os.close(written_r)
-                    os.close(go_w)
-                    own = [mappedcache.Cache(self.path) for _ in range(3)]
-                    for i, h in enumerate([parent] + own):
-                        h.set(f"child{c}-{i}", c * 10 + i)
-                    os.write(written_w, b"w")
-                    os.read(go_r, 1)  # until the parent closes its end
-                    code = 0 if all(h.get("from") == "parent" for h in own) else 2
-                finally:
-                    os._exit(code)
-            children.append(pid)
+
+        def child(c):
+            os.close(written_r)
+            os.close(go_w)
+            own = [mappedcache.Cache(self.path) for _ in range(3)]
+            for i, h in enumerate([parent] + own):
+                h.set(f"child{c}-{i}", c * 10 + i)
+            os.write(written_w, b"w")
+            os.read(go_r, 1)  # until the parent closes its end
+            return 0 if all(h.get("from") == "parent" for h in own) else 2
+
+        children = [fork(child, c) for c in range(3)]
         os.close(written_w)
         os.close(go_r)
         written = b""
@@ -63,7 +58,7 @@ class FleetTests(CacheTest):
             written += chunk
         os.close(go_w)
         os.close(written_r)
-        codes = [os.waitpid(pid, 0)[1] for pid in children]
+        codes = wait_statuses(children)
         self.assertEqual(written, b"www")
         self.assertEqual(codes, [0, 0, 0])
         self.assertEqual(sorted(k for k in parent.keys() if k.startswith("child")),

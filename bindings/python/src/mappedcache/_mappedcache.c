@@ -20,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -175,11 +176,11 @@ static int load_pickle(void) {
 typedef struct {
   PyObject_HEAD mc_cache *cache; /* NULL once closed */
   int value_type;
-  int pickle;
+  char pickle;
   PyObject *path;
   uint64_t capacity;
   uint32_t max_key_size, max_value_size, partition_count;
-  int writable;
+  char writable;
 } CacheObject;
 
 /* An encoded value: its bytes, and what keeps them alive until release. */
@@ -525,7 +526,7 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kwds) {
   self->max_key_size = info.max_key_size;
   self->max_value_size = info.max_value_size;
   self->partition_count = info.partition_count;
-  self->writable = info.writable;
+  self->writable = info.writable != 0;
   Py_XSETREF(self->path, PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path)));
   Py_DECREF(path);
   return self->path == NULL ? -1 : 0;
@@ -659,12 +660,31 @@ static int one_key(CacheObject *self, const char *fname, PyObject *const *args, 
   return key_bytes(a[0], k, kn);
 }
 
-static PyObject *Cache_delete(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+/* One argument, an iterable of keys: it as a list or tuple (PySequence_Fast), or NULL. */
+static PyObject *keys_arg(CacheObject *self, const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  static const char *const names[] = {"keys"};
+  PyObject *a[1] = {NULL};
+  if (parse_args(fname, args, nargs, kwnames, names, 1, 1, a) < 0 || check_open(self) < 0) return NULL;
+  char message[64];
+  snprintf(message, sizeof message, "%s() takes an iterable of keys", fname);
+  return PySequence_Fast(a[0], message);
+}
+
+typedef int (*key_fn)(mc_cache *, const void *, size_t);
+
+/* delete and is_computing: one call on a key; True when it returned MC_OK. */
+static PyObject *key_status(CacheObject *self, const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames, key_fn fn) {
   const char *k;
   Py_ssize_t kn;
-  if (one_key(self, "delete", args, nargs, kwnames, &k, &kn) < 0) return NULL;
-  int s = mc_delete(self->cache, k, (size_t)kn);
+  if (one_key(self, fname, args, nargs, kwnames, &k, &kn) < 0) return NULL;
+  int s = fn(self->cache, k, (size_t)kn);
   return s < 0 ? raise_status(s) : PyBool_FromLong(s == MC_OK);
+}
+
+static PyObject *Cache_delete(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  return key_status(self, "delete", args, nargs, kwnames, mc_delete);
 }
 
 static int Cache_contains(CacheObject *self, PyObject *key) {
@@ -782,10 +802,7 @@ static PyObject *Cache_cas(CacheObject *self, PyObject *const *args, Py_ssize_t 
 }
 
 static PyObject *Cache_get_many(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  static const char *const names[] = {"keys"};
-  PyObject *a[1] = {NULL};
-  if (parse_args("get_many", args, nargs, kwnames, names, 1, 1, a) < 0 || check_open(self) < 0) return NULL;
-  PyObject *list = PySequence_Fast(a[0], "get_many() takes an iterable of keys");
+  PyObject *list = keys_arg(self, "get_many", args, nargs, kwnames);
   if (list == NULL) return NULL;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
   PyObject **items = PySequence_Fast_ITEMS(list);
@@ -891,10 +908,7 @@ out:
 }
 
 static PyObject *Cache_delete_many(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  static const char *const names[] = {"keys"};
-  PyObject *a[1] = {NULL};
-  if (parse_args("delete_many", args, nargs, kwnames, names, 1, 1, a) < 0 || check_open(self) < 0) return NULL;
-  PyObject *list = PySequence_Fast(a[0], "delete_many() takes an iterable of keys");
+  PyObject *list = keys_arg(self, "delete_many", args, nargs, kwnames);
   if (list == NULL) return NULL;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
   const void **keys = PyMem_Calloc((size_t)n + 1, sizeof(void *));
@@ -1092,11 +1106,7 @@ static PyObject *Cache_set_limits(CacheObject *self, PyObject *const *args, Py_s
 }
 
 static PyObject *Cache_is_computing(CacheObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  const char *k;
-  Py_ssize_t kn;
-  if (one_key(self, "is_computing", args, nargs, kwnames, &k, &kn) < 0) return NULL;
-  int s = mc_is_computing(self->cache, k, (size_t)kn);
-  return s < 0 ? raise_status(s) : PyBool_FromLong(s == MC_OK);
+  return key_status(self, "is_computing", args, nargs, kwnames, mc_is_computing);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1204,10 +1214,6 @@ static PyTypeObject ClaimType = {
 /* ---------------------------------------------------------------------------------- */
 /* Properties and the type                                                             */
 
-static PyObject *Cache_get_path(CacheObject *self, void *unused) {
-  (void)unused;
-  return Py_NewRef(self->path ? self->path : Py_None);
-}
 static PyObject *Cache_get_value_type(CacheObject *self, void *unused) {
   (void)unused;
   return PyUnicode_FromString(value_type_names[self->value_type]);
@@ -1226,44 +1232,33 @@ static PyObject *Cache_get_capacity(CacheObject *self, void *unused) {
   if (read_current_stats(self, &st)) return PyLong_FromLongLong((long long)st.capacity);
   return PyLong_FromUnsignedLongLong(self->capacity);
 }
-static PyObject *Cache_get_max_key_size(CacheObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromUnsignedLong(self->max_key_size);
-}
-static PyObject *Cache_get_max_value_size(CacheObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromUnsignedLong(self->max_value_size);
-}
 static PyObject *Cache_get_partition_count(CacheObject *self, void *unused) {
   (void)unused;
   mc_stats st;
   if (read_current_stats(self, &st)) return PyLong_FromLongLong((long long)st.partition_count);
   return PyLong_FromUnsignedLong(self->partition_count);
 }
-static PyObject *Cache_get_writable(CacheObject *self, void *unused) {
-  (void)unused;
-  return PyBool_FromLong(self->writable);
-}
 static PyObject *Cache_get_closed(CacheObject *self, void *unused) {
   (void)unused;
   return PyBool_FromLong(self->cache == NULL);
 }
-static PyObject *Cache_get_pickle(CacheObject *self, void *unused) {
-  (void)unused;
-  return PyBool_FromLong(self->pickle);
-}
+
+/* The figures fixed at open, read straight from the object. */
+static PyMemberDef Cache_members[] = {
+    {"path", T_OBJECT, offsetof(CacheObject, path), READONLY, "The file's path."},
+    {"max_key_size", T_UINT, offsetof(CacheObject, max_key_size), READONLY, "The longest key, in bytes (UTF-8)."},
+    {"max_value_size", T_UINT, offsetof(CacheObject, max_value_size), READONLY, "The largest stored value, in bytes."},
+    {"writable", T_BOOL, offsetof(CacheObject, writable), READONLY, "Whether this handle can write."},
+    {"pickle", T_BOOL, offsetof(CacheObject, pickle), READONLY, "Whether any picklable value may be stored and read."},
+    {NULL, 0, 0, 0, NULL},
+};
 
 static PyGetSetDef Cache_getset[] = {
-    {"path", (getter)Cache_get_path, NULL, "The file's path.", NULL},
     {"value_type", (getter)Cache_get_value_type, NULL, "bytes, string, int64 or python.", NULL},
     {"capacity", (getter)Cache_get_capacity, NULL, "The file's size in bytes now (it grows with grow()).", NULL},
-    {"max_key_size", (getter)Cache_get_max_key_size, NULL, "The longest key, in bytes (UTF-8).", NULL},
-    {"max_value_size", (getter)Cache_get_max_value_size, NULL, "The largest stored value, in bytes.", NULL},
     {"partition_count", (getter)Cache_get_partition_count, NULL,
      "Partitions of the file (each with its own write lock, index and logs).", NULL},
-    {"writable", (getter)Cache_get_writable, NULL, "Whether this handle can write.", NULL},
     {"closed", (getter)Cache_get_closed, NULL, "Whether close() was called.", NULL},
-    {"pickle", (getter)Cache_get_pickle, NULL, "Whether any picklable value may be stored and read.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1319,6 +1314,7 @@ static PyTypeObject CacheType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C side of mappedcache.Cache (see its documentation).",
     .tp_methods = Cache_methods,
+    .tp_members = Cache_members,
     .tp_getset = Cache_getset,
     .tp_as_mapping = &Cache_mapping,
     .tp_as_sequence = &Cache_sequence,
@@ -1367,6 +1363,31 @@ static PyObject *new_error(PyObject *m, const char *name, PyObject *base1, PyObj
   return e;
 }
 
+/* The module's exceptions, in the order they are made: CacheError first, the base of the
+ * others, each of which also derives from the built-in exception its errors are a kind of. */
+static const struct error_type {
+  PyObject **type;
+  const char *name;
+  PyObject **base, **builtin;
+  const char *doc;
+} error_types[] = {
+    {&CacheError, "CacheError", &PyExc_Exception, NULL, "Every error of mappedcache."},
+    {&ClosedError, "ClosedError", &CacheError, &PyExc_ValueError, "The cache (or claim) is closed."},
+    {&InvalidKeyError, "InvalidKeyError", &CacheError, &PyExc_ValueError, "A key is empty, longer than the cache's limit, or not UTF-8."},
+    {&InvalidValueError, "InvalidValueError", &CacheError, &PyExc_ValueError, "A value is too large for the cache, or not one of its type."},
+    {&TypeMismatchError, "TypeMismatchError", &CacheError, &PyExc_TypeError, "The file holds values of another type."},
+    {&NotACacheError, "NotACacheError", &CacheError, NULL, "The file is not a MappedCache file (or of another format version)."},
+    {&CorruptedError, "CorruptedError", &CacheError, NULL, "The file is damaged."},
+    {&ReadOnlyError, "ReadOnlyError", &CacheError, &PyExc_PermissionError, "A write on a read-only cache."},
+    {&UnsafeFileError, "UnsafeFileError", &CacheError, &PyExc_PermissionError, "The file was refused for safety (owner or permissions)."},
+    {&NotAnIntegerError, "NotAnIntegerError", &CacheError, &PyExc_ValueError, "incr/decr found a value that is not an integer."},
+    {&ComputeFailedError, "ComputeFailedError", &CacheError, NULL, "A recent compute of the key failed and the failure is cached."},
+    {&ForkedClaimError, "ForkedClaimError", &CacheError, NULL, "A claim taken by the parent before fork() was used in the child."},
+    {&CacheOSError, "CacheOSError", &CacheError, &PyExc_OSError, "A system call failed."},
+    {&CacheTimeoutError, "CacheTimeoutError", &CacheError, &PyExc_TimeoutError, "A wait timed out."},
+    {&DecodingError, "DecodingError", &CacheError, &PyExc_ValueError, "A stored value could not be decoded."},
+};
+
 PyMODINIT_FUNC PyInit__mappedcache(void) {
   if (mc_abi_version() != MC_ABI_VERSION) {
     PyErr_Format(PyExc_ImportError, "libmappedcache has C ABI %u; this module was built for %d: reinstall it",
@@ -1379,32 +1400,11 @@ PyMODINIT_FUNC PyInit__mappedcache(void) {
   if (PyModule_AddObjectRef(m, "CacheBase", (PyObject *)&CacheType) < 0 ||
       PyModule_AddObjectRef(m, "Claim", (PyObject *)&ClaimType) < 0)
     goto fail;
-  if (!(CacheError = new_error(m, "CacheError", PyExc_Exception, NULL, "Every error of mappedcache.")) ||
-      !(ClosedError = new_error(m, "ClosedError", CacheError, PyExc_ValueError, "The cache (or claim) is closed.")) ||
-      !(InvalidKeyError = new_error(m, "InvalidKeyError", CacheError, PyExc_ValueError,
-                                    "A key is empty, longer than the cache's limit, or not UTF-8.")) ||
-      !(InvalidValueError = new_error(m, "InvalidValueError", CacheError, PyExc_ValueError,
-                                      "A value is too large for the cache, or not one of its type.")) ||
-      !(TypeMismatchError = new_error(m, "TypeMismatchError", CacheError, PyExc_TypeError,
-                                      "The file holds values of another type.")) ||
-      !(NotACacheError = new_error(m, "NotACacheError", CacheError, NULL,
-                                   "The file is not a MappedCache file (or of another format version).")) ||
-      !(CorruptedError = new_error(m, "CorruptedError", CacheError, NULL, "The file is damaged.")) ||
-      !(ReadOnlyError = new_error(m, "ReadOnlyError", CacheError, PyExc_PermissionError,
-                                  "A write on a read-only cache.")) ||
-      !(UnsafeFileError = new_error(m, "UnsafeFileError", CacheError, PyExc_PermissionError,
-                                    "The file was refused for safety (owner or permissions).")) ||
-      !(NotAnIntegerError = new_error(m, "NotAnIntegerError", CacheError, PyExc_ValueError,
-                                      "incr/decr found a value that is not an integer.")) ||
-      !(ComputeFailedError = new_error(m, "ComputeFailedError", CacheError, NULL,
-                                       "A recent compute of the key failed and the failure is cached.")) ||
-      !(ForkedClaimError = new_error(m, "ForkedClaimError", CacheError, NULL,
-                                     "A claim taken by the parent before fork() was used in the child.")) ||
-      !(CacheOSError = new_error(m, "CacheOSError", CacheError, PyExc_OSError, "A system call failed.")) ||
-      !(CacheTimeoutError = new_error(m, "CacheTimeoutError", CacheError, PyExc_TimeoutError, "A wait timed out.")) ||
-      !(DecodingError = new_error(m, "DecodingError", CacheError, PyExc_ValueError,
-                                  "A stored value could not be decoded.")))
-    goto fail;
+  for (size_t i = 0; i < sizeof error_types / sizeof error_types[0]; i++) {
+    const struct error_type *e = &error_types[i];
+    *e->type = new_error(m, e->name, *e->base, e->builtin ? *e->builtin : NULL, e->doc);
+    if (*e->type == NULL) goto fail;
+  }
   if (PyModule_AddIntConstant(m, "OK", MC_OK) < 0 || PyModule_AddIntConstant(m, "CLAIMED", MC_CLAIMED) < 0 ||
       PyModule_AddIntConstant(m, "BUSY", MC_BUSY) < 0 || PyModule_AddIntConstant(m, "STALE", MC_STALE) < 0)
     goto fail;

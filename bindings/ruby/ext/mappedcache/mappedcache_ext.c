@@ -67,6 +67,13 @@ static void raise_status(int status) {
   rb_raise(type, "%s (%s)", message[0] ? message : "MappedCache error", mc_status_name(status));
 }
 
+/* A call's answer: true for MC_OK, false for another status that is not an error
+ * (MC_NOT_FOUND, MC_NOT_STORED); raises for an error. */
+static VALUE status_boolean(int s) {
+  if (s < 0) raise_status(s);
+  return s == MC_OK ? Qtrue : Qfalse;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* The Cache object                                                                    */
 
@@ -119,23 +126,30 @@ static double ttl_seconds(VALUE ttl) {
   return t;
 }
 
-/* A value's bytes for the file's type: a String's own (the caller keeps `value` alive), or
- * an Integer's 8 bytes written into `word`. */
-static void encode_value(const cache_t *c, VALUE value, const char **p, size_t *n, char word[8]) {
+/* A value's bytes as stored: a String's own (the caller keeps the String alive), or an
+ * Integer's 8 bytes in `word`. */
+typedef struct {
+  const char *p;
+  size_t n;
+  char word[8];
+} encoded_t;
+
+/* Encodes value for the file's type into *e. */
+static void encode_value(const cache_t *c, VALUE value, encoded_t *e) {
   if (c->value_type == VT_INT64) {
     if (!RB_INTEGER_TYPE_P(value))
       rb_raise(rb_eTypeError, "a cache of int64 stores Integer values, not %s", rb_obj_classname(value));
     int64_t x = NUM2LL(value);
-    for (int i = 0; i < 8; i++) word[i] = (char)((uint64_t)x >> (8 * i));
-    *p = word;
-    *n = 8;
+    for (int i = 0; i < 8; i++) e->word[i] = (char)((uint64_t)x >> (8 * i));
+    e->p = e->word;
+    e->n = 8;
     return;
   }
   if (!RB_TYPE_P(value, T_STRING))
     rb_raise(rb_eTypeError, "a cache of %s stores String values, not %s (open it with marshal: true for others)",
              value_type_names[c->value_type], rb_obj_classname(value));
-  *p = RSTRING_PTR(value);
-  *n = (size_t)RSTRING_LEN(value);
+  e->p = RSTRING_PTR(value);
+  e->n = (size_t)RSTRING_LEN(value);
 }
 
 static VALUE decode_value(const cache_t *c, const char *p, size_t n) {
@@ -258,13 +272,17 @@ static VALUE cache_get_raw(VALUE self, VALUE key) {
   return v == Qundef ? Qnil : v;
 }
 
-static VALUE cache_exist_p(VALUE self, VALUE key) {
+typedef int (*key_fn)(mc_cache *, const void *, size_t);
+
+/* exist?, delete and computing?: one call on a key; true when it returned MC_OK. */
+static VALUE key_status(VALUE self, VALUE key, key_fn fn) {
   cache_t *c = open_cache(self);
   key = key_string(key);
-  int s = mc_exists(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
+  int s = fn(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
+  return status_boolean(s);
 }
+
+static VALUE cache_exist_p(VALUE self, VALUE key) { return key_status(self, key, mc_exists); }
 
 enum write_mode { W_SET, W_ADD, W_REPLACE };
 
@@ -273,21 +291,18 @@ static VALUE cache_write_raw(VALUE self, VALUE key, VALUE value, VALUE ttl, VALU
   cache_t *c = open_cache(self);
   key = key_string(key);
   double t = ttl_seconds(ttl);
-  const char *p;
-  size_t n;
-  char word[8];
-  encode_value(c, value, &p, &n, word);
+  encoded_t e;
+  encode_value(c, value, &e);
   const char *k = RSTRING_PTR(key);
   size_t kn = (size_t)RSTRING_LEN(key);
   int s;
   switch (NUM2INT(mode)) {
-  case W_ADD: s = mc_add(c->cache, k, kn, p, n, t); break;
-  case W_REPLACE: s = mc_replace(c->cache, k, kn, p, n, t); break;
-  default: s = mc_set(c->cache, k, kn, p, n, t); break;
+  case W_ADD: s = mc_add(c->cache, k, kn, e.p, e.n, t); break;
+  case W_REPLACE: s = mc_replace(c->cache, k, kn, e.p, e.n, t); break;
+  default: s = mc_set(c->cache, k, kn, e.p, e.n, t); break;
   }
   RB_GC_GUARD(value);
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
+  return status_boolean(s);
 }
 
 /* gets_raw(key): [value, version], or nil. */
@@ -315,31 +330,21 @@ static VALUE cache_cas_raw(VALUE self, VALUE key, VALUE value, VALUE ttl, VALUE 
   key = key_string(key);
   double t = ttl_seconds(ttl);
   uint64_t v = NUM2ULL(version);
-  const char *p;
-  size_t n;
-  char word[8];
-  encode_value(c, value, &p, &n, word);
-  int s = mc_cas(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), p, n, t, v);
+  encoded_t e;
+  encode_value(c, value, &e);
+  int s = mc_cas(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), e.p, e.n, t, v);
   RB_GC_GUARD(value);
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
+  return status_boolean(s);
 }
 
-static VALUE cache_delete(VALUE self, VALUE key) {
-  cache_t *c = open_cache(self);
-  key = key_string(key);
-  int s = mc_delete(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
-}
+static VALUE cache_delete(VALUE self, VALUE key) { return key_status(self, key, mc_delete); }
 
 static VALUE cache_touch(VALUE self, VALUE key, VALUE ttl) {
   cache_t *c = open_cache(self);
   key = key_string(key);
   double t = ttl_seconds(ttl);
   int s = mc_touch(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key), t);
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
+  return status_boolean(s);
 }
 
 /* ttl(key): seconds left (Float::INFINITY: never expires), or nil when missing. */
@@ -423,14 +428,14 @@ static VALUE cache_set_many_raw(VALUE self, VALUE keys, VALUE values, VALUE ttl)
   const void **vp = kp + count;
   size_t *kn = (size_t *)(vp + count);
   size_t *vn = kn + count;
-  char *words = scratch(count * 8, &h2);
+  encoded_t *e = scratch(count * (long)sizeof *e, &h2);
   for (long j = 0; j < count; j++) {
     VALUE k = RARRAY_AREF(strings, j);
     kp[j] = RSTRING_PTR(k);
     kn[j] = (size_t)RSTRING_LEN(k);
-    const char *p;
-    encode_value(c, RARRAY_AREF(values, j), &p, &vn[j], words + 8 * j);
-    vp[j] = p;
+    encode_value(c, RARRAY_AREF(values, j), &e[j]);
+    vp[j] = e[j].p;
+    vn[j] = e[j].n;
   }
   int s = mc_set_many(c->cache, (size_t)count, kp, kn, vp, vn, t);
   RB_GC_GUARD(h1);
@@ -630,13 +635,11 @@ static VALUE cache_claim_raw(VALUE self, VALUE key, VALUE serve_stale) {
 static VALUE claim_publish_raw(VALUE self, VALUE value, VALUE ttl) {
   claim_t *cl = live_claim(self);
   double t = ttl_seconds(ttl);
-  const char *p;
-  size_t n;
-  char word[8];
-  encode_value(open_cache(cl->cache), value, &p, &n, word);
+  encoded_t e;
+  encode_value(open_cache(cl->cache), value, &e);
   mc_claim *claim = cl->claim;
   cl->claim = NULL;
-  int s = mc_publish(claim, p, n, t);
+  int s = mc_publish(claim, e.p, e.n, t);
   RB_GC_GUARD(value);
   if (s != MC_OK) raise_status(s);
   return Qtrue;
@@ -653,13 +656,7 @@ static VALUE claim_abandon(VALUE self) {
   return Qnil;
 }
 
-static VALUE cache_computing_p(VALUE self, VALUE key) {
-  cache_t *c = open_cache(self);
-  key = key_string(key);
-  int s = mc_is_computing(c->cache, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
-  if (s < 0) raise_status(s);
-  return s == MC_OK ? Qtrue : Qfalse;
-}
+static VALUE cache_computing_p(VALUE self, VALUE key) { return key_status(self, key, mc_is_computing); }
 
 /* ---------------------------------------------------------------------------------- */
 /* The module                                                                          */
