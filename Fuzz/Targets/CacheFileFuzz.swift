@@ -112,7 +112,8 @@ final class FuzzWorld: @unchecked Sendable {
   /// Enough traffic that both logs hold records: the small log wraps, survivors are
   /// promoted to main, some entries expire, some are removed, some are large.
   private func fill(_ c: SharedCache<[UInt8]>, typed: Bool) throws {
-    var rng = SplitMix(seed: typed ? 7 : 3)
+    // cache-stress's generator (Stress/KeyDistribution.swift, compiled into this target).
+    var rng = SplitMix64(seed: typed ? 7 : 3)
     for round in 0..<6 {
       for (i, k) in Self.keys.enumerated() {
         let size = i % 13 == 0 ? 2000 + i * 10 : (typed ? 8 + i % 40 : 40 + i * 3 % 900)
@@ -124,18 +125,6 @@ final class FuzzWorld: @unchecked Sendable {
       }
       for (i, k) in Self.keys.enumerated() where i % 17 == round { _ = try c.removeObject(forKey: k) }
     }
-  }
-}
-
-struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 
