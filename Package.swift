@@ -75,8 +75,8 @@ let package = Package(
     .testTarget(
       name: "MappedCacheRedisTests",
       dependencies: [
-        "MappedCache", "MappedCacheRedis", "CacheTools", "RedisFaultProxy", "TestSupport", "mc-test-helper",
-        "mapped-cache",
+        "MappedCache", "MappedCacheRedis", "CacheTools", "CheckedValues", "RedisFaultProxy", "TestSupport",
+        "mc-test-helper", "mapped-cache",
       ],
       path: "Tests/MappedCacheRedisTests"),
   ]

@@ -129,7 +129,8 @@ build_module() { # NAME DIR
 # The sources of each target (beyond its own file in Fuzz/Targets).
 target_sources() {
   case $1 in
-    cache-file) echo Fuzz/Targets/CacheFileFuzz.swift ;;
+    # With cache-stress's seeded generator (SplitMix64) for the templates' values.
+    cache-file) echo Fuzz/Targets/CacheFileFuzz.swift Stress/KeyDistribution.swift ;;
     binary-coding) echo Fuzz/Targets/BinaryCodingFuzz.swift ;;
     # The tool's own files, main.swift left out (it runs the tool and exits).
     tool-args) echo Fuzz/Targets/ToolArgsFuzz.swift $(find Sources/mapped-cache -name '*.swift' ! -name main.swift | sort) ;;

@@ -8,13 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 checker="$root/scripts/check-doc-names.py"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
-
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+. scripts/test-counts.sh
 
 # A copy of what the checker reads (the tracked files and the working tree's changes);
 # each planted name goes into a copy of one document, put back after.
@@ -81,5 +75,4 @@ else
   echo "$out"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

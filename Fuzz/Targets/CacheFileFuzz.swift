@@ -112,7 +112,8 @@ final class FuzzWorld: @unchecked Sendable {
   /// Enough traffic that both logs hold records: the small log wraps, survivors are
   /// promoted to main, some entries expire, some are removed, some are large.
   private func fill(_ c: SharedCache<[UInt8]>, typed: Bool) throws {
-    var rng = SplitMix(seed: typed ? 7 : 3)
+    // cache-stress's generator (Stress/KeyDistribution.swift, compiled into this target).
+    var rng = SplitMix64(seed: typed ? 7 : 3)
     for round in 0..<6 {
       for (i, k) in Self.keys.enumerated() {
         let size = i % 13 == 0 ? 2000 + i * 10 : (typed ? 8 + i % 40 : 40 + i * 3 % 900)
@@ -124,18 +125,6 @@ final class FuzzWorld: @unchecked Sendable {
       }
       for (i, k) in Self.keys.enumerated() where i % 17 == round { _ = try c.removeObject(forKey: k) }
     }
-  }
-}
-
-struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 
@@ -267,6 +256,32 @@ enum CacheFileFuzz {
     arg < t.keys.count ? t.keys[arg] : "new:\(arg)"
   }
 
+  /// Runs `body` on up to 32 operations of `ops`, each an opcode and an argument byte. In
+  /// live mode one patch is written into the file every 4 operations, and those left after
+  /// the last. The operations that visit every slot or record (opcodes whose place in the
+  /// caller's table, `op % table`, is in `wholeFile`) run at most 4 times an input: more
+  /// would spend the fuzzer's time on the same walks.
+  static func forEachOperation(
+    _ ops: ArraySlice<UInt8>, _ t: FuzzWorld.Template, path: String, live: [Edit], table: UInt8,
+    wholeFile: ClosedRange<UInt8>, _ body: (_ op: UInt8, _ arg: Int) -> Void
+  ) {
+    var it = ops.makeIterator()
+    var steps = 0
+    var wholeFileRuns = 0
+    var pending = live[...]
+    while let op = it.next(), steps < 32 {
+      steps += 1
+      if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
+      let arg = Int(it.next() ?? 0)
+      if wholeFile.contains(op % table) {
+        wholeFileRuns += 1
+        if wholeFileRuns > 4 { continue }
+      }
+      body(op, arg)
+    }
+    for e in pending { applyLive(e, path: path, size: t.image.count) }
+  }
+
   /// The raw-bytes tool handle: everything `mapped-cache` does.
   static func runCacheFile(_ t: FuzzWorld.Template, _ path: String, flags: Int, ops: ArraySlice<UInt8>, live: [Edit]) {
     let lock: LockMode = flags & 4 != 0 ? .flock : .sharedWord
@@ -289,19 +304,8 @@ enum CacheFileFuzz {
     _ = f.info
     _ = f.statistics
     _ = f.tableFigures
-    var it = ops.makeIterator()
-    var steps = 0
-    var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
-    var pending = live[...]
-    while let op = it.next(), steps < 32 {
-      steps += 1
-      if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
-      let arg = Int(it.next() ?? 0)
+    forEachOperation(ops, t, path: path, live: live, table: 10, wholeFile: 4...7) { op, arg in
       let k = Array(key(t, arg).utf8)
-      if [4, 5, 6, 7].contains(op % 10) {
-        wholeFile += 1
-        if wholeFile > 4 { continue }
-      }
       switch op % 10 {
       case 0, 1: _ = try? f.get(k, allowingExpired: op & 16 != 0, countingStatistics: op & 32 != 0)
       case 2: _ = try? f.set(k, value(arg * 37 % 3000, arg), ttl: op & 16 != 0 ? 60 : nil)
@@ -329,7 +333,6 @@ enum CacheFileFuzz {
       default: _ = try? f.get(Array(repeating: UInt8(truncatingIfNeeded: arg), count: 1 + arg % 80))
       }
     }
-    for e in pending { applyLive(e, path: path, size: t.image.count) }
     // Repair, then the file must be sound and behave.
     guard let report = try? f.verify(repair: true) else { return }
     _ = report
@@ -366,19 +369,8 @@ enum CacheFileFuzz {
     _ = c.totalCostLimit
     var buffer = [UInt8](repeating: 0, count: 4096)
     var counters: SharedCache<Int64>? = nil
-    var it = ops.makeIterator()
-    var steps = 0
-    var wholeFile = 0  // operations that visit every slot or record: at most 4 per input
-    var pending = live[...]
-    while let op = it.next(), steps < 32 {
-      steps += 1
-      if steps % 4 == 0, let e = pending.popFirst() { applyLive(e, path: path, size: t.image.count) }
-      let arg = Int(it.next() ?? 0)
+    forEachOperation(ops, t, path: path, live: live, table: 16, wholeFile: 13...15) { op, arg in
       let k = key(t, arg)
-      if [13, 14, 15].contains(op % 16) {
-        wholeFile += 1
-        if wholeFile > 4 { continue }
-      }
       if op >= 224 {
         // Batches and counters (opcodes 224...255; below them the table is op % 16).
         switch op % 4 {
@@ -396,7 +388,7 @@ enum CacheFileFuzz {
             _ = try? counters?.decrement(forKey: k, by: op & 8 != 0 ? .max : 1, initial: Int64(arg))
           }
         }
-        continue
+        return
       }
       switch op % 16 {
       case 0: _ = try? c.object(forKey: k)
@@ -426,7 +418,6 @@ enum CacheFileFuzz {
         if op & 16 != 0 { _ = c.allKeys.count } else { _ = try? c.verify(repair: op & 32 != 0) }
       }
     }
-    for e in pending { applyLive(e, path: path, size: t.image.count) }
     guard (try? c.verify(repair: true)) != nil else { return }
     do {
       let again = try c.verify()

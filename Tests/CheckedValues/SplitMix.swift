@@ -1,6 +1,7 @@
 /// The tests' one random generator, SplitMix64 (Steele, Lea and Flood, 2014): a seed
-/// reproduces a run, in the test process and in the helper processes alike.
-public struct SplitMix: Sendable {
+/// reproduces a run, in the test process and in the helper processes alike (and, as a
+/// `RandomNumberGenerator`, the standard library's `random(in:using:)` draws).
+public struct SplitMix: RandomNumberGenerator, Sendable {
   public var state: UInt64
 
   public init(_ seed: UInt64) { state = seed }

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import MappedCache
 import TestSupport
@@ -6,19 +7,6 @@ import Testing
 @testable import MappedCacheRedis
 
 // The RESP3/RESP2 parser: every type at every byte split, limits, and garbage.
-
-/// A deterministic generator (SplitMix64) so failures replay.
-struct SeededRandom: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
 
 @Suite struct RESPParserTests {
   /// One reply of every type, as a server writes it, with the value it must parse to.
@@ -92,7 +80,7 @@ struct SeededRandom: RandomNumberGenerator {
       while let v = try p.next() { got.append(v) }
     }
     #expect(got == want)
-    var rng = SeededRandom(seed: 17)
+    var rng = SplitMix(17)
     for _ in 0..<200 {
       var q = RESPParser()
       var out: [RESPValue] = []
@@ -108,7 +96,7 @@ struct SeededRandom: RandomNumberGenerator {
   }
 
   /// A random reply of every kind, nested up to `depth`.
-  static func randomValue(_ rng: inout SeededRandom, depth: Int) -> RESPValue {
+  static func randomValue(_ rng: inout SplitMix, depth: Int) -> RESPValue {
     let kind = Int.random(in: 0..<(depth > 0 ? 15 : 10), using: &rng)
     func bytes() -> [UInt8] {
       (0..<Int.random(in: 0..<20, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
@@ -141,7 +129,7 @@ struct SeededRandom: RandomNumberGenerator {
   }
 
   @Test func randomNestedRepliesRoundTripAtEveryByteSplit() throws {
-    var rng = SeededRandom(seed: 0x5EED)
+    var rng = SplitMix(0x5EED)
     for _ in 0..<60 {
       let v = Self.randomValue(&rng, depth: 4)
       let wire = v.encoded()
@@ -222,7 +210,7 @@ struct SeededRandom: RandomNumberGenerator {
   }
 
   @Test func randomGarbageAndTruncationsNeverCrash() throws {
-    var rng = SeededRandom(seed: 99)
+    var rng = SplitMix(99)
     let limits = RESPLimits(maxDepth: 8, maxAggregateCount: 1000, maxBulkLength: 4096, maxLineLength: 256)
     let alphabet = Array("+-:$*%~>|_#,(!=\r\n0123456789-?tfx".utf8)
     var outcomes = [0, 0, 0]  // values, errors, incomplete

@@ -1,3 +1,4 @@
+import CheckedValues
 import Foundation
 import MappedCache
 import TestSupport
@@ -120,26 +121,19 @@ import Testing
   }
 
   @Test func randomBytesNeverTrap() {
-    // SplitMix64, seeded: the same inputs every run.
-    var state: UInt64 = 18
-    func next() -> UInt64 {
-      state &+= 0x9e37_79b9_7f4a_7c15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-      z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-      return z ^ (z >> 31)
-    }
+    // Seeded: the same inputs every run.
+    var rng = SplitMix(18)
     let alphabet = Array("0123456789abcdef []-<>:@,myselfmaster\n".utf8)
     var parsed = 0
     for round in 0..<3000 {
       var text = Array(sample.utf8)
       // Mutate a few bytes of a good reply, or make one up from its alphabet.
       if round % 2 == 0 {
-        for _ in 0..<(1 + Int(next() % 4)) {
-          text[Int(next() % UInt64(text.count))] = alphabet[Int(next() % UInt64(alphabet.count))]
+        for _ in 0..<(1 + rng.below(4)) {
+          text[rng.below(text.count)] = alphabet[rng.below(alphabet.count)]
         }
       } else {
-        text = (0..<Int(next() % 300)).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] }
+        text = (0..<rng.below(300)).map { _ in alphabet[rng.below(alphabet.count)] }
       }
       do {
         let r = try ClusterNodesReport.parse(.bulkString(text), from: from)
