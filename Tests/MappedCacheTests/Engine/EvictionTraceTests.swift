@@ -208,10 +208,7 @@ private struct ReferencePolicy {
   @Test func aSecondReplayIntoTheSameFileHitsWhatTheFirstStored() throws {
     let file = TestFiles.tempPath("trace-again").replacingOccurrences(of: ".mcache", with: ".txt")
     let path = TestFiles.tempPath("trace-again")
-    defer {
-      TestFiles.cleanup(file)
-      TestFiles.cleanup(path)
-    }
+    defer { TestFiles.cleanup(file, path) }
     let keys = (0..<300).map { "k\($0 % 100)" }
     try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
     var hits: [Int] = []

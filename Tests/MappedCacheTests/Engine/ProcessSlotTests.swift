@@ -120,10 +120,7 @@ import Testing
   @Test func aFileReplacedAtThePathIsAnotherRegistration() throws {
     let path = TestFiles.tempPath("slot-replaced")
     let other = TestFiles.tempPath("slot-replacement")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(other)
-    }
+    defer { TestFiles.cleanup(path, other) }
     var o = CacheOptions(capacity: 1 << 20)
     o.maxProcesses = 1
     let old = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
@@ -204,10 +201,7 @@ import Testing
   /// out of range is a usage error.
   @Test func theToolSizesTheTable() throws {
     let path = TestFiles.tempPath("slot-cli")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(path + ".2")
-    }
+    defer { TestFiles.cleanup(path, path + ".2") }
     let tool = TestFiles.binary("mapped-cache")
     #expect(try ChildProcess.run(tool, ["create", path, "--max-processes", "2000"]).status == 0)
     #expect(try CacheFile(path: path, readOnly: true).info.processSlots == 2000)

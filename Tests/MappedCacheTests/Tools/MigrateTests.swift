@@ -116,7 +116,7 @@ struct FormatFourFixture {
 
   @Test func aFormatFourFileMigratesWithEveryLiveEntry() throws {
     let (old, new) = (TestFiles.tempPath("migrate-v4"), TestFiles.tempPath("migrate-v5"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
     let entries = Self.entries(600, now: now)
     try FormatFourFixture().write(entries, to: old, now: now)
@@ -160,7 +160,7 @@ struct FormatFourFixture {
 
   @Test func damagedAndOversizedEntriesAreLeftBehindAndCounted() throws {
     let (old, new) = (TestFiles.tempPath("migrate-dmg"), TestFiles.tempPath("migrate-dmg-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
     var entries = (0..<40).map { i in
       FormatFourFixture.Entry(key: Array("k\(i)".utf8), value: [UInt8](repeating: UInt8(i), count: 200))
@@ -195,7 +195,7 @@ struct FormatFourFixture {
 
   @Test func aCurrentFileMigratesToAnotherSize() throws {
     let (old, new) = (TestFiles.tempPath("migrate-cur"), TestFiles.tempPath("migrate-cur-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     var o = CacheOptions(capacity: 4 << 20)
     o.partitionCount = 4
     let c = try SharedCache<String>(path: old, capacity: 4 << 20, options: o)
@@ -215,7 +215,7 @@ struct FormatFourFixture {
     let (old, new, junk) = (
       TestFiles.tempPath("migrate-bad"), TestFiles.tempPath("migrate-bad-new"), TestFiles.tempPath("migrate-junk")
     )
-    defer { [old, new, junk].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new, junk) }
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
     try FormatFourFixture().write(Self.entries(10, now: now), to: old, now: now)
     // An existing destination is never touched.
@@ -250,7 +250,7 @@ struct FormatFourFixture {
 
   @Test func theCommandMigratesAndReportsInJSON() throws {
     let (old, new) = (TestFiles.tempPath("migrate-cli"), TestFiles.tempPath("migrate-cli-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
     let entries = Self.entries(100, now: now)
     try FormatFourFixture().write(entries, to: old, now: now)
