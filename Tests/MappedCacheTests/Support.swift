@@ -19,6 +19,16 @@ enum Support {
     return (r.status, json, r.stderr)
   }
 
+  /// Runs `cache-stress --plant-corruption` with `args`: the run must fail, with the
+  /// planted value counted as a corrupt read. Its stderr.
+  static func expectPlantedCorruptionFails(_ args: [String]) throws -> String {
+    let (status, j, err) = try runStressJSON(args + ["--plant-corruption"])
+    #expect(status == 1)
+    #expect(int(j, "corrupt_reads") > 0)
+    #expect(j["passed"] as? Bool == false)
+    return err
+  }
+
   /// An integer of a JSON report (-1 when missing).
   static func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
 

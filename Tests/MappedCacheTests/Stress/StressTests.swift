@@ -8,18 +8,13 @@ import Testing
 @Suite struct StressTests {
   static let stress = TestFiles.binary("cache-stress")
 
-  /// Runs cache-stress with `--json`, returns the status, the parsed report and stderr.
   func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (
     status: Int32, json: [String: Any], stderr: String
   ) {
-    let r = try ChildProcess.run(Self.stress, args + ["--json"], timeout: timeout)
-    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
-    let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
-    let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
-    return (r.status, json, r.stderr)
+    try Support.runStressJSON(args, timeout: timeout)
   }
 
-  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+  func int(_ j: [String: Any], _ key: String) -> Int { Support.int(j, key) }
 
   /// The fields every report carries, and their arithmetic.
   func expectConsistent(_ j: [String: Any]) {
@@ -152,13 +147,9 @@ import Testing
   /// The checker cannot pass vacuously: one value with a wrong byte, written through
   /// the normal API, must be reported and fail the run.
   @Test func plantedCorruptionFailsTheRun() throws {
-    let (status, j, err) = try runJSON([
+    let err = try Support.expectPlantedCorruptionFails([
       "--procs", "2", "--duration", "1", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--plant-corruption",
     ])
-    #expect(status == 1)
-    #expect(int(j, "corrupt_reads") > 0)
-    #expect(j["passed"] as? Bool == false)
     #expect(err.contains("corrupt_reads"))
   }
 
@@ -183,13 +174,10 @@ import Testing
   }
 
   @Test func plantedCorruptionOfASmallValueFailsTheRun() throws {
-    let (status, j, err) = try runJSON([
+    let err = try Support.expectPlantedCorruptionFails([
       "--procs", "1", "--duration", "0.5", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--value-size", "8", "--plant-corruption",
+      "--value-size", "8",
     ])
-    #expect(status == 1)
-    #expect(int(j, "corrupt_reads") > 0)
-    #expect(j["passed"] as? Bool == false)
     #expect(err.contains("corrupt_reads"))
   }
 
