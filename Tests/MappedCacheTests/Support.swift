@@ -37,3 +37,17 @@ enum Support {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
   }
 }
+
+extension SharedCache where Value: Codable {
+  /// A new cache made with `options` at a fresh temporary path (`TestFiles.tempPath(tag)`),
+  /// and that path, which the test removes when done (`defer { TestFiles.cleanup(path) }`).
+  static func scratch(_ tag: String, options: CacheOptions) throws -> (SharedCache, String) {
+    let path = TestFiles.tempPath(tag)
+    do {
+      return (try SharedCache(path: path, capacity: options.capacity, options: options), path)
+    } catch {
+      TestFiles.cleanup(path)
+      throw error
+    }
+  }
+}

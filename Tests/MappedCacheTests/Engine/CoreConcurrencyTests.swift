@@ -49,11 +49,9 @@ final class CoreFlag: Sendable {
 
   @Test(arguments: [false, true])
   func manyThreadsShareOneCache(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("conc-threads")
-    defer { TestFiles.cleanup(path) }
     // Small enough that eviction runs while threads read.
-    let cache = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
+    let (cache, path) = try coreCache("conc-threads", partitioned: partitioned, capacity: 2 << 20)
+    defer { TestFiles.cleanup(path) }
     let maxSize = partitioned ? 120 : 3000
     let threads = 8
     let opsPerThread = 4000

@@ -117,10 +117,8 @@ import Testing
 
   @Test(arguments: [false, true])
   func valuesOfVeryDifferentSizesShareOneTable(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ent-sizes")
+    let (c, path) = try coreCache("ent-sizes", partitioned: partitioned, capacity: 16 << 20)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 16 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 16 << 20))
     // Around each record form's limits too (values of 255, 256, 65535 and 65536 bytes).
     let sizes = [
       0, 1, 2, 7, 8, 9, 31, 32, 33, 60, 66, 67, 68, 69, 70, 74, 75, 80, 255, 256, 257, 1000, 4095, 4096,

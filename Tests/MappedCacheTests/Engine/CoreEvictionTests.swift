@@ -31,12 +31,10 @@ import Testing
 
   @Test(arguments: [false, true])
   func sustainedInsertsFarBeyondCapacityStayConsistent(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ev-sustained")
-    defer { TestFiles.cleanup(path) }
     // 2 MiB by default; MC_CORE_SUSTAINED_MIB=64 measures a larger cache (slow in debug).
     let cap = (Int(ProcessInfo.processInfo.environment["MC_CORE_SUSTAINED_MIB"] ?? "") ?? 2) << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
+    let (c, path) = try coreCache("ev-sustained", partitioned: partitioned, capacity: cap)
+    defer { TestFiles.cleanup(path) }
     // Small values in several partitions, 100-1000 B in one.
     let sizes = partitioned ? 1...120 : 100...1000
     // 5x capacity first, then 45x more: the index's shape must not degrade with churn.
@@ -68,11 +66,9 @@ import Testing
   /// have room.
   @Test(arguments: [false, true])
   func tinyEntriesFillTheFilesBytes(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ev-tiny")
-    defer { TestFiles.cleanup(path) }
     let cap = 1 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
+    let (c, path) = try coreCache("ev-tiny", partitioned: partitioned, capacity: cap)
+    defer { TestFiles.cleanup(path) }
     let perEntry = 36  // a ~10-byte key, 4 value bytes on average, 9 of header, ~9 of index
     var rng = SplitMix(5)
     for n in 0..<(10 * cap / perEntry) {
@@ -97,11 +93,9 @@ import Testing
   /// Large entries: the index gives back the space it took for small ones, and the file
   /// fills with large entries' bytes.
   @Test func theIndexShrinksWhenEntriesGrow() throws {
-    let path = TestFiles.tempPath("ev-shrink")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let (c, path) = try coreCache("ev-shrink", capacity: cap)
+    defer { TestFiles.cleanup(path) }
     for n in 0..<(3 * cap / 40) { try c.setObject([UInt8](repeating: 1, count: 8), forKey: "small-\(n)") }
     let small = c.statistics
     for n in 0..<(3 * cap / 1000) { try c.setObject([UInt8](repeating: 2, count: 1000), forKey: "large-\(n)") }
@@ -215,11 +209,9 @@ import Testing
   /// chance, however many there are in a row (up to the call's 256 KiB budget). With a
   /// budget of 64 copies alone, the 65th hot entry of the run was evicted although read.
   @Test func aLongRunOfHotEntriesSurvivesTheHand() throws {
-    let path = TestFiles.tempPath("ev-run")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let (c, path) = try coreCache("ev-run", capacity: cap)
+    defer { TestFiles.cleanup(path) }
     let hot = (0..<200).map { "hot-\($0)" }
     for h in hot { try c.setObject([UInt8](repeating: 3, count: 200), forKey: h) }
     var n = 0

@@ -53,6 +53,27 @@ enum CoreOptions {
   }
 }
 
+/// A self-checking value of `size` bytes for `key`, the `seq`th that writer 0 stores.
+func coreValue(_ key: String, _ size: Int, _ seq: Int = 1) -> [UInt8] {
+  CoreValue.make(key: key, writer: 0, seq: seq, size: size)
+}
+
+/// Where `key`'s record starts in its log (nil when the key is not stored).
+func recordOffset(_ c: SharedCache<[UInt8]>, _ key: String) throws -> Int? {
+  try c.engine.entry(of: key)?.offset
+}
+
+/// A new cache of one of the two shapes (`CoreOptions.make`), `adjust` changing its
+/// options first, at a fresh temporary path: the cache and the path, which the test
+/// removes when done (`defer { TestFiles.cleanup(path) }`).
+func coreCache(
+  _ tag: String, partitioned: Bool = false, capacity: Int = 1 << 20, adjust: (inout CacheOptions) -> Void = { _ in }
+) throws -> (SharedCache<[UInt8]>, String) {
+  var options = CoreOptions.make(partitioned: partitioned, capacity: capacity)
+  adjust(&options)
+  return try SharedCache<[UInt8]>.scratch(tag, options: options)
+}
+
 extension CacheEngine {
   /// `count` keys ("tag-0", "tag-1", ...: the first names that qualify) of partition
   /// `partition` whose first place is `place` (under the index's group count now), for
