@@ -39,9 +39,14 @@ enum Support {
 }
 
 extension SharedCache where Value: Codable {
-  /// A new cache made with `options` at a fresh temporary path (`TestFiles.tempPath(tag)`),
-  /// and that path, which the test removes when done (`defer { TestFiles.cleanup(path) }`).
-  static func scratch(_ tag: String, options: CacheOptions) throws -> (SharedCache, String) {
+  /// A new cache made with `options` (`adjust` changing them first) at a fresh temporary
+  /// path (`TestFiles.tempPath(tag)`), and that path, which the test removes when done
+  /// (`defer { TestFiles.cleanup(path) }`).
+  static func scratch(
+    _ tag: String, options: CacheOptions, adjust: (inout CacheOptions) -> Void = { _ in }
+  ) throws -> (SharedCache, String) {
+    var options = options
+    adjust(&options)
     let path = TestFiles.tempPath(tag)
     do {
       return (try SharedCache(path: path, capacity: options.capacity, options: options), path)

@@ -96,11 +96,10 @@ import Testing
   /// answers a longer one with `valueTooLarge`, through both APIs, before and after a
   /// repair.
   @Test func aValueLimitOfZeroStoresOnlyEmptyValues() throws {
-    let path = TestFiles.tempPath("ent-limit0")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ent-limit0", options: CacheOptions(capacity: 1 << 20)) {
+      $0.maxValueSize = 0
+    }
     defer { TestFiles.cleanup(path) }
-    var o = CacheOptions(capacity: 1 << 20)
-    o.maxValueSize = 0
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     #expect(c.maxValueSize == 0)
     try c.setObject([], forKey: "empty")
     #expect(throws: CacheError.valueTooLarge(size: 1, limit: 0)) { try c.setObject([1], forKey: "one") }

@@ -69,9 +69,8 @@ func recordOffset(_ c: SharedCache<[UInt8]>, _ key: String) throws -> Int? {
 func coreCache(
   _ tag: String, partitioned: Bool = false, capacity: Int = 1 << 20, adjust: (inout CacheOptions) -> Void = { _ in }
 ) throws -> (SharedCache<[UInt8]>, String) {
-  var options = CoreOptions.make(partitioned: partitioned, capacity: capacity)
-  adjust(&options)
-  return try SharedCache<[UInt8]>.scratch(tag, options: options)
+  try SharedCache<[UInt8]>.scratch(
+    tag, options: CoreOptions.make(partitioned: partitioned, capacity: capacity), adjust: adjust)
 }
 
 extension CacheEngine {
