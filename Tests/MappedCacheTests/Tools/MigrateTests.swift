@@ -114,12 +114,21 @@ struct FormatFourFixture {
     }
   }
 
+  /// Writes a format-4 file of `n` entries (`entries`) at `path`, as of now: its entries
+  /// and that time (milliseconds since 1970).
+  static func writeFormatFour(_ n: Int, to path: String) throws -> (
+    entries: [FormatFourFixture.Entry], now: UInt64
+  ) {
+    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    let entries = Self.entries(n, now: now)
+    try FormatFourFixture().write(entries, to: path, now: now)
+    return (entries, now)
+  }
+
   @Test func aFormatFourFileMigratesWithEveryLiveEntry() throws {
     let (old, new) = (TestFiles.tempPath("migrate-v4"), TestFiles.tempPath("migrate-v5"))
     defer { TestFiles.cleanup(old, new) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    let entries = Self.entries(600, now: now)
-    try FormatFourFixture().write(entries, to: old, now: now)
+    let (entries, now) = try Self.writeFormatFour(600, to: old)
     let before = try #require(FileManager.default.contents(atPath: old))
     // Format 4 is refused by the library, and names the way out.
     #expect {
@@ -216,8 +225,7 @@ struct FormatFourFixture {
       TestFiles.tempPath("migrate-bad"), TestFiles.tempPath("migrate-bad-new"), TestFiles.tempPath("migrate-junk")
     )
     defer { TestFiles.cleanup(old, new, junk) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    try FormatFourFixture().write(Self.entries(10, now: now), to: old, now: now)
+    _ = try Self.writeFormatFour(10, to: old)
     // An existing destination is never touched.
     #expect(FileManager.default.createFile(atPath: new, contents: Data("keep me".utf8)))
     #expect(throws: CacheError.self) { try CacheFile.migrate(from: old, to: new) }
@@ -251,9 +259,7 @@ struct FormatFourFixture {
   @Test func theCommandMigratesAndReportsInJSON() throws {
     let (old, new) = (TestFiles.tempPath("migrate-cli"), TestFiles.tempPath("migrate-cli-new"))
     defer { TestFiles.cleanup(old, new) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    let entries = Self.entries(100, now: now)
-    try FormatFourFixture().write(entries, to: old, now: now)
+    let (entries, now) = try Self.writeFormatFour(100, to: old)
     let tool = TestFiles.binary("mapped-cache")
     let r = try ChildProcess.run(tool, ["migrate", old, new, "--partitions", "2", "--json"], timeout: 60)
     #expect(r.status == 0, "\(r.stderr)")
