@@ -79,8 +79,7 @@ import Testing
     #expect(after.at == before.at && after.offset == before.offset, "rewritten in place")
     #expect(after.header.version > before.header.version)
     #expect(c.statistics.sets == sets + 4)
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// The hint names the first slot with the key's tag; when that slot holds another
@@ -103,8 +102,7 @@ import Testing
     try c.setObject(coreValue(a, 64, 9), forKey: a)
     #expect(try c.object(forKey: a) == coreValue(a, 64, 9))
     #expect(try c.object(forKey: b) == coreValue(b, 64, 4))
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// A key whose first bucket was full when it was added lives in its second. W0 looks
@@ -138,8 +136,7 @@ import Testing
     #expect(try c.object(forKey: k) == coreValue(k, 64, 3))
     let after = try #require(try engine.entry(of: k))
     #expect(after.at == before.at && after.offset == before.offset, "rewritten in place")
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// `RecentSlots`: a set remembers the slot W0 found its key in, the next set of the
@@ -169,8 +166,7 @@ import Testing
     for o in others { #expect(try c.object(forKey: o) == coreValue(o, 64, 1), "\(o) untouched") }
     let moved = try #require(try engine.entry(of: k)).at
     #expect(remembered(engine, k).map { $0 == moved } ?? true)
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// A remembered slot names a slot of one of the key's places as W0 computes them now,
@@ -203,8 +199,7 @@ import Testing
     for k in ks { try c.setObject(coreValue(k, 64, 4), forKey: k) }
     for k in ks { #expect(try c.object(forKey: k) == coreValue(k, 64, 4), "\(k) after \(merged) merges") }
     #expect(c.statistics.entries == ks.count)
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// `RecentSlots` keeps an entry in one word: `recall` gives back what `remember` stored,
@@ -253,8 +248,7 @@ import Testing
     #expect(engine.partition(0).memory.word(.intent).load(.relaxed) == 0)
     try c.setObject(longer, forKey: k)
     #expect(try c.object(forKey: k) == longer, "the general path stores it")
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// `CacheEngine.set`'s straight path takes keys of up to 16 bytes, but only within the
@@ -273,8 +267,7 @@ import Testing
     }
     #expect(throws: CacheError.emptyKey) { try c.setObject([1], forKey: "") }
     #expect(c.statistics.entries == 1)
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// What the straight path leaves to the general one is stored all the same, each
@@ -316,7 +309,6 @@ import Testing
     released.wait()
     #expect(try c.object(forKey: "fresh") == coreValue("fresh", 64, 3))
     #expect(word.load(.relaxed) == 0, "released after the set")
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 }

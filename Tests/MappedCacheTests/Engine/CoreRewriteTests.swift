@@ -96,8 +96,7 @@ import Testing
       }
     }
     #expect(present > 100)
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// `verify` sums the logs' record bytes and the dead ones among them: a shrink's

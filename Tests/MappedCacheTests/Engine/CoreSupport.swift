@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import TestSupport
+import Testing
 
 @testable import MappedCache
 
@@ -61,6 +62,12 @@ func coreValue(_ key: String, _ size: Int, _ seq: Int = 1) -> [UInt8] {
 /// Where `key`'s record starts in its log (nil when the key is not stored).
 func recordOffset(_ c: SharedCache<[UInt8]>, _ key: String) throws -> Int? {
   try c.engine.entry(of: key)?.offset
+}
+
+/// Expects `verify` to find nothing wrong in the cache (what it found is the message).
+func expectVerifies(_ c: SharedCache<[UInt8]>, sourceLocation: SourceLocation = #_sourceLocation) throws {
+  let r = try c.verify()
+  #expect(r.ok, "\(r.problems)", sourceLocation: sourceLocation)
 }
 
 /// A new cache of one of the two shapes (`CoreOptions.make`), `adjust` changing its
