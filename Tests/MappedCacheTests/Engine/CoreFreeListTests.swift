@@ -87,10 +87,7 @@ import Testing
       }
     }
     #expect(sawFree, "records were listed")
-    for (k, v) in last {
-      let got = try c.object(forKey: k)
-      #expect(got == nil || got == v, "\(k)")
-    }
+    try expectLatestOrEvicted(c, last)
   }
 
   /// A writer killed with a free record written but not yet linked (its list's head

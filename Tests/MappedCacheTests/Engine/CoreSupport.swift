@@ -70,6 +70,20 @@ func expectVerifies(_ c: SharedCache<[UInt8]>, sourceLocation: SourceLocation = 
   #expect(r.ok, "\(r.problems)", sourceLocation: sourceLocation)
 }
 
+/// Expects each key of `latest` to hold the value there or none (evicted); how many hold it.
+@discardableResult
+func expectLatestOrEvicted(
+  _ c: SharedCache<[UInt8]>, _ latest: [String: [UInt8]], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> Int {
+  var present = 0
+  for (k, v) in latest {
+    guard let got = try c.object(forKey: k) else { continue }
+    #expect(got == v, "\(k)", sourceLocation: sourceLocation)
+    present += 1
+  }
+  return present
+}
+
 /// A new cache of one of the two shapes (`CoreOptions.make`), `adjust` changing its
 /// options first, at a fresh temporary path: the cache and the path, which the test
 /// removes when done (`defer { TestFiles.cleanup(path) }`).
