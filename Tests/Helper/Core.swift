@@ -14,7 +14,7 @@ import MappedCache
 //          prints {"reads":N,"hits":H,"corrupt":C}.
 //   create-race PATH CAPACITY STARTMS           waits until wall-clock STARTMS, opens (or
 //          creates) the cache, stores "pid-<pid>", reads it back;
-//          prints {"capacity":N,"created":true|false,"ok":true}.
+//          prints {"capacity":N,"existed":true|false,"ok":true}.
 let coreCommands: [String: HelperCommand] = [
   "count-allocs": { try countAllocations($0) },
   "ping": { _ in
@@ -29,6 +29,13 @@ let coreCommands: [String: HelperCommand] = [
 /// Writes one line to stdout unbuffered, so it is out even if the process is then killed.
 private func say(_ s: String) {
   FileHandle.standardOutput.write((s + "\n").data(using: .utf8)!)
+}
+
+/// Ends a command: says its figures as one JSON object (numbers and booleans, in the
+/// order given) and returns its exit status, 0 when it `passed`, else 1.
+private func finish(_ figures: KeyValuePairs<String, Any>, passed: Bool) -> Int32 {
+  say("{" + figures.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}")
+  return passed ? 0 : 1
 }
 
 private func intArg(_ a: [String], _ i: Int, _ name: String) throws -> Int {
@@ -73,8 +80,7 @@ private func coreWriter(_ a: [String]) throws -> Int32 {
       if try cache.withBytes(forKey: key, { CheckedValue.check($0, key: key) }) == false { badReadBack += 1 }
     }
   }
-  say("{\"sets\":\(sets),\"removes\":\(removes),\"corrupt\":\(badReadBack)}")
-  return badReadBack == 0 ? 0 : 1
+  return finish(["sets": sets, "removes": removes, "corrupt": badReadBack], passed: badReadBack == 0)
 }
 
 private func coreReader(_ a: [String]) throws -> Int32 {
@@ -114,8 +120,7 @@ private func coreReader(_ a: [String]) throws -> Int32 {
       if corrupt <= 5 { FileHandle.standardError.write("corrupt value for \(key)\n".data(using: .utf8)!) }
     }
   }
-  say("{\"reads\":\(reads),\"hits\":\(hits),\"corrupt\":\(corrupt)}")
-  return corrupt == 0 ? 0 : 1
+  return finish(["reads": reads, "hits": hits, "corrupt": corrupt], passed: corrupt == 0)
 }
 
 private func coreCreateRace(_ a: [String]) throws -> Int32 {
@@ -130,6 +135,5 @@ private func coreCreateRace(_ a: [String]) throws -> Int32 {
   try cache.setObject(value, forKey: key)
   let back = try cache.object(forKey: key)
   let ok = back == value
-  say("{\"capacity\":\(cache.capacity),\"existed\":\(existed),\"ok\":\(ok)}")
-  return ok ? 0 : 1
+  return finish(["capacity": cache.capacity, "existed": existed, "ok": ok], passed: ok)
 }

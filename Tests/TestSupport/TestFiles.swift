@@ -10,10 +10,12 @@ public enum TestFiles {
     ScratchFiles.path("mctest-\(tag)", suffix: suffix)
   }
 
-  /// Removes a test's file (and a near cache's holder lock file beside it).
-  public static func cleanup(_ path: String) {
-    try? SystemCall.unlink(path)
-    try? SystemCall.unlink(path + ".holder")
+  /// Removes a test's files (and a near cache's holder lock file beside each).
+  public static func cleanup(_ paths: String...) {
+    for path in paths {
+      try? SystemCall.unlink(path)
+      try? SystemCall.unlink(path + ".holder")
+    }
   }
 
   /// The repository's root (this file is Tests/TestSupport/TestFiles.swift), for the

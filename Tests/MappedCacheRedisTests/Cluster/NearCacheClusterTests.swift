@@ -104,10 +104,7 @@ struct NearCacheClusterTests {
   @Test func theAgentTracksAClusterAndStatsShowItsNodesAndRedirects() throws {
     let prefix = "ag\(getpid()):"
     let path = TestFiles.tempPath("redis-clag")
-    defer {
-      unlink(path)
-      unlink(path + ".holder")
-    }
+    defer { TestFiles.cleanup(path) }
     let agent = try ChildProcess(Helper.tool, ["agent", path, "--redis", cluster.url(), "--prefix", prefix])
     defer {
       agent.kill()

@@ -48,42 +48,62 @@ struct FleetLeaseTests {
     #expect(try c.call([Array("EXISTS".utf8), lease]) == .integer(0), "the winner's store removed the lease")
   }
 
+  /// Two hosts in front of the cluster under one key prefix (`name` and this process's
+  /// id), a client of the cluster, and a counter there that computations INCR.
+  struct Contenders {
+    let prefix: String
+    let a: NearCache<String>
+    let b: NearCache<String>
+    let raw: RedisClient
+    let counter: String
+
+    init(_ name: String, _ cluster: RedisClusterFixture) throws {
+      prefix = "\(name)\(getpid()):"
+      a = try makeClusterHost(cluster, prefix: prefix)
+      b = try makeClusterHost(cluster, prefix: prefix)
+      raw = try RedisClient(url: cluster.url())
+      counter = "\(name)count\(getpid())"
+    }
+
+    /// A computation that counts itself, then takes `nanoseconds`, and gives `value`.
+    func counted(_ value: String, taking nanoseconds: UInt64 = 0) -> @Sendable () async throws -> String {
+      { [raw, counter] in
+        try raw.call("INCR", counter)
+        if nanoseconds > 0 { try await Task.sleep(nanoseconds: nanoseconds) }
+        return value
+      }
+    }
+
+    /// Whether a computation has started (so its host holds the lease), within 20 s.
+    func computing() async throws -> Bool {
+      try await eventuallyAsync(20) { (try? raw.call("GET", counter).string) == "1" }
+    }
+  }
+
   @Test func aSlowComputerKeepsItsLeaseByRenewingIt() async throws {
-    let prefix = "flslow\(getpid()):"
-    let a = try makeClusterHost(cluster, prefix: prefix)
-    let b = try makeClusterHost(cluster, prefix: prefix)
-    defer { dispose(a, b) }
-    let raw = try RedisClient(url: cluster.url())
-    let counter = "flslowcount\(getpid())"
+    let hosts = try Contenders("flslow", cluster)
+    defer { dispose(hosts.a, hosts.b) }
     // A lease of 500 ms and a computation of 4 of them: renewals keep it.
     let opts = ComputeOptions(waitTimeout: 20, maxPollInterval: 0.01, fleetWide: true, leaseDuration: 0.5)
-    async let first = a.object(forKey: "k", expires: .seconds(60), options: opts) {
-      try raw.call("INCR", counter)
-      try await Task.sleep(nanoseconds: 2_000_000_000)
-      return "slow"
-    }
+    async let first = hosts.a.object(
+      forKey: "k", expires: .seconds(60), options: opts, orCompute: hosts.counted("slow", taking: 2_000_000_000))
     // b asks once a's lease is taken (the counter moved).
-    #expect(try await eventuallyAsync(20) { (try? raw.call("GET", counter).string) == "1" })
-    let second = try await b.object(forKey: "k", expires: .seconds(60), options: opts) {
-      try raw.call("INCR", counter)
-      return "fast"
-    }
+    #expect(try await hosts.computing())
+    let second = try await hosts.b.object(
+      forKey: "k", expires: .seconds(60), options: opts, orCompute: hosts.counted("fast"))
     let f = try await first
     #expect(f.value == "slow" && !f.fromCache)
     #expect(second.value == "slow" && second.fromCache)
-    #expect(try raw.call("GET", counter).string == "1", "computed once")
+    #expect(try hosts.raw.call("GET", hosts.counter).string == "1", "computed once")
   }
 
   /// With `serveStale`, a caller that finds another owner's lease gets the stale copy of
   /// the last value computed under a lease at once, without computing; without it, the
   /// caller waits for the owner's new value.
   @Test func aWaiterServesTheStaleCopyWhileAnotherOwnerRecomputes() async throws {
-    let prefix = "flstale\(getpid()):"
-    let a = try makeClusterHost(cluster, prefix: prefix)
-    let b = try makeClusterHost(cluster, prefix: prefix)
+    let hosts = try Contenders("flstale", cluster)
+    let (prefix, a, b, raw, counter) = (hosts.prefix, hosts.a, hosts.b, hosts.raw, hosts.counter)
     defer { dispose(a, b) }
-    let raw = try RedisClient(url: cluster.url())
-    let counter = "flstalecount\(getpid())"
     let opts = ComputeOptions(
       waitTimeout: 20, serveStale: true, maxPollInterval: 0.01, fleetWide: true, leaseDuration: 5, staleFor: 30)
     let first = try await a.object(forKey: "k", expires: .seconds(0.3), options: opts) { "v1" }
@@ -92,13 +112,10 @@ struct FleetLeaseTests {
     #expect(try raw.call([Array("GET".utf8), staleKey]).string == "v1")
     // v1 expires in Redis (its stale copy lives 30 s more).
     #expect(try await eventuallyAsync(10) { (try? raw.call("EXISTS", prefix + "k")) == .integer(0) })
-    async let second = a.object(forKey: "k", expires: .seconds(60), options: opts) {
-      try raw.call("INCR", counter)
-      try await Task.sleep(nanoseconds: 1_500_000_000)
-      return "v2"
-    }
+    async let second = a.object(
+      forKey: "k", expires: .seconds(60), options: opts, orCompute: hosts.counted("v2", taking: 1_500_000_000))
     // Once a holds the lease (its computation started):
-    #expect(try await eventuallyAsync(20) { (try? raw.call("GET", counter).string) == "1" })
+    #expect(try await hosts.computing())
     let stale = try await b.object(forKey: "k", expires: .seconds(60), options: opts) {
       Issue.record("b computed while a held the lease")
       return "b"
@@ -142,10 +159,7 @@ struct FleetLeaseTests {
     _ = FileManager.default.createFile(atPath: go, contents: nil)
     defer {
       unlink(go)
-      for f in files {
-        unlink(f)
-        unlink(f + ".holder")
-      }
+      for f in files { TestFiles.cleanup(f) }
     }
     var killed: Int32? = nil
     if slow {

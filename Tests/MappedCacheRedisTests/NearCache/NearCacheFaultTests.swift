@@ -36,10 +36,7 @@ struct NearCacheFaultTests {
     let proxy = try FaultProxy(to: server.port)
     defer { proxy.stop() }
     let path = TestFiles.tempPath("redis-fault")
-    defer {
-      unlink(path)
-      unlink(path + ".holder")
-    }
+    defer { TestFiles.cleanup(path) }
     let remote = try RedisCache<String>(
       url: proxy.url, keyPrefix: "t:",
       options: RedisOptions(connectTimeout: 0.3, commandTimeout: 0.3))

@@ -273,10 +273,7 @@ struct NearCacheInProcessTests {
     let server = try RedisServer.forTest()
     defer { server.stop() }
     let path = TestFiles.tempPath("redis-limits")
-    defer {
-      unlink(path)
-      unlink(path + ".holder")
-    }
+    defer { TestFiles.cleanup(path) }
     let remote = try RedisCache<String>(
       url: server.url, keyPrefix: "t:",
       options: RedisOptions(limits: RESPLimits(maxBulkLength: 1000)))

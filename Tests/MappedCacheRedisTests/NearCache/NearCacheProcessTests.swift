@@ -23,10 +23,7 @@ func stopWorkers(_ workers: [ChildProcess], removing hostPaths: [String]) {
     w.kill()
     w.wait()
   }
-  for p in hostPaths {
-    unlink(p)
-    unlink(p + ".holder")
-  }
+  for p in hostPaths { TestFiles.cleanup(p) }
 }
 
 /// Clients of `server` with client tracking on, from `CLIENT LIST` (flag `t`).
@@ -183,10 +180,7 @@ struct NearCacheProcessTests {
     let server = try RedisServer.forTest()
     defer { server.stop() }
     let path = TestFiles.tempPath("redis-agent")
-    defer {
-      unlink(path)
-      unlink(path + ".holder")
-    }
+    defer { TestFiles.cleanup(path) }
     let agent = try ChildProcess(Helper.tool, ["agent", path, "--redis", server.unixURL, "--prefix", "a:"])
     defer {
       agent.kill()

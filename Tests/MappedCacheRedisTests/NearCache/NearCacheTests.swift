@@ -48,8 +48,7 @@ func withReadyHost(
 func dispose(_ caches: NearCache<String>...) {
   for c in caches {
     c.close()
-    unlink(c.local.path)
-    unlink(c.local.path + ".holder")
+    TestFiles.cleanup(c.local.path)
   }
 }
 

@@ -48,10 +48,7 @@ import Testing
   @Test(arguments: [true, false])
   func aBatchStoresWhatSingleSetsStore(partitioned: Bool) throws {
     let (pa, pb) = (TestFiles.tempPath("mset-single"), TestFiles.tempPath("mset-batch"))
-    defer {
-      TestFiles.cleanup(pa)
-      TestFiles.cleanup(pb)
-    }
+    defer { TestFiles.cleanup(pa, pb) }
     let options = CoreOptions.make(partitioned: partitioned, capacity: 1 << 20)
     let a = try SharedCache<[UInt8]>(path: pa, capacity: 1 << 20, options: options)
     let b = try SharedCache<[UInt8]>(path: pb, capacity: 1 << 20, options: options)

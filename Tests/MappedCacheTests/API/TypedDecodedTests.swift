@@ -42,10 +42,8 @@ import Testing
   /// nobody wrote since decodes nothing, and every overwrite, removal, re-add (even of
   /// identical bytes) and expiry is seen by the next read. In one partition and several.
   @Test(arguments: [false, true]) func hotReadsDecodeOnceAndSeeEveryWrite(partitioned: Bool) throws {
-    let p = TestFiles.tempPath("dv-hot")
+    let (reader, p) = try SharedCache<CountedRecord>.scratch("dv-hot", options: Self.options(partitioned: partitioned))
     defer { TestFiles.cleanup(p) }
-    let reader = try SharedCache<CountedRecord>(
-      path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
     let r1 = CountedRecord(key: "k", counter: 1)
     let r2 = CountedRecord(key: "k", counter: 2)
@@ -91,10 +89,9 @@ import Testing
   /// overwrite, rewrite of identical bytes, removal and expiry by another handle is
   /// seen by the next batch, which decodes exactly the keys rewritten.
   @Test(arguments: [false, true]) func batchReadsUseKeptValuesAndSeeEveryWrite(partitioned: Bool) throws {
-    let p = TestFiles.tempPath("dv-batch")
+    let (reader, p) = try SharedCache<CountedRecord>.scratch(
+      "dv-batch", options: Self.options(partitioned: partitioned))
     defer { TestFiles.cleanup(p) }
-    let reader = try SharedCache<CountedRecord>(
-      path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     let writer = try SharedCache<CountedRecord>(path: p, policy: OpenPolicy(decodedValues: .off))
     let keys = (0..<40).map { "bk\($0)" }
     var want: [String: CountedRecord] = [:]
@@ -151,9 +148,8 @@ import Testing
   /// Keys spread over the sets and stripes: a thousand keys fit the default limits, and
   /// reading them again decodes (almost) nothing.
   @Test func manyKeysAreKept() throws {
-    let p = TestFiles.tempPath("dv-spread")
+    let (c, p) = try SharedCache<CountedRecord>.scratch("dv-spread", options: CacheOptions(capacity: 8 << 20))
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<CountedRecord>(path: p, capacity: 8 << 20)
     let keys = (0..<1000).map { "spread-key-\($0)" }
     for (i, k) in keys.enumerated() { try c.setObject(CountedRecord(key: k, counter: i), forKey: k) }
     for (i, k) in keys.enumerated() { #expect(try c.object(forKey: k)?.counter == i) }
@@ -198,9 +194,8 @@ import Testing
   /// every value is whole and that no key's counter goes backwards for them; at the end
   /// every key reads its last value.
   @Test func manyThreadsShareOneHandle() throws {
-    let p = TestFiles.tempPath("dv-threads")
+    let (cache, p) = try SharedCache<CountedRecord>.scratch("dv-threads", options: CacheOptions(capacity: 4 << 20))
     defer { TestFiles.cleanup(p) }
-    let cache = try SharedCache<CountedRecord>(path: p, capacity: 4 << 20)
     let keys = (0..<16).map { "t\($0)" }
     for k in keys { try cache.setObject(CountedRecord(key: k, counter: 0), forKey: k) }
     let rounds = 300
@@ -241,9 +236,8 @@ import Testing
   /// counter older than one seen before, nor, once the removal after counter `a` is
   /// acknowledged, a counter up to `a`.
   @Test func otherProcessWritesWhileReadersHammer() throws {
-    let p = TestFiles.tempPath("dv-mp")
+    let (cache, p) = try SharedCache<CountedRecord>.scratch("dv-mp", options: CacheOptions(capacity: 4 << 20))
     defer { TestFiles.cleanup(p) }
-    let cache = try SharedCache<CountedRecord>(path: p, capacity: 4 << 20)
     let rounds = 6000
     let writer = try ChildProcess(
       TestFiles.binary("mc-test-helper"), ["decoded-writer", p, "hot", "\(rounds)", "97"])
@@ -302,9 +296,8 @@ import Testing
   /// A counter changes where it stands: no record is appended and no slot moves, while
   /// every change takes a new version; overflow and bad bytes change nothing.
   @Test(arguments: [true, false]) func incrementRewritesInPlace(partitioned: Bool) throws {
-    let p = TestFiles.tempPath("dv-inplace")
+    let (c, p) = try SharedCache<Int>.scratch("dv-inplace", options: Self.options(partitioned: partitioned))
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     #expect(try c.increment(forKey: "n") == 1)
     let k = Array("n".utf8)
     let first = try #require(try k.withUnsafeBytes { try c.engine._find($0) })
@@ -348,9 +341,8 @@ import Testing
   }
 
   @Test(arguments: [true, false]) func incrementsFromSeveralProcessesSumExactly(partitioned: Bool) throws {
-    let p = TestFiles.tempPath("dv-incr-mp")
+    let (c, p) = try SharedCache<Int>.scratch("dv-incr-mp", options: Self.options(partitioned: partitioned))
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     try c.setObject(0, forKey: "hits")
     let k = Array("hits".utf8)
     let offset = try #require(try k.withUnsafeBytes { try c.engine._find($0) }).entry.offset
@@ -373,9 +365,8 @@ import Testing
   /// takes the lock over and repairs the slot as it repairs any half-written one (the
   /// counter being written is lost, as a set's entry is), and other entries are kept.
   @Test(arguments: [true, false]) func killedMidIncrementIsRepaired(partitioned: Bool) throws {
-    let p = TestFiles.tempPath("dv-incr-kill")
+    let (c, p) = try SharedCache<Int>.scratch("dv-incr-kill", options: Self.options(partitioned: partitioned))
     defer { TestFiles.cleanup(p) }
-    let c = try SharedCache<Int>(path: p, capacity: 4 << 20, options: Self.options(partitioned: partitioned))
     try c.setObject(41, forKey: "n")
     try c.setObject(7, forKey: "other")
     let before = c.statistics

@@ -23,20 +23,28 @@ import Testing
   static let extraFlags: [String] =
     (ProcessInfo.processInfo.environment["MC_TEST_CFLAGS"] ?? "").split(separator: " ").map(String.init)
 
-  @Test func cProgramCallsEveryFunctionWithGoodAndBadArguments() throws {
+  /// Builds the C program Tests/CABI/`name`.c against libmappedcache.so and its header
+  /// (`flags` added: options, and libraries after the source) as a file under /tmp, and
+  /// returns its path, which the caller removes.
+  static func buildProgram(_ name: String, flags: [String] = []) throws -> String {
     let library = TestFiles.binDir + "/libmappedcache.so"
     try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built (swift build builds it)")
-    let cc = try #require(Self.compiler, "no C compiler (cc or clang) on this machine")
-    let program = "/tmp/mc-abi-test-\(getpid())"
-    defer { unlink(program) }
+    let cc = try #require(compiler, "no C compiler (cc or clang) on this machine")
+    let program = "/tmp/mc-\(name)-\(getpid())"
     let compile = try ChildProcess.run(
       cc,
       [
-        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread",
-        "-I", Self.repository + "/Sources/CMappedCacheABI/include", Self.repository + "/Tests/CABI/abi_test.c",
-        "-L", TestFiles.binDir, "-lmappedcache", "-Wl,-rpath," + TestFiles.binDir, "-lm", "-o", program,
-      ] + Self.extraFlags)
+        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1",
+        "-I", repository + "/Sources/CMappedCacheABI/include", repository + "/Tests/CABI/\(name).c",
+        "-L", TestFiles.binDir, "-lmappedcache", "-Wl,-rpath," + TestFiles.binDir, "-o", program,
+      ] + flags + extraFlags)
     try #require(compile.status == 0, "cc failed: \(compile.stderr)")
+    return program
+  }
+
+  @Test func cProgramCallsEveryFunctionWithGoodAndBadArguments() throws {
+    let program = try Self.buildProgram("abi_test", flags: ["-pthread", "-lm"])
+    defer { unlink(program) }
     let prefix = "/dev/shm/mctest-cabi-\(getpid())"
     let r = try ChildProcess.run(program, [prefix], timeout: 180)
     #expect(!r.signaled, "abi_test died by signal \(r.status): \(r.stderr)")

@@ -24,6 +24,20 @@ final class CoreFlag: Sendable {
 }
 
 @Suite struct CoreConcurrencyTests {
+  /// Expects the cache's full check to pass and every value it holds to be the whole
+  /// value of its key; the check's report.
+  @discardableResult
+  private func expectSoundAndWhole(_ cache: SharedCache<[UInt8]>) -> VerifyReport {
+    let r = cache.check()
+    #expect(r.ok, "\(r.problems)")
+    cache.engine.forEachEntry(values: true) { e in
+      let key = String(decoding: e.key, as: UTF8.self)
+      #expect(CoreValue.check(e.value!, key: key), "\(key)")
+      return true
+    }
+    return r
+  }
+
   /// Runs `body` on another thread and waits at most `timeout` for it.
   private func finishes(within timeout: TimeInterval, _ body: @escaping @Sendable () throws -> Void) -> (
     done: Bool, error: (any Error)?
@@ -49,11 +63,9 @@ final class CoreFlag: Sendable {
 
   @Test(arguments: [false, true])
   func manyThreadsShareOneCache(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("conc-threads")
-    defer { TestFiles.cleanup(path) }
     // Small enough that eviction runs while threads read.
-    let cache = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
+    let (cache, path) = try coreCache("conc-threads", partitioned: partitioned, capacity: 2 << 20)
+    defer { TestFiles.cleanup(path) }
     let maxSize = partitioned ? 120 : 3000
     let threads = 8
     let opsPerThread = 4000
@@ -98,14 +110,8 @@ final class CoreFlag: Sendable {
     // Counters updated under the write lock: exact only if writers never overlapped.
     #expect(s.sets == sets.value)
     #expect(s.removals == removes.value)
-    let r = cache.check()
-    #expect(r.ok, "\(r.problems)")
+    let r = expectSoundAndWhole(cache)
     #expect(r.entries == s.entries && r.liveBytes == s.liveBytes)
-    cache.engine.forEachEntry(values: true) { e in
-      let key = String(decoding: e.key, as: UTF8.self)
-      #expect(CoreValue.check(e.value!, key: key), "\(key)")
-      return true
-    }
   }
 
   @Test func threadsWithTheirOwnHandlesExcludeEachOther() throws {
@@ -132,13 +138,7 @@ final class CoreFlag: Sendable {
     }
     #expect(failures.value == 0)
     #expect(first.statistics.sets == threads * perThread)
-    let r = first.check()
-    #expect(r.ok, "\(r.problems)")
-    first.engine.forEachEntry(values: true) { e in
-      let key = String(decoding: e.key, as: UTF8.self)
-      #expect(CoreValue.check(e.value!, key: key), "\(key)")
-      return true
-    }
+    expectSoundAndWhole(first)
   }
 
   /// Threads of one handle exclude each other in both lock modes: in `.sharedWord` by
@@ -364,13 +364,7 @@ final class CoreFlag: Sendable {
     #expect(s.removals - before.removals == removes)
     #expect(s.evictions > before.evictions, "the run was meant to evict")
     #expect(s.recoveries == 0 && s.lockTakeovers == 0, "nobody died")
-    let r = cache.check()
-    #expect(r.ok, "\(r.problems)")
-    cache.engine.forEachEntry(values: true) { e in
-      let key = String(decoding: e.key, as: UTF8.self)
-      #expect(CoreValue.check(e.value!, key: key), "\(key)")
-      return true
-    }
+    expectSoundAndWhole(cache)
   }
 
   /// Writers are SIGKILLed again and again, at random moments (often holding the write

@@ -96,11 +96,10 @@ import Testing
   /// answers a longer one with `valueTooLarge`, through both APIs, before and after a
   /// repair.
   @Test func aValueLimitOfZeroStoresOnlyEmptyValues() throws {
-    let path = TestFiles.tempPath("ent-limit0")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ent-limit0", options: CacheOptions(capacity: 1 << 20)) {
+      $0.maxValueSize = 0
+    }
     defer { TestFiles.cleanup(path) }
-    var o = CacheOptions(capacity: 1 << 20)
-    o.maxValueSize = 0
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     #expect(c.maxValueSize == 0)
     try c.setObject([], forKey: "empty")
     #expect(throws: CacheError.valueTooLarge(size: 1, limit: 0)) { try c.setObject([1], forKey: "one") }
@@ -117,10 +116,8 @@ import Testing
 
   @Test(arguments: [false, true])
   func valuesOfVeryDifferentSizesShareOneTable(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ent-sizes")
+    let (c, path) = try coreCache("ent-sizes", partitioned: partitioned, capacity: 16 << 20)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 16 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 16 << 20))
     // Around each record form's limits too (values of 255, 256, 65535 and 65536 bytes).
     let sizes = [
       0, 1, 2, 7, 8, 9, 31, 32, 33, 60, 66, 67, 68, 69, 70, 74, 75, 80, 255, 256, 257, 1000, 4095, 4096,

@@ -31,12 +31,10 @@ import Testing
 
   @Test(arguments: [false, true])
   func sustainedInsertsFarBeyondCapacityStayConsistent(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ev-sustained")
-    defer { TestFiles.cleanup(path) }
     // 2 MiB by default; MC_CORE_SUSTAINED_MIB=64 measures a larger cache (slow in debug).
     let cap = (Int(ProcessInfo.processInfo.environment["MC_CORE_SUSTAINED_MIB"] ?? "") ?? 2) << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
+    let (c, path) = try coreCache("ev-sustained", partitioned: partitioned, capacity: cap)
+    defer { TestFiles.cleanup(path) }
     // Small values in several partitions, 100-1000 B in one.
     let sizes = partitioned ? 1...120 : 100...1000
     // 5x capacity first, then 45x more: the index's shape must not degrade with churn.
@@ -68,11 +66,9 @@ import Testing
   /// have room.
   @Test(arguments: [false, true])
   func tinyEntriesFillTheFilesBytes(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("ev-tiny")
-    defer { TestFiles.cleanup(path) }
     let cap = 1 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: partitioned, capacity: cap))
+    let (c, path) = try coreCache("ev-tiny", partitioned: partitioned, capacity: cap)
+    defer { TestFiles.cleanup(path) }
     let perEntry = 36  // a ~10-byte key, 4 value bytes on average, 9 of header, ~9 of index
     var rng = SplitMix(5)
     for n in 0..<(10 * cap / perEntry) {
@@ -97,11 +93,9 @@ import Testing
   /// Large entries: the index gives back the space it took for small ones, and the file
   /// fills with large entries' bytes.
   @Test func theIndexShrinksWhenEntriesGrow() throws {
-    let path = TestFiles.tempPath("ev-shrink")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let (c, path) = try coreCache("ev-shrink", capacity: cap)
+    defer { TestFiles.cleanup(path) }
     for n in 0..<(3 * cap / 40) { try c.setObject([UInt8](repeating: 1, count: 8), forKey: "small-\(n)") }
     let small = c.statistics
     for n in 0..<(3 * cap / 1000) { try c.setObject([UInt8](repeating: 2, count: 1000), forKey: "large-\(n)") }
@@ -115,9 +109,8 @@ import Testing
   /// Values from 0 bytes to the cache's value limit, in a small cache: every set succeeds,
   /// the newest value is always readable, and the file stays consistent.
   @Test func setNeverFailsForLackOfSpaceWithLargeValues() throws {
-    let path = TestFiles.tempPath("ev-large")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-large", options: CacheOptions(capacity: 1 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     let limit = c.maxValueSize
     var rng = SplitMix(17)
     let pattern = [UInt8]((0..<limit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
@@ -146,9 +139,8 @@ import Testing
   /// and values once the cache is full (checked at every sample after the first eviction).
   @Test(arguments: [4 << 20, 16 << 20])
   func memoryEfficiencyOnceFull(capacity: Int) throws {
-    let path = TestFiles.tempPath("ev-fill")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-fill", options: CacheOptions(capacity: capacity))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: capacity)
     var lowest = 1.0
     var full = false
     try churn(c, bytes: 3 * capacity, sizes: 100...1000, seed: UInt64(capacity)) { n in
@@ -177,10 +169,9 @@ import Testing
   /// earns main, as S3-FIFO's threshold asks, and main turns over): the hot set
   /// survives, its never-read peers do not.
   @Test func referencedEntriesSurviveEvictionBetter() throws {
-    let path = TestFiles.tempPath("ev-ref")
-    defer { TestFiles.cleanup(path) }
     let cap = 4 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-ref", options: CacheOptions(capacity: cap))
+    defer { TestFiles.cleanup(path) }
     let hot = (0..<400).map { "hot-\($0)" }
     let peers = (0..<400).map { "peer-\($0)" }
     for (h, p) in zip(hot, peers) {
@@ -215,11 +206,9 @@ import Testing
   /// chance, however many there are in a row (up to the call's 256 KiB budget). With a
   /// budget of 64 copies alone, the 65th hot entry of the run was evicted although read.
   @Test func aLongRunOfHotEntriesSurvivesTheHand() throws {
-    let path = TestFiles.tempPath("ev-run")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: cap, options: CoreOptions.make(partitioned: false, capacity: cap))
+    let (c, path) = try coreCache("ev-run", capacity: cap)
+    defer { TestFiles.cleanup(path) }
     let hot = (0..<200).map { "hot-\($0)" }
     for h in hot { try c.setObject([UInt8](repeating: 3, count: 200), forKey: h) }
     var n = 0
@@ -252,10 +241,9 @@ import Testing
   /// of the space) overwritten with new sizes until 20 × the capacity went through the
   /// logs, some read once and none twice, are all there, and nothing was evicted.
   @Test func churnInARoomyCacheEvictsNothing() throws {
-    let path = TestFiles.tempPath("ev-roomy")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-roomy", options: CacheOptions(capacity: cap))
+    defer { TestFiles.cleanup(path) }
     var rng = SplitMix(31)
     var written = 0
     var latest = [Int](repeating: 0, count: 400)
@@ -278,10 +266,9 @@ import Testing
   /// newest entries, not the first fill. (Entries that got into main unread while the
   /// cache filled are displaced by unread newcomers; read entries are not.)
   @Test func unreadStreamKeepsTheNewestEntries() throws {
-    let path = TestFiles.tempPath("ev-unread")
-    defer { TestFiles.cleanup(path) }
     let cap = 2 << 20
-    let c = try SharedCache<[UInt8]>(path: path, capacity: cap)
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-unread", options: CacheOptions(capacity: cap))
+    defer { TestFiles.cleanup(path) }
     var keys: [String] = []
     var rng = SplitMix(29)
     var bytes = 0
@@ -304,9 +291,8 @@ import Testing
   }
 
   @Test func countLimitIsEnforcedByEviction() throws {
-    let path = TestFiles.tempPath("ev-limit")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("ev-limit", options: CacheOptions(capacity: 2 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 2 << 20)
     for i in 0..<500 { try c.setObject([1, 2, 3], forKey: "k\(i)") }
     try c.setLimits(count: 100)
     #expect(c.statistics.entries <= 100)

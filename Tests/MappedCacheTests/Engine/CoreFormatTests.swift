@@ -375,11 +375,10 @@ import Testing
   /// is released: many handles opened and closed in turn leak neither entries nor
   /// descriptors, counters survive their handles, and a full table is a clear error.
   @Test func handlesComeAndGoWithoutLeaking() throws {
-    let path = TestFiles.tempPath("fmt-handles")
+    let (first, path) = try SharedCache<[UInt8]>.scratch("fmt-handles", options: CacheOptions(capacity: 1 << 20)) {
+      $0.maxProcesses = 4
+    }
     defer { TestFiles.cleanup(path) }
-    var o = CacheOptions(capacity: 1 << 20)
-    o.maxProcesses = 4
-    let first = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
     try first.setObject([1], forKey: "k")
     let fds = Support.openDescriptorCount()
     for _ in 0..<300 {

@@ -9,20 +9,6 @@ import Testing
 /// removal, an overwrite that moved, a shrink's leftover) is listed, and the next record
 /// bound for main that fits takes its bytes rather than the log's head.
 @Suite struct CoreFreeListTests {
-  private func value(_ k: String, _ size: Int, _ seq: Int = 1) -> [UInt8] {
-    CoreValue.make(key: k, writer: 0, seq: seq, size: size)
-  }
-
-  private func cache(_ name: String, capacity: Int = 1 << 20) throws -> (SharedCache<[UInt8]>, String) {
-    let path = TestFiles.tempPath(name)
-    let options = CoreOptions.make(partitioned: false, capacity: capacity)
-    return (try SharedCache<[UInt8]>(path: path, capacity: capacity, options: options), path)
-  }
-
-  private func offset(_ c: SharedCache<[UInt8]>, _ k: String) throws -> Int? {
-    try c.engine.entry(of: k)?.offset
-  }
-
   /// Values larger than a quarter of the small log go to main.
   private static let large = 30_000
 
@@ -30,10 +16,10 @@ import Testing
   /// head, and what it leaves is listed in turn; an overwrite that has to move lists
   /// its old record.
   @Test func deadRecordsInMainAreTakenByTheNextThatFit() throws {
-    let (c, path) = try cache("fl-reuse")
+    let (c, path) = try coreCache("fl-reuse")
     defer { TestFiles.cleanup(path) }
-    for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
-    let b = try #require(try offset(c, "b"))
+    for k in ["a", "b", "c"] { try c.setObject(coreValue(k, Self.large), forKey: k) }
+    let b = try #require(try recordOffset(c, "b"))
     #expect(c.engine.partition(0).logs.id(containing: b) == .main)
     let bSize = try #require(try c.engine.entry(of: "b")).header.size
     try c.removeObject(forKey: "b")
@@ -42,8 +28,8 @@ import Testing
     #expect(r.freeBytes == bSize, "b's record is listed")
 
     let head = c.engine.partition(0).logs.state(.main).head
-    try c.setObject(value("d", Self.large - 1_000), forKey: "d")
-    #expect(try offset(c, "d") == b, "d took b's bytes")
+    try c.setObject(coreValue("d", Self.large - 1_000), forKey: "d")
+    #expect(try recordOffset(c, "d") == b, "d took b's bytes")
     #expect(c.engine.partition(0).logs.state(.main).head == head, "nothing appended")
     let dSize = try #require(try c.engine.entry(of: "d")).header.size
     r = try c.verify()
@@ -52,21 +38,21 @@ import Testing
 
     // An overwrite too large for its bytes, with the head right after it, moves to the
     // head and lists its old record.
-    try c.setObject(value("e", Self.large + 20_000), forKey: "e")
-    let e = try #require(try offset(c, "e"))
+    try c.setObject(coreValue("e", Self.large + 20_000), forKey: "e")
+    let e = try #require(try recordOffset(c, "e"))
     let eSize = try #require(try c.engine.entry(of: "e")).header.size
-    try c.setObject(value("e", Self.large + 25_000, 2), forKey: "e")
-    #expect(try offset(c, "e") != e)
+    try c.setObject(coreValue("e", Self.large + 25_000, 2), forKey: "e")
+    #expect(try recordOffset(c, "e") != e)
     r = try c.verify()
     #expect(r.ok, "\(r.problems)")
     #expect(r.freeBytes >= eSize, "e's old record is listed")
-    try c.setObject(value("f", Self.large + 19_000), forKey: "f")
-    #expect(try offset(c, "f") == e, "f took e's old bytes")
+    try c.setObject(coreValue("f", Self.large + 19_000), forKey: "f")
+    #expect(try recordOffset(c, "f") == e, "f took e's old bytes")
 
-    #expect(try c.object(forKey: "e") == value("e", Self.large + 25_000, 2))
+    #expect(try c.object(forKey: "e") == coreValue("e", Self.large + 25_000, 2))
     #expect(try c.object(forKey: "b") == nil)
     for (k, size) in [("a", Self.large), ("c", Self.large), ("d", Self.large - 1_000), ("f", Self.large + 19_000)] {
-      #expect(try c.object(forKey: k) == value(k, size), "\(k)")
+      #expect(try c.object(forKey: k) == coreValue(k, size), "\(k)")
     }
     #expect(try c.verify().ok)
   }
@@ -75,7 +61,7 @@ import Testing
   /// the tail passes listed records, rewrites in place take them, writes bound for main
   /// take them, and every value read is the last one written for its key, whole.
   @Test func changingSizesInAFullCacheKeepEveryValueWhole() throws {
-    let (c, path) = try cache("fl-churn")
+    let (c, path) = try coreCache("fl-churn")
     defer { TestFiles.cleanup(path) }
     var rng = SplitMix(29)
     var last: [String: [UInt8]] = [:]
@@ -90,7 +76,7 @@ import Testing
         let got = try c.object(forKey: k)
         #expect(got == nil || got == last[k], "\(k) at step \(i)")
       default:
-        let v = value(k, rng.inRange(20...6_019), i)
+        let v = coreValue(k, rng.inRange(20...6_019), i)
         try c.setObject(v, forKey: k)
         last[k] = v
       }
@@ -101,31 +87,28 @@ import Testing
       }
     }
     #expect(sawFree, "records were listed")
-    for (k, v) in last {
-      let got = try c.object(forKey: k)
-      #expect(got == nil || got == v, "\(k)")
-    }
+    try expectLatestOrEvicted(c, last)
   }
 
   /// A writer killed with a free record written but not yet linked (its list's head
   /// not set): the next writer repairs, and the rebuilt list holds it.
   @Test func aFreeRecordLeftUnlinkedByAKillIsListedByRepair() throws {
-    let (c, path) = try cache("fl-kill")
+    let (c, path) = try coreCache("fl-kill")
     defer { TestFiles.cleanup(path) }
-    for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
+    for k in ["a", "b", "c"] { try c.setObject(coreValue(k, Self.large), forKey: k) }
     let b = try #require(try c.engine.entry(of: "b"))
     try c.engine._crashDuring(partition: 0) { part in
       part.policy.remove(b, counting: .removals, part.held)
       part.memory.writeFreeRecord(at: b.offset, size: b.header.size, prev: 0, next: 0, part.held)
     }
     // The next write repairs first.
-    try c.setObject(value("x", 10), forKey: "x")
+    try c.setObject(coreValue("x", 10), forKey: "x")
     let r = try c.verify()
     #expect(r.ok, "\(r.problems)")
     #expect(r.freeBytes == b.header.size)
-    try c.setObject(value("d", Self.large), forKey: "d")
-    #expect(try offset(c, "d") == b.offset)
-    for k in ["a", "c", "d"] { #expect(try c.object(forKey: k) == value(k, Self.large)) }
+    try c.setObject(coreValue("d", Self.large), forKey: "d")
+    #expect(try recordOffset(c, "d") == b.offset)
+    for k in ["a", "c", "d"] { #expect(try c.object(forKey: k) == coreValue(k, Self.large)) }
   }
 
   /// A writer killed while it writes a record into a free record it took (W5, after
@@ -134,11 +117,11 @@ import Testing
   /// off their list and no longer flagged, wait for the tail.)
   @Test(arguments: [0, 1, 2, 3])
   func aWriteIntoAFreeRecordKilledMidwayLosesNothing(steps: Int) throws {
-    let (c, path) = try cache("fl-kill-write-\(steps)")
+    let (c, path) = try coreCache("fl-kill-write-\(steps)")
     defer { TestFiles.cleanup(path) }
-    for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
+    for k in ["a", "b", "c"] { try c.setObject(coreValue(k, Self.large), forKey: k) }
     try c.removeObject(forKey: "b")
-    let newValue = value("d", Self.large - 2_000)
+    let newValue = coreValue("d", Self.large - 2_000)
     try c.engine._crashDuring(partition: 0) { part in
       try Array("d".utf8).withUnsafeBytes { kb in
         try newValue.withUnsafeBytes { vb in
@@ -153,7 +136,7 @@ import Testing
     let r = try c.verify(repair: true)
     #expect(try c.verify().ok, "after repair: \(r.problems)")
     #expect(try c.object(forKey: "d") == nil, "never published")
-    for k in ["a", "c"] { #expect(try c.object(forKey: k) == value(k, Self.large), "\(k)") }
+    for k in ["a", "c"] { #expect(try c.object(forKey: k) == coreValue(k, Self.large), "\(k)") }
     try c.setObject(newValue, forKey: "d")
     #expect(try c.object(forKey: "d") == newValue)
     let after = try c.verify()
@@ -164,9 +147,9 @@ import Testing
   /// anything is written there: the writer repairs, every other entry stays, and the
   /// write goes ahead.
   @Test func aDamagedListHeadLosesNothing() throws {
-    let (c, path) = try cache("fl-damage")
+    let (c, path) = try coreCache("fl-damage")
     defer { TestFiles.cleanup(path) }
-    for k in ["a", "b", "c"] { try c.setObject(value(k, Self.large), forKey: k) }
+    for k in ["a", "b", "c"] { try c.setObject(coreValue(k, Self.large), forKey: k) }
     try c.removeObject(forKey: "b")
     let a = try #require(try c.engine.entry(of: "a"))
     let part = c.engine.partition(0)
@@ -178,10 +161,9 @@ import Testing
         word.load(.relaxed) & ~(0xFFFF_FFFF << UInt64(32 * (cls & 1))) | at << UInt64(32 * (cls & 1)), .relaxed)
     }
     #expect(try !c.verify().ok, "the damage is reported")
-    try c.setObject(value("d", Self.large - 100), forKey: "d")
-    #expect(try c.object(forKey: "d") == value("d", Self.large - 100))
-    for k in ["a", "c"] { #expect(try c.object(forKey: k) == value(k, Self.large), "\(k)") }
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try c.setObject(coreValue("d", Self.large - 100), forKey: "d")
+    #expect(try c.object(forKey: "d") == coreValue("d", Self.large - 100))
+    for k in ["a", "c"] { #expect(try c.object(forKey: k) == coreValue(k, Self.large), "\(k)") }
+    try expectVerifies(c)
   }
 }

@@ -231,10 +231,8 @@ import Testing
   /// and the closure read re-sizes its buffer when the value grows between probes.
   @Test(arguments: [false, true])
   func readsSeeWholeValuesWhileTheirSizeChanges(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("rd-flip")
+    let (c, path) = try coreCache("rd-flip", partitioned: partitioned, capacity: 8 << 20)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 8 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 8 << 20))
     // Short values and long ones, each length a different record form.
     let sizes = [12, 300, 40, 70_000, 70, 257, 5_000]
     let values = sizes.enumerated().map {
@@ -282,12 +280,10 @@ import Testing
   /// it, not report a miss because its entry moved between the reader's two probes.
   @Test(arguments: [false, true])
   func presentKeysAreFoundWhileEntriesMoveBetweenBuckets(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("rd-moves")
-    defer { TestFiles.cleanup(path) }
     // The index kept near its growth point (95 % of its slots): most new keys find both
     // buckets full and move an entry; a large log, so nothing is evicted.
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 32 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 32 << 20))
+    let (c, path) = try coreCache("rd-moves", partitioned: partitioned, capacity: 32 << 20)
+    defer { TestFiles.cleanup(path) }
     var n = 0
     while c.statistics.entries < c.statistics.maxEntries - 200 {
       try c.setObject(Array("stable-\(n)".utf8), forKey: "stable-\(n)")
@@ -350,10 +346,8 @@ import Testing
   /// short-lived entries and sweeps the expired ones: never a wrong or torn value.
   @Test(arguments: [false, true])
   func readsStayWholeDuringRemoveAllAndSweeps(partitioned: Bool) throws {
-    let path = TestFiles.tempPath("rd-clear")
+    let (c, path) = try coreCache("rd-clear", partitioned: partitioned, capacity: 2 << 20)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(
-      path: path, capacity: 2 << 20, options: CoreOptions.make(partitioned: partitioned, capacity: 2 << 20))
     let stop = CoreFlag()
     let rounds = CoreCounter()
     let writer = Thread {

@@ -15,15 +15,6 @@ import Testing
 @Suite struct CoreRecoveryTests {
   private func value(_ k: String) -> [UInt8] { CoreValue.make(key: k, writer: 0, seq: 0, size: 40) }
 
-  /// A one-partition cache of `capacity` bytes.
-  private func cache(_ name: String, capacity: Int = 1 << 20) throws -> (SharedCache<[UInt8]>, String) {
-    let path = TestFiles.tempPath(name)
-    return (
-      try SharedCache<[UInt8]>(
-        path: path, capacity: capacity, options: CoreOptions.make(partitioned: false, capacity: capacity)), path
-    )
-  }
-
   /// Runs `body` as a writer of the one partition that then dies (`_crashDuring`), with
   /// `key`'s entry found and a set of `newValue` prepared (its bytes `kb`, `vb`).
   private func crashDuringSet(
@@ -57,7 +48,7 @@ import Testing
     _ name: String, capacity: Int = 1 << 20, keys: Keys,
     _ body: (SharedCache<[UInt8]>, CacheEngine, [String]) throws -> Void
   ) throws {
-    let (c, path) = try cache(name, capacity: capacity)
+    let (c, path) = try coreCache(name, capacity: capacity)
     defer { TestFiles.cleanup(path) }
     let ks: [String]
     switch keys {
@@ -107,7 +98,7 @@ import Testing
   /// trap, found by `scripts/fuzz-long.sh`, seed 0x6e884283be371d0b), but see the damage
   /// (`RecordLogs.areSane`) and repair first.
   @Test func aDamagedPendingLimitIsRepairedNotFollowed() throws {
-    let (c, path) = try cache("rec-pending")
+    let (c, path) = try coreCache("rec-pending")
     defer { TestFiles.cleanup(path) }
     let before = (0..<200).map { "p\($0)" }
     for k in before { try c.setObject(value(k), forKey: k) }
@@ -123,8 +114,7 @@ import Testing
     #expect(c.statistics.recoveries >= 1)
     #expect(c.engine.partition(0).logs.pendingLimit != 319)
     for k in after.suffix(100) { #expect(try c.object(forKey: k) == value(k), "\(k) lost after repair") }
-    let r = try c.verify()
-    #expect(r.ok, "\(r.problems)")
+    try expectVerifies(c)
   }
 
   /// A set killed inside W6, its bucket odd and the slot's word already naming the new

@@ -2,6 +2,7 @@ import CheckedValues
 import Foundation
 import Glibc
 import TestSupport
+import Testing
 
 @testable import MappedCache
 
@@ -51,6 +52,46 @@ enum CoreOptions {
     o.partitionCount = partitioned ? max(1, min(4, capacity / (512 << 10))) : 1
     return o
   }
+}
+
+/// A self-checking value of `size` bytes for `key`, the `seq`th that writer 0 stores.
+func coreValue(_ key: String, _ size: Int, _ seq: Int = 1) -> [UInt8] {
+  CoreValue.make(key: key, writer: 0, seq: seq, size: size)
+}
+
+/// Where `key`'s record starts in its log (nil when the key is not stored).
+func recordOffset(_ c: SharedCache<[UInt8]>, _ key: String) throws -> Int? {
+  try c.engine.entry(of: key)?.offset
+}
+
+/// Expects `verify` to find nothing wrong in the cache (what it found is the message).
+func expectVerifies(_ c: SharedCache<[UInt8]>, sourceLocation: SourceLocation = #_sourceLocation) throws {
+  let r = try c.verify()
+  #expect(r.ok, "\(r.problems)", sourceLocation: sourceLocation)
+}
+
+/// Expects each key of `latest` to hold the value there or none (evicted); how many hold it.
+@discardableResult
+func expectLatestOrEvicted(
+  _ c: SharedCache<[UInt8]>, _ latest: [String: [UInt8]], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> Int {
+  var present = 0
+  for (k, v) in latest {
+    guard let got = try c.object(forKey: k) else { continue }
+    #expect(got == v, "\(k)", sourceLocation: sourceLocation)
+    present += 1
+  }
+  return present
+}
+
+/// A new cache of one of the two shapes (`CoreOptions.make`), `adjust` changing its
+/// options first, at a fresh temporary path: the cache and the path, which the test
+/// removes when done (`defer { TestFiles.cleanup(path) }`).
+func coreCache(
+  _ tag: String, partitioned: Bool = false, capacity: Int = 1 << 20, adjust: (inout CacheOptions) -> Void = { _ in }
+) throws -> (SharedCache<[UInt8]>, String) {
+  try SharedCache<[UInt8]>.scratch(
+    tag, options: CoreOptions.make(partitioned: partitioned, capacity: capacity), adjust: adjust)
 }
 
 extension CacheEngine {

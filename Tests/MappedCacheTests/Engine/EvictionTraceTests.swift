@@ -208,10 +208,7 @@ private struct ReferencePolicy {
   @Test func aSecondReplayIntoTheSameFileHitsWhatTheFirstStored() throws {
     let file = TestFiles.tempPath("trace-again").replacingOccurrences(of: ".mcache", with: ".txt")
     let path = TestFiles.tempPath("trace-again")
-    defer {
-      TestFiles.cleanup(file)
-      TestFiles.cleanup(path)
-    }
+    defer { TestFiles.cleanup(file, path) }
     let keys = (0..<300).map { "k\($0 % 100)" }
     try (keys.joined(separator: "\n") + "\n").write(toFile: file, atomically: false, encoding: .utf8)
     var hits: [Int] = []
@@ -223,6 +220,19 @@ private struct ReferencePolicy {
       hits.append((json["hits"] as? NSNumber)?.intValue ?? -1)
     }
     #expect(hits == [200, 300], "first pass: 100 misses; second: all hits")
+  }
+
+  /// A new 4 MiB cache at a fresh temporary path that holds at most `count` entries, and
+  /// the path, which the test removes when done.
+  private func countLimited(_ tag: String, count: Int) throws -> (SharedCache<[UInt8]>, String) {
+    let (c, path) = try SharedCache<[UInt8]>.scratch(tag, options: CacheOptions(capacity: 4 << 20))
+    do {
+      try c.setLimits(count: count)
+    } catch {
+      TestFiles.cleanup(path)
+      throw error
+    }
+    return (c, path)
   }
 
   /// Where `key`'s record lives, or nil when absent.
@@ -238,10 +248,8 @@ private struct ReferencePolicy {
   /// since) is forgotten and starts in small again. Hot keys read between the sets keep
   /// main's tail read, so small's unread tail is evicted to the ghost, not displacing.
   @Test func aGhostHitGoesToMainAndAnOldGhostIsForgotten() throws {
-    let path = TestFiles.tempPath("ghost-main")
+    let (c, path) = try countLimited("ghost-main", count: 32)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    try c.setLimits(count: 32)
     let v: [UInt8] = [1, 2, 3]
     let hot = (0..<24).map { "h\($0)" }
     for h in hot {
@@ -273,10 +281,8 @@ private struct ReferencePolicy {
   /// fills (and while they displace those): after the first 1,000, none is promoted and
   /// every one left is in small.
   @Test func oneHitWondersStayOutOfMain() throws {
-    let path = TestFiles.tempPath("one-hit")
+    let (c, path) = try countLimited("one-hit", count: 200)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    try c.setLimits(count: 200)
     let v: [UInt8] = [9, 9]
     for i in 0..<150 {
       try c.setObject(v, forKey: "hot\(i)")
@@ -304,10 +310,8 @@ private struct ReferencePolicy {
   /// fill, promoted unread while small held its twelfth, is displaced, and so is every
   /// later generation (no reuse was ever seen, so recency is all there is to go by).
   @Test func aCacheNobodyReadsKeepsTheNewestUnderACountLimit() throws {
-    let path = TestFiles.tempPath("unread-count")
+    let (c, path) = try countLimited("unread-count", count: 200)
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, capacity: 4 << 20)
-    try c.setLimits(count: 200)
     for i in 0..<2000 { try c.setObject([5], forKey: "u\(i)") }
     #expect(c.statistics.entries == 200)
     let newest = try (1800..<2000).filter { try c.object(forKey: "u\($0)") != nil }.count

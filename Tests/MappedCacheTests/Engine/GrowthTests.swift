@@ -23,9 +23,8 @@ import Testing
   }
 
   @Test func growingKeepsEveryEntryAndAddsPartitions() throws {
-    let path = TestFiles.tempPath("grow")
+    let (c, path) = try SharedCache<String>.scratch("grow", options: Self.options(4 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
     #expect(c.partitionCount == 2)
     #expect(c.maxCapacity == 256 << 20, "the default most capacity is 64 × the capacity")
     let n = 6000
@@ -57,9 +56,8 @@ import Testing
   /// A handle opened before growth reads entries written after it into the new
   /// partitions, and its own writes land where every other handle finds them.
   @Test func aHandleOpenedBeforeGrowthFollowsIt() throws {
-    let path = TestFiles.tempPath("grow-old")
+    let (old, path) = try SharedCache<String>.scratch("grow-old", options: Self.options(4 << 20))
     defer { TestFiles.cleanup(path) }
-    let old = try SharedCache<String>(path: path, options: Self.options(4 << 20))
     for i in 0..<2000 { try old.setObject(Self.value(i), forKey: Self.key(i)) }
     let grower = try SharedCache<String>(path: path)
     try grower.grow(toCapacity: 16 << 20)
@@ -73,11 +71,10 @@ import Testing
   }
 
   @Test func growthRefusesWhatItCannotDo() throws {
-    let path = TestFiles.tempPath("grow-bad")
+    let (c, path) = try SharedCache<String>.scratch("grow-bad", options: Self.options(4 << 20)) {
+      $0.maxCapacity = 8 << 20
+    }
     defer { TestFiles.cleanup(path) }
-    var o = Self.options(4 << 20)
-    o.maxCapacity = 8 << 20
-    let c = try SharedCache<String>(path: path, options: o)
     try c.setObject("kept", forKey: "k")
     #expect(throws: CacheError.self) { try c.grow(toCapacity: 16 << 20) }
     #expect(throws: CacheError.self) { try c.grow(toCapacity: 2 << 20) }
@@ -92,9 +89,8 @@ import Testing
   /// Eight processes set and read checked values (each also checks that it reads back
   /// exactly the version it last wrote) while this process grows the file four times.
   @Test func processesReadAndWriteThroughFourGrowths() throws {
-    let path = TestFiles.tempPath("grow-live")
+    let (c, path) = try SharedCache<[UInt8]>.scratch("grow-live", options: Self.options(8 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<[UInt8]>(path: path, options: Self.options(8 << 20))
     let workers = 8
     let children = try (0..<workers).map { w in
       try ChildProcess(RelSupport.helper, ["grow-worker", path, "4", "\(w)", "\(workers)"])
@@ -244,12 +240,11 @@ import Testing
   /// factor, never past its most capacity; the history records the rate that drove
   /// each growth.
   @Test func thePolicyGrowsACacheWhoseEvictedKeysComeBack() throws {
-    let path = TestFiles.tempPath("grow-policy")
-    defer { TestFiles.cleanup(path) }
     var o = Self.options(4 << 20)
     o.maxCapacity = 16 << 20
     o.growthPolicy = GrowthPolicy(ghostHitRate: 0.05, factor: 2, minimumInterval: 0.1, minimumInserts: 500)
-    let c = try SharedCache<[UInt8]>(path: path, options: o)
+    let (c, path) = try SharedCache<[UInt8]>.scratch("grow-policy", options: o)
+    defer { TestFiles.cleanup(path) }
     #expect(c.growthPolicy == o.growthPolicy)
     let value = [UInt8](repeating: 7, count: 400)
     let keys = 3 * (4 << 20) / 420
@@ -286,9 +281,8 @@ import Testing
   /// extends the file before it publishes a count) is ignored by reads and writes,
   /// reported by verify, and repaired.
   @Test func aDamagedGrownCountIsIgnoredAndRepaired() throws {
-    let path = TestFiles.tempPath("grow-damaged")
+    let (c, path) = try SharedCache<String>.scratch("grow-damaged", options: Self.options(4 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
     for i in 0..<500 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
     c.engine.memory.header(.grownCount).store(1000, .releasing)
     for i in 0..<500 { #expect(try c.object(forKey: Self.key(i)) == Self.value(i)) }
@@ -310,9 +304,8 @@ import Testing
   /// converts them (an interval of 2^64 ms, a factor that overflows the capacity), and
   /// the cache goes on working.
   @Test func aDamagedGrowthPolicyReadsAsNone() throws {
-    let path = TestFiles.tempPath("grow-damaged-policy")
+    let (c, path) = try SharedCache<String>.scratch("grow-damaged-policy", options: Self.options(4 << 20))
     defer { TestFiles.cleanup(path) }
-    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
     for i in 0..<500 { try c.setObject(Self.value(i), forKey: Self.key(i)) }
     let h = c.engine.memory
     for (rate, factor, interval, inserts) in [

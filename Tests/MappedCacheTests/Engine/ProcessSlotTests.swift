@@ -120,10 +120,7 @@ import Testing
   @Test func aFileReplacedAtThePathIsAnotherRegistration() throws {
     let path = TestFiles.tempPath("slot-replaced")
     let other = TestFiles.tempPath("slot-replacement")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(other)
-    }
+    defer { TestFiles.cleanup(path, other) }
     var o = CacheOptions(capacity: 1 << 20)
     o.maxProcesses = 1
     let old = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20, options: o)
@@ -204,10 +201,7 @@ import Testing
   /// out of range is a usage error.
   @Test func theToolSizesTheTable() throws {
     let path = TestFiles.tempPath("slot-cli")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(path + ".2")
-    }
+    defer { TestFiles.cleanup(path, path + ".2") }
     let tool = TestFiles.binary("mapped-cache")
     #expect(try ChildProcess.run(tool, ["create", path, "--max-processes", "2000"]).status == 0)
     #expect(try CacheFile(path: path, readOnly: true).info.processSlots == 2000)
@@ -222,19 +216,8 @@ import Testing
   /// children forked from a parent that holds a handle, each using it and one of its
   /// own. Every key is then there and the file verifies clean.
   @Test func aThousandProcessesOpenOneFileAtOnceWithTheDefaults() throws {
-    let library = TestFiles.binDir + "/libmappedcache.so"
-    try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built (swift build builds it)")
-    let cc = try #require(CABITests.compiler, "no C compiler (cc or clang) on this machine")
-    let program = "/tmp/mc-fleet-test-\(getpid())"
+    let program = try CABITests.buildProgram("fleet")
     defer { unlink(program) }
-    let compile = try ChildProcess.run(
-      cc,
-      [
-        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1",
-        "-I", CABITests.repository + "/Sources/CMappedCacheABI/include", CABITests.repository + "/Tests/CABI/fleet.c",
-        "-L", TestFiles.binDir, "-lmappedcache", "-Wl,-rpath," + TestFiles.binDir, "-o", program,
-      ] + CABITests.extraFlags)
-    try #require(compile.status == 0, "cc failed: \(compile.stderr)")
     for (mode, count) in [("spawn", 1000), ("prefork", 300)] {
       let path = TestFiles.tempPath("slot-fleet-\(mode)")
       defer { TestFiles.cleanup(path) }

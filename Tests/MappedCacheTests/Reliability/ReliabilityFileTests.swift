@@ -85,10 +85,7 @@ import Testing
   @Test func replacedFileIsNoticed() throws {
     let path = TestFiles.tempPath("replaced")
     let other = TestFiles.tempPath("replacement")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(other)
-    }
+    defer { TestFiles.cleanup(path, other) }
     let a = try SharedCache<[UInt8]>(path: path, capacity: 1 << 20)
     try a.setObject([1], forKey: "old")
     #expect(!a.isReplaced)
@@ -133,11 +130,7 @@ import Testing
     let path = TestFiles.tempPath("link")
     let victim = TestFiles.tempPath("victim")
     let missing = TestFiles.tempPath("missing")
-    defer {
-      TestFiles.cleanup(path)
-      TestFiles.cleanup(victim)
-      TestFiles.cleanup(missing)
-    }
+    defer { TestFiles.cleanup(path, victim, missing) }
     // A valid cache as the target: following the link would open it happily.
     do { try SharedCache<[UInt8]>(path: victim, capacity: 1 << 20).setObject([9], forKey: "k") }
     RelSupport.backdate(victim)

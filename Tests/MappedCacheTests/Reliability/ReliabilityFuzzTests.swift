@@ -420,17 +420,15 @@ struct FileMutator: Sendable {
       return what
     case 11:
       let i = r.below(layout.procCount)
-      var what: [String] = []
-      for _ in 0..<(1 + r.below(3)) {
+      return changes("process-table", &r, upTo: 3) { r in
         let field = r.pick([
           Format.ProcessEntryOffset.generation, Format.ProcessEntryOffset.pid, Format.ProcessEntryOffset.hits,
           Format.ProcessEntryOffset.misses, Format.ProcessEntryOffset.openedMs,
         ])
         let v = hostile(&r)
         Self.put(&b, Format.headerPage + i * Format.procEntryBytes + field, v)
-        what.append("proc \(i)+\(field)=\(v)")
+        return "proc \(i)+\(field)=\(v)"
       }
-      return "process-table: " + what.joined(separator: ", ")
     default:
       let from = range(&r, maxLength: 4096)
       let to = r.below(b.count)
@@ -473,13 +471,12 @@ struct FileMutator: Sendable {
       ("maxValue", \.maxValue, 32),
       ("procCount", \.procCount, 32),
     ]
-    var what: [String] = []
-    for _ in 0..<(1 + r.below(2)) {
+    let said = changes("header-fingerprinted", &r, upTo: 2) { r in
       let pick = r.below(fields.count + 1)
       if pick < fields.count {
         let (name, field, bits) = fields[pick]
         h[keyPath: field] = hostileInt(&r, current: h[keyPath: field], bits: bits)
-        what.append("\(name)=\(h[keyPath: field])")
+        return "\(name)=\(h[keyPath: field])"
       } else {
         // Fewer, smaller partitions (still a valid layout, over the old contents).
         h.partitionBytes = max(256 << 10, (h.partitionBytes / (1 + r.below(4))) & ~4095)
@@ -487,11 +484,11 @@ struct FileMutator: Sendable {
         h.smallBytes = max(1024, min(h.smallBytes, (h.partitionBytes - Format.PartitionOffset.dataStart) / 4))
         h.maxValue = min(
           h.maxValue, max(0, (h.partitionBytes - Format.PartitionOffset.dataStart - h.smallBytes) / 10 - 19 - h.maxKey))
-        what.append("partitions=\(h.partitionCount)×\(h.partitionBytes) small=\(h.smallBytes) maxValue=\(h.maxValue)")
+        return "partitions=\(h.partitionCount)×\(h.partitionBytes) small=\(h.smallBytes) maxValue=\(h.maxValue)"
       }
     }
     writeHeader(&b, h)
-    return "header-fingerprinted: " + what.joined(separator: ", ")
+    return said
   }
 
   /// A valid header of another geometry over the old contents.
@@ -514,24 +511,21 @@ struct FileMutator: Sendable {
   /// Hostile values in a partition's header lines (geometry, lock, intent, counters, log
   /// positions and limits, the move sequence) and the file header's live words.
   private func stateWords(_ b: inout [UInt8], _ r: inout Rng) -> String {
-    var what: [String] = []
-    for _ in 0..<(1 + r.below(4)) {
+    return changes("state-words", &r, upTo: 4, separator: " ") { r in
       let o =
         r.below(4) == 0
         ? 256 + 8 * r.below((400 - 256) / 8)
         : partition(r.below(layout.partitionCount)) + 8 * r.below(Format.PartitionOffset.dataStart / 8)
       let v = hostile(&r)
       Self.put(&b, o, v)
-      what.append("@\(o)=\(v)")
+      return "@\(o)=\(v)"
     }
-    return "state-words: " + what.joined(separator: " ")
   }
 
   /// Hostile bucket words: tags, entry words, sequences, and whole buckets copied.
   private func slots(_ b: inout [UInt8], _ r: inout Rng) -> String {
-    var what: [String] = []
-    for _ in 0..<(1 + r.below(20)) {
-      guard !liveSlots.isEmpty else { break }
+    return changes("slots", &r, upTo: 20) { r in
+      guard !liveSlots.isEmpty else { return nil }
       let (bucket, slot) = r.pick(liveSlots)
       switch r.below(5) {
       case 0:
@@ -541,17 +535,17 @@ struct FileMutator: Sendable {
           ? 0 : UInt64(r.pick(liveRecords) - layout.partitionsOffset) % UInt64(layout.partitionBytes)
         let v = r.pick([hostile(&r), word &+ 1, word &- 1, word | 0x1FFF_FFFF, other, r.next()])
         Self.put(&b, bucket + Format.BucketOffset.words + 4 * slot, v, bytes: 4)
-        what.append("bucket@\(bucket) word \(slot)=\(v & 0xFFFF_FFFF)")
+        return "bucket@\(bucket) word \(slot)=\(v & 0xFFFF_FFFF)"
       case 1:
         let v = r.below(2) == 0 ? Self.get64(b, bucket) | 1 : r.next()
         Self.put(&b, bucket + Format.BucketOffset.seq, v, bytes: 4)
-        what.append("bucket@\(bucket) seq=\(v & 0xFFFF_FFFF)")
+        return "bucket@\(bucket) seq=\(v & 0xFFFF_FFFF)"
       case 2:
         let v = r.pick([
           0, 1, r.next() & 0xFFFF, Self.get64(b, bucket + Format.BucketOffset.tags + 2 * ((slot + 1) % 10)) & 0xFFFF,
         ])
         Self.put(&b, bucket + Format.BucketOffset.tags + 2 * slot, v, bytes: 2)
-        what.append("bucket@\(bucket) tag \(slot)=\(v)")
+        return "bucket@\(bucket) tag \(slot)=\(v)"
       case 3:
         // A slot's tag and word copied to another slot (two slots, one record).
         let to = r.below(Format.slotsPerBucket)
@@ -562,48 +556,57 @@ struct FileMutator: Sendable {
         Self.put(
           &b, bucket + Format.BucketOffset.words + 4 * to, Self.get64(b, from + Format.BucketOffset.words + 4 * fs),
           bytes: 4)
-        what.append("bucket@\(bucket) slot \(to) = copy of \(from)/\(fs)")
+        return "bucket@\(bucket) slot \(to) = copy of \(from)/\(fs)"
       default:
         // A whole bucket copied over another.
         let (from, _) = r.pick(liveSlots)
         for k in 0..<Format.bucketBytes { b[bucket + k] = b[from + k] }
-        what.append("bucket@\(bucket) = copy of \(from)")
+        return "bucket@\(bucket) = copy of \(from)"
       }
     }
-    return "slots: " + what.joined(separator: ", ")
   }
 
   /// Hostile record headers: flags, lengths, version, checksum, expiry.
   private func records(_ b: inout [UInt8], _ r: inout Rng) -> String {
-    var what: [String] = []
-    for _ in 0..<(1 + r.below(8)) {
-      guard !liveRecords.isEmpty else { break }
+    return changes("records", &r, upTo: 8) { r in
+      guard !liveRecords.isEmpty else { return nil }
       let at = r.pick(liveRecords)
-      guard at >= 0, at + 19 <= b.count else { continue }
+      guard at >= 0, at + 19 <= b.count else { return nil }
       switch r.below(5) {
       case 0:
         let v = r.pick([0, 1, 2, 3, 0x04, 0x08, 0x10, 0x20, 0x30, 0x40, 0x80, 0xFF, r.next() & 0xFF] as [UInt64])
         Self.put(&b, at, v, bytes: 1)
-        what.append("record@\(at) flags=\(v)")
+        return "record@\(at) flags=\(v)"
       case 1:
         let v = r.pick([0, 1, 249, 250, 255, r.next() & 0xFF] as [UInt64])
         Self.put(&b, at + 1, v, bytes: 1)
-        what.append("record@\(at) klen=\(v)")
+        return "record@\(at) klen=\(v)"
       case 2:
         let v = r.pick([
           0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, UInt64(layout.maxValue), UInt64(layout.maxValue + 1), r.next(),
         ])
         Self.put(&b, at + 2, v, bytes: r.pick([1, 2, 4]))
-        what.append("record@\(at) vlen=\(v)")
+        return "record@\(at) vlen=\(v)"
       case 3:
         Self.put(&b, at + 3 + r.below(6), r.next(), bytes: 2)
-        what.append("record@\(at) version/sum")
+        return "record@\(at) version/sum"
       default:
         Self.put(&b, at + 9 + r.below(10), r.next(), bytes: 6)
-        what.append("record@\(at) expiry/key")
+        return "record@\(at) expiry/key"
       }
     }
-    return "records: " + what.joined(separator: ", ")
+  }
+
+  /// `label`, then what 1 to `most` runs of `change` did (each run says what it changed,
+  /// or nil when it found nothing to change), joined with `separator`.
+  private func changes(
+    _ label: String, _ r: inout Rng, upTo most: Int, separator: String = ", ", _ change: (inout Rng) -> String?
+  ) -> String {
+    var what: [String] = []
+    for _ in 0..<(1 + r.below(most)) {
+      if let done = change(&r) { what.append(done) }
+    }
+    return label + ": " + what.joined(separator: separator)
   }
 
   private func writeHeader(_ b: inout [UInt8], _ h: HeaderFields) {

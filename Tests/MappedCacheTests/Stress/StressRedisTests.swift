@@ -122,20 +122,32 @@ import Testing
     }
   }
 
+  /// A run against a Redis Cluster the tool spawns (two hosts of two processes, 300 keys,
+  /// 90 % reads, a 200 ms bound) with `fault` every `every` seconds: it passes every
+  /// check without an error, and the fault, counted in the report's `counted` (and its
+  /// failures in `counted_failed`), happened at least `atLeast` times and never failed.
+  func runClusterUnderFault(
+    _ fault: String, every: String, duration: String, seed: Int, counted: String, atLeast: Int
+  ) throws -> [String: Any] {
+    let (status, j, err) = try run([
+      "--redis-spawn-cluster", "--hosts", "2", "--procs", "2", "--keys", "300", "--duration", duration,
+      "--read-pct", "90", "--max-staleness", "200ms", fault, every, "--seed", "\(seed)",
+    ])
+    #expect(status == 0, "stderr: \(err)")
+    expectSound(j, err)
+    #expect(int(j, counted) >= atLeast)
+    #expect(int(j, counted + "_failed") == 0)
+    #expect(int(j, "errors") == 0)
+    return j
+  }
+
   /// A Redis Cluster of three primaries behind two hosts, a slot of the run's keys moved
   /// to another primary every 300 ms: nothing served past the bound, every read whole
   /// and in order (no reader ever gets a version older than one it saw).
   @Test(.enabled(if: clusterAvailable, "redis-server or redis-cli is not installed"))
   func aReshardingClusterServesNothingPastTheBoundAndNothingOutOfOrder() throws {
-    let (status, j, err) = try run([
-      "--redis-spawn-cluster", "--hosts", "2", "--procs", "2", "--keys", "300", "--duration", "3",
-      "--read-pct", "90", "--max-staleness", "200ms", "--reshard-every", "0.3", "--seed", "23",
-    ])
-    #expect(status == 0, "stderr: \(err)")
-    expectSound(j, err)
-    #expect(int(j, "reshards") >= 3)
-    #expect(int(j, "reshards_failed") == 0)
-    #expect(int(j, "errors") == 0)
+    let j = try runClusterUnderFault(
+      "--reshard-every", every: "0.3", duration: "3", seed: 23, counted: "reshards", atLeast: 3)
     #expect(int(j, "write_errors") == 0)
     // One tracking connection per host on the node asked (each host's holder tracks
     // every primary).
@@ -147,15 +159,8 @@ import Testing
   /// node back as a replica: reads go on within the bound, in order, none lost.
   @Test(.enabled(if: clusterAvailable, "redis-server or redis-cli is not installed"))
   func aFailingOverClusterServesNothingPastTheBound() throws {
-    let (status, j, err) = try run([
-      "--redis-spawn-cluster", "--hosts", "2", "--procs", "2", "--keys", "300", "--duration", "6",
-      "--read-pct", "90", "--max-staleness", "200ms", "--failover-every", "1", "--seed", "29",
-    ])
-    #expect(status == 0, "stderr: \(err)")
-    expectSound(j, err)
-    #expect(int(j, "failovers") >= 1)
-    #expect(int(j, "failovers_failed") == 0)
-    #expect(int(j, "errors") == 0)
+    _ = try runClusterUnderFault(
+      "--failover-every", every: "1", duration: "6", seed: 29, counted: "failovers", atLeast: 1)
   }
 
   @Test func redisFlagsAreCheckedAgainstEachOther() throws {

@@ -8,18 +8,20 @@ import Testing
 @Suite struct StressTests {
   static let stress = TestFiles.binary("cache-stress")
 
-  /// Runs cache-stress with `--json`, returns the status, the parsed report and stderr.
   func runJSON(_ args: [String], timeout: TimeInterval = 60) throws -> (
     status: Int32, json: [String: Any], stderr: String
   ) {
-    let r = try ChildProcess.run(Self.stress, args + ["--json"], timeout: timeout)
-    #expect(!r.signaled, "cache-stress died by signal \(r.status); stderr: \(r.stderr)")
-    let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8))
-    let json = try #require(object as? [String: Any], "no JSON object on stdout: \(r.stdout) / \(r.stderr)")
-    return (r.status, json, r.stderr)
+    try Support.runStressJSON(args, timeout: timeout)
   }
 
-  func int(_ j: [String: Any], _ key: String) -> Int { (j[key] as? NSNumber)?.intValue ?? -1 }
+  /// Runs cache-stress with `--json` and expects it to pass (exit 0): its report and stderr.
+  func runPassing(_ args: [String]) throws -> (json: [String: Any], stderr: String) {
+    let (status, json, stderr) = try runJSON(args)
+    #expect(status == 0, "stderr: \(stderr)")
+    return (json, stderr)
+  }
+
+  func int(_ j: [String: Any], _ key: String) -> Int { Support.int(j, key) }
 
   /// The fields every report carries, and their arithmetic.
   func expectConsistent(_ j: [String: Any]) {
@@ -47,11 +49,10 @@ import Testing
   func keysAreTheDocumentedBytes(size: Int, count: Int) throws {
     let path = TestFiles.tempPath("stress-keys")
     defer { TestFiles.cleanup(path) }
-    let (status, _, err) = try runJSON([
+    _ = try runPassing([
       "--path", path, "--procs", "1", "--duration", "0.1", "--keys", "\(count)", "--key-size", "\(size)",
       "--capacity", "32MiB", "--value-size", "24", "--read-pct", "100", "--seed", "3",
     ])
-    #expect(status == 0, "stderr: \(err)")
     let digits = String(count - 1).count
     var want = Set<String>()
     for i in 0..<count {
@@ -71,11 +72,10 @@ import Testing
   @Test func severalProcessesPassEveryCheck() throws {
     let path = TestFiles.tempPath("stress")
     defer { TestFiles.cleanup(path) }
-    let (status, j, err) = try runJSON([
+    let (j, err) = try runPassing([
       "--path", path, "--procs", "3", "--threads", "2", "--duration", "2", "--keys", "5000",
       "--capacity", "16MiB", "--value-size", "24-200", "--read-pct", "80", "--seed", "42",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "procs") == 3)
     #expect(int(j, "threads") == 2)
@@ -103,11 +103,10 @@ import Testing
   }
 
   @Test func chaosKillsAreSurvived() throws {
-    let (status, j, err) = try runJSON([
+    let (j, err) = try runPassing([
       "--procs", "3", "--duration", "2.5", "--keys", "3000", "--capacity", "8MiB",
       "--read-pct", "20", "--chaos-kills", "4",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "kills") == 4)
     #expect(int(j, "corrupt_reads") == 0)
@@ -122,12 +121,11 @@ import Testing
   /// process of its own) while workers read, write and are killed too: nothing read is
   /// wrong, the next growth finishes what a killed one left, and the file verifies.
   @Test func growersKilledMidwayLoseNothing() throws {
-    let (status, j, err) = try runJSON([
+    let (j, err) = try runPassing([
       "--procs", "2", "--duration", "4", "--keys", "20000", "--value-size", "24-400", "--capacity", "4MiB",
       "--read-pct", "70", "--grow-every", "0.4", "--grow-to", "64MiB", "--kill-growers", "--chaos-kills", "4",
       "--seed", "7",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "corrupt_reads") == 0)
     #expect(int(j, "wrong_values") == 0)
@@ -152,13 +150,9 @@ import Testing
   /// The checker cannot pass vacuously: one value with a wrong byte, written through
   /// the normal API, must be reported and fail the run.
   @Test func plantedCorruptionFailsTheRun() throws {
-    let (status, j, err) = try runJSON([
+    let err = try Support.expectPlantedCorruptionFails([
       "--procs", "2", "--duration", "1", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--plant-corruption",
     ])
-    #expect(status == 1)
-    #expect(int(j, "corrupt_reads") > 0)
-    #expect(j["passed"] as? Bool == false)
     #expect(err.contains("corrupt_reads"))
   }
 
@@ -166,11 +160,10 @@ import Testing
   /// processes, alone and mixed with the full form; a wrong byte in one is still caught.
   @Test(arguments: ["8", "8-40", "16"])
   func smallValuesPassEveryCheck(size: String) throws {
-    let (status, j, err) = try runJSON([
+    let (j, _) = try runPassing([
       "--procs", "2", "--threads", "2", "--duration", "1", "--keys", "2000", "--capacity", "4MiB",
       "--value-size", size, "--read-pct", "70", "--seed", "5",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(j["value_size"] as? String == size)
     #expect(int(j, "get_ops") > 1000)
@@ -183,13 +176,10 @@ import Testing
   }
 
   @Test func plantedCorruptionOfASmallValueFailsTheRun() throws {
-    let (status, j, err) = try runJSON([
+    let err = try Support.expectPlantedCorruptionFails([
       "--procs", "1", "--duration", "0.5", "--keys", "500", "--capacity", "4MiB", "--read-pct", "100",
-      "--value-size", "8", "--plant-corruption",
+      "--value-size", "8",
     ])
-    #expect(status == 1)
-    #expect(int(j, "corrupt_reads") > 0)
-    #expect(j["passed"] as? Bool == false)
     #expect(err.contains("corrupt_reads"))
   }
 
@@ -197,11 +187,10 @@ import Testing
     // 20,000 keys of 300-600 bytes do not fit in 1 MiB, and a few thousand fills pass it
     // (so even a sanitizer build on a loaded machine evicts within the run): misses,
     // fills and evictions.
-    let (status, j, err) = try runJSON([
+    let (j, _) = try runPassing([
       "--procs", "2", "--duration", "1.5", "--keys", "20000", "--capacity", "1MiB", "--read-through",
       "--read-pct", "100", "--dist", "zipf", "--lock", "flock", "--value-size", "300-600",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "misses") > 0)
     #expect(int(j, "hits") > 0)
@@ -216,11 +205,10 @@ import Testing
   /// Every key is prefilled and fits (the first test shows no misses then); with a
   /// short `--ttl` the prefilled values expire and reads miss.
   @Test func ttlExpiresPrefilledKeys() throws {
-    let (status, j, err) = try runJSON([
+    let (j, _) = try runPassing([
       "--procs", "1", "--duration", "1.2", "--keys", "2000", "--capacity", "4MiB", "--read-pct", "100",
       "--dist", "uniform", "--ttl", "0.3",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(j["ttl_s"] as? Double == 0.3)
     #expect(int(j, "misses") > 0, "reads after the expiry miss")
@@ -230,11 +218,10 @@ import Testing
   /// The benchmark's checking policy (`scripts/bench.sh`): the whole value on 1 read in 64,
   /// freshness for 1 key in 16; every read's header still checked, the run still clean.
   @Test func peersCheckingPolicyRunsClean() throws {
-    let (status, j, err) = try runJSON([
+    let (j, _) = try runPassing([
       "--procs", "2", "--duration", "1", "--keys", "4000", "--capacity", "8MiB", "--value-size", "64",
       "--read-pct", "90", "--check-every", "64", "--track-every", "16", "--seed", "5",
     ])
-    #expect(status == 0, "stderr: \(err)")
     expectConsistent(j)
     #expect(int(j, "check_every") == 64)
     #expect(int(j, "track_every") == 16)

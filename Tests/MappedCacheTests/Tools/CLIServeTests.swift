@@ -58,34 +58,20 @@ import Testing
     let fd: Int32
 
     init(host: String = "127.0.0.1", port: UInt16) throws {
-      let v6 = host.contains(":")
-      fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+      // A numeric host of either family (`127.0.0.1`, `::1`), no name lookup.
+      var hints = addrinfo()
+      hints.ai_family = AF_UNSPEC
+      hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+      hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
+      var found: UnsafeMutablePointer<addrinfo>?
+      let looked = getaddrinfo(host, String(port), &hints, &found)
+      guard looked == 0, let address = found?.pointee else { throw ServeError("address \(host): \(looked)") }
+      defer { freeaddrinfo(found) }
+      fd = socket(address.ai_family, address.ai_socktype, address.ai_protocol)
       guard fd >= 0 else { throw ServeError("socket: \(errno)") }
       var tv = timeval(tv_sec: 15, tv_usec: 0)
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-      var rc: Int32
-      if v6 {
-        var sa = sockaddr_in6()
-        sa.sin6_family = sa_family_t(AF_INET6)
-        sa.sin6_port = port.bigEndian
-        inet_pton(AF_INET6, host, &sa.sin6_addr)
-        rc = withUnsafePointer(to: &sa) {
-          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-          }
-        }
-      } else {
-        var sa = sockaddr_in()
-        sa.sin_family = sa_family_t(AF_INET)
-        sa.sin_port = port.bigEndian
-        inet_pton(AF_INET, host, &sa.sin_addr)
-        rc = withUnsafePointer(to: &sa) {
-          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-          }
-        }
-      }
-      guard rc == 0 else {
+      guard connect(fd, address.ai_addr, address.ai_addrlen) == 0 else {
         close(fd)
         throw ServeError("connect to port \(port): errno \(errno)")
       }

@@ -114,12 +114,21 @@ struct FormatFourFixture {
     }
   }
 
+  /// Writes a format-4 file of `n` entries (`entries`) at `path`, as of now: its entries
+  /// and that time (milliseconds since 1970).
+  static func writeFormatFour(_ n: Int, to path: String) throws -> (
+    entries: [FormatFourFixture.Entry], now: UInt64
+  ) {
+    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    let entries = Self.entries(n, now: now)
+    try FormatFourFixture().write(entries, to: path, now: now)
+    return (entries, now)
+  }
+
   @Test func aFormatFourFileMigratesWithEveryLiveEntry() throws {
     let (old, new) = (TestFiles.tempPath("migrate-v4"), TestFiles.tempPath("migrate-v5"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    let entries = Self.entries(600, now: now)
-    try FormatFourFixture().write(entries, to: old, now: now)
+    defer { TestFiles.cleanup(old, new) }
+    let (entries, now) = try Self.writeFormatFour(600, to: old)
     let before = try #require(FileManager.default.contents(atPath: old))
     // Format 4 is refused by the library, and names the way out.
     #expect {
@@ -160,7 +169,7 @@ struct FormatFourFixture {
 
   @Test func damagedAndOversizedEntriesAreLeftBehindAndCounted() throws {
     let (old, new) = (TestFiles.tempPath("migrate-dmg"), TestFiles.tempPath("migrate-dmg-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
     var entries = (0..<40).map { i in
       FormatFourFixture.Entry(key: Array("k\(i)".utf8), value: [UInt8](repeating: UInt8(i), count: 200))
@@ -195,7 +204,7 @@ struct FormatFourFixture {
 
   @Test func aCurrentFileMigratesToAnotherSize() throws {
     let (old, new) = (TestFiles.tempPath("migrate-cur"), TestFiles.tempPath("migrate-cur-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
+    defer { TestFiles.cleanup(old, new) }
     var o = CacheOptions(capacity: 4 << 20)
     o.partitionCount = 4
     let c = try SharedCache<String>(path: old, capacity: 4 << 20, options: o)
@@ -215,9 +224,8 @@ struct FormatFourFixture {
     let (old, new, junk) = (
       TestFiles.tempPath("migrate-bad"), TestFiles.tempPath("migrate-bad-new"), TestFiles.tempPath("migrate-junk")
     )
-    defer { [old, new, junk].forEach(TestFiles.cleanup) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    try FormatFourFixture().write(Self.entries(10, now: now), to: old, now: now)
+    defer { TestFiles.cleanup(old, new, junk) }
+    _ = try Self.writeFormatFour(10, to: old)
     // An existing destination is never touched.
     #expect(FileManager.default.createFile(atPath: new, contents: Data("keep me".utf8)))
     #expect(throws: CacheError.self) { try CacheFile.migrate(from: old, to: new) }
@@ -250,10 +258,8 @@ struct FormatFourFixture {
 
   @Test func theCommandMigratesAndReportsInJSON() throws {
     let (old, new) = (TestFiles.tempPath("migrate-cli"), TestFiles.tempPath("migrate-cli-new"))
-    defer { [old, new].forEach(TestFiles.cleanup) }
-    let now = UInt64(Date().timeIntervalSince1970 * 1000)
-    let entries = Self.entries(100, now: now)
-    try FormatFourFixture().write(entries, to: old, now: now)
+    defer { TestFiles.cleanup(old, new) }
+    let (entries, now) = try Self.writeFormatFour(100, to: old)
     let tool = TestFiles.binary("mapped-cache")
     let r = try ChildProcess.run(tool, ["migrate", old, new, "--partitions", "2", "--json"], timeout: 60)
     #expect(r.status == 0, "\(r.stderr)")
