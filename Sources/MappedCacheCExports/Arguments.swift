@@ -57,11 +57,13 @@ enum Arguments {
     return .seconds(ttl)
   }
 
-  /// A count of array elements, with every array it sizes present.
-  static func count(_ count: Int, arrays: [(UnsafeRawPointer?, String)]) throws -> Int {
+  /// A batch's count, with its keys, its key lengths and every other array it sizes present.
+  static func count(
+    _ count: Int, keys: UnsafeRawPointer?, keyLengths: UnsafeRawPointer?, _ others: [(UnsafeRawPointer?, String)] = []
+  ) throws -> Int {
     guard count >= 0 else { throw ABIError.invalidArgument("a count of \(UInt(bitPattern: count))") }
     guard count > 0 else { return 0 }
-    for (pointer, name) in arrays where pointer == nil {
+    for (pointer, name) in [(keys, "keys"), (keyLengths, "key_lengths")] + others where pointer == nil {
       throw ABIError.invalidArgument("\(name) is NULL but count is \(count)")
     }
     return count

@@ -181,8 +181,5 @@ private let forkedMessage =
 
 @_cdecl("mc_is_computing")
 public func mcIsComputing(_ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int) -> Int32 {
-  Handles.withStore(cache) { store in
-    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
-    return try store.isComputing(String(decoding: k, as: UTF8.self)) ? MC_OK : MC_NOT_FOUND
-  }
+  Handles.answer(cache, key, keyLength) { try $0.isComputing($1) }
 }

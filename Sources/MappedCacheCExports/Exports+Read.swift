@@ -125,10 +125,7 @@ public func mcGets(
 
 @_cdecl("mc_exists")
 public func mcExists(_ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int) -> Int32 {
-  Handles.withStore(cache) { store in
-    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
-    return try store.contains(String(decoding: k, as: UTF8.self)) ? MC_OK : MC_NOT_FOUND
-  }
+  Handles.answer(cache, key, keyLength) { try $0.contains($1) }
 }
 
 @_cdecl("mc_ttl")
@@ -165,9 +162,8 @@ public func mcGetMany(
 ) -> Int32 {
   Handles.withStore(cache) { store in
     let n = try Arguments.count(
-      count,
-      arrays: [
-        (UnsafeRawPointer(keys), "keys"), (UnsafeRawPointer(keyLengths), "key_lengths"),
+      count, keys: keys, keyLengths: keyLengths,
+      [
         (UnsafeRawPointer(buffers), "buffers"), (UnsafeRawPointer(capacities), "capacities"),
         (UnsafeRawPointer(lengths), "lengths"),
       ])

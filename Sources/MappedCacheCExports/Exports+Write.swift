@@ -57,19 +57,12 @@ public func mcCAS(
 
 @_cdecl("mc_delete")
 public func mcDelete(_ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int) -> Int32 {
-  Handles.withStore(cache) { store in
-    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
-    return try store.delete(String(decoding: k, as: UTF8.self)) ? MC_OK : MC_NOT_FOUND
-  }
+  Handles.answer(cache, key, keyLength) { try $0.delete($1) }
 }
 
 @_cdecl("mc_touch")
 public func mcTouch(_ cache: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int, _ ttl: Double) -> Int32 {
-  Handles.withStore(cache) { store in
-    let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
-    let expires = try Arguments.expiry(ttl)
-    return try store.touch(String(decoding: k, as: UTF8.self), expires: expires) ? MC_OK : MC_NOT_FOUND
-  }
+  Handles.answer(cache, key, keyLength) { store, k in try store.touch(k, expires: try Arguments.expiry(ttl)) }
 }
 
 @_cdecl("mc_incr")
@@ -95,11 +88,8 @@ public func mcSetMany(
 ) -> Int32 {
   Handles.withStore(cache) { store in
     let n = try Arguments.count(
-      count,
-      arrays: [
-        (UnsafeRawPointer(keys), "keys"), (UnsafeRawPointer(keyLengths), "key_lengths"),
-        (UnsafeRawPointer(values), "values"), (UnsafeRawPointer(valueLengths), "value_lengths"),
-      ])
+      count, keys: keys, keyLengths: keyLengths,
+      [(UnsafeRawPointer(values), "values"), (UnsafeRawPointer(valueLengths), "value_lengths")])
     let expires = try Arguments.expiry(ttl)
     guard n > 0, let keys, let keyLengths, let values, let valueLengths else { return MC_OK }
     let k = UnsafeMutableBufferPointer<UnsafeRawBufferPointer>.allocate(capacity: n)
@@ -123,8 +113,7 @@ public func mcDeleteMany(
   _ keyLengths: UnsafePointer<Int>?, _ removed: UnsafeMutablePointer<Int>?
 ) -> Int32 {
   Handles.withStore(cache) { store in
-    let n = try Arguments.count(
-      count, arrays: [(UnsafeRawPointer(keys), "keys"), (UnsafeRawPointer(keyLengths), "key_lengths")])
+    let n = try Arguments.count(count, keys: keys, keyLengths: keyLengths)
     var list: [String] = []
     if n > 0, let keys, let keyLengths {
       list.reserveCapacity(n)

@@ -143,6 +143,18 @@ enum Handles {
     return guarded { try cache._withUnsafeGuaranteedRef { try $0.withCurrent(body) } }
   }
 
+  /// Asks `question` of a cache handle's store about one key, after checking the key:
+  /// `MC_OK` for yes and `MC_NOT_FOUND` for no.
+  static func answer(
+    _ handle: OpaquePointer?, _ key: UnsafeRawPointer?, _ keyLength: Int,
+    _ question: (ByteStore, String) throws -> Bool
+  ) -> Int32 {
+    withStore(handle) { store in
+      let k = try Arguments.key(key, keyLength, maxKey: store.maxKey)
+      return try question(store, String(decoding: k, as: UTF8.self)) ? MC_OK : MC_NOT_FOUND
+    }
+  }
+
   /// The open cache a handle names, unretained; nil when it names none.
   @inline(__always)
   static func openCache(_ handle: OpaquePointer?) -> Unmanaged<OpenCache>? {

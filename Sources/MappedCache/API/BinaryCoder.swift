@@ -81,6 +81,12 @@ enum BinaryTag {
   static let f32: UInt8 = 0x33, f64: UInt8 = 0x34
   static let string: UInt8 = 0x40, bytes: UInt8 = 0x41, keyed: UInt8 = 0x50, unkeyed: UInt8 = 0x51
 
+  /// The tag of an integer of `T`'s width: 0x11...0x14 signed, 0x21...0x24 unsigned, the
+  /// low digit counting 1, 2, 4, 8 bytes.
+  @inline(__always) static func integer<T: FixedWidthInteger>(_: T.Type) -> UInt8 {
+    (T.isSigned ? 0x10 : 0x20) + UInt8(truncatingIfNeeded: (T.bitWidth / 8).trailingZeroBitCount + 1)
+  }
+
   static func name(_ t: UInt8) -> String {
     switch t {
     case null: return "nil"
@@ -140,6 +146,7 @@ protocol BinaryScalar {
 }
 
 extension BinaryScalar where Self: FixedWidthInteger {
+  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.integer(Self.self), self) }
   @inline(__always) static func read(
     _ v: BinaryTaggedValue, from input: BinaryDecodingInput, _ path: @autoclosure () -> [CodingKey]
   ) throws -> Self { try input.integer(Self.self, v, path()) }
@@ -176,37 +183,22 @@ extension Float: BinaryScalar {
   ) throws -> Float { try input.float(v, path()) }
 }
 
-// `Int` and `UInt` are stored as 64 bits whatever the platform's word.
+// `Int` and `UInt` are stored as 64 bits whatever the platform's word; the fixed-width
+// integers at their own width.
 extension Int: BinaryScalar {
   @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, Int64(self)) }
-}
-extension Int8: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i8, self) }
-}
-extension Int16: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i16, self) }
-}
-extension Int32: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i32, self) }
-}
-extension Int64: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.i64, self) }
 }
 extension UInt: BinaryScalar {
   @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, UInt64(self)) }
 }
-extension UInt8: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u8, self) }
-}
-extension UInt16: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u16, self) }
-}
-extension UInt32: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u32, self) }
-}
-extension UInt64: BinaryScalar {
-  @inline(__always) func write(into out: inout [UInt8]) { out.binFixed(BinaryTag.u64, self) }
-}
+extension Int8: BinaryScalar {}
+extension Int16: BinaryScalar {}
+extension Int32: BinaryScalar {}
+extension Int64: BinaryScalar {}
+extension UInt8: BinaryScalar {}
+extension UInt16: BinaryScalar {}
+extension UInt32: BinaryScalar {}
+extension UInt64: BinaryScalar {}
 
 /// Errors found where the Encoder API cannot throw (e.g. asking one encoder for two
 /// kinds of container); reported when the top-level encode finishes.

@@ -19,6 +19,13 @@ public struct MigrationReport: Sendable, Equatable, Codable {
   public var entries: Int
 }
 
+extension MigrationReport {
+  /// A report with nothing counted yet.
+  init(sourceFormat: Int) {
+    self.init(sourceFormat: sourceFormat, copied: 0, expired: 0, damaged: 0, tooLarge: 0, entries: 0)
+  }
+}
+
 extension CacheFile {
   /// Copies every live entry of the cache at `source` (format 4, which this library no
   /// longer opens, or the current format, to change a file's capacity, partitions or
@@ -49,39 +56,46 @@ extension CacheFile {
     let first = try headerBytes(of: source)
     let mode = SystemCall.lstatIfPresent(source).map { UInt32($0.st_mode) & 0o777 } ?? 0o600
     let now = SystemCall.wallClockMilliseconds()
+    let new: CacheFile
+    var report: MigrationReport
     if HeaderFields(bytes: first).version == Format.previousVersion, HeaderFields(bytes: first).magic == Format.magic {
       let old = try FormatFourReader(path: source)
       let h = old.header
-      var o = CacheOptions(capacity: h.fileSize)
-      (o.maxKeySize, o.maxValueSize, o.maxProcesses, o.mode) = (h.maxKey, h.maxValue, h.procCount, mode)
-      configure(&o)
-      let new = try CacheFile(creating: destination, options: o, typeName: h.typeName)
-      try refuseExisting(new, destination)
-      var report = MigrationReport(sourceFormat: 4, copied: 0, expired: 0, damaged: 0, tooLarge: 0, entries: 0)
+      new = try create(destination, like: (h.fileSize, h.maxKey, h.maxValue, h.procCount, h.typeName), mode, configure)
+      report = MigrationReport(sourceFormat: 4)
       report.damaged = try rethrowing {
         try old.forEachEntry { e in try new.copy(e.key, e.value, expiry: e.expiry, now: now, into: &report) }
       }
-      report.entries = new.statistics.entries
-      return report
-    }
-    let old = try CacheFile(path: source, readOnly: true)
-    let i = old.info
-    var o = CacheOptions(capacity: i.capacity)
-    (o.maxKeySize, o.maxValueSize, o.maxProcesses, o.mode) = (i.maxKeySize, i.maxValueSize, i.processSlots, mode)
-    configure(&o)
-    let new = try CacheFile(creating: destination, options: o, typeName: i.valueTypeName)
-    try refuseExisting(new, destination)
-    var report = MigrationReport(
-      sourceFormat: i.formatVersion, copied: 0, expired: 0, damaged: 0, tooLarge: 0, entries: 0)
-    try rethrowing {
-      try old.forEachEntry(values: true, includeExpired: true) { e in
-        let expiry = e.expiryMilliseconds.map { Expiry.stamp($0, now: now) } ?? 0
-        try new.copy(e.key, e.value ?? [], expiry: expiry, now: now, into: &report)
-        return true
+    } else {
+      let old = try CacheFile(path: source, readOnly: true)
+      let i = old.info
+      new = try create(
+        destination, like: (i.capacity, i.maxKeySize, i.maxValueSize, i.processSlots, i.valueTypeName), mode, configure)
+      report = MigrationReport(sourceFormat: i.formatVersion)
+      try rethrowing {
+        try old.forEachEntry(values: true, includeExpired: true) { e in
+          let expiry = e.expiryMilliseconds.map { Expiry.stamp($0, now: now) } ?? 0
+          try new.copy(e.key, e.value ?? [], expiry: expiry, now: now, into: &report)
+          return true
+        }
       }
     }
     report.entries = new.statistics.entries
     return report
+  }
+
+  /// Creates the new file with the source's capacity, key and value limits, process
+  /// count, permission bits and value type, as `configure` changes them.
+  private static func create(
+    _ destination: String, like source: (capacity: Int, maxKey: Int, maxValue: Int, processes: Int, typeName: String),
+    _ mode: UInt32, _ configure: (inout CacheOptions) -> Void
+  ) throws(CacheError) -> CacheFile {
+    var o = CacheOptions(capacity: source.capacity)
+    (o.maxKeySize, o.maxValueSize, o.maxProcesses, o.mode) = (source.maxKey, source.maxValue, source.processes, mode)
+    configure(&o)
+    let new = try CacheFile(creating: destination, options: o, typeName: source.typeName)
+    try refuseExisting(new, destination)
+    return new
   }
 
   /// Copies one entry (its expiry word, 0 for never) unless it has expired or does not

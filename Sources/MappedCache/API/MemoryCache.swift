@@ -108,22 +108,20 @@ public final class MemoryCache<Value>: Cache, @unchecked Sendable {
   /// Most entries kept (0 = no limit); lowering it evicts the least recently used at once.
   public var countLimit: Int {
     get { withLock { $0.countLimit } }
-    set {
-      withLock {
-        $0.countLimit = max(0, newValue)
-        $0.trim()
-      }
-    }
+    set { setLimit(\.countLimit, newValue) }
   }
 
   /// Most total cost kept (0 = no limit); lowering it evicts the least recently used at once.
   public var totalCostLimit: Int {
     get { withLock { $0.costLimit } }
-    set {
-      withLock {
-        $0.costLimit = max(0, newValue)
-        $0.trim()
-      }
+    set { setLimit(\.costLimit, newValue) }
+  }
+
+  /// Stores a limit (negative: none) and evicts down to it at once.
+  private func setLimit(_ limit: WritableKeyPath<State, Int>, _ value: Int) {
+    withLock {
+      $0[keyPath: limit] = max(0, value)
+      $0.trim()
     }
   }
 

@@ -90,34 +90,24 @@ extension SharedCache {
     out.reserveCapacity(list.count)
     let group = CacheEngine.batchGroup
     let room = CacheEngine.stackBufferBytes
-    try bytes.withUnsafeBytes { all in
-      try withUnsafeTemporaryAllocation(byteCount: group * room, alignment: 16) { scratch in
-        try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
-          try withUnsafeTemporaryAllocation(of: UnsafeMutableRawBufferPointer.self, capacity: group) { buffers in
-            try withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { lengths in
-              var start = 0
-              while start < list.count {
-                let count = min(group, list.count - start)
-                for j in 0..<count {
-                  let k = start + j
-                  let from = k == 0 ? 0 : ends[k - 1]
-                  keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[from..<ends[k]])
-                  buffers[j] = UnsafeMutableRawBufferPointer(rebasing: scratch[j * room..<(j + 1) * room])
-                }
-                _ = engine.copyValues(
-                  forKeys: UnsafeBufferPointer(rebasing: keyBuffers[..<count]),
-                  into: UnsafeBufferPointer(rebasing: buffers[..<count]),
-                  lengths: UnsafeMutableBufferPointer(rebasing: lengths[..<count]))
-                for j in 0..<count where lengths[j] >= 0 {
-                  let key = list[start + j]
-                  if lengths[j] <= room {
-                    out[key] = try decode(UnsafeRawBufferPointer(rebasing: buffers[j][..<lengths[j]]), key: key)
-                  } else if let v = try largerObject(forKey: key, size: lengths[j]) {
-                    // Larger than the batch's buffers: read again, sized (it may be gone by then).
-                    out[key] = v
-                  }
-                }
-                start += count
+    try withUnsafeTemporaryAllocation(byteCount: group * room, alignment: 16) { scratch in
+      try withUnsafeTemporaryAllocation(of: UnsafeMutableRawBufferPointer.self, capacity: group) { buffers in
+        try withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { lengths in
+          for j in 0..<group {
+            buffers[j] = UnsafeMutableRawBufferPointer(rebasing: scratch[j * room..<(j + 1) * room])
+          }
+          try forEachGroup(of: bytes, ends: ends) { start, keyBuffers in
+            let count = keyBuffers.count
+            _ = engine.copyValues(
+              forKeys: keyBuffers, into: UnsafeBufferPointer(rebasing: buffers[..<count]),
+              lengths: UnsafeMutableBufferPointer(rebasing: lengths[..<count]))
+            for j in 0..<count where lengths[j] >= 0 {
+              let key = list[start + j]
+              if lengths[j] <= room {
+                out[key] = try decode(UnsafeRawBufferPointer(rebasing: buffers[j][..<lengths[j]]), key: key)
+              } else if let v = try largerObject(forKey: key, size: lengths[j]) {
+                // Larger than the batch's buffers: read again, sized (it may be gone by then).
+                out[key] = v
               }
             }
           }
@@ -125,6 +115,30 @@ extension SharedCache {
       }
     }
     return out
+  }
+
+  /// Runs `body` on each group of at most `CacheEngine.batchGroup` keys, in order, with
+  /// the index of its first key and a buffer of each of its keys. `keyBytes` holds the
+  /// keys' bytes, key j ending at `ends[j]`.
+  private func forEachGroup(
+    of keyBytes: [UInt8], ends: [Int],
+    _ body: (_ start: Int, _ keyBuffers: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws -> Void
+  ) rethrows {
+    let group = CacheEngine.batchGroup
+    try keyBytes.withUnsafeBytes { all in
+      try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
+        var start = 0
+        while start < ends.count {
+          let count = min(group, ends.count - start)
+          for j in 0..<count {
+            let k = start + j
+            keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[(k == 0 ? 0 : ends[k - 1])..<ends[k]])
+          }
+          try body(start, UnsafeBufferPointer(rebasing: keyBuffers[..<count]))
+          start += count
+        }
+      }
+    }
   }
 
   /// `objects(forKeys:)` with decoded values kept: per group of `CacheEngine.batchGroup`
@@ -138,24 +152,12 @@ extension SharedCache {
   ) throws -> [String: Value] {
     var out: [String: Value] = [:]
     out.reserveCapacity(list.count)
-    let group = CacheEngine.batchGroup
-    try keyBytes.withUnsafeBytes { all in
-      try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: group) { keyBuffers in
-        try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: group) { hashes in
-          var start = 0
-          while start < list.count {
-            let count = min(group, list.count - start)
-            for j in 0..<count {
-              let k = start + j
-              keyBuffers[j] = UnsafeRawBufferPointer(rebasing: all[(k == 0 ? 0 : ends[k - 1])..<ends[k]])
-            }
-            engine.prefetchGroup(UnsafeBufferPointer(keyBuffers), from: 0, count: count, hashes: hashes)
-            for j in 0..<count {
-              let key = list[start + j]
-              if let v = try decodedObject(keyBuffers[j], key: key, hash: hashes[j], decoded) { out[key] = v }
-            }
-            start += count
-          }
+    try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: CacheEngine.batchGroup) { hashes in
+      try forEachGroup(of: keyBytes, ends: ends) { start, keyBuffers in
+        engine.prefetchGroup(keyBuffers, from: 0, count: keyBuffers.count, hashes: hashes)
+        for j in 0..<keyBuffers.count {
+          let key = list[start + j]
+          if let v = try decodedObject(keyBuffers[j], key: key, hash: hashes[j], decoded) { out[key] = v }
         }
       }
     }
