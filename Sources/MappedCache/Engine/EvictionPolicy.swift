@@ -36,15 +36,22 @@
 /// → `evictMainTail` (displacing) and `ensureMainRoom` → `evictMainTail`. The main log's
 /// steps never reach back into the small log's.
 struct EvictionPolicy {
-  let index: BucketIndex
-  let logs: RecordLogs
-  let counters: PartitionCounters
-  let ghost: GhostTable
+  /// The layers eviction works through, stored once: the resizer holds the index's,
+  /// the logs' and the counters' words, and the rest is derived from them on use. A
+  /// write makes a policy on its way to `makeRoom`, and each stored copy of a layer
+  /// lengthened every insert (`scripts/callgrind.sh`).
   let resizer: IndexResizer
+
+  @inline(__always) init(resizer: IndexResizer) { self.resizer = resizer }
+
+  @inline(__always) var index: BucketIndex { resizer.index }
+  @inline(__always) var logs: RecordLogs { resizer.logs }
+  @inline(__always) var counters: PartitionCounters { resizer.counters }
+  @inline(__always) var ghost: GhostTable { GhostTable(index: index) }
   /// Bytes of the small log.
-  let smallBytes: Int
-  let maxRecord: Int
-  let partitionCount: Int
+  @inline(__always) var smallBytes: Int { logs.smallEnd - logs.smallBase }
+  @inline(__always) var maxRecord: Int { logs.maxRecord }
+  @inline(__always) var partitionCount: Int { counters.memory.partitionCount }
 
   var part: PartitionMemory { index.part }
 

@@ -29,15 +29,8 @@ struct Partition {
   @inline(__always) var logs: RecordLogs { RecordLogs(part: memory) }
   @inline(__always) var freeLists: FreeLists { FreeLists(part: memory, logs: logs) }
   @inline(__always) var counters: PartitionCounters { PartitionCounters(part: memory, memory: file) }
-  @inline(__always) var resizer: IndexResizer {
-    IndexResizer(index: index, logs: logs, counters: counters)
-  }
-  @inline(__always) var policy: EvictionPolicy {
-    EvictionPolicy(
-      index: index, logs: logs, counters: counters, ghost: GhostTable(index: index), resizer: resizer,
-      smallBytes: memory.limits.mainBase - memory.limits.smallBase, maxRecord: memory.limits.maxRecord,
-      partitionCount: file.partitionCount)
-  }
+  @inline(__always) var resizer: IndexResizer { IndexResizer(logs: logs, file: file) }
+  @inline(__always) var policy: EvictionPolicy { EvictionPolicy(resizer: resizer) }
 
   /// The partition's number.
   @inline(__always) var number: Int { memory.index }
