@@ -60,6 +60,7 @@ struct Partition {
   @inline(__always)
   func indexClearsLogs(groups: Int) -> Bool {
     assert(memory.isValidGroupCount(groups))
-    return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
+    // Safe: a valid count's groups fit in the partition (`isValidGroupCount`).
+    return logs.mainLimit <= memory.limits.bytes &- groups &* Format.groupBytes
   }
 }
