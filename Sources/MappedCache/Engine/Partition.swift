@@ -60,7 +60,8 @@ struct Partition {
   @inline(__always)
   func indexClearsLogs(groups: Int) -> Bool {
     assert(memory.isValidGroupCount(groups))
-    // Safe: a valid count's groups fit in the partition (`isValidGroupCount`).
-    return logs.mainLimit <= memory.limits.bytes &- groups &* Format.groupBytes
+    // The index's first byte is its last group's (the view's own copy of the
+    // partition's size, not the shared limits': a load less on the set's way).
+    return logs.mainLimit <= memory.groupOffset(groups &- 1)
   }
 }
