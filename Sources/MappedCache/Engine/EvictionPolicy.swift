@@ -273,12 +273,15 @@ struct EvictionPolicy {
         logs.advanceTail(id, by: h.size, held)
         return nil
       }
-      return (offset, h, e, hash)
+      return (e, hash)
     }
   }
 
-  /// A live record at a log's tail: its offset, header, slot and key's hash.
-  private typealias LiveTail = (offset: Int, header: RecordFormat.Header, entry: BucketIndex.Entry, hash: UInt64)
+  /// A live record at a log's tail: the slot that names it (with the record's offset
+  /// and header, as read again through the slot: the same bytes under the lock) and its
+  /// key's hash. Not its offset and header apart too: a value past 128 bytes is copied
+  /// by a call to `memcpy`, several times an insert.
+  private typealias LiveTail = (entry: BucketIndex.Entry, hash: UInt64)
 
   /// Removes a live entry (an eviction or an expiration: `counter`) whose record the
   /// caller's tail is about to pass.
@@ -302,7 +305,8 @@ struct EvictionPolicy {
   private func evictSmallTail(
     _ l: Limits, now: UInt64, budget: inout EvictionBudget, onlyPromote: Bool, _ held: borrowing WriteLock.Held
   ) throws -> Bool {
-    guard let (offset, h, e, hash) = try liveTail(.small, held) else { return true }
+    guard let (e, hash) = try liveTail(.small, held) else { return true }
+    let (offset, h) = (e.offset, e.header)
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
       logs.advanceTail(.small, by: h.size, held)
@@ -348,7 +352,8 @@ struct EvictionPolicy {
   private func evictMainTail(
     _ l: Limits, now: UInt64, budget: inout EvictionBudget, tail: LiveTail? = nil, _ held: borrowing WriteLock.Held
   ) throws {
-    guard let (_, h, e, _) = try tail ?? liveTail(.main, held) else { return }
+    guard let (e, _) = try tail ?? liveTail(.main, held) else { return }
+    let h = e.header
     let main = logs.effectiveState(.main)
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
@@ -421,7 +426,7 @@ struct EvictionPolicy {
           logs.advanceTail(.main, by: h.size, held)
           continue
         }
-        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse) ? (offset, h, e, hash) : nil
+        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse) ? (e, hash) : nil
       }
     }
     return nil
