@@ -92,7 +92,7 @@ extension CacheEngine {
     let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
     guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else { return .elsewise }
     let seen = Writer.Sighting(hint: hint, tag: IndexGeometry.tag(hash), routedWith: count)
-    let change = writer.changeCounter(key, words: words, hash: hash, seen, locked, op)
+    let change = Writer.changeCounter(key, words: words, hash: hash, seen, locked, op)
     WriteLock.releaseUncontended(locked)
     if case .elsewise = change, hint.isRecalled { writer.recent.forget(hash) }
     return change

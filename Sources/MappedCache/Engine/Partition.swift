@@ -8,7 +8,8 @@
 /// words a write touches are ever formed.
 struct Partition {
   let memory: PartitionMemory
-  private let file: MappedMemory
+  /// The file the partition is of.
+  let file: MappedMemory
 
   @inline(__always)
   init(_ p: Int, file: MappedMemory) {

@@ -44,7 +44,7 @@ extension Writer {
         let value = UnsafeRawBufferPointer(start: out.baseAddress, count: n)
         let c = RecordFormat.Content(
           key: key, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: stamped ?? h.expiry)
-        rewrite(e, c, midway: midway, part)
+        Self.rewrite(e, c, midway: midway, part)
         return true
       }
     }
@@ -61,13 +61,13 @@ extension Writer {
   /// arguments cost a little: made `@_transparent`, the increment took more
   /// (`scripts/callgrind.sh`).
   @inline(__always)
-  func changeCounter(
+  static func changeCounter(
     _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), hash: UInt64, _ seen: Sighting,
     _ part: borrowing LockedPartition, _ op: (Int) -> Int?
   ) -> CacheEngine.CounterChange {
     let mem = part.memory
     let hint = seen.hint
-    guard let word = hintedWord(seen, part.partition) else { return .elsewise }
+    guard let word = hintedWord(seen, part.partition, in: part.partition.file) else { return .elsewise }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     guard let h = mem.shortEntry(at: offset, keyCount: key.count, valueCount: 8),
       mem.keyEquals(record: offset, h, key, words: words)
