@@ -95,7 +95,7 @@ extension CacheEngine {
     guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else { return .elsewise }
     let seen = Writer.Sighting(hint: hint, tag: IndexGeometry.tag(hash), routedWith: count)
     let change = Writer.changeCounter(
-      key, words: words, hash: hash, seen, locked, by: delta, subtracting: subtracting)
+      key, words: words, hash: hash, seen, locked, Writer.CounterStep(delta: delta, subtracting: subtracting))
     WriteLock.releaseUncontended(locked)
     if case .elsewise = change, hint.isRecalled { writer.recent.forget(hash) }
     return change
