@@ -48,9 +48,15 @@ let instructionLoopCommands: [String: HelperCommand] = [
       }
     }
   case "set":
-    try value64.withUnsafeBytes { v in
-      for i in 0..<n {
-        try byteKeys[i % 1000].withUnsafeBytes { k in try cache.setBytes(v, forKey: k) }
+    // The keys side by side in one buffer, as `readb` reads them (an array of `[UInt8]`
+    // would add a retain and a release of each key's storage to every set).
+    let flat = byteKeys.flatMap { $0 }
+    try flat.withUnsafeBytes { all in
+      try value64.withUnsafeBytes { v in
+        for i in 0..<n {
+          let k = (i % 1000) &* 12
+          try cache.setBytes(v, forKey: UnsafeRawBufferPointer(rebasing: all[k..<k &+ 12]))
+        }
       }
     }
   case "insert":

@@ -17,10 +17,7 @@ extension SharedCache where Value: FixedWidthInteger {
     forKey key: String, by delta: Value = 1, initial: Value = 0,
     expires: CacheExpiry? = nil
   ) throws -> Value {
-    try adjust(key, expires, initial) { old in
-      let (r, overflow) = old.addingReportingOverflow(delta)
-      return overflow ? nil : r
-    }
+    try adjust(key, expires, initial, by: delta, subtracting: false)
   }
 
   /// Subtracts `delta` from the counter under `key`; see `increment`.
@@ -29,31 +26,31 @@ extension SharedCache where Value: FixedWidthInteger {
     forKey key: String, by delta: Value = 1, initial: Value = 0,
     expires: CacheExpiry? = nil
   ) throws -> Value {
-    try adjust(key, expires, initial) { old in
-      let (r, overflow) = old.subtractingReportingOverflow(delta)
-      return overflow ? nil : r
-    }
+    try adjust(key, expires, initial, by: delta, subtracting: true)
   }
 
-  /// The counter's change: in place when it is live, an `Int` without a new expiry the
-  /// straight way (`CacheEngine.changeCounter`), else by `CacheEngine.rewriteInPlace`
-  /// (with no allocation), else through the general update (`adjustByUpdate`).
+  /// The counter's change, `delta` added (or, `subtracting`, taken away): in place when
+  /// it is live, an `Int` without a new expiry the straight way
+  /// (`CacheEngine.changeCounter`, handed the delta: a closure there cost the increment
+  /// two closure calls), else by `CacheEngine.rewriteInPlace` (with no allocation), else
+  /// through the general update (`adjustByUpdate`).
   @inlinable
   func adjust(
-    _ key: String, _ expires: CacheExpiry?, _ initial: Value,
-    _ op: (Value) -> Value?
+    _ key: String, _ expires: CacheExpiry?, _ initial: Value, by delta: Value, subtracting: Bool
   ) throws -> Value {
     if Value.self == Int.self && expires == nil {
       let change = withKey(key) { k in
-        engine.changeCounter(k) { old in
-          op(unsafeBitCast(old, to: Value.self)).map { unsafeBitCast($0, to: Int.self) }
-        }
+        engine.changeCounter(k, by: unsafeBitCast(delta, to: Int.self), subtracting: subtracting)
       }
       switch change {
       case .changed(let new): return unsafeBitCast(new, to: Value.self)
       case .refused(let old): throw overflow(key, unsafeBitCast(old, to: Value.self))
       case .elsewise: break
       }
+    }
+    let op = { (old: Value) -> Value? in
+      let (r, overflow) = subtracting ? old.subtractingReportingOverflow(delta) : old.addingReportingOverflow(delta)
+      return overflow ? nil : r
     }
     let given: UInt64? = expires.map { expiryMsComputed($0) }
     var result = initial

@@ -62,22 +62,24 @@ extension CacheEngine {
   enum CounterChange {
     /// Changed: the counter's new value.
     case changed(Int)
-    /// `op` refused the change (an overflow): the counter's value, unchanged.
+    /// Refused (the result would overflow): the counter's value, unchanged.
     case refused(Int)
     /// Not the straight way's: nothing changed (the caller goes the general way).
     case elsewise
   }
 
-  /// Changes the `Int` counter under `key` to `op(old)` in place: W0 as `set` makes it
+  /// Adds `delta` to the `Int` counter under `key` (or, `subtracting`, takes it away) in
+  /// place: W0 as `set` makes it
   /// (the key's hash and words, its place, `Writer.lookAhead`'s hint), the lock's one
   /// compare-and-swap, then `Writer.changeCounter` (W1's checks and W2 by the hint, the
-  /// value's checksum, the rewrite, W3). `.elsewise` (nothing changed, `op` not run) for a
+  /// value's checksum, the rewrite, W3); `.refused` (nothing changed) when the result
+  /// would overflow. `.elsewise` (nothing changed) for a
   /// key of more than 16 bytes or over the file's limit, the `.flock` mode, a held lock,
   /// a hint that does not hold, a record that is not a live counter of 8 bytes without
   /// an expiry, or a value whose checksum fails: the general way (`rewriteInPlace`,
   /// `update`) decides those.
   @usableFromInline
-  func changeCounter(_ key: UnsafeRawBufferPointer, _ op: (Int) -> Int?) -> CounterChange {
+  func changeCounter(_ key: UnsafeRawBufferPointer, by delta: Int, subtracting: Bool) -> CounterChange {
     let n = key.count
     let token = quickToken
     guard token != 0, let kp = key.baseAddress, UInt(bitPattern: n &- 1) < 16, n <= maxKey, writer.maxValue >= 8 else {
@@ -92,7 +94,8 @@ extension CacheEngine {
     let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
     guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else { return .elsewise }
     let seen = Writer.Sighting(hint: hint, tag: IndexGeometry.tag(hash), routedWith: count)
-    let change = writer.changeCounter(key, words: words, hash: hash, seen, locked, op)
+    let change = Writer.changeCounter(
+      key, words: words, hash: hash, seen, locked, Writer.CounterStep(delta: delta, subtracting: subtracting))
     WriteLock.releaseUncontended(locked)
     if case .elsewise = change, hint.isRecalled { writer.recent.forget(hash) }
     return change

@@ -338,12 +338,9 @@ final class CacheEngine: @unchecked Sendable {
     let sum = KeyHash.checksum(value, hash: hash)
     let part = memory.partition(p)
     let hint = writer.lookAhead(hash: hash, first: first.place, groups: first.groups, part)
-    // The lock, when it is free and the partition settled (`acquireSettled`'s check).
+    // The lock, when it is free. The hinted overwrite changes nothing unless the
+    // partition is settled (its intent word clear, `hintedWord`).
     guard let locked = WriteLock.tryAcquireUncontended(part, token: token, file: memory) else {
-      return try setPrepared(key, value, expiry: expiry, condition: condition)
-    }
-    guard part.word(.intent).load(.relaxed) == 0 else {
-      WriteLock.releaseUncontended(locked)
       return try setPrepared(key, value, expiry: expiry, condition: condition)
     }
     if let version = writer.overwriteHinted(
@@ -352,6 +349,12 @@ final class CacheEngine: @unchecked Sendable {
     {
       WriteLock.releaseUncontended(locked)
       return .stored(version: UInt64(version))
+    }
+    // Anything else under this hold only once the partition is settled
+    // (`acquireSettled`'s check).
+    guard part.word(.intent).load(.relaxed) == 0 else {
+      WriteLock.releaseUncontended(locked)
+      return try setPrepared(key, value, expiry: expiry, condition: condition)
     }
     var w = PreparedWrite(hash: hash, sum: sum, keyCount: n, valueCount: value.count, expiry: 0, partition: p)
     w.routedWith = count

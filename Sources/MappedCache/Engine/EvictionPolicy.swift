@@ -36,15 +36,22 @@
 /// → `evictMainTail` (displacing) and `ensureMainRoom` → `evictMainTail`. The main log's
 /// steps never reach back into the small log's.
 struct EvictionPolicy {
-  let index: BucketIndex
-  let logs: RecordLogs
-  let counters: PartitionCounters
-  let ghost: GhostTable
+  /// The layers eviction works through, stored once: the resizer holds the index's,
+  /// the logs' and the counters' words, and the rest is derived from them on use. A
+  /// write makes a policy on its way to `makeRoom`, and each stored copy of a layer
+  /// lengthened every insert (`scripts/callgrind.sh`).
   let resizer: IndexResizer
+
+  @inline(__always) init(resizer: IndexResizer) { self.resizer = resizer }
+
+  @inline(__always) var index: BucketIndex { resizer.index }
+  @inline(__always) var logs: RecordLogs { resizer.logs }
+  @inline(__always) var counters: PartitionCounters { resizer.counters }
+  @inline(__always) var ghost: GhostTable { GhostTable(index: index) }
   /// Bytes of the small log.
-  let smallBytes: Int
-  let maxRecord: Int
-  let partitionCount: Int
+  @inline(__always) var smallBytes: Int { logs.smallEnd - logs.smallBase }
+  @inline(__always) var maxRecord: Int { logs.maxRecord }
+  @inline(__always) var partitionCount: Int { counters.memory.partitionCount }
 
   var part: PartitionMemory { index.part }
 
@@ -266,12 +273,15 @@ struct EvictionPolicy {
         logs.advanceTail(id, by: h.size, held)
         return nil
       }
-      return (offset, h, e, hash)
+      return (e, hash)
     }
   }
 
-  /// A live record at a log's tail: its offset, header, slot and key's hash.
-  private typealias LiveTail = (offset: Int, header: RecordFormat.Header, entry: BucketIndex.Entry, hash: UInt64)
+  /// A live record at a log's tail: the slot that names it (with the record's offset
+  /// and header, as read again through the slot: the same bytes under the lock) and its
+  /// key's hash. Not its offset and header apart too: a value past 128 bytes is copied
+  /// by a call to `memcpy`, several times an insert.
+  private typealias LiveTail = (entry: BucketIndex.Entry, hash: UInt64)
 
   /// Removes a live entry (an eviction or an expiration: `counter`) whose record the
   /// caller's tail is about to pass.
@@ -295,7 +305,8 @@ struct EvictionPolicy {
   private func evictSmallTail(
     _ l: Limits, now: UInt64, budget: inout EvictionBudget, onlyPromote: Bool, _ held: borrowing WriteLock.Held
   ) throws -> Bool {
-    guard let (offset, h, e, hash) = try liveTail(.small, held) else { return true }
+    guard let (e, hash) = try liveTail(.small, held) else { return true }
+    let (offset, h) = (e.offset, e.header)
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
       logs.advanceTail(.small, by: h.size, held)
@@ -341,7 +352,8 @@ struct EvictionPolicy {
   private func evictMainTail(
     _ l: Limits, now: UInt64, budget: inout EvictionBudget, tail: LiveTail? = nil, _ held: borrowing WriteLock.Held
   ) throws {
-    guard let (_, h, e, _) = try tail ?? liveTail(.main, held) else { return }
+    guard let (e, _) = try tail ?? liveTail(.main, held) else { return }
+    let h = e.header
     let main = logs.effectiveState(.main)
     if Expiry.isExpired(h.expiry, now: now) {
       remove(e, counting: .expirations, held)
@@ -414,7 +426,7 @@ struct EvictionPolicy {
           logs.advanceTail(.main, by: h.size, held)
           continue
         }
-        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse) ? (offset, h, e, hash) : nil
+        return e.word & Format.referencedBit == 0 && (h.unearned || noRecentReuse) ? (e, hash) : nil
       }
     }
     return nil

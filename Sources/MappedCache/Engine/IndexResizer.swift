@@ -31,19 +31,24 @@ import Synchronization
 /// (S5), which repair clears (`Checker.checkBuckets`), or free space beside the index
 /// (S1), which the next split takes.
 struct IndexResizer {
-  let index: BucketIndex
   let logs: RecordLogs
-  let counters: PartitionCounters
+  /// The file, for the counters.
+  private let file: MappedMemory
+  /// The index and the counters of the logs' partition, made on use from their view.
+  /// Each stored copy of the view lengthened every write that makes a resizer or a
+  /// policy, and a value past 128 bytes is copied by a call to `memcpy`.
+  @inline(__always) var index: BucketIndex { BucketIndex(part: logs.part) }
+  @inline(__always) var counters: PartitionCounters { PartitionCounters(part: logs.part, memory: file) }
   // Read from the limits when used, not stored: a write makes a resizer (and the eviction
   // policy holding one) several times, and almost never splits or merges.
   var maxGroups: Int { index.part.limits.maxGroups }
   var partitionBytes: Int { index.part.limits.bytes }
   var mainFloorEnd: Int { index.part.limits.mainFloorEnd }
 
-  init(index: BucketIndex, logs: RecordLogs, counters: PartitionCounters) {
-    self.index = index
+  @inline(__always)
+  init(logs: RecordLogs, file: MappedMemory) {
     self.logs = logs
-    self.counters = counters
+    self.file = file
   }
 
   /// The index grows when a new entry would pass this share of its slots.

@@ -8,7 +8,8 @@
 /// words a write touches are ever formed.
 struct Partition {
   let memory: PartitionMemory
-  private let file: MappedMemory
+  /// The file the partition is of.
+  let file: MappedMemory
 
   @inline(__always)
   init(_ p: Int, file: MappedMemory) {
@@ -29,15 +30,8 @@ struct Partition {
   @inline(__always) var logs: RecordLogs { RecordLogs(part: memory) }
   @inline(__always) var freeLists: FreeLists { FreeLists(part: memory, logs: logs) }
   @inline(__always) var counters: PartitionCounters { PartitionCounters(part: memory, memory: file) }
-  @inline(__always) var resizer: IndexResizer {
-    IndexResizer(index: index, logs: logs, counters: counters)
-  }
-  @inline(__always) var policy: EvictionPolicy {
-    EvictionPolicy(
-      index: index, logs: logs, counters: counters, ghost: GhostTable(index: index), resizer: resizer,
-      smallBytes: memory.limits.mainBase - memory.limits.smallBase, maxRecord: memory.limits.maxRecord,
-      partitionCount: file.partitionCount)
-  }
+  @inline(__always) var resizer: IndexResizer { IndexResizer(logs: logs, file: file) }
+  @inline(__always) var policy: EvictionPolicy { EvictionPolicy(resizer: resizer) }
 
   /// The partition's number.
   @inline(__always) var number: Int { memory.index }
@@ -67,6 +61,8 @@ struct Partition {
   @inline(__always)
   func indexClearsLogs(groups: Int) -> Bool {
     assert(memory.isValidGroupCount(groups))
-    return logs.mainLimit <= memory.limits.bytes - groups * Format.groupBytes
+    // The index's first byte is its last group's (the view's own copy of the
+    // partition's size, not the shared limits': a load less on the set's way).
+    return logs.mainLimit <= memory.groupOffset(groups &- 1)
   }
 }

@@ -90,16 +90,17 @@ struct LogState {
 struct RecordLogs {
   let part: PartitionMemory
   let smallBase: Int
-  let smallEnd: Int
   let mainBase: Int
   /// The largest record (`Layout.maxRecord`).
   let maxRecord: Int
+  /// Where the small log ends: the main log's base (a word less for every value that
+  /// holds the logs: `IndexResizer`, `EvictionPolicy`).
+  @inline(__always) var smallEnd: Int { mainBase }
 
   @inline(__always)
   init(part: PartitionMemory) {
     self.part = part
     smallBase = part.limits.smallBase
-    smallEnd = part.limits.mainBase
     mainBase = part.limits.mainBase
     maxRecord = part.limits.maxRecord
   }

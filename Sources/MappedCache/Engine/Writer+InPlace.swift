@@ -44,7 +44,7 @@ extension Writer {
         let value = UnsafeRawBufferPointer(start: out.baseAddress, count: n)
         let c = RecordFormat.Content(
           key: key, value: value, sum: KeyHash.checksum(value, hash: hash), expiry: stamped ?? h.expiry)
-        rewrite(e, c, midway: midway, part)
+        Self.rewrite(e, c, midway: midway, part)
         return true
       }
     }
@@ -52,22 +52,35 @@ extension Writer {
 }
 
 extension Writer {
+  /// A counter's change: `delta` added, or taken away (`subtracting`); nil where the
+  /// result would overflow.
+  struct CounterStep {
+    let delta: Int
+    let subtracting: Bool
+
+    @inline(__always)
+    func applied(to old: Int) -> Int? {
+      let (new, overflow) = subtracting ? old.subtractingReportingOverflow(delta) : old.addingReportingOverflow(delta)
+      return overflow ? nil : new
+    }
+  }
+
   /// `CacheEngine.changeCounter`'s locked part: the hint's slot checked (`hintedWord`:
   /// W1's checks, W2), its record the key's with an 8-byte value and no expiry
   /// (`shortEntry`'s form: a counter that may expire goes the general way, which reads
-  /// the clock), the value's checksum intact, then `op` and the rewrite (W3,
-  /// `rewrite`, the intent word naming the slot, then clear). `.elsewise` having changed
-  /// nothing (`op` not run) otherwise; `.refused` when `op` returns nil. A call, whose
+  /// the clock), the value's checksum intact, then `step` and the rewrite (W3,
+  /// `rewrite`, the intent word naming the slot, then clear). `.elsewise` having
+  /// changed nothing otherwise; `.refused` when the result would overflow. A call, whose
   /// arguments cost a little: made `@_transparent`, the increment took more
   /// (`scripts/callgrind.sh`).
   @inline(__always)
-  func changeCounter(
+  static func changeCounter(
     _ key: UnsafeRawBufferPointer, words: (UInt64, UInt64), hash: UInt64, _ seen: Sighting,
-    _ part: borrowing LockedPartition, _ op: (Int) -> Int?
+    _ part: borrowing LockedPartition, _ step: CounterStep
   ) -> CacheEngine.CounterChange {
     let mem = part.memory
     let hint = seen.hint
-    guard let word = hintedWord(seen, part.partition) else { return .elsewise }
+    guard let word = hintedWord(seen, part.partition, in: part.partition.file) else { return .elsewise }
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     guard let h = mem.shortEntry(at: offset, keyCount: key.count, valueCount: 8),
       mem.keyEquals(record: offset, h, key, words: words)
@@ -77,7 +90,7 @@ extension Writer {
       // Stable: the lock keeps every writer out of the record.
       guard KeyHash.checksum(current, hash: hash) == h.sum else { return .elsewise }
       let old = Int(littleEndian: current.loadUnaligned(as: Int.self))
-      guard let new = op(old) else { return .refused(old) }
+      guard let new = step.applied(to: old) else { return .refused(old) }
       return withUnsafeBytes(of: new.littleEndian) { value in
         // W3, the whole change: the intent word names the slot while the record is
         // rewritten, and is clear again after it (`marking`).

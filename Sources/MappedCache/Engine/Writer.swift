@@ -265,7 +265,7 @@ struct Writer {
     if let refusal = refusal(condition, live: unexpired(found, clock: &clock)) { return refusal }
     // W3.
     if let e = found, Self.fitsInPlace(e.header, valueCount: Int(w.valueCount), expiry: w.expiry) {
-      let version = rewrite(e, s.content(version: 0), keeping: s.keep, part)
+      let version = Self.rewrite(e, s.content(version: 0), keeping: s.keep, part)
       return .stored(version: UInt64(version))
     }
     return try storeChanging(s, found: found, placement: placement, now: clock, part)
@@ -301,7 +301,7 @@ struct Writer {
     _ part: borrowing LockedPartition
   ) -> UInt32? {
     let (key, value, expiry, hint) = (c.key, c.value, c.expiry, seen.hint)
-    guard let word = hintedWord(seen, part.partition) else { return nil }
+    guard let word = Self.hintedWord(seen, part.partition, in: memory) else { return nil }
     let mem = part.memory
     let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
     // With `shortOnly` (the straight set's), only the common record's form, read with the
@@ -317,7 +317,7 @@ struct Writer {
     // W3, the whole change: the intent word names the slot while the record is
     // rewritten, and is clear again after it (`marking`).
     let e = BucketIndex.Entry(at: BucketIndex.Slot(place: hint.place, slot: hint.slot), word: word, header: h)
-    return rewrite(e, c, leaving: 0, part)
+    return Self.rewrite(e, c, leaving: 0, part)
   }
 
   /// W1's checks and W2 of a hinted write: the hint's slot's word when the slot still
@@ -329,11 +329,12 @@ struct Writer {
   /// the set, `scripts/callgrind.sh`). The intent word is looked at
   /// again after `acquireSettled`, which hands back a partition whose intent a dead
   /// writer set (not a split) for `store` to repair. W2: the hinted slot, its word and
-  /// tag as W0 saw them.
+  /// tag as W0 saw them. `file`: the mapping whose header the routing is checked in (the
+  /// caller's copy: static, the straight increment's call copies no `Writer`).
   @_transparent
-  func hintedWord(_ seen: Sighting, _ part: Partition) -> UInt32? {
+  static func hintedWord(_ seen: Sighting, _ part: Partition, in file: MappedMemory) -> UInt32? {
     let (hint, tag) = (seen.hint, seen.tag)
-    guard !hint.isNone, memory.liveRouting() <= seen.routedWith else { return nil }
+    guard !hint.isNone, file.liveRouting() <= seen.routedWith else { return nil }
     let mem = part.memory
     guard mem.word(.intent).load(.relaxed) == 0, part.index.groups == hint.groups,
       part.indexClearsLogs(groups: hint.groups)
@@ -475,7 +476,7 @@ struct Writer {
       at &+= d.size
     }
     let version = s.keep ?? part.counters.nextVersion(part.held)
-    marking(e.at, part) { part.index.rewriteRecord(e, extent: extent, s.content(version: version), part.held) }
+    Self.marking(e.at, part) { part.index.rewriteRecord(e, extent: extent, s.content(version: version), part.held) }
     part.freeLists.releaseRest(of: e.offset, extent: extent, size: w.size, part.held)
     countStore(adding: key.count &+ value.count, replacing: e, part)
     return .stored(version: UInt64(version))
@@ -643,14 +644,14 @@ struct Writer {
   /// record half rewritten, and `leaving` after it; then the set counted. Returns the
   /// version. `midway` runs with the bucket odd (a test hook).
   @inline(__always) @discardableResult
-  func rewrite(
+  static func rewrite(
     _ e: BucketIndex.Entry, _ c: RecordFormat.Content, keeping keep: UInt32? = nil, midway: () -> Void = {},
     leaving: UInt64 = Format.intentChange, _ part: borrowing LockedPartition
   ) -> UInt32 {
     var c = c
     c.version = keep ?? part.counters.nextVersion(part.held)
     let version = c.version
-    marking(e.at, part, leaving: leaving) { part.index.rewriteValue(e, c, midway: midway, part.held) }
+    Self.marking(e.at, part, leaving: leaving) { part.index.rewriteValue(e, c, midway: midway, part.held) }
     part.counters.bump(.sets, part.held)
     return version
   }
@@ -661,7 +662,7 @@ struct Writer {
   /// goes on, 0 where the rewrite is the whole change (the hinted overwrite's, the
   /// straight increment's: a version or `sets` count bumped outside it is no damage).
   @inline(__always)
-  func marking(
+  static func marking(
     _ at: BucketIndex.Slot, _ part: borrowing LockedPartition, leaving: UInt64 = Format.intentChange, _ body: () -> Void
   ) {
     let intent = part.memory.word(.intent)
@@ -771,7 +772,7 @@ struct Writer {
     else { return false }
     let stamped = Expiry.stamp(expiry, now: now)
     if e.header.hasExpiry {
-      marking(e.at, part) { index.setExpiry(e, stamped, part.held) }
+      Self.marking(e.at, part) { index.setExpiry(e, stamped, part.held) }
       return true
     }
     if stamped == 0 { return true }

@@ -170,6 +170,33 @@ import Testing
     }
   }
 
+  /// The same, the next write a same-size overwrite of another key of the bucket: the
+  /// straight set's way, which takes the free lock at once and whose hint holds. The
+  /// intent word is checked by the hinted overwrite itself (`Writer.hintedWord`, before
+  /// the set looks at it again), so the set goes the general way and repairs first.
+  @Test func anOverwriteAfterARewriteKilledMidwayRepairsFirst() throws {
+    let place = Place(group: 0, bucket: 3)
+    try withFilledCache("rec-rewrite-hinted", keys: .inBucket(place, count: 5, tag: "rh")) { c, e, ks in
+      // Once more, so that the handle remembers the key's slot (`RecentSlots`).
+      try c.setObject(value(ks[0]), forKey: ks[0])
+      let f = try #require(try e.slot(of: ks[2]))
+      try e._crashDuring(partition: 0) { part in
+        part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
+        part.index._toggleSequence(place, part.held)
+        let entry = try #require(part.index.entry(at: f.slot))
+        let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
+        for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
+      }
+      let recoveries = c.statistics.recoveries
+      let newValue = CoreValue.make(key: ks[0], writer: 0, seq: 1, size: 40)
+      try c.setObject(newValue, forKey: ks[0])
+      #expect(c.statistics.recoveries == recoveries + 1, "the overwrite repaired the partition first")
+      #expect(try c.object(forKey: ks[0]) == newValue)
+      #expect(try c.object(forKey: ks[2]) == nil, "the entry being rewritten is dropped")
+      try expectAllThere(c, ks.filter { $0 != ks[0] && $0 != ks[2] })
+    }
+  }
+
   /// A rewrite that changes the record's size in place (W3b) killed after each of
   /// `MappedMemory.rewriteRecord`'s steps, shrinking, growing into the dead record a
   /// shrink left, and changing the header's form: repair drops that entry alone, and the
