@@ -185,7 +185,12 @@ struct MappedMemory {
   /// or last saw it grow (`refreshRouting`). Acquire: a count adopted by another thread
   /// of the handle comes with its view of the new partitions.
   @inline(__always)
-  var partitionCount: Int { routing.count.load(ordering: .acquiring) }
+  var partitionCount: Int { route.count }
+
+  /// `partitionCount` with its routing mask (`PartitionRoute`), from the one word that
+  /// holds both. Acquire, as `partitionCount`.
+  @inline(__always)
+  var route: PartitionRoute { PartitionRoute(raw: routing.route.load(ordering: .acquiring)) }
 
   /// The file's bytes as far as this handle has seen them.
   var fileSize: Int { max(routing.createdSize, routing.partitionsOffset + partitionCount * partitionBytes) }
@@ -220,7 +225,8 @@ struct MappedMemory {
   /// byte past the end is ever touched). A system call, but only when the count did
   /// change: once per growth per handle (and once per damaged count).
   func adoptGrowth() -> Adoption {
-    let mine = partitionCount
+    let current = route
+    let mine = current.count
     let live = liveRouting()
     guard live > mine else { return .current }
     // A count judged before costs no system call again (a read's miss asks each time).
@@ -235,10 +241,11 @@ struct MappedMemory {
       routing.unreachable.store(live, ordering: .relaxed)
       return .pastMapping
     }
-    var cur = mine
-    while cur < live {
-      let (done, seen) = routing.count.compareExchange(
-        expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
+    var cur = current.raw
+    let desired = PartitionRoute(count: live).raw
+    while PartitionRoute(raw: cur).count < live {
+      let (done, seen) = routing.route.compareExchange(
+        expected: cur, desired: desired, successOrdering: .releasing, failureOrdering: .acquiring)
       if done { return .adopted }
       cur = seen
     }
@@ -364,7 +371,9 @@ struct MappedMemory {
 /// opened or last saw it grow), shared by its threads, and what adopting a grown count
 /// checks. Owned by `MappedFile`.
 final class Routing: @unchecked Sendable {
-  let count: Atomic<Int>
+  /// The count with its routing mask (`PartitionRoute.raw`): one word, so that a read
+  /// routes by one load.
+  let route: Atomic<UInt64>
   /// A header count found damaged (`MappedMemory.Adoption.damaged`), 0 for none.
   let rejected = Atomic<Int>(0)
   /// A header count whose partitions lie past the mapping (`Adoption.pastMapping`), 0
@@ -379,7 +388,7 @@ final class Routing: @unchecked Sendable {
   let fd: Int32
 
   init(count: Int, layout: Layout, mapped: Int, fd: Int32) {
-    self.count = Atomic(count)
+    route = Atomic(PartitionRoute(count: count).raw)
     partitionsOffset = layout.partitionsOffset
     createdSize = layout.createdSize
     createdCount = layout.createdCount
@@ -498,6 +507,48 @@ struct PartitionMemory {
     assert(slot >= 0 && slot < Format.slotsPerBucket)
     return SharedWord32(
       address: (bucket(place) + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
+  }
+
+  /// A bucket by its address (`Bucket`), for a read that uses several of its words.
+  @inline(__always)
+  func bucketView(_ place: Place) -> Bucket { Bucket(address: bucket(place)) }
+
+  /// A bucket's words from one pointer: the straight-line read (`Reader.quickCopy`) loads
+  /// its sequence word, compares its tags and loads and marks a slot's word, and keeps
+  /// this one value for them all, not a place (group and bucket) whose address it would
+  /// compute again for each, and keep alive until the hit bit.
+  struct Bucket {
+    fileprivate let address: UnsafeMutableRawPointer
+
+    /// The sequence word (`PartitionMemory.seq`).
+    @inline(__always)
+    var seq: SharedWord32 {
+      SharedWord32(address: (address + Format.BucketOffset.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
+    }
+
+    /// Slot `slot`'s entry word (`PartitionMemory.entryWord`).
+    @inline(__always)
+    func entryWord(_ slot: Int) -> SharedWord32 {
+      assert(slot >= 0 && slot < Format.slotsPerBucket)
+      return SharedWord32(
+        address: (address + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
+    }
+
+    /// `PartitionMemory.tagMatches` of this bucket.
+    @inline(__always)
+    func tagMatches(_ tag: UInt16) -> UInt32 {
+      #if arch(x86_64)
+        mc_tag_matches(UnsafeRawPointer(address + Format.BucketOffset.tags), tag)
+      #else
+        let t = address + Format.BucketOffset.tags
+        return BucketIndex.matching(
+          (
+            t.assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed),
+            (t + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed),
+            (t + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+          ), tag)
+      #endif
+    }
   }
 
   /// The slots whose tag equals `tag`, as a mask of bits 0-9: on x86-64 the ten lanes

@@ -254,9 +254,10 @@ final class Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
-    let count = memory.partitionCount
+    let routing = memory.route
+    let count = routing.count
     let routed = route.map { $0.partitionCount == count } ?? false
-    let p = routed ? route.unsafelyUnwrapped.partition : IndexGeometry.partition(hash, count: count)
+    let p = routed ? route.unsafelyUnwrapped.partition : routing.partition(hash)
     let part = memory.partition(p)
     let index = BucketIndex(part: part)
     // R1.
@@ -279,19 +280,17 @@ final class Reader {
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
-    var place = first
-    var seq = part.seq(place)
-    var s1 = seq.load(.acquiring)
-    var m = part.tagMatches(place, tag)
+    var bucket = part.bucketView(first)
+    var s1 = bucket.seq.load(.acquiring)
+    var m = bucket.tagMatches(tag)
     if m == 0 {
-      place = batch ? Placement.second(hash: hash, groups: geometry.groups) : second
-      seq = part.seq(place)
-      s1 = seq.load(.acquiring)
-      m = part.tagMatches(place, tag)
+      bucket = part.bucketView(batch ? Placement.second(hash: hash, groups: geometry.groups) : second)
+      s1 = bucket.seq.load(.acquiring)
+      m = bucket.tagMatches(tag)
     }
     if s1 & 1 == 0 && m != 0 {
-      let slot = m.trailingZeroBitCount
-      let word = part.entryWord(place, slot).load(.relaxed)
+      let entry = bucket.entryWord(m.trailingZeroBitCount)
+      let word = entry.load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
       if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
@@ -300,9 +299,9 @@ final class Reader {
         part.copyValue(record: offset, h, to: out)
         atomicMemoryFence(ordering: .acquiring)
         // R3's `seq` again, then R5 (the move sequence matters only to a miss).
-        if seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
-          // R6.
-          if word & Format.hotBit == 0 { index.markHit(.init(place: place, slot: slot), word: word) }
+        if bucket.seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
+          // R6 (`BucketIndex.markHit` on the slot's word).
+          if word & Format.hotBit == 0 { entry.bitwiseOr(BucketIndex.hitBit(word), .relaxed) }
           return .hit(h.vlen)
         }
       }
