@@ -254,6 +254,8 @@ final class Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
+    // Taken once: `count` tests the key's start for nil each time it is asked.
+    let keyCount = key.count
     let routing = memory.route
     let count = routing.count
     let routed = route.map { $0.partitionCount == count } ?? false
@@ -293,7 +295,7 @@ final class Reader {
       let word = entry.load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
-      if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
+      if let h = part.shortEntry(at: offset, keyCount: keyCount, room: buffer.count),
         part.keyEquals(record: offset, h, key)
       {
         part.copyValue(record: offset, h, to: out)
