@@ -517,7 +517,7 @@ struct PartitionMemory {
   /// its sequence word, compares its tags and loads and marks a slot's word, and keeps
   /// this one value for them all, not a place (group and bucket) whose address it would
   /// compute again for each, and keep alive until the hit bit.
-  struct Bucket {
+  struct Bucket: Equatable {
     fileprivate let address: UnsafeMutableRawPointer
 
     /// The sequence word (`PartitionMemory.seq`).
@@ -921,6 +921,17 @@ struct PartitionMemory {
     let word = entryWord(place, slot).load(.relaxed)
     prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask), write: write)
     return Writer.SlotHint(place: place, slot: slot, word: word, groups: 0)
+  }
+
+  /// `prefetchRecord(named:in:)` of a bucket by its address (a batch's B2): whether
+  /// a slot has the tag.
+  @inline(__always)
+  func prefetchRecord(named tag: UInt16, in bucket: Bucket) -> Bool {
+    let m = bucket.tagMatches(tag)
+    guard m != 0 else { return false }
+    let word = bucket.entryWord(m.trailingZeroBitCount).load(.relaxed)
+    prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+    return true
   }
 
   /// Starts fetching, owned, the header line every write changes (line 1: the lock

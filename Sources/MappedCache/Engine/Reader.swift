@@ -267,22 +267,24 @@ final class Reader {
     guard part.isValidGroupCount(geometry.groups) else { return .slow }
     // R2 (`quickCopy`'s doc says why each way).
     let batch = route != nil
-    let first: Place
+    var bucket: PartitionMemory.Bucket
     let tag: UInt16
     var second = Place(group: 0, bucket: 0)
     if batch {
       let routedPlaces = routed && route.unsafelyUnwrapped.groups == geometry.groups
-      first = routedPlaces ? route.unsafelyUnwrapped.first : Placement.first(hash: hash, groups: geometry.groups)
+      bucket =
+        routedPlaces
+        ? route.unsafelyUnwrapped.first : part.bucketView(Placement.first(hash: hash, groups: geometry.groups))
       tag = routedPlaces ? route.unsafelyUnwrapped.tag : IndexGeometry.tag(hash)
     } else {
       let pl = Placement(hash: hash, groups: geometry.groups)
-      (first, tag, second) = (pl.first, pl.tag, pl.second)
+      (tag, second) = (pl.tag, pl.second)
       part.prefetchBucket(second, write: false)
+      bucket = part.bucketView(pl.first)
     }
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
-    var bucket = part.bucketView(first)
     var s1 = bucket.seq.load(.acquiring)
     var m = bucket.tagMatches(tag)
     if m == 0 {
@@ -362,7 +364,9 @@ final class Reader {
     var partitionCount: Int
     var partition: Int
     var groups: Int
-    var first: Place
+    /// The first place's bucket, by its address: B2 and B3 use its words without
+    /// computing it again.
+    var first: PartitionMemory.Bucket
     var tag: UInt16
   }
 
