@@ -120,18 +120,15 @@ extension CacheEngine {
       let part = memory.partition(p)
       let groups = BucketIndex(part: part).geometryRelaxed().groups
       guard part.isValidGroupCount(groups) else {
-        routes.initializeElement(
-          at: j,
-          to: .init(
-            partitionCount: 0, partition: -1, groups: 0, first: part.bucketView(Place(group: 0, bucket: 0)), tag: 0))
+        routes.initializeElement(at: j, to: .unrouted(in: part))
         continue
       }
-      let first = Placement.first(hash: hashes[j], groups: groups)
-      let route = Reader.Route(
-        partitionCount: partitions, partition: p, groups: groups, first: part.bucketView(first),
-        tag: IndexGeometry.tag(hashes[j]))
-      routes.initializeElement(at: j, to: route)
-      part.prefetchBucket(first, write: false)
+      let first = part.bucketView(Placement.first(hash: hashes[j], groups: groups))
+      routes.initializeElement(
+        at: j,
+        to: .init(
+          partitionCount: partitions, partition: p, groups: groups, first: first, tag: IndexGeometry.tag(hashes[j])))
+      part.prefetchBucket(first)
     }
     // B2: the loads wait for the first buckets' misses, in flight for every key.
     var second: UInt32 = 0

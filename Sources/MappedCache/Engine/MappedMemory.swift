@@ -603,6 +603,10 @@ struct PartitionMemory {
     prefetchLine(bucket(place), write: write)
   }
 
+  /// `prefetchBucket` of a bucket by its address, for reading.
+  @inline(__always)
+  func prefetchBucket(_ bucket: Bucket) { prefetchLine(bucket.address, write: false) }
+
   /// R2's prefetch: the key's buckets (the first, and the second where it differs), as
   /// soon as their places are known, well before R3 reads the first. On a table larger
   /// than the CPU's caches that lets the next read's misses start before this one's

@@ -254,8 +254,7 @@ final class Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
-    // Taken once: `count` tests the key's start for nil each time it is asked.
-    let keyCount = key.count
+    let keyCount = key.count  // once: `count` tests the key's start for nil each time
     let routing = memory.route
     let count = routing.count
     let routed = route.map { $0.partitionCount == count } ?? false
@@ -271,11 +270,10 @@ final class Reader {
     let tag: UInt16
     var second = Place(group: 0, bucket: 0)
     if batch {
-      let routedPlaces = routed && route.unsafelyUnwrapped.groups == geometry.groups
-      bucket =
-        routedPlaces
-        ? route.unsafelyUnwrapped.first : part.bucketView(Placement.first(hash: hash, groups: geometry.groups))
-      tag = routedPlaces ? route.unsafelyUnwrapped.tag : IndexGeometry.tag(hash)
+      let r = route.unsafelyUnwrapped
+      let routedPlaces = routed && r.groups == geometry.groups
+      bucket = routedPlaces ? r.first : part.bucketView(Placement.first(hash: hash, groups: geometry.groups))
+      tag = routedPlaces ? r.tag : IndexGeometry.tag(hash)
     } else {
       let pl = Placement(hash: hash, groups: geometry.groups)
       (tag, second) = (pl.tag, pl.second)
@@ -368,6 +366,12 @@ final class Reader {
     /// computing it again.
     var first: PartitionMemory.Bucket
     var tag: UInt16
+
+    /// The route of a key whose partition's geometry word was out of range: B2 and B3
+    /// pass it by (`partition` -1).
+    static func unrouted(in part: PartitionMemory) -> Route {
+      Route(partitionCount: 0, partition: -1, groups: 0, first: part.bucketView(Place(group: 0, bucket: 0)), tag: 0)
+    }
   }
 
   /// What `BucketIndex.quickRead` saw in one bucket.

@@ -64,7 +64,10 @@ private final class Scratch {
   @Test func theRoutingWordRoutesAsLinearHashing() {
     var rng = SplitMix(11)
     let hashes = (0..<1000).map { _ in rng.next() | 1 }
-    let larger = [127, 128, 129, 511, 512, 513, 1023, 1024, 1025, 65_535, 65_536, 65_537, Format.maxPartitions - 1, Format.maxPartitions]
+    let larger = [
+      127, 128, 129, 511, 512, 513, 1023, 1024, 1025, 65_535, 65_536, 65_537, Format.maxPartitions - 1,
+      Format.maxPartitions,
+    ]
     for n in Array(1...70) + larger {
       let route = PartitionRoute(count: n)
       #expect(route.count == n)
