@@ -185,10 +185,11 @@ struct MappedMemory {
   /// or last saw it grow (`refreshRouting`). Acquire: a count adopted by another thread
   /// of the handle comes with its view of the new partitions.
   @inline(__always)
-  var partitionCount: Int { route.count }
+  var partitionCount: Int { routing.count.load(ordering: .acquiring) }
 
-  /// `partitionCount` with its routing mask (`PartitionRoute`), from the one word that
-  /// holds both. Acquire, as `partitionCount`.
+  /// A partition count with its routing mask (`PartitionRoute`), from the one word that
+  /// holds both: `partitionCount`, or a count this handle routed by before it (the
+  /// word follows the count, never passing it). Acquire, as `partitionCount`.
   @inline(__always)
   var route: PartitionRoute { PartitionRoute(raw: routing.route.load(ordering: .acquiring)) }
 
@@ -225,8 +226,7 @@ struct MappedMemory {
   /// byte past the end is ever touched). A system call, but only when the count did
   /// change: once per growth per handle (and once per damaged count).
   func adoptGrowth() -> Adoption {
-    let current = route
-    let mine = current.count
+    let mine = partitionCount
     let live = liveRouting()
     guard live > mine else { return .current }
     // A count judged before costs no system call again (a read's miss asks each time).
@@ -241,12 +241,14 @@ struct MappedMemory {
       routing.unreachable.store(live, ordering: .relaxed)
       return .pastMapping
     }
-    var cur = current.raw
-    let desired = PartitionRoute(count: live).raw
-    while PartitionRoute(raw: cur).count < live {
-      let (done, seen) = routing.route.compareExchange(
-        expected: cur, desired: desired, successOrdering: .releasing, failureOrdering: .acquiring)
-      if done { return .adopted }
+    var cur = mine
+    while cur < live {
+      let (done, seen) = routing.count.compareExchange(
+        expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
+      if done {
+        routing.raiseRoute(to: live)
+        return .adopted
+      }
       cur = seen
     }
     return .current
@@ -371,8 +373,9 @@ struct MappedMemory {
 /// opened or last saw it grow), shared by its threads, and what adopting a grown count
 /// checks. Owned by `MappedFile`.
 final class Routing: @unchecked Sendable {
-  /// The count with its routing mask (`PartitionRoute.raw`): one word, so that a read
-  /// routes by one load.
+  let count: Atomic<Int>
+  /// A count with its routing mask (`PartitionRoute.raw`), so that a read routes by one
+  /// load: raised to each count adopted, right after it (`raiseRoute`).
   let route: Atomic<UInt64>
   /// A header count found damaged (`MappedMemory.Adoption.damaged`), 0 for none.
   let rejected = Atomic<Int>(0)
@@ -388,12 +391,27 @@ final class Routing: @unchecked Sendable {
   let fd: Int32
 
   init(count: Int, layout: Layout, mapped: Int, fd: Int32) {
+    self.count = Atomic(count)
     route = Atomic(PartitionRoute(count: count).raw)
     partitionsOffset = layout.partitionsOffset
     createdSize = layout.createdSize
     createdCount = layout.createdCount
     self.mapped = mapped
     self.fd = fd
+  }
+
+  /// Raises `route` to `count` (adopted by this thread a moment ago), unless another
+  /// thread raised it as far or further: adoptions may finish in any order, and the word
+  /// never goes back to a smaller count. Release, as the count's store.
+  func raiseRoute(to count: Int) {
+    var cur = route.load(ordering: .relaxed)
+    let desired = PartitionRoute(count: count).raw
+    while PartitionRoute(raw: cur).count < count {
+      let (done, seen) = route.compareExchange(
+        expected: cur, desired: desired, successOrdering: .releasing, failureOrdering: .relaxed)
+      if done { return }
+      cur = seen
+    }
   }
 }
 

@@ -48,9 +48,9 @@ enum IndexGeometry {
 
 /// A partition count and its linear-hashing mask in one word, as a handle routes keys:
 /// `partition(_:)` is `IndexGeometry.partition(_:count:)` without finding the count's
-/// level (a `bsr` and four shifts a read) on every read. One word, so that a handle's
-/// threads, which adopt a grown count with one compare-and-swap of it
-/// (`MappedMemory.adoptGrowth`), never see a count with another count's mask.
+/// level (a `bsr` and four shifts a read) on every read. One word, so that no thread
+/// sees a count with another count's mask; a handle keeps it beside its count, raised
+/// to each count it adopts (`Routing.raiseRoute`).
 struct PartitionRoute: Equatable {
   /// `count | mask << 32`: `mask` is `2^(L+1) - 1` for `2^L <= count < 2^(L+1)`.
   var raw: UInt64
