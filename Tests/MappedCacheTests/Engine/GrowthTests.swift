@@ -97,6 +97,19 @@ import Testing
     #expect(try grower.verify().ok)
   }
 
+  /// The routing word never goes back: a thread that adopted a smaller count and raises
+  /// the word after another raised it further (`Routing.raiseRoute`) leaves it as is.
+  @Test func theRoutingWordIsNeverLowered() throws {
+    let path = TestFiles.tempPath("grow-raise")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    #expect(c.engine.memory.route == PartitionRoute(count: 2))
+    c.engine.file.routing.raiseRoute(to: 1)
+    #expect(c.engine.memory.route == PartitionRoute(count: 2))
+    try c.setObject("v", forKey: "k")
+    #expect(try c.object(forKey: "k") == "v")
+  }
+
   @Test func growthRefusesWhatItCannotDo() throws {
     let path = TestFiles.tempPath("grow-bad")
     defer { TestFiles.cleanup(path) }
