@@ -515,17 +515,11 @@ struct PartitionMemory {
 
   /// The bucket's sequence word.
   @inline(__always)
-  func seq(_ place: Place) -> SharedWord32 {
-    SharedWord32(address: (bucket(place) + Format.BucketOffset.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
-  }
+  func seq(_ place: Place) -> SharedWord32 { bucketView(place).seq }
 
   /// Slot `slot`'s entry word: the record offset and the hit bits.
   @inline(__always)
-  func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 {
-    assert(slot >= 0 && slot < Format.slotsPerBucket)
-    return SharedWord32(
-      address: (bucket(place) + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
-  }
+  func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 { bucketView(place).entryWord(slot) }
 
   /// A bucket by its address (`Bucket`), for a read that uses several of its words.
   @inline(__always)
@@ -558,14 +552,19 @@ struct PartitionMemory {
       #if arch(x86_64)
         mc_tag_matches(UnsafeRawPointer(address + Format.BucketOffset.tags), tag)
       #else
-        let t = address + Format.BucketOffset.tags
-        return BucketIndex.matching(
-          (
-            t.assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed),
-            (t + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed),
-            (t + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
-          ), tag)
+        BucketIndex.matching(tagWords, tag)
       #endif
+    }
+
+    /// `PartitionMemory.tagWords` of this bucket.
+    @inline(__always)
+    var tagWords: (UInt32, UInt64, UInt64) {
+      let t = address + Format.BucketOffset.tags
+      return (
+        t.assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed),
+        (t + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed),
+        (t + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+      )
     }
   }
 
@@ -574,27 +573,12 @@ struct PartitionMemory {
   /// `tagWords`, the same answer. Racy under readers, who validate with the sequence
   /// afterwards.
   @inline(__always)
-  func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 {
-    #if arch(x86_64)
-      mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.BucketOffset.tags), tag)
-    #else
-      BucketIndex.matching(tagWords(place), tag)
-    #endif
-  }
+  func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 { bucketView(place).tagMatches(tag) }
 
   /// The bucket's ten tags as three words (relaxed loads: racy under readers, who
   /// validate with the sequence afterwards): tags 0-1, 2-5 and 6-9, two bytes each.
   @inline(__always)
-  func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) {
-    let b = bucket(place)
-    let t0 = (b + Format.BucketOffset.tags).assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(
-      ordering: .relaxed)
-    let t1 = (b + Format.BucketOffset.tags + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
-      ordering: .relaxed)
-    let t2 = (b + Format.BucketOffset.tags + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
-      ordering: .relaxed)
-    return (t0, t1, t2)
-  }
+  func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) { bucketView(place).tagWords }
 
   /// Slot `slot`'s tag (0: empty).
   @inline(__always)
