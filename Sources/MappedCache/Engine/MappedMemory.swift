@@ -499,7 +499,7 @@ struct PartitionMemory {
 
   /// Whether a group count read from the file can be used: 1 to `maxGroups`.
   @inline(__always)
-  func isValidGroupCount(_ n: Int) -> Bool { UInt(bitPattern: n &- 1) < UInt(bitPattern: maxGroups) }
+  func isValidGroupCount(_ n: Int) -> Bool { n >= 1 && n <= maxGroups }
 
   /// Where group `g`'s first byte is. Precondition: `g < maxGroups`.
   @inline(__always)
