@@ -97,17 +97,18 @@ def step_lines(reader_swift):
 
 
 RULES = [  # (step, substrings of a demangled frame), the first match wins
-    ("R6 hit bit, counters", ["markHit", "countHit", "countMiss", "HandleCounters", "SharedWord.increment"]),
+    ("R6 hit bit, counters", ["markHit", "hitBit", "countHit", "countMiss", "HandleCounters", "SharedWord.increment"]),
     ("B1-B2 batch", ["BatchReader", "copyValues", "prefetchFirstBuckets", "prefetchRecords"]),
     ("R3 tags", ["tagMatches", "mc_tag_matches"]),
     ("R3 record check", ["shortRecord", "shortEntry", "record(at", "decodeRecord"]),
     ("R3 key compare", ["keyEquals", "bytesEqual"]),
     ("R3 value copy", ["copyValue(record", "mc_copy_record_bytes", "mc_copy_from_both_ends"]),
     ("R3 record prefetch", ["prefetchRecordTail"]),
-    ("R3-R4 sequence, slots", ["seqlockRead", "quickRead", "lookup("]),
+    ("R3-R4 sequence, slots", ["seqlockRead", "quickRead", "lookup(", "bucketView", "PartitionMemory.Bucket"]),
     ("R2", ["Placement", "prefetchBuckets", "moveSequence"]),
     ("R5", ["geometryRelaxed", "liveRouting"]),
-    ("R1", ["IndexGeometry.partition", "MappedMemory.partition", "partitionCount", "geometry()",
+    ("R1", ["IndexGeometry.partition", "PartitionRoute", "MappedMemory.route", "MappedMemory.partition",
+            "partitionCount", "geometry()",
             "isValidGroupCount", "PartitionMemory.init"]),
     ("hash", ["KeyHash"]),
 ]

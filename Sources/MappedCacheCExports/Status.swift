@@ -100,14 +100,15 @@ enum UTF8Check {
   @inline(__always)
   static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
     // Every byte's high bit, ORed, from loads that may overlap (a byte read twice changes
-    // no OR): the words before the last, then the last 8 bytes; 4 to 7 bytes as two
-    // 4-byte loads; 1 to 3 as the first, middle and last bytes. No loop for keys of up to
-    // 16 bytes.
+    // no OR): 8 to 16 bytes as the first and the last 8, more as the words before the
+    // last and the last 8; 4 to 7 bytes as two 4-byte loads; 1 to 3 as the first, middle
+    // and last bytes.
     let n = bytes.count
     guard let p = bytes.baseAddress else { return true }
     var high: UInt64
     if n >= 8 {
       high = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+      if n <= 16 { return (high | p.loadUnaligned(as: UInt64.self)) & 0x8080_8080_8080_8080 == 0 }
       var i = 0
       while i &+ 8 < n {
         high |= p.loadUnaligned(fromByteOffset: i, as: UInt64.self)

@@ -120,15 +120,15 @@ extension CacheEngine {
       let part = memory.partition(p)
       let groups = BucketIndex(part: part).geometryRelaxed().groups
       guard part.isValidGroupCount(groups) else {
-        routes.initializeElement(
-          at: j, to: .init(partitionCount: 0, partition: -1, groups: 0, first: Place(group: 0, bucket: 0), tag: 0))
+        routes.initializeElement(at: j, to: .unrouted(in: part))
         continue
       }
-      let first = Placement.first(hash: hashes[j], groups: groups)
-      let route = Reader.Route(
-        partitionCount: partitions, partition: p, groups: groups, first: first, tag: IndexGeometry.tag(hashes[j]))
-      routes.initializeElement(at: j, to: route)
-      part.prefetchBucket(first, write: false)
+      let first = part.bucketView(Placement.first(hash: hashes[j], groups: groups))
+      routes.initializeElement(
+        at: j,
+        to: .init(
+          partitionCount: partitions, partition: p, groups: groups, first: first, tag: IndexGeometry.tag(hashes[j])))
+      part.prefetchBucket(first)
     }
     // B2: the loads wait for the first buckets' misses, in flight for every key.
     var second: UInt32 = 0
@@ -136,9 +136,9 @@ extension CacheEngine {
       let r = routes[j]
       guard r.partition >= 0 else { continue }
       let part = memory.partition(r.partition)
-      guard part.prefetchRecord(named: r.tag, in: r.first).isNone else { continue }
+      guard !part.prefetchRecord(named: r.tag, in: r.first) else { continue }
       let place = Placement.second(hash: hashes[j], groups: r.groups)
-      if place != r.first {
+      if part.bucketView(place) != r.first {
         part.prefetchBucket(place, write: false)
         second |= 1 &<< UInt32(j)  // j < 32: no over-shift check needed
       }

@@ -160,10 +160,14 @@ struct BucketIndex {
   /// writable mapping.
   @inline(__always)
   func markHit(_ at: Slot, word: UInt32) {
-    let bit =
-      word & Format.referencedBit == 0
+    part.entryWord(at.place, at.slot).bitwiseOr(Self.hitBit(word), .relaxed)
+  }
+
+  /// The bit `markHit` sets in a slot whose word is `word` (which lacks `Format.hotBit`).
+  @inline(__always)
+  static func hitBit(_ word: UInt32) -> UInt32 {
+    word & Format.referencedBit == 0
       ? Format.referencedBit : word & Format.frequentBit == 0 ? Format.frequentBit : Format.hotBit
-    part.entryWord(at.place, at.slot).bitwiseOr(bit, .relaxed)
   }
 
   // MARK: Writers' lookups (under the lock, so buckets cannot change underneath)

@@ -187,6 +187,12 @@ struct MappedMemory {
   @inline(__always)
   var partitionCount: Int { routing.count.load(ordering: .acquiring) }
 
+  /// A partition count with its routing mask (`PartitionRoute`), from the one word that
+  /// holds both: `partitionCount`, or a count this handle routed by before it (the
+  /// word follows the count, never passing it). Acquire, as `partitionCount`.
+  @inline(__always)
+  var route: PartitionRoute { PartitionRoute(raw: routing.route.load(ordering: .acquiring)) }
+
   /// The file's bytes as far as this handle has seen them.
   var fileSize: Int { max(routing.createdSize, routing.partitionsOffset + partitionCount * partitionBytes) }
 
@@ -239,7 +245,10 @@ struct MappedMemory {
     while cur < live {
       let (done, seen) = routing.count.compareExchange(
         expected: cur, desired: live, successOrdering: .releasing, failureOrdering: .acquiring)
-      if done { return .adopted }
+      if done {
+        routing.raiseRoute(to: live)
+        return .adopted
+      }
       cur = seen
     }
     return .current
@@ -365,6 +374,9 @@ struct MappedMemory {
 /// checks. Owned by `MappedFile`.
 final class Routing: @unchecked Sendable {
   let count: Atomic<Int>
+  /// A count with its routing mask (`PartitionRoute.raw`), so that a read routes by one
+  /// load: raised to each count adopted, right after it (`raiseRoute`).
+  let route: Atomic<UInt64>
   /// A header count found damaged (`MappedMemory.Adoption.damaged`), 0 for none.
   let rejected = Atomic<Int>(0)
   /// A header count whose partitions lie past the mapping (`Adoption.pastMapping`), 0
@@ -380,11 +392,26 @@ final class Routing: @unchecked Sendable {
 
   init(count: Int, layout: Layout, mapped: Int, fd: Int32) {
     self.count = Atomic(count)
+    route = Atomic(PartitionRoute(count: count).raw)
     partitionsOffset = layout.partitionsOffset
     createdSize = layout.createdSize
     createdCount = layout.createdCount
     self.mapped = mapped
     self.fd = fd
+  }
+
+  /// Raises `route` to `count` (adopted by this thread a moment ago), unless another
+  /// thread raised it as far or further: adoptions may finish in any order, and the word
+  /// never goes back to a smaller count. Release, as the count's store.
+  func raiseRoute(to count: Int) {
+    var cur = route.load(ordering: .relaxed)
+    let desired = PartitionRoute(count: count).raw
+    while PartitionRoute(raw: cur).count < count {
+      let (done, seen) = route.compareExchange(
+        expected: cur, desired: desired, successOrdering: .releasing, failureOrdering: .relaxed)
+      if done { return }
+      cur = seen
+    }
   }
 }
 
@@ -488,16 +515,57 @@ struct PartitionMemory {
 
   /// The bucket's sequence word.
   @inline(__always)
-  func seq(_ place: Place) -> SharedWord32 {
-    SharedWord32(address: (bucket(place) + Format.BucketOffset.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
-  }
+  func seq(_ place: Place) -> SharedWord32 { bucketView(place).seq }
 
   /// Slot `slot`'s entry word: the record offset and the hit bits.
   @inline(__always)
-  func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 {
-    assert(slot >= 0 && slot < Format.slotsPerBucket)
-    return SharedWord32(
-      address: (bucket(place) + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
+  func entryWord(_ place: Place, _ slot: Int) -> SharedWord32 { bucketView(place).entryWord(slot) }
+
+  /// A bucket by its address (`Bucket`), for a read that uses several of its words.
+  @inline(__always)
+  func bucketView(_ place: Place) -> Bucket { Bucket(address: bucket(place)) }
+
+  /// A bucket's words from one pointer: the straight-line read (`Reader.quickCopy`) loads
+  /// its sequence word, compares its tags and loads and marks a slot's word, and keeps
+  /// this one value for them all, not a place (group and bucket) whose address it would
+  /// compute again for each, and keep alive until the hit bit.
+  struct Bucket: Equatable {
+    fileprivate let address: UnsafeMutableRawPointer
+
+    /// The sequence word (`PartitionMemory.seq`).
+    @inline(__always)
+    var seq: SharedWord32 {
+      SharedWord32(address: (address + Format.BucketOffset.seq).assumingMemoryBound(to: Atomic<UInt32>.self))
+    }
+
+    /// Slot `slot`'s entry word (`PartitionMemory.entryWord`).
+    @inline(__always)
+    func entryWord(_ slot: Int) -> SharedWord32 {
+      assert(slot >= 0 && slot < Format.slotsPerBucket)
+      return SharedWord32(
+        address: (address + (Format.BucketOffset.words &+ slot &* 4)).assumingMemoryBound(to: Atomic<UInt32>.self))
+    }
+
+    /// `PartitionMemory.tagMatches` of this bucket.
+    @inline(__always)
+    func tagMatches(_ tag: UInt16) -> UInt32 {
+      #if arch(x86_64)
+        mc_tag_matches(UnsafeRawPointer(address + Format.BucketOffset.tags), tag)
+      #else
+        BucketIndex.matching(tagWords, tag)
+      #endif
+    }
+
+    /// `PartitionMemory.tagWords` of this bucket.
+    @inline(__always)
+    var tagWords: (UInt32, UInt64, UInt64) {
+      let t = address + Format.BucketOffset.tags
+      return (
+        t.assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(ordering: .relaxed),
+        (t + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed),
+        (t + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(ordering: .relaxed)
+      )
+    }
   }
 
   /// The slots whose tag equals `tag`, as a mask of bits 0-9: on x86-64 the ten lanes
@@ -505,27 +573,12 @@ struct PartitionMemory {
   /// `tagWords`, the same answer. Racy under readers, who validate with the sequence
   /// afterwards.
   @inline(__always)
-  func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 {
-    #if arch(x86_64)
-      mc_tag_matches(UnsafeRawPointer(bucket(place) + Format.BucketOffset.tags), tag)
-    #else
-      BucketIndex.matching(tagWords(place), tag)
-    #endif
-  }
+  func tagMatches(_ place: Place, _ tag: UInt16) -> UInt32 { bucketView(place).tagMatches(tag) }
 
   /// The bucket's ten tags as three words (relaxed loads: racy under readers, who
   /// validate with the sequence afterwards): tags 0-1, 2-5 and 6-9, two bytes each.
   @inline(__always)
-  func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) {
-    let b = bucket(place)
-    let t0 = (b + Format.BucketOffset.tags).assumingMemoryBound(to: Atomic<UInt32>.self).pointee.load(
-      ordering: .relaxed)
-    let t1 = (b + Format.BucketOffset.tags + 4).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
-      ordering: .relaxed)
-    let t2 = (b + Format.BucketOffset.tags + 12).assumingMemoryBound(to: Atomic<UInt64>.self).pointee.load(
-      ordering: .relaxed)
-    return (t0, t1, t2)
-  }
+  func tagWords(_ place: Place) -> (UInt32, UInt64, UInt64) { bucketView(place).tagWords }
 
   /// Slot `slot`'s tag (0: empty).
   @inline(__always)
@@ -551,6 +604,10 @@ struct PartitionMemory {
   func prefetchBucket(_ place: Place, write: Bool) {
     prefetchLine(bucket(place), write: write)
   }
+
+  /// `prefetchBucket` of a bucket by its address, for reading.
+  @inline(__always)
+  func prefetchBucket(_ bucket: Bucket) { prefetchLine(bucket.address, write: false) }
 
   /// R2's prefetch: the key's buckets (the first, and the second where it differs), as
   /// soon as their places are known, well before R3 reads the first. On a table larger
@@ -870,6 +927,17 @@ struct PartitionMemory {
     let word = entryWord(place, slot).load(.relaxed)
     prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask), write: write)
     return Writer.SlotHint(place: place, slot: slot, word: word, groups: 0)
+  }
+
+  /// `prefetchRecord(named:in:)` of a bucket by its address (a batch's B2): whether
+  /// a slot has the tag.
+  @inline(__always)
+  func prefetchRecord(named tag: UInt16, in bucket: Bucket) -> Bool {
+    let m = bucket.tagMatches(tag)
+    guard m != 0 else { return false }
+    let word = bucket.entryWord(m.trailingZeroBitCount).load(.relaxed)
+    prefetchRecord(at: Int(truncatingIfNeeded: word & Format.offsetMask))
+    return true
   }
 
   /// Starts fetching, owned, the header line every write changes (line 1: the lock

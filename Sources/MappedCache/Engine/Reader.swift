@@ -254,9 +254,11 @@ final class Reader {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer, route: Route? = nil
   ) -> Quick {
     guard isPlain, let out = buffer.baseAddress else { return .slow }
-    let count = memory.partitionCount
+    let keyCount = key.count  // once: `count` tests the key's start for nil each time
+    let routing = memory.route
+    let count = routing.count
     let routed = route.map { $0.partitionCount == count } ?? false
-    let p = routed ? route.unsafelyUnwrapped.partition : IndexGeometry.partition(hash, count: count)
+    let p = routed ? route.unsafelyUnwrapped.partition : routing.partition(hash)
     let part = memory.partition(p)
     let index = BucketIndex(part: part)
     // R1.
@@ -264,45 +266,44 @@ final class Reader {
     guard part.isValidGroupCount(geometry.groups) else { return .slow }
     // R2 (`quickCopy`'s doc says why each way).
     let batch = route != nil
-    let first: Place
+    var bucket: PartitionMemory.Bucket
     let tag: UInt16
     var second = Place(group: 0, bucket: 0)
     if batch {
-      let routedPlaces = routed && route.unsafelyUnwrapped.groups == geometry.groups
-      first = routedPlaces ? route.unsafelyUnwrapped.first : Placement.first(hash: hash, groups: geometry.groups)
-      tag = routedPlaces ? route.unsafelyUnwrapped.tag : IndexGeometry.tag(hash)
+      let r = route.unsafelyUnwrapped
+      let routedPlaces = routed && r.groups == geometry.groups
+      bucket = routedPlaces ? r.first : part.bucketView(Placement.first(hash: hash, groups: geometry.groups))
+      tag = routedPlaces ? r.tag : IndexGeometry.tag(hash)
     } else {
       let pl = Placement(hash: hash, groups: geometry.groups)
-      (first, tag, second) = (pl.first, pl.tag, pl.second)
+      (tag, second) = (pl.tag, pl.second)
       part.prefetchBucket(second, write: false)
+      bucket = part.bucketView(pl.first)
     }
     // R3 for the first slot with the key's tag, in its first bucket, else (R4) in its
     // second: a hit needs only the bucket it is found in read stable, and the tags of a
     // bucket without the key's rarely match it.
-    var place = first
-    var seq = part.seq(place)
-    var s1 = seq.load(.acquiring)
-    var m = part.tagMatches(place, tag)
+    var s1 = bucket.seq.load(.acquiring)
+    var m = bucket.tagMatches(tag)
     if m == 0 {
-      place = batch ? Placement.second(hash: hash, groups: geometry.groups) : second
-      seq = part.seq(place)
-      s1 = seq.load(.acquiring)
-      m = part.tagMatches(place, tag)
+      bucket = part.bucketView(batch ? Placement.second(hash: hash, groups: geometry.groups) : second)
+      s1 = bucket.seq.load(.acquiring)
+      m = bucket.tagMatches(tag)
     }
     if s1 & 1 == 0 && m != 0 {
-      let slot = m.trailingZeroBitCount
-      let word = part.entryWord(place, slot).load(.relaxed)
+      let entry = bucket.entryWord(m.trailingZeroBitCount)
+      let word = entry.load(.relaxed)
       let offset = Int(truncatingIfNeeded: word & Format.offsetMask)
       if !batch { part.prefetchRecordTail(at: offset) }
-      if let h = part.shortEntry(at: offset, keyCount: key.count, room: buffer.count),
+      if let h = part.shortEntry(at: offset, keyCount: keyCount, room: buffer.count),
         part.keyEquals(record: offset, h, key)
       {
         part.copyValue(record: offset, h, to: out)
         atomicMemoryFence(ordering: .acquiring)
         // R3's `seq` again, then R5 (the move sequence matters only to a miss).
-        if seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
-          // R6.
-          if word & Format.hotBit == 0 { index.markHit(.init(place: place, slot: slot), word: word) }
+        if bucket.seq.load(.relaxed) == s1 && index.geometryRelaxed() == geometry {
+          // R6 (`BucketIndex.markHit` on the slot's word).
+          if word & Format.hotBit == 0 { entry.bitwiseOr(BucketIndex.hitBit(word), .relaxed) }
           return .hit(h.vlen)
         }
       }
@@ -361,8 +362,16 @@ final class Reader {
     var partitionCount: Int
     var partition: Int
     var groups: Int
-    var first: Place
+    /// The first place's bucket, by its address: B2 and B3 use its words without
+    /// computing it again.
+    var first: PartitionMemory.Bucket
     var tag: UInt16
+
+    /// The route of a key whose partition's geometry word was out of range: B2 and B3
+    /// pass it by (`partition` -1).
+    static func unrouted(in part: PartitionMemory) -> Route {
+      Route(partitionCount: 0, partition: -1, groups: 0, first: part.bucketView(Place(group: 0, bucket: 0)), tag: 0)
+    }
   }
 
   /// What `BucketIndex.quickRead` saw in one bucket.

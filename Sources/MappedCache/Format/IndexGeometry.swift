@@ -46,6 +46,36 @@ enum IndexGeometry {
   static func ghostTag(_ hash: UInt64) -> UInt16 { tag(hash) }
 }
 
+/// A partition count and its linear-hashing mask in one word, as a handle routes keys:
+/// `partition(_:)` is `IndexGeometry.partition(_:count:)` without finding the count's
+/// level (a `bsr` and four shifts a read) on every read. One word, so that no thread
+/// sees a count with another count's mask; a handle keeps it beside its count, raised
+/// to each count it adopts (`Routing.raiseRoute`).
+struct PartitionRoute: Equatable {
+  /// `count | mask << 32`: `mask` is `2^(L+1) - 1` for `2^L <= count < 2^(L+1)`.
+  var raw: UInt64
+
+  @inline(__always) init(raw: UInt64) { self.raw = raw }
+
+  /// Precondition: `1 <= count <= Format.maxPartitions` (so the mask fits its 32 bits
+  /// and covers no more than the routing's 21 bits of the hash).
+  init(count: Int) {
+    precondition(count >= 1 && count <= Format.maxPartitions, "partition count out of range")
+    let level = Int.bitWidth - 1 - count.leadingZeroBitCount
+    raw = UInt64(count) | UInt64((2 << level) - 1) << 32
+  }
+
+  @inline(__always) var count: Int { Int(truncatingIfNeeded: raw & 0xFFFF_FFFF) }
+
+  /// A key's partition: `address` of hash bits 1-21 over `count`, from the stored mask
+  /// (its low half is the mask of the level below).
+  @inline(__always)
+  func partition(_ hash: UInt64) -> Int {
+    let high = (hash >> 1) & (raw >> 32)
+    return Int(truncatingIfNeeded: high < raw & 0xFFFF_FFFF ? high : high & (raw >> 33))
+  }
+}
+
 /// One of a key's two places: a bucket of a group.
 struct Place: Equatable, Hashable {
   var group: Int

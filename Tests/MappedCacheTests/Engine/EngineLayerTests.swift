@@ -59,6 +59,23 @@ private final class Scratch {
     }
   }
 
+  /// A handle's routing word (`PartitionRoute`: a count and its mask) gives every key
+  /// the partition `IndexGeometry.partition` gives it, for counts up to the largest.
+  @Test func theRoutingWordRoutesAsLinearHashing() {
+    var rng = SplitMix(11)
+    let hashes = (0..<1000).map { _ in rng.next() | 1 }
+    let larger = [
+      127, 128, 129, 511, 512, 513, 1023, 1024, 1025, 65_535, 65_536, 65_537, Format.maxPartitions - 1,
+      Format.maxPartitions,
+    ]
+    for n in Array(1...70) + larger {
+      let route = PartitionRoute(count: n)
+      #expect(route.count == n)
+      let wrong = hashes.filter { route.partition($0) != IndexGeometry.partition($0, count: n) }
+      #expect(wrong.isEmpty, "count \(n): \(wrong.count) hashes routed elsewhere")
+    }
+  }
+
   /// A key's tag is never 0 (an empty slot's), and its places spread over the groups.
   @Test func tagsAndPlaces() {
     var counts = [Int](repeating: 0, count: 64 * 4)

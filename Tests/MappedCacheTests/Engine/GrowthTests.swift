@@ -70,6 +70,44 @@ import Testing
     #expect(try grower.verify().ok)
   }
 
+  /// A handle routes keys by one word, the partition count and its linear-hashing mask
+  /// (`PartitionRoute`): a handle opened before each growth by one partition (counts
+  /// 3 to 7, whose masks are not the count's) finds every key, those growth moved to the
+  /// new partition included, and then routes by the new count and its mask together.
+  @Test func aHandleRoutesByTheGrownCountAndItsMask() throws {
+    let path = TestFiles.tempPath("grow-route")
+    defer { TestFiles.cleanup(path) }
+    let grower = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    let partitionBytes = grower.capacity / grower.partitionCount
+    let n = 3000
+    for i in 0..<n { try grower.setObject(Self.value(i), forKey: Self.key(i)) }
+    for _ in 0..<5 {
+      let reader = try SharedCache<String>(path: path)
+      let before = reader.engine.memory.route
+      #expect(before == PartitionRoute(count: grower.partitionCount))
+      try grower.grow(toCapacity: grower.capacity + partitionBytes)
+      // The reader routes by the word it opened with until a miss sends it to the header.
+      for i in 0..<n { #expect(try reader.object(forKey: Self.key(i)) == Self.value(i), "key \(i)") }
+      let after = reader.engine.memory.route
+      #expect(after == PartitionRoute(count: grower.partitionCount))
+      #expect(after.count == before.count + 1)
+    }
+    #expect(try grower.verify().ok)
+  }
+
+  /// The routing word never goes back: a thread that adopted a smaller count and raises
+  /// the word after another raised it further (`Routing.raiseRoute`) leaves it as is.
+  @Test func theRoutingWordIsNeverLowered() throws {
+    let path = TestFiles.tempPath("grow-raise")
+    defer { TestFiles.cleanup(path) }
+    let c = try SharedCache<String>(path: path, options: Self.options(4 << 20))
+    #expect(c.engine.memory.route == PartitionRoute(count: 2))
+    c.engine.file.routing.raiseRoute(to: 1)
+    #expect(c.engine.memory.route == PartitionRoute(count: 2))
+    try c.setObject("v", forKey: "k")
+    #expect(try c.object(forKey: "k") == "v")
+  }
+
   @Test func growthRefusesWhatItCannotDo() throws {
     let (c, path) = try SharedCache<String>.scratch("grow-bad", options: Self.options(4 << 20)) {
       $0.maxCapacity = 8 << 20
