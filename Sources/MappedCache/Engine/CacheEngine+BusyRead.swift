@@ -35,6 +35,41 @@ extension CacheEngine {
     return found
   }
 
+  /// `locate` with its misses counted (an absent key as a miss, a bucket that stayed busy
+  /// apart): what a read that answers -1 for both does first.
+  @inline(__always)
+  func locateCountingMisses(
+    _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer
+  ) -> Reader.Located {
+    let found = locate(key, hash: hash, into: buffer)
+    switch found {
+    case .absent: reader.countMiss()
+    case .busy: reader.countBusyMiss()
+    case .found: break
+    }
+    return found
+  }
+
+  /// A judged read's answer to its caller, counted: on a hit what `served` makes of it (the
+  /// value's length), the length a larger buffer needs, or -1 on a miss (a damaged entry
+  /// is one; a bucket that stayed busy is counted apart).
+  @inline(__always)
+  func answer(_ outcome: Reader.Probe, served: (EntryInfo) -> Int) -> Int {
+    switch outcome {
+    case .hit(let info):
+      reader.countHit()
+      return served(info)
+    case .needs(let n):
+      return n
+    case .miss, .corrupt:
+      reader.countMiss()
+      return -1
+    case .busy:
+      reader.countBusyMiss()
+      return -1
+    }
+  }
+
   /// R1-R7 for any entry, judged (`Reader.judge`): the read every general read is.
   @inline(__always)
   func probe(

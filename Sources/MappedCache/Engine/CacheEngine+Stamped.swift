@@ -13,25 +13,17 @@ extension CacheEngine {
   @usableFromInline
   func entryStamp(_ key: UnsafeRawBufferPointer, hash: UInt64, stamp: inout EntryStamp) -> Int {
     let none = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    switch locate(key, hash: hash, into: none) {
-    case .absent:
+    guard case .found(let e, let p) = locateCountingMisses(key, hash: hash, into: none) else { return -1 }
+    // Judge it as a read would (R6), but for the copy: the caller copies when it must.
+    if e.header.expiry != 0 && Expiry.isExpired(e.header.expiry, now: SystemCall.expiryClockMilliseconds()) {
       reader.countMiss()
       return -1
-    case .busy:
-      reader.countBusyMiss()
-      return -1
-    case .found(let e, let p):
-      // Judge it as a read would (R6), but for the copy: the caller copies when it must.
-      if e.header.expiry != 0 && Expiry.isExpired(e.header.expiry, now: SystemCall.expiryClockMilliseconds()) {
-        reader.countMiss()
-        return -1
-      }
-      if e.word & Format.hotBit == 0 && reader.writable {
-        BucketIndex(part: memory.partition(p)).markHit(e.at, word: e.word)
-      }
-      stamp = EntryStamp(e.header)
-      return e.header.vlen
     }
+    if e.word & Format.hotBit == 0 && reader.writable {
+      BucketIndex(part: memory.partition(p)).markHit(e.at, word: e.word)
+    }
+    stamp = EntryStamp(e.header)
+    return e.header.vlen
   }
 
   /// Counts a hit served without `copyStampedValue` (a kept decoded value).
@@ -47,28 +39,11 @@ extension CacheEngine {
     _ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer,
     stamp: inout EntryStamp
   ) -> Int {
-    switch locate(key, hash: hash, into: buffer) {
-    case .absent:
-      reader.countMiss()
-      return -1
-    case .busy:
-      reader.countBusyMiss()
-      return -1
-    case .found(let e, let p):
-      switch reader.judge(e, partition: p, hash: hash, now: 0, allowExpired: false, buffer: buffer) {
-      case .hit:
-        reader.countHit()
-        stamp = EntryStamp(e.header)
-        return e.header.vlen
-      case .needs(let n):
-        return n
-      case .miss, .corrupt:
-        reader.countMiss()
-        return -1
-      case .busy:
-        reader.countBusyMiss()
-        return -1
-      }
+    guard case .found(let e, let p) = locateCountingMisses(key, hash: hash, into: buffer) else { return -1 }
+    let outcome = reader.judge(e, partition: p, hash: hash, now: 0, allowExpired: false, buffer: buffer)
+    return answer(outcome) { _ in
+      stamp = EntryStamp(e.header)
+      return e.header.vlen
     }
   }
 }

@@ -668,19 +668,7 @@ final class CacheEngine: @unchecked Sendable {
   /// spilled more of its state to the stack.
   @inline(never)
   func copyValueSlowly(_ key: UnsafeRawBufferPointer, hash: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    switch probe(key, hash: hash, into: buffer) {
-    case .hit(let info):
-      reader.countHit()
-      return info.valueCount
-    case .needs(let n):
-      return n
-    case .miss, .corrupt:
-      reader.countMiss()
-      return -1
-    case .busy:
-      reader.countBusyMiss()
-      return -1
-    }
+    answer(probe(key, hash: hash, into: buffer)) { $0.valueCount }
   }
 
   /// `read` returning what `body` returns (nil on a miss). Same costs as `read`.
