@@ -155,18 +155,24 @@ import Testing
   @Test func aRewriteKilledMidwayDropsOnlyItsEntry() throws {
     let place = Place(group: 0, bucket: 3)
     try withFilledCache("rec-rewrite", keys: .inBucket(place, count: 5, tag: "rw")) { c, e, ks in
-      let f = try #require(try e.slot(of: ks[2]))
-      try e._crashDuring(partition: 0) { part in
-        part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
-        part.index._toggleSequence(place, part.held)
-        // Half the value rewritten: the checksum no longer matches (nor would a reader's).
-        let entry = try #require(part.index.entry(at: f.slot))
-        let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
-        for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
-      }
+      try killRewriteMidway(of: ks[2], in: place, e)
       try c.setObject([1], forKey: "next write")
       #expect(try c.object(forKey: ks[2]) == nil, "the entry being rewritten is dropped")
       try expectAllThere(c, ks.filter { $0 != ks[2] })
+    }
+  }
+
+  /// A writer killed in the middle of rewriting `key`'s value in place (W3): the intent
+  /// word names its slot, the bucket `place` is left odd, and the value's first ten bytes
+  /// are rewritten, so that its checksum no longer matches (nor would a reader's).
+  private func killRewriteMidway(of key: String, in place: Place, _ e: CacheEngine) throws {
+    let f = try #require(try e.slot(of: key))
+    try e._crashDuring(partition: 0) { part in
+      part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
+      part.index._toggleSequence(place, part.held)
+      let entry = try #require(part.index.entry(at: f.slot))
+      let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
+      for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
     }
   }
 
@@ -179,14 +185,7 @@ import Testing
     try withFilledCache("rec-rewrite-hinted", keys: .inBucket(place, count: 5, tag: "rh")) { c, e, ks in
       // Once more, so that the handle remembers the key's slot (`RecentSlots`).
       try c.setObject(value(ks[0]), forKey: ks[0])
-      let f = try #require(try e.slot(of: ks[2]))
-      try e._crashDuring(partition: 0) { part in
-        part.memory.word(.intent).store(Format.intentRewriteBase + UInt64(Writer.slotNumber(f.slot)), .relaxed)
-        part.index._toggleSequence(place, part.held)
-        let entry = try #require(part.index.entry(at: f.slot))
-        let v = part.memory._byte(at: entry.offset + entry.header.headerBytes + entry.header.klen)
-        for i in 0..<10 { v.storeBytes(of: 0xAB, toByteOffset: i, as: UInt8.self) }
-      }
+      try killRewriteMidway(of: ks[2], in: place, e)
       let recoveries = c.statistics.recoveries
       let newValue = CoreValue.make(key: ks[0], writer: 0, seq: 1, size: 40)
       try c.setObject(newValue, forKey: ks[0])
