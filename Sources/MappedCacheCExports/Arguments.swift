@@ -63,9 +63,13 @@ enum Arguments {
   ) throws -> Int {
     guard count >= 0 else { throw ABIError.invalidArgument("a count of \(UInt(bitPattern: count))") }
     guard count > 0 else { return 0 }
-    for (pointer, name) in [(keys, "keys"), (keyLengths, "key_lengths")] + others where pointer == nil {
-      throw ABIError.invalidArgument("\(name) is NULL but count is \(count)")
+    // Each array checked where it stands: no array of them all built on every batch.
+    func present(_ pointer: UnsafeRawPointer?, _ name: String) throws {
+      if pointer == nil { throw ABIError.invalidArgument("\(name) is NULL but count is \(count)") }
     }
+    try present(keys, "keys")
+    try present(keyLengths, "key_lengths")
+    for (pointer, name) in others { try present(pointer, name) }
     return count
   }
 }
